@@ -1,0 +1,19 @@
+//! The `cairn` binary. Everything lives in modules; `main` only wires them.
+
+mod cli;
+mod commands;
+mod logging;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = cli::Cli::parse();
+    logging::init();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Integration tests of the `cairn` binary's public surfaces.
+
+use std::process::Command;
+
+fn cairn() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cairn"))
+}
+
+#[test]
+fn version_prints_package_version() {
+    let output = cairn().arg("--version").output().unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(stdout.trim(), format!("cairn {}", env!("CARGO_PKG_VERSION")));
+}

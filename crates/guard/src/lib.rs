@@ -1,0 +1,1 @@
+//! Text and path safety for Cairn.
