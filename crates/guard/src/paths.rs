@@ -1,0 +1,282 @@
+//! Sensitive-path classification and the one guarded file read.
+//!
+//! A path is resolved the way the operating system would see it (`~`
+//! expanded, made absolute, `..` folded, symlinks followed where the file
+//! exists) and then checked against credential stores in the user's home,
+//! kernel interfaces, system secrets and the gateway's own secrets. Both the
+//! path as written and the resolved target are checked, so neither a
+//! symlink *to* `~/.ssh` nor a link *named* `.env` gets through.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::{LazyLock, RwLock};
+
+use regex::RegexSet;
+
+use crate::error::{GuardError, Result};
+
+/// Credential stores relative to the user's home directory.
+const HOME_SECRETS: &[(&str, &str)] = &[
+    (".aws", "AWS credentials"),
+    (".ssh", "SSH keys"),
+    (".gnupg", "GnuPG keyring"),
+    (".netrc", "netrc credentials"),
+    (".git-credentials", "git credential store"),
+    (".config/gh", "GitHub CLI token"),
+    (".docker/config.json", "Docker registry credentials"),
+    (".kube/config", "Kubernetes credentials"),
+    (".config/gcloud", "Google Cloud credentials"),
+    (".azure", "Azure credentials"),
+    (".pgpass", "PostgreSQL passwords"),
+    (".pypirc", "PyPI credentials"),
+    (".npmrc", "npm token"),
+    (".cargo/credentials", "crates.io token"),
+    (".cargo/credentials.toml", "crates.io token"),
+    (".password-store", "pass password store"),
+];
+
+/// Absolute system locations.
+const SYSTEM_SECRETS: &[(&str, &str)] = &[
+    ("/proc", "kernel process interface"),
+    ("/sys", "kernel sysfs interface"),
+    ("/dev", "device files"),
+    ("/etc/shadow", "system password hashes"),
+    ("/etc/gshadow", "system group password hashes"),
+    ("/etc/sudoers", "sudo policy"),
+    ("/etc/ssh", "SSH host keys"),
+];
+
+/// Files inside the gateway's home that hold its own secrets.
+const GATEWAY_SECRETS: &[(&str, &str)] = &[
+    ("secrets", "gateway secrets directory"),
+    (".env", "gateway environment file"),
+    ("credentials.json", "gateway credentials"),
+    ("auth.json", "gateway auth tokens"),
+];
+
+/// Which paths no Cairn component may read on a model's behalf.
+///
+/// [`SensitivePaths::for_current_user`] covers the user's home; add the
+/// gateway's home with [`SensitivePaths::with_gateway_home`] so its own
+/// secrets are covered too. The free functions [`is_sensitive_path`] and
+/// [`safe_read_file`] use a process-wide instance that the binary can
+/// replace with [`SensitivePaths::install`].
+#[derive(Debug, Clone, Default)]
+pub struct SensitivePaths {
+    home: Option<PathBuf>,
+    gateway_home: Option<PathBuf>,
+    extra: Vec<PathBuf>,
+}
+
+static GLOBAL: LazyLock<RwLock<SensitivePaths>> = LazyLock::new(|| RwLock::new(SensitivePaths::for_current_user()));
+
+impl SensitivePaths {
+    /// Rules for the current user's home directory (if the OS reports one).
+    pub fn for_current_user() -> Self {
+        Self { home: dirs::home_dir(), ..Self::default() }
+    }
+
+    /// Rules for an explicit home directory (tests, other users).
+    pub fn with_home(home: impl Into<PathBuf>) -> Self {
+        Self { home: Some(home.into()), ..Self::default() }
+    }
+
+    /// Also protects the gateway's own secrets under `gateway_home`.
+    #[must_use]
+    pub fn with_gateway_home(mut self, gateway_home: impl Into<PathBuf>) -> Self {
+        self.gateway_home = Some(gateway_home.into());
+        self
+    }
+
+    /// Also protects `path` and everything below it.
+    #[must_use]
+    pub fn with_extra(mut self, path: impl Into<PathBuf>) -> Self {
+        self.extra.push(path.into());
+        self
+    }
+
+    /// Makes this the rule set used by [`is_sensitive_path`] and
+    /// [`safe_read_file`] for the rest of the process.
+    pub fn install(self) {
+        *GLOBAL.write().unwrap_or_else(std::sync::PoisonError::into_inner) = self;
+    }
+
+    /// Why `path` is sensitive, or `None` when it may be read.
+    pub fn classify(&self, path: &Path) -> Result<Option<&'static str>> {
+        let lexical = self.absolute(path)?;
+        if let Some(reason) = self.classify_resolved(&lexical) {
+            return Ok(Some(reason));
+        }
+        let resolved = resolve_existing(&lexical);
+        Ok(self.classify_resolved(&resolved))
+    }
+
+    /// True when `path` must not be read. A path that cannot be resolved
+    /// counts as sensitive.
+    pub fn is_sensitive(&self, path: &Path) -> bool {
+        self.classify(path).map_or(true, |reason| reason.is_some())
+    }
+
+    /// Reads `path` as UTF-8 text unless it is sensitive.
+    pub fn read_to_string(&self, path: &Path) -> Result<String> {
+        let bytes = self.read(path)?;
+        let resolved = resolve_existing(&self.absolute(path)?);
+        String::from_utf8(bytes).map_err(|_| GuardError::NotUtf8 { path: resolved })
+    }
+
+    /// Reads `path` as bytes unless it is sensitive.
+    pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        let lexical = self.absolute(path)?;
+        let resolved = resolve_existing(&lexical);
+        let refusal = self.classify_resolved(&lexical).or_else(|| self.classify_resolved(&resolved));
+        if let Some(reason) = refusal {
+            tracing::debug!(path = %resolved.display(), reason, "refused sensitive read");
+            return Err(GuardError::SensitivePath { path: resolved, reason });
+        }
+        // Read the resolved target, so a symlink swapped after the check
+        // still points at the file that was classified.
+        std::fs::read(&resolved).map_err(|source| GuardError::Io { path: resolved, source })
+    }
+
+    fn absolute(&self, path: &Path) -> Result<PathBuf> {
+        let unresolvable = |reason| GuardError::Unresolvable { path: path.to_path_buf(), reason };
+        let expanded = match path.strip_prefix("~") {
+            Ok(rest) => self.home.as_ref().ok_or_else(|| unresolvable("no home directory to expand `~`"))?.join(rest),
+            Err(_) => path.to_path_buf(),
+        };
+        let absolute = if expanded.is_absolute() {
+            expanded
+        } else {
+            std::env::current_dir().map_err(|_| unresolvable("no current directory"))?.join(expanded)
+        };
+        Ok(lexical_normalize(&absolute))
+    }
+
+    fn classify_resolved(&self, path: &Path) -> Option<&'static str> {
+        if let Some(home) = &self.home {
+            let home = lexical_normalize(home);
+            for (relative, reason) in HOME_SECRETS {
+                if path.starts_with(home.join(relative)) {
+                    return Some(reason);
+                }
+            }
+        }
+        if let Some(gateway_home) = &self.gateway_home {
+            let gateway_home = lexical_normalize(gateway_home);
+            for (relative, reason) in GATEWAY_SECRETS {
+                if path.starts_with(gateway_home.join(relative)) {
+                    return Some(reason);
+                }
+            }
+        }
+        for (root, reason) in SYSTEM_SECRETS {
+            if path.starts_with(root) {
+                return Some(reason);
+            }
+        }
+        if self.extra.iter().any(|extra| path.starts_with(lexical_normalize(extra))) {
+            return Some("configured sensitive path");
+        }
+        classify_file_name(path)
+    }
+}
+
+/// Sensitive by file name wherever they live.
+fn classify_file_name(path: &Path) -> Option<&'static str> {
+    for component in path.components() {
+        let Component::Normal(name) = component else { continue };
+        let Some(name) = name.to_str() else { continue };
+        if name == ".env" || (name.starts_with(".env.") && !is_env_template(name)) {
+            return Some("environment file");
+        }
+    }
+    let name = path.file_name()?.to_str()?;
+    let is_private_key = ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk"].contains(&name);
+    is_private_key.then_some("SSH private key")
+}
+
+fn is_env_template(name: &str) -> bool {
+    matches!(name, ".env.example" | ".env.sample" | ".env.template" | ".env.dist")
+}
+
+/// Folds `.` and `..` without touching the file system.
+fn lexical_normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Follows symlinks for the longest existing prefix of `path` and appends
+/// the rest, so a not-yet-existing file below a symlinked directory is
+/// classified by where it would really land.
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(canonical) = existing.canonicalize() {
+            let mut resolved = canonical;
+            for part in rest.iter().rev() {
+                resolved.push(part);
+            }
+            return resolved;
+        }
+        match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// True when `path` must not be read, under the process-wide rules.
+pub fn is_sensitive_path(path: impl AsRef<Path>) -> bool {
+    GLOBAL.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_sensitive(path.as_ref())
+}
+
+/// The one guarded read: refuses a sensitive path with
+/// [`GuardError::SensitivePath`] and reads UTF-8 text otherwise.
+pub fn safe_read_file(path: impl AsRef<Path>) -> Result<String> {
+    GLOBAL.read().unwrap_or_else(std::sync::PoisonError::into_inner).read_to_string(path.as_ref())
+}
+
+/// References to credential stores and cloud metadata endpoints inside tool
+/// names or tool inputs (a shell command, a URL, a file argument).
+const SENSITIVE_MENTIONS: &[(&str, &str)] = &[
+    ("aws-credentials", r"(?:~|\$HOME|/home/[^/\s]+|/root)/\.aws\b|\.aws/credentials"),
+    ("ssh-keys", r"(?:~|\$HOME|/home/[^/\s]+|/root)/\.ssh\b|\bid_(?:rsa|dsa|ecdsa|ed25519)\b"),
+    ("gnupg", r"(?:~|\$HOME|/home/[^/\s]+|/root)/\.gnupg\b"),
+    ("netrc", r"\.netrc\b|\.git-credentials\b"),
+    ("env-file", r"(?:^|[\s/'\x22=])\.env(?:\.[a-z]+)?(?:$|[\s'\x22;|&])"),
+    ("instance-metadata", r"169\.254\.169\.254|\[?fd00:ec2::254\]?|metadata\.google\.internal|100\.100\.100\.200"),
+    ("kube-config", r"\.kube/config\b"),
+    ("docker-config", r"\.docker/config\.json\b"),
+    ("shadow", r"/etc/(?:g?shadow|sudoers)\b"),
+];
+
+static MENTIONS: LazyLock<RegexSet> = LazyLock::new(|| {
+    RegexSet::new(SENSITIVE_MENTIONS.iter().map(|(_, pattern)| *pattern)).expect("built-in mention patterns compile")
+});
+
+/// Names the first credential store or metadata endpoint that `text` (a
+/// tool name or tool input) refers to, or `None`.
+///
+/// ```
+/// assert_eq!(cairn_guard::mentions_sensitive_location("cat ~/.aws/credentials"), Some("aws-credentials"));
+/// assert_eq!(cairn_guard::mentions_sensitive_location("curl http://169.254.169.254/latest/"), Some("instance-metadata"));
+/// assert_eq!(cairn_guard::mentions_sensitive_location("ls -la src/"), None);
+/// ```
+pub fn mentions_sensitive_location(text: &str) -> Option<&'static str> {
+    MENTIONS.matches(text).iter().next().map(|index| SENSITIVE_MENTIONS[index].0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,396 @@
+//! Credential detection and redaction.
+//!
+//! Three kinds of rules, one pass each:
+//!
+//! - **Provider formats** with a recognisable prefix or shape (AWS key ids,
+//!   GitHub, Slack, OpenAI/Anthropic, Google, Stripe, JWTs, private key
+//!   blocks, ...). These fire on the token alone.
+//! - **Assignments** whose key names a secret (`password=`, `api_key:`,
+//!   `SNYK_TOKEN ?=`, `"oktaApiToken": "..."`, `*_KEY=`): only the value is
+//!   redacted, and only when it is not a placeholder and looks like a secret
+//!   (mixed character classes, or a quoted value of eight or more characters).
+//! - **Containers**: base64 blobs that decode to a credential, and the
+//!   `data:` entries of a Kubernetes `Secret` manifest.
+//!
+//! All patterns are compiled once; a [`RegexSet`] pass decides which rules
+//! need their capture groups run at all.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use base64::Engine as _;
+use regex::{Regex, RegexSet};
+
+/// A credential found in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialFinding {
+    /// Rule name, used in the redaction marker `[REDACTED:<rule>]`.
+    pub rule: &'static str,
+    /// Byte range of the secret part in the scanned text.
+    pub span: std::ops::Range<usize>,
+}
+
+/// Extra check applied to a match before it counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// The format is specific enough on its own.
+    None,
+    /// Reject the vendor's documented example values.
+    NotDocumentedExample,
+    /// Must mix letters and digits.
+    LettersAndDigits,
+    /// Assignment value: not a placeholder, plausibly a secret.
+    AssignedValue,
+}
+
+struct CredentialRule {
+    name: &'static str,
+    pattern: &'static str,
+    check: Check,
+}
+
+const fn cred(name: &'static str, check: Check, pattern: &'static str) -> CredentialRule {
+    CredentialRule { name, pattern, check }
+}
+
+/// Provider formats first: where spans overlap, the earlier rule names the
+/// marker. Rules with capture groups redact only the first group that took
+/// part in the match.
+const RULES: &[CredentialRule] = &[
+    cred(
+        "private-key",
+        Check::None,
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)",
+    ),
+    cred("aws-access-key", Check::NotDocumentedExample, r"\b((?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16})\b"),
+    cred(
+        "aws-secret-key",
+        Check::None,
+        r#"(?i)\baws[\w.-]{0,20}?(?:secret|access)[\w.-]{0,20}["']?\s*(?:=|:|:=)\s*["']?([A-Za-z0-9/+=]{40})\b"#,
+    ),
+    cred("anthropic-api-key", Check::None, r"\bsk-ant-[a-z]{2,10}\d{2}-[A-Za-z0-9_-]{20,}"),
+    cred("openai-api-key", Check::LettersAndDigits, r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    cred("github-token", Check::None, r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"),
+    cred("gitlab-token", Check::None, r"\bgl(?:pat|dt|rt|ptt|ft|cbt|soat|imt|agent)-[A-Za-z0-9_-]{20,}"),
+    cred(
+        "slack-token",
+        Check::None,
+        r"\bxox[abposrec]-[A-Za-z0-9-]{10,}|\bxoxe\.xox[bp]-\d-[A-Za-z0-9]{20,}|\bxapp-\d-[A-Za-z0-9-]{20,}",
+    ),
+    cred(
+        "slack-webhook",
+        Check::None,
+        r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}",
+    ),
+    cred(
+        "discord-webhook",
+        Check::None,
+        r"https?://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}",
+    ),
+    cred("google-api-key", Check::None, r"\bAIza[0-9A-Za-z_-]{35}"),
+    cred("google-oauth-token", Check::None, r"\bya29\.[0-9A-Za-z_-]{20,}"),
+    cred("stripe-key", Check::None, r"\b(?:sk|rk)_(?:live|test|prod)_[0-9A-Za-z]{16,}|\bwhsec_[0-9A-Za-z]{24,}"),
+    cred("jwt", Check::None, r"\bey[A-Za-z0-9_-]{15,}\.ey[A-Za-z0-9_/-]{10,}\.[A-Za-z0-9_/+-]*={0,2}"),
+    cred("bearer-token", Check::LettersAndDigits, r"(?i)\bbearer\s+([A-Za-z0-9._~+/-]{16,}=*)"),
+    cred("basic-auth", Check::None, r#"(?i)\bauthorization["']?\s*[:=]\s*["']?basic\s+([A-Za-z0-9+/]{8,}={0,2})"#),
+    cred("url-password", Check::AssignedValue, r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@"'<>]+:([^\s/@"'<>]+)@"#),
+    cred("npm-token", Check::None, r"\bnpm_[A-Za-z0-9]{36}\b"),
+    cred("pypi-token", Check::None, r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
+    cred("huggingface-token", Check::None, r"\bhf_[A-Za-z]{34}\b"),
+    cred("sendgrid-key", Check::None, r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b"),
+    cred("twilio-key", Check::None, r"\b(?:AC|SK)[a-z0-9]{32}\b"),
+    cred("artifactory-token", Check::None, r"\bAKC[a-zA-Z0-9]{10,}\b|\bAP[0-9A-F][a-zA-Z0-9]{8,}\b"),
+    cred("discord-bot-token", Check::None, r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}"),
+    cred("digitalocean-token", Check::None, r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
+    cred("shopify-token", Check::None, r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
+    cred("vault-token", Check::LettersAndDigits, r"\bhv[sbr]\.[A-Za-z0-9_-]{24,}"),
+    cred("postman-key", Check::None, r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"),
+    cred("atlassian-token", Check::None, r"\bATATT3[A-Za-z0-9_=-]{100,}"),
+    cred("linear-key", Check::None, r"\blin_api_[A-Za-z0-9]{40}\b"),
+    cred("age-secret-key", Check::None, r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b"),
+    cred("databricks-token", Check::None, r"\bdapi[a-f0-9]{32}(?:-\d)?\b"),
+    cred("grafana-token", Check::None, r"\bgl(?:c|sa)_[A-Za-z0-9_+/=-]{32,}"),
+    cred("sourcegraph-token", Check::None, r"\bsgp_(?:local_)?[A-Za-z0-9_]{32,}"),
+    cred("facebook-token", Check::None, r"\bEAA[A-Za-z0-9]{80,}|\b\d{15,16}(?:\||%7[Cc])[0-9A-Za-z_-]{27,}"),
+    cred("telegram-bot-token", Check::None, r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b"),
+    cred("azure-storage-key", Check::None, r"(?i)\bAccountKey=([A-Za-z0-9+/]{86}==)"),
+    cred("square-token", Check::None, r"\bsq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"),
+    cred("mailgun-key", Check::None, r"\bkey-[a-f0-9]{32}\b"),
+    cred("alibaba-key", Check::None, r"\bLTAI[A-Za-z0-9]{20}\b"),
+    cred("planetscale-token", Check::None, r"\bpscale_(?:tkn|pw|oauth)_[A-Za-z0-9=._-]{32,}"),
+    cred("doppler-token", Check::None, r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
+    cred(
+        "bundler-credentials",
+        Check::None,
+        r#"\bBUNDLE_[A-Z0-9_]+__[A-Z0-9_]+["']?\s*(?:=|:)\s*["']?([^\s"':]+:[^\s"';&]+)"#,
+    ),
+    cred(
+        "xml-password-attribute",
+        Check::AssignedValue,
+        r#"(?i)\bkey\s*=\s*"[^"]*(?:password|secret|token|apikey|api_key)[^"]*"\s+value\s*=\s*"([^"]{4,})""#,
+    ),
+    cred(
+        "secret-assignment",
+        Check::AssignedValue,
+        r#"(?i)[A-Za-z0-9_.-]*(?:password|passwd|passphrase|pwd|secret|token|api[_.-]?key|apikey|access[_.-]?(?:key|id)|private[_.-]?key|credentials?|login|[_.-]key)[A-Za-z0-9_.-]*["']?[ \t]*(?:=|:=|::=|:::=|\?=|:|=>)[ \t]*(?:"([^"\s]{6,})"|'([^'\s]{6,})'|([^\s"',;&#<>]{8,}))"#,
+    ),
+];
+
+/// A base64 run long enough to hide a credential.
+const BASE64_CANDIDATE: &str = r"[A-Za-z0-9+/]{24,}={0,2}";
+
+/// Marker for a credential found inside a base64 blob.
+const BASE64_RULE: &str = "base64-credential";
+/// Marker for the `data:` values of a Kubernetes `Secret` manifest.
+const KUBERNETES_RULE: &str = "kubernetes-secret-data";
+
+struct Compiled {
+    set: RegexSet,
+    regexes: Vec<Regex>,
+    base64: Regex,
+    kubernetes_kind: Regex,
+}
+
+static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
+    let patterns: Vec<&str> = RULES.iter().map(|r| r.pattern).collect();
+    Compiled {
+        set: RegexSet::new(&patterns).expect("built-in credential patterns compile"),
+        regexes: patterns.iter().map(|p| Regex::new(p).expect("credential pattern compiles")).collect(),
+        base64: Regex::new(BASE64_CANDIDATE).expect("base64 pattern compiles"),
+        kubernetes_kind: Regex::new(r#"(?im)^\s*kind:\s*["']?secret["']?\s*$"#).expect("kind pattern compiles"),
+    }
+});
+
+/// Finds every credential in `text`, sorted by position, overlaps merged.
+pub fn find_credentials(text: &str) -> Vec<CredentialFinding> {
+    let mut findings = Vec::new();
+    collect(text, true, &mut findings);
+    merge(findings)
+}
+
+/// Replaces every credential in `text` with `[REDACTED:<rule>]`. Returns the
+/// input unchanged (borrowed) when nothing was found.
+///
+/// ```
+/// use cairn_guard::redact_credentials;
+/// assert_eq!(
+///     redact_credentials("db password = \"hunter2-Xq9\" ok"),
+///     "db password = \"[REDACTED:secret-assignment]\" ok"
+/// );
+/// assert_eq!(redact_credentials("nothing to see"), "nothing to see");
+/// ```
+pub fn redact_credentials(text: &str) -> Cow<'_, str> {
+    let findings = find_credentials(text);
+    if findings.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    tracing::debug!(count = findings.len(), "redacting credentials");
+    Cow::Owned(splice(text, &findings))
+}
+
+/// Replaces each finding's span with its marker.
+pub(crate) fn splice(text: &str, findings: &[CredentialFinding]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut cursor = 0;
+    for finding in findings {
+        out.push_str(&text[cursor..finding.span.start]);
+        out.push_str("[REDACTED:");
+        out.push_str(finding.rule);
+        out.push(']');
+        cursor = finding.span.end;
+    }
+    out.push_str(&text[cursor..]);
+    out
+}
+
+fn collect(text: &str, look_inside_base64: bool, findings: &mut Vec<CredentialFinding>) {
+    let compiled = &*COMPILED;
+    for index in compiled.set.matches(text).iter() {
+        let rule = &RULES[index];
+        for captures in compiled.regexes[index].captures_iter(text) {
+            let whole = captures.get(0).expect("group 0 always participates");
+            let secret = captures.iter().skip(1).flatten().next().unwrap_or(whole);
+            let quoted = is_quoted(text, secret.start(), secret.end());
+            if passes(rule.check, secret.as_str(), quoted) {
+                findings.push(CredentialFinding { rule: rule.name, span: secret.range() });
+            }
+        }
+    }
+    if compiled.kubernetes_kind.is_match(text) {
+        kubernetes_data_values(text, findings);
+    }
+    if look_inside_base64 {
+        for candidate in compiled.base64.find_iter(text) {
+            if decodes_to_credential(candidate.as_str()) {
+                findings.push(CredentialFinding { rule: BASE64_RULE, span: candidate.range() });
+            }
+        }
+    }
+}
+
+fn is_quoted(text: &str, start: usize, end: usize) -> bool {
+    let before = text[..start].chars().next_back();
+    let after = text[end..].chars().next();
+    matches!((before, after), (Some('"'), Some('"')) | (Some('\''), Some('\'')))
+}
+
+fn decodes_to_credential(candidate: &str) -> bool {
+    let trimmed = candidate.trim_end_matches('=');
+    let Ok(bytes) = base64::engine::general_purpose::STANDARD_NO_PAD.decode(trimmed) else {
+        return false;
+    };
+    let Ok(decoded) = std::str::from_utf8(&bytes) else {
+        return false;
+    };
+    let mut inner = Vec::new();
+    collect(decoded, false, &mut inner);
+    !inner.is_empty()
+}
+
+/// Redacts the values under `data:` / `stringData:` in a Kubernetes Secret
+/// manifest: every line indented deeper than the `data:` key, including the
+/// continuation lines of block scalars.
+fn kubernetes_data_values(text: &str, findings: &mut Vec<CredentialFinding>) {
+    let mut data_indent: Option<usize> = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let line_start = offset;
+        offset += line.len();
+        let content = line.trim_end_matches(['\n', '\r']);
+        let indent = content.len() - content.trim_start().len();
+        let trimmed = content.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if let Some(base) = data_indent {
+            if indent > base {
+                let value_start = match trimmed.find(':') {
+                    Some(colon) if !trimmed.starts_with('#') => indent + colon + 1,
+                    _ if trimmed.starts_with('#') => continue,
+                    _ => indent,
+                };
+                let raw = &content[value_start..];
+                let value = raw.trim().trim_matches(|c| c == '"' || c == '\'');
+                if value.len() >= 4 && !matches!(value, "|" | ">" | "|-" | ">-" | "|+" | ">+") {
+                    let start = line_start + value_start + raw.find(value).unwrap_or(0);
+                    findings.push(CredentialFinding { rule: KUBERNETES_RULE, span: start..start + value.len() });
+                }
+                continue;
+            }
+            data_indent = None;
+        }
+        if matches!(trimmed, "data:" | "stringData:") {
+            data_indent = Some(indent);
+        }
+    }
+}
+
+fn passes(check: Check, value: &str, quoted: bool) -> bool {
+    match check {
+        Check::None => true,
+        Check::NotDocumentedExample => !value.ends_with("EXAMPLE"),
+        Check::LettersAndDigits => {
+            value.bytes().any(|b| b.is_ascii_alphabetic()) && value.bytes().any(|b| b.is_ascii_digit())
+        }
+        Check::AssignedValue => plausible_secret_value(value, quoted),
+    }
+}
+
+/// An assigned value counts as a secret when it is not a placeholder, not a
+/// code expression, and either quoted (8+ characters) or mixing at least two
+/// character classes.
+fn plausible_secret_value(value: &str, quoted: bool) -> bool {
+    if is_placeholder(value) || looks_like_code(value) {
+        return false;
+    }
+    let has = |f: fn(&u8) -> bool| value.as_bytes().iter().any(f);
+    let classes = [
+        has(u8::is_ascii_lowercase),
+        has(u8::is_ascii_uppercase),
+        has(u8::is_ascii_digit),
+        has(|b| !b.is_ascii_alphanumeric()),
+    ]
+    .iter()
+    .filter(|present| **present)
+    .count();
+    (quoted && value.len() >= 8) || (classes >= 2 && value.len() >= 6 && (quoted || value.len() >= 8))
+}
+
+fn is_placeholder(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    let all_same = |c: u8| lower.bytes().all(|b| b == c);
+    lower.starts_with("[redacted")
+        || all_same(b'x')
+        || all_same(b'*')
+        || all_same(b'.')
+        || lower.starts_with('<') && lower.ends_with('>')
+        || lower.starts_with("${")
+        || lower.starts_with('$') && lower[1..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        || lower.starts_with('%') && lower.ends_with('%')
+        || lower.starts_with("{{")
+        || lower.starts_with("your")
+        || lower.contains("xxxx")
+        || lower.contains("placeholder")
+        || lower.contains("changeme")
+        || matches!(
+            lower.as_str(),
+            "example"
+                | "dummy"
+                | "redacted"
+                | "null"
+                | "none"
+                | "nil"
+                | "true"
+                | "false"
+                | "undefined"
+                | "string"
+                | "required"
+                | "optional"
+                | "password"
+                | "secret"
+                | "token"
+                | "notset"
+                | "unset"
+        )
+}
+
+fn looks_like_code(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    value.contains('(')
+        || value.contains(')')
+        || value.starts_with("self.")
+        || value.starts_with("this.")
+        || lower.starts_with("os.environ")
+        || lower.starts_with("process.env")
+        || lower.starts_with("env.")
+        || lower.starts_with("settings.")
+        || lower.starts_with("config.")
+        || lower.starts_with("http://")
+        || lower.starts_with("https://")
+}
+
+/// Sorts findings by start and merges overlapping spans; the earlier-listed
+/// rule (the more specific one) names a merged span.
+fn merge(mut findings: Vec<CredentialFinding>) -> Vec<CredentialFinding> {
+    findings.sort_by(|a, b| a.span.start.cmp(&b.span.start).then(b.span.end.cmp(&a.span.end)));
+    let mut merged: Vec<CredentialFinding> = Vec::with_capacity(findings.len());
+    for finding in findings {
+        match merged.last_mut() {
+            Some(last) if finding.span.start < last.span.end => {
+                last.span.end = last.span.end.max(finding.span.end);
+                if rule_rank(finding.rule) < rule_rank(last.rule) {
+                    last.rule = finding.rule;
+                }
+            }
+            _ => merged.push(finding),
+        }
+    }
+    merged
+}
+
+fn rule_rank(name: &str) -> usize {
+    RULES.iter().position(|r| r.name == name).unwrap_or(RULES.len())
+}
+
+#[cfg(test)]
+mod tests;
