@@ -1,0 +1,499 @@
+//! [`AutoIndex`]: exact below the crossover, HNSW above, shareable by `&self`.
+
+use std::path::Path;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::constants::AUTO_HYSTERESIS_DIVISOR;
+use crate::distance::normalized;
+use crate::error::{Error, Result};
+use crate::flat::FlatIndex;
+use crate::hnsw::{HnswConfig, HnswIndex, IndexConfig};
+use crate::index::{Hit, VectorIndex};
+use crate::snapshot::{SnapshotExpectation, SnapshotHeader, SnapshotKind, read_header};
+
+/// Which structure currently answers an [`AutoIndex`]'s searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// The exact scan ([`FlatIndex`]).
+    Flat,
+    /// The HNSW graph ([`HnswIndex`]).
+    Hnsw,
+}
+
+/// How [`AutoIndex::open_or_rebuild`] obtained its index.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenOutcome {
+    /// The snapshot matched the caller's rows and was loaded.
+    Loaded,
+    /// There was no snapshot; the index was built from the rows.
+    BuiltFresh,
+    /// The snapshot was unusable (the error says why); the index was
+    /// rebuilt from the rows.
+    Rebuilt(Error),
+}
+
+enum Inner {
+    Flat(FlatIndex),
+    Hnsw(HnswIndex),
+}
+
+impl Inner {
+    fn as_index(&self) -> &dyn VectorIndex {
+        match self {
+            Inner::Flat(index) => index,
+            Inner::Hnsw(index) => index,
+        }
+    }
+
+    fn backend(&self) -> Backend {
+        match self {
+            Inner::Flat(_) => Backend::Flat,
+            Inner::Hnsw(_) => Backend::Hnsw,
+        }
+    }
+}
+
+/// A [`VectorIndex`] that is exact below [`IndexConfig::crossover`] live
+/// vectors and HNSW above, switching transparently, and that many threads
+/// can use at once through `&self`.
+///
+/// Concurrency: searches take a shared read lock, so readers never block
+/// each other. Writers are serialised by a separate writer mutex and hold
+/// the exclusive lock only for one insert or one tombstone. Expensive work —
+/// moving to the graph at the crossover, tombstone rebuilds, moving back
+/// below half the crossover — is built beside the live structure while
+/// readers keep searching it, then swapped in under the exclusive lock
+/// (an `O(1)` pointer swap). Other writers wait for such a rebuild; readers
+/// do not.
+pub struct AutoIndex {
+    config: IndexConfig,
+    state: RwLock<Inner>,
+    writer: Mutex<()>,
+}
+
+impl std::fmt::Debug for AutoIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AutoIndex")
+            .field("config", &self.config)
+            .field("backend", &self.backend())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl AutoIndex {
+    /// An empty index.
+    pub fn new(config: IndexConfig) -> Result<Self> {
+        let flat = Self::empty_flat(&config)?;
+        config.hnsw.validate()?;
+        Ok(AutoIndex { config, state: RwLock::new(Inner::Flat(flat)), writer: Mutex::new(()) })
+    }
+
+    /// Builds from `(id, vector)` rows in one go (parallel graph build above
+    /// the crossover). All rows are validated first; nothing is built if
+    /// one is invalid.
+    pub fn build(config: IndexConfig, rows: &[(u64, &[f32])]) -> Result<Self> {
+        let _span = tracing::debug_span!("auto_build", n = rows.len()).entered();
+        let index = AutoIndex::new(config)?;
+        index.add_batch(rows)?;
+        Ok(index)
+    }
+
+    fn empty_flat(config: &IndexConfig) -> Result<FlatIndex> {
+        Ok(FlatIndex::new(config.dim)?.with_parallel_threshold(config.flat_parallel_threshold))
+    }
+
+    fn hnsw_config(&self) -> HnswConfig {
+        // Rebuilds happen here, outside the exclusive lock.
+        HnswConfig { auto_rebuild: false, ..self.config.hnsw.clone() }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
+    }
+
+    /// Which structure answers searches right now.
+    pub fn backend(&self) -> Backend {
+        self.state.read().backend()
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.config.dim
+    }
+
+    /// Number of live vectors.
+    pub fn len(&self) -> usize {
+        self.state.read().as_index().len()
+    }
+
+    /// Whether no vector is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `id` is live.
+    pub fn contains(&self, id: u64) -> bool {
+        self.state.read().as_index().contains(id)
+    }
+
+    /// The live ids, in no particular order.
+    pub fn ids(&self) -> Vec<u64> {
+        self.state.read().as_index().ids()
+    }
+
+    /// Approximate heap bytes held by the index.
+    pub fn memory_bytes(&self) -> usize {
+        match &*self.state.read() {
+            Inner::Flat(index) => index.memory_bytes(),
+            Inner::Hnsw(index) => index.memory_bytes(),
+        }
+    }
+
+    /// See [`VectorIndex::search`]. Takes only the shared lock.
+    pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<Hit>> {
+        let unit = normalized(query, self.config.dim)?;
+        let state = self.state.read();
+        Ok(match &*state {
+            Inner::Flat(index) => index.search_normalized(&unit, k),
+            Inner::Hnsw(index) => index.search_normalized(&unit, k),
+        })
+    }
+
+    /// See [`VectorIndex::add`]. Holds the exclusive lock for one insert;
+    /// the add that crosses the crossover also builds the graph, outside it.
+    pub fn add(&self, id: u64, vector: &[f32]) -> Result<()> {
+        let unit = normalized(vector, self.config.dim)?;
+        let _writer = self.writer.lock();
+        {
+            let mut state = self.state.write();
+            match &mut *state {
+                Inner::Flat(index) => index.push_normalized(id, &unit)?,
+                Inner::Hnsw(index) => index.add_normalized(id, &unit)?,
+            }
+        }
+        self.maintain()
+    }
+
+    /// Adds many rows. Every row is validated first (nothing is added if one
+    /// is invalid or a duplicate). Into an empty index the rows are bulk
+    /// built beside the live structure; otherwise they are inserted one at
+    /// a time, each under its own short exclusive lock.
+    pub fn add_batch(&self, rows: &[(u64, &[f32])]) -> Result<()> {
+        let _span = tracing::debug_span!("auto_add_batch", n = rows.len()).entered();
+        let mut seen = std::collections::HashSet::with_capacity(rows.len());
+        let mut units = Vec::with_capacity(rows.len());
+        let _writer = self.writer.lock();
+        {
+            let state = self.state.read();
+            for (id, vector) in rows {
+                if state.as_index().contains(*id) || !seen.insert(*id) {
+                    return Err(Error::DuplicateId(*id));
+                }
+                units.push(normalized(vector, self.config.dim)?);
+            }
+        }
+        if self.state.read().as_index().is_empty() {
+            let ids: Vec<u64> = rows.iter().map(|(id, _)| *id).collect();
+            let data: Vec<f32> = units.concat();
+            let fresh = self.structure_for(ids, data)?;
+            let old = std::mem::replace(&mut *self.state.write(), fresh);
+            drop(old);
+            return Ok(());
+        }
+        for ((id, _), unit) in rows.iter().zip(&units) {
+            let mut state = self.state.write();
+            match &mut *state {
+                Inner::Flat(index) => index.push_normalized(*id, unit)?,
+                Inner::Hnsw(index) => index.add_normalized(*id, unit)?,
+            }
+        }
+        self.maintain()
+    }
+
+    /// Builds the right structure for these (normalised, unique) rows.
+    fn structure_for(&self, ids: Vec<u64>, data: Vec<f32>) -> Result<Inner> {
+        if ids.len() > self.config.crossover {
+            Ok(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, self.hnsw_config(), ids, &data)?))
+        } else {
+            let mut flat = Self::empty_flat(&self.config)?;
+            for (id, unit) in ids.iter().zip(data.chunks_exact(self.config.dim)) {
+                flat.push_normalized(*id, unit)?;
+            }
+            Ok(Inner::Flat(flat))
+        }
+    }
+
+    /// See [`VectorIndex::remove`]. Holds the exclusive lock for one
+    /// tombstone (or one swap-remove).
+    pub fn remove(&self, id: u64) -> Result<()> {
+        let _writer = self.writer.lock();
+        {
+            let mut state = self.state.write();
+            match &mut *state {
+                Inner::Flat(index) => index.remove(id)?,
+                Inner::Hnsw(index) => index.tombstone(id)?,
+            }
+        }
+        self.maintain()
+    }
+
+    /// Switches structure or rebuilds when thresholds say so. Called with
+    /// the writer mutex held, so nothing changes the contents meanwhile:
+    /// the new structure is built under the shared lock (readers carry on)
+    /// and swapped in under the exclusive one.
+    fn maintain(&self) -> Result<()> {
+        let replacement = {
+            let state = self.state.read();
+            match &*state {
+                Inner::Flat(flat) if flat.len() > self.config.crossover => {
+                    let _span = tracing::debug_span!("auto_to_hnsw", n = flat.len()).entered();
+                    let ids: Vec<u64> = flat.iter().map(|(id, _)| id).collect();
+                    let mut data = Vec::with_capacity(ids.len() * self.config.dim);
+                    for (_, unit) in flat.iter() {
+                        data.extend_from_slice(unit);
+                    }
+                    drop(state);
+                    Some(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, self.hnsw_config(), ids, &data)?))
+                }
+                Inner::Hnsw(hnsw) if hnsw.len() < self.config.crossover / AUTO_HYSTERESIS_DIVISOR => {
+                    let _span = tracing::debug_span!("auto_to_flat", n = hnsw.len()).entered();
+                    let (ids, data) = hnsw.live_vectors();
+                    drop(state);
+                    let mut flat = Self::empty_flat(&self.config)?;
+                    for (id, unit) in ids.iter().zip(data.chunks_exact(self.config.dim)) {
+                        flat.push_normalized(*id, unit)?;
+                    }
+                    Some(Inner::Flat(flat))
+                }
+                Inner::Hnsw(hnsw) if hnsw.needs_rebuild() => {
+                    let (ids, data) = hnsw.live_vectors();
+                    drop(state);
+                    Some(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, self.hnsw_config(), ids, &data)?))
+                }
+                _ => None,
+            }
+        };
+        if let Some(fresh) = replacement {
+            tracing::debug!(backend = ?fresh.backend(), "swapping in rebuilt index");
+            let old = std::mem::replace(&mut *self.state.write(), fresh);
+            drop(old);
+        }
+        Ok(())
+    }
+
+    /// Writes a snapshot of whichever structure is live (see
+    /// [`VectorIndex::snapshot`]). Takes the writer mutex, so the snapshot
+    /// is consistent; readers carry on.
+    pub fn snapshot(&self, path: &Path, space: &str) -> Result<SnapshotHeader> {
+        let _writer = self.writer.lock();
+        let state = self.state.read();
+        state.as_index().snapshot(path, space)
+    }
+
+    /// Loads a snapshot of either kind written by [`snapshot`](Self::snapshot),
+    /// validated against `expected`.
+    pub fn restore(path: &Path, expected: &SnapshotExpectation, config: IndexConfig) -> Result<Self> {
+        let _span = tracing::debug_span!("auto_restore", path = %path.display()).entered();
+        if config.dim != expected.dim {
+            return Err(Error::InvalidConfig(format!(
+                "index dimension {} differs from the expected {}",
+                config.dim, expected.dim
+            )));
+        }
+        let header = read_header(path)?;
+        let inner = match header.kind {
+            SnapshotKind::Flat => {
+                Inner::Flat(FlatIndex::restore(path, expected)?.with_parallel_threshold(config.flat_parallel_threshold))
+            }
+            SnapshotKind::Hnsw => {
+                let hnsw = HnswConfig { auto_rebuild: false, ..config.hnsw.clone() };
+                Inner::Hnsw(HnswIndex::restore_with_config(path, expected, hnsw)?)
+            }
+        };
+        let index = AutoIndex { config, state: RwLock::new(inner), writer: Mutex::new(()) };
+        {
+            // A snapshot taken under another crossover may be the wrong kind.
+            let _writer = index.writer.lock();
+            index.maintain()?;
+        }
+        Ok(index)
+    }
+
+    /// Loads the snapshot at `path` if it matches `expected`; otherwise
+    /// (missing, damaged, other rows or embedding space) builds the index
+    /// from `rows()`, which should yield the caller's stored vectors.
+    /// Never fails because of the snapshot; only invalid rows fail.
+    pub fn open_or_rebuild<F>(
+        path: &Path,
+        expected: &SnapshotExpectation,
+        config: IndexConfig,
+        rows: F,
+    ) -> Result<(Self, OpenOutcome)>
+    where
+        F: FnOnce() -> Vec<(u64, Vec<f32>)>,
+    {
+        let outcome = if path.exists() {
+            match AutoIndex::restore(path, expected, config.clone()) {
+                Ok(index) => return Ok((index, OpenOutcome::Loaded)),
+                Err(e @ Error::InvalidConfig(_)) => return Err(e),
+                Err(e) => {
+                    tracing::info!(error = %e, "vector snapshot unusable, rebuilding from rows");
+                    OpenOutcome::Rebuilt(e)
+                }
+            }
+        } else {
+            OpenOutcome::BuiltFresh
+        };
+        let owned = rows();
+        let borrowed: Vec<(u64, &[f32])> = owned.iter().map(|(id, v)| (*id, v.as_slice())).collect();
+        Ok((AutoIndex::build(config, &borrowed)?, outcome))
+    }
+}
+
+impl VectorIndex for AutoIndex {
+    fn dim(&self) -> usize {
+        AutoIndex::dim(self)
+    }
+    fn len(&self) -> usize {
+        AutoIndex::len(self)
+    }
+    fn contains(&self, id: u64) -> bool {
+        AutoIndex::contains(self, id)
+    }
+    fn ids(&self) -> Vec<u64> {
+        AutoIndex::ids(self)
+    }
+    fn add(&mut self, id: u64, vector: &[f32]) -> Result<()> {
+        AutoIndex::add(self, id, vector)
+    }
+    fn add_batch(&mut self, items: &[(u64, &[f32])]) -> Result<()> {
+        AutoIndex::add_batch(self, items)
+    }
+    fn remove(&mut self, id: u64) -> Result<()> {
+        AutoIndex::remove(self, id)
+    }
+    fn search(&self, query: &[f32], k: usize) -> Result<Vec<Hit>> {
+        AutoIndex::search(self, query, k)
+    }
+    fn snapshot(&self, path: &Path, space: &str) -> Result<SnapshotHeader> {
+        AutoIndex::snapshot(self, path, space)
+    }
+    fn restore(path: &Path, expected: &SnapshotExpectation) -> Result<Self> {
+        AutoIndex::restore(path, expected, IndexConfig::new(expected.dim))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vector(seed: u64, dim: usize) -> Vec<f32> {
+        (0..dim).map(|j| (((seed + 1) * (j as u64 + 3) * 2_654_435_761) % 1000) as f32 / 500.0 - 1.0).collect()
+    }
+
+    fn config(dim: usize, crossover: usize) -> IndexConfig {
+        IndexConfig::new(dim).with_crossover(crossover).with_hnsw(HnswConfig {
+            m: 8,
+            ef_construction: 64,
+            ef_search: 64,
+            rebuild_min_tombstones: 8,
+            ..HnswConfig::default()
+        })
+    }
+
+    #[test]
+    fn switches_to_hnsw_above_crossover_and_back_below_half() {
+        let dim = 8;
+        let index = AutoIndex::new(config(dim, 40)).unwrap();
+        for id in 0..40u64 {
+            index.add(id, &vector(id, dim)).unwrap();
+        }
+        assert_eq!(index.backend(), Backend::Flat);
+        index.add(40, &vector(40, dim)).unwrap();
+        assert_eq!(index.backend(), Backend::Hnsw);
+        assert_eq!(index.len(), 41);
+        assert_eq!(index.search(&vector(17, dim), 1).unwrap()[0].id, 17);
+        // Hysteresis: stays HNSW down to 20 live vectors.
+        for id in 0..21u64 {
+            index.remove(id).unwrap();
+        }
+        assert_eq!(index.backend(), Backend::Hnsw);
+        index.remove(21).unwrap();
+        assert_eq!(index.backend(), Backend::Flat);
+        assert_eq!(index.len(), 19);
+        let hits = index.search(&vector(30, dim), 100).unwrap();
+        assert_eq!(hits.len(), 19);
+        assert!(hits.iter().all(|h| h.id >= 22));
+    }
+
+    #[test]
+    fn batch_build_picks_structure_and_validates_first() {
+        let dim = 8;
+        let vectors: Vec<Vec<f32>> = (0..100u64).map(|i| vector(i, dim)).collect();
+        let rows: Vec<(u64, &[f32])> = vectors.iter().enumerate().map(|(i, v)| (i as u64, v.as_slice())).collect();
+        let big = AutoIndex::build(config(dim, 50), &rows).unwrap();
+        assert_eq!(big.backend(), Backend::Hnsw);
+        let small = AutoIndex::build(config(dim, 500), &rows).unwrap();
+        assert_eq!(small.backend(), Backend::Flat);
+        let bad = [0.0f32; 8];
+        let mut with_bad = rows.clone();
+        with_bad.push((1000, &bad));
+        let index = AutoIndex::new(config(dim, 50)).unwrap();
+        assert!(matches!(index.add_batch(&with_bad), Err(Error::ZeroVector)));
+        assert!(index.is_empty());
+        assert!(matches!(index.add_batch(&[rows[0], rows[0]]), Err(Error::DuplicateId(0))));
+        assert!(index.is_empty());
+    }
+
+    #[test]
+    fn open_or_rebuild_loads_matching_and_rebuilds_stale_snapshots() {
+        let dim = 8;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.cvi");
+        let rows: Vec<(u64, Vec<f32>)> = (0..80u64).map(|i| (i, vector(i, dim))).collect();
+        let expected = SnapshotExpectation::from_ids("m/8", dim, rows.iter().map(|(id, _)| *id));
+
+        let (index, outcome) = AutoIndex::open_or_rebuild(&path, &expected, config(dim, 50), || rows.clone()).unwrap();
+        assert!(matches!(outcome, OpenOutcome::BuiltFresh));
+        index.snapshot(&path, "m/8").unwrap();
+
+        let (loaded, outcome) =
+            AutoIndex::open_or_rebuild(&path, &expected, config(dim, 50), || unreachable!()).unwrap();
+        assert!(matches!(outcome, OpenOutcome::Loaded), "{outcome:?}");
+        assert_eq!(loaded.backend(), Backend::Hnsw);
+        assert_eq!(loaded.search(&vector(5, dim), 3).unwrap(), index.search(&vector(5, dim), 3).unwrap());
+
+        // The caller's rows changed since the snapshot: rebuild.
+        let fewer: Vec<(u64, Vec<f32>)> = rows[..60].to_vec();
+        let expected_fewer = SnapshotExpectation::from_ids("m/8", dim, fewer.iter().map(|(id, _)| *id));
+        let (rebuilt, outcome) =
+            AutoIndex::open_or_rebuild(&path, &expected_fewer, config(dim, 50), || fewer.clone()).unwrap();
+        assert!(matches!(outcome, OpenOutcome::Rebuilt(Error::SnapshotMismatch { .. })), "{outcome:?}");
+        assert_eq!(rebuilt.len(), 60);
+
+        // A damaged manifest: rebuild too.
+        std::fs::write(&path, b"not a snapshot").unwrap();
+        let (_, outcome) = AutoIndex::open_or_rebuild(&path, &expected, config(dim, 50), || rows.clone()).unwrap();
+        assert!(matches!(outcome, OpenOutcome::Rebuilt(Error::CorruptSnapshot { .. })), "{outcome:?}");
+    }
+
+    #[test]
+    fn restore_switches_kind_when_crossover_changed() {
+        let dim = 8;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.cvi");
+        let rows: Vec<(u64, Vec<f32>)> = (0..80u64).map(|i| (i, vector(i, dim))).collect();
+        let borrowed: Vec<(u64, &[f32])> = rows.iter().map(|(id, v)| (*id, v.as_slice())).collect();
+        let flat = AutoIndex::build(config(dim, 500), &borrowed).unwrap();
+        flat.snapshot(&path, "m/8").unwrap();
+        let expected = SnapshotExpectation::from_ids("m/8", dim, 0..80u64);
+        let restored = AutoIndex::restore(&path, &expected, config(dim, 50)).unwrap();
+        assert_eq!(restored.backend(), Backend::Hnsw);
+        assert_eq!(restored.len(), 80);
+    }
+}

@@ -1,0 +1,61 @@
+//! Every tunable number of the crate, in one place.
+//!
+//! The ranking constants are the specification's exact values; the index
+//! defaults were measured on the project's 2-core benchmark machine (see
+//! `BENCHMARKS.md`, section "memory-vector").
+
+/// Multiplier of the daily exponential decay: `exp(-0.03 × age_days)`.
+pub const DECAY_RATE_PER_DAY: f32 = 0.03;
+/// Base of the importance factor: `0.7 + 0.3 × importance`.
+pub const IMPORTANCE_BASE: f32 = 0.7;
+/// Weight of importance in the importance factor: `0.7 + 0.3 × importance`.
+pub const IMPORTANCE_WEIGHT: f32 = 0.3;
+
+/// Raw cosine an episodic memory needs to be injected into context.
+pub const RELEVANCE_THRESHOLD: f32 = 0.55;
+/// Relaxed raw-cosine threshold for texts longer than [`LONG_TEXT_CHARS`].
+pub const LONG_TEXT_RELEVANCE_THRESHOLD: f32 = 0.42;
+/// Texts with more characters than this use [`LONG_TEXT_RELEVANCE_THRESHOLD`].
+pub const LONG_TEXT_CHARS: usize = 300;
+
+/// Default MMR trade-off between relevance (1.0) and diversity (0.0).
+pub const MMR_LAMBDA: f32 = 0.6;
+/// Largest candidate pool MMR considers; the best-scored candidates are kept.
+pub const MMR_MAX_POOL: usize = 1_000;
+
+/// Live-vector count above which [`AutoIndex`](crate::AutoIndex) moves from
+/// the exact scan to HNSW.
+///
+/// Measured with `examples/ann_bench.rs --sweep` on MiniLM vectors of the
+/// peer corpus (single thread, `taskset -c 0`): the exact scan's p50 crosses
+/// the HNSW p50 (at recall@10 ≥ 0.99) between 5,000 and 10,000 vectors; the
+/// switch is placed where an exact query still costs well under a
+/// millisecond, so queries never pay more than that before the graph exists.
+pub const AUTO_CROSSOVER: usize = 5_000;
+/// [`AutoIndex`](crate::AutoIndex) goes back to the exact scan when the live
+/// count falls below `AUTO_CROSSOVER / AUTO_HYSTERESIS_DIVISOR`, so a count
+/// hovering around the crossover does not rebuild the graph again and again.
+pub const AUTO_HYSTERESIS_DIVISOR: usize = 2;
+
+/// Default HNSW out-degree `M` (level 0 keeps `2 × M` links).
+pub const HNSW_DEFAULT_M: usize = 16;
+/// Default HNSW `ef_construction`.
+pub const HNSW_DEFAULT_EF_CONSTRUCTION: usize = 200;
+/// Default HNSW `ef_search` (raised to `k` when `k` is larger).
+pub const HNSW_DEFAULT_EF_SEARCH: usize = 64;
+/// Largest `M` accepted (hnsw_rs stores link counts in a byte).
+pub const HNSW_MAX_M: usize = 128;
+/// Number of HNSW layers allocated (hnsw_rs's own maximum).
+pub const HNSW_MAX_LAYERS: usize = 16;
+/// Fraction of tombstoned slots above which the graph is rebuilt from the
+/// live vectors.
+pub const HNSW_REBUILD_TOMBSTONE_RATIO: f32 = 0.2;
+/// Tombstones never trigger a rebuild below this absolute count.
+pub const HNSW_REBUILD_MIN_TOMBSTONES: usize = 64;
+
+/// Live-vector count above which [`FlatIndex`](crate::FlatIndex) splits one
+/// query across the rayon pool.
+pub const FLAT_PARALLEL_THRESHOLD: usize = 50_000;
+
+/// Version of the on-disk snapshot format written by this crate.
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;

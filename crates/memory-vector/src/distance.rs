@@ -1,0 +1,233 @@
+//! Vector validation, normalisation and the dot-product kernels.
+//!
+//! The kernels are written as chunked loops over 32 independent lanes so
+//! the compiler turns them into packed SIMD on any target. On x86-64 a copy
+//! compiled for AVX2 + FMA is picked at run time when the CPU has those
+//! features; the portable copy is used otherwise, so the crate needs no
+//! `-C target-cpu` flag.
+
+use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
+
+/// Width of the chunked accumulators. 32 `f32` lanes is four AVX registers
+/// (eight SSE registers): enough independent sums to hide FMA latency.
+const LANES: usize = 32;
+
+/// Checks that `vector` has `dim` finite components and a non-zero length.
+pub(crate) fn validate(vector: &[f32], dim: usize) -> Result<()> {
+    if vector.len() != dim {
+        return Err(Error::DimensionMismatch { expected: dim, actual: vector.len() });
+    }
+    if let Some((index, &value)) = vector.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+        return Err(Error::NonFinite { index, value });
+    }
+    Ok(())
+}
+
+/// Validates `vector` and returns it scaled to unit L2 length.
+pub(crate) fn normalized(vector: &[f32], dim: usize) -> Result<Vec<f32>> {
+    validate(vector, dim)?;
+    // Accumulate in f64 so very small or very large inputs neither underflow
+    // to zero nor overflow to infinity.
+    let norm = vector.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+    if norm == 0.0 || !norm.is_finite() {
+        return Err(Error::ZeroVector);
+    }
+    Ok(vector.iter().map(|&x| (f64::from(x) / norm) as f32).collect())
+}
+
+#[inline(always)]
+fn dot_body<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; LANES];
+    let mut chunks_a = a.chunks_exact(LANES);
+    let mut chunks_b = b.chunks_exact(LANES);
+    for (ca, cb) in (&mut chunks_a).zip(&mut chunks_b) {
+        for lane in 0..LANES {
+            acc[lane] = if FMA { ca[lane].mul_add(cb[lane], acc[lane]) } else { acc[lane] + ca[lane] * cb[lane] };
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in chunks_a.remainder().iter().zip(chunks_b.remainder()) {
+        tail += x * y;
+    }
+    // Pairwise reduction keeps the rounding error of the sum small.
+    let mut width = LANES / 2;
+    while width > 0 {
+        for lane in 0..width {
+            acc[lane] += acc[lane + width];
+        }
+        width /= 2;
+    }
+    acc[0] + tail
+}
+
+#[inline(always)]
+fn scores_body<const FMA: bool>(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
+    for (row, score) in rows.chunks_exact(dim).zip(out.iter_mut()) {
+        *score = dot_body::<FMA>(query, row);
+    }
+}
+
+fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+    dot_body::<false>(a, b)
+}
+
+fn scores_portable(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
+    scores_body::<false>(query, rows, dim, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    #[target_feature(enable = "avx2,fma")]
+    fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+        super::dot_body::<true>(a, b)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn scores_avx2(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
+        super::scores_body::<true>(query, rows, dim, out);
+    }
+
+    pub(super) fn has_avx2_fma() -> bool {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+
+    #[allow(unsafe_code)]
+    pub(super) fn dot_checked(a: &[f32], b: &[f32]) -> f32 {
+        // SAFETY: this function is only installed by `super::kernels()` after
+        // `has_avx2_fma()` confirmed that the running CPU supports AVX2 and
+        // FMA, the only precondition of calling a `target_feature` function.
+        unsafe { dot_avx2(a, b) }
+    }
+
+    #[allow(unsafe_code)]
+    pub(super) fn scores_checked(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
+        // SAFETY: as in `dot_checked`: installed only after `has_avx2_fma()`.
+        unsafe { scores_avx2(query, rows, dim, out) }
+    }
+}
+
+type DotFn = fn(&[f32], &[f32]) -> f32;
+type ScoresFn = fn(&[f32], &[f32], usize, &mut [f32]);
+
+struct Kernels {
+    dot: DotFn,
+    scores: ScoresFn,
+    name: &'static str,
+}
+
+fn kernels() -> &'static Kernels {
+    static KERNELS: OnceLock<Kernels> = OnceLock::new();
+    KERNELS.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if x86::has_avx2_fma() {
+            return Kernels { dot: x86::dot_checked, scores: x86::scores_checked, name: "avx2+fma" };
+        }
+        Kernels { dot: dot_portable, scores: scores_portable, name: "portable" }
+    })
+}
+
+/// Name of the dot-product kernel selected for this CPU (`"avx2+fma"` or
+/// `"portable"`), for logs and benchmark reports.
+pub fn kernel_name() -> &'static str {
+    kernels().name
+}
+
+/// Dot product of two equally long slices (the cosine, for unit vectors).
+///
+/// Extra components of the longer slice are ignored.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    (kernels().dot)(a, b)
+}
+
+/// Writes `query · row` for each `dim`-wide row of `rows` into `out`.
+#[inline]
+pub(crate) fn scores_into(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
+    (kernels().scores)(query, rows, dim, out);
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test-only fault injection: when set to `Some(n)`, the `n`-th next
+    /// HNSW distance evaluation on this thread panics.
+    pub(crate) static FAIL_AFTER_EVALS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Cosine distance `1 − a·b` between unit vectors, clamped at zero so
+/// rounding never produces the negative distance hnsw_rs rejects.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CosineDistance;
+
+impl hnsw_rs::prelude::Distance<f32> for CosineDistance {
+    #[inline]
+    fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
+        #[cfg(test)]
+        FAIL_AFTER_EVALS.with(|cell| {
+            if let Some(left) = cell.get() {
+                if left == 0 {
+                    cell.set(None);
+                    panic!("injected distance failure");
+                }
+                cell.set(Some(left - 1));
+            }
+        });
+        (1.0 - dot(va, vb)).max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(a: &[f32], b: &[f32]) -> f64 {
+        a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()
+    }
+
+    #[test]
+    fn kernels_agree_with_f64_reference_for_all_tail_lengths() {
+        for len in [0usize, 1, 7, 31, 32, 33, 63, 64, 100, 384, 1024, 1031] {
+            let a: Vec<f32> = (0..len).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+            let b: Vec<f32> = (0..len).map(|i| ((i * 53 % 97) as f32 - 48.0) / 48.0).collect();
+            let expected = naive(&a, &b);
+            let tolerance = 1e-4 * (len as f64).max(1.0);
+            assert!((f64::from(dot(&a, &b)) - expected).abs() < tolerance, "len {len}");
+            assert!((f64::from(dot_portable(&a, &b)) - expected).abs() < tolerance, "len {len}");
+        }
+    }
+
+    #[test]
+    fn scores_into_fills_one_score_per_row() {
+        let dim = 5;
+        let rows: Vec<f32> = (0..15).map(|i| i as f32).collect();
+        let query = [1.0, 0.0, 0.0, 0.0, 1.0];
+        let mut out = [0.0f32; 3];
+        scores_into(&query, &rows, dim, &mut out);
+        assert_eq!(out, [4.0, 14.0, 24.0]);
+    }
+
+    #[test]
+    fn normalisation_produces_unit_vectors_and_rejects_bad_input() {
+        let v = normalized(&[3.0, 4.0], 2).unwrap();
+        assert_eq!(v, vec![0.6, 0.8]);
+        let tiny = normalized(&[1e-30, 0.0], 2).unwrap();
+        assert_eq!(tiny, vec![1.0, 0.0]);
+        let huge = normalized(&[3e38, 3e38], 2).unwrap();
+        assert!((dot(&huge, &huge) - 1.0).abs() < 1e-6);
+        assert!(matches!(normalized(&[1.0], 2), Err(Error::DimensionMismatch { expected: 2, actual: 1 })));
+        assert!(matches!(normalized(&[1.0, f32::NAN], 2), Err(Error::NonFinite { index: 1, .. })));
+        assert!(matches!(normalized(&[f32::INFINITY, 0.0], 2), Err(Error::NonFinite { index: 0, .. })));
+        assert!(matches!(normalized(&[0.0, 0.0], 2), Err(Error::ZeroVector)));
+    }
+
+    #[test]
+    fn cosine_distance_never_goes_negative() {
+        use hnsw_rs::prelude::Distance;
+        let v = normalized(&[0.1; 384], 384).unwrap();
+        assert!(CosineDistance.eval(&v, &v) >= 0.0);
+        assert!(CosineDistance.eval(&v, &v) < 1e-5);
+    }
+}
