@@ -39,6 +39,8 @@ enum Check {
     NotDocumentedExample,
     /// Must mix letters and digits.
     LettersAndDigits,
+    /// Anything but a placeholder (`${VAR}`, `<password>`, `xxxx`).
+    NotPlaceholder,
     /// Assignment value: not a placeholder, plausibly a secret.
     AssignedValue,
 }
@@ -93,7 +95,7 @@ const RULES: &[CredentialRule] = &[
     cred("jwt", Check::None, r"\bey[A-Za-z0-9_-]{15,}\.ey[A-Za-z0-9_/-]{10,}\.[A-Za-z0-9_/+-]*={0,2}"),
     cred("bearer-token", Check::LettersAndDigits, r"(?i)\bbearer\s+([A-Za-z0-9._~+/-]{16,}=*)"),
     cred("basic-auth", Check::None, r#"(?i)\bauthorization["']?\s*[:=]\s*["']?basic\s+([A-Za-z0-9+/]{8,}={0,2})"#),
-    cred("url-password", Check::AssignedValue, r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@"'<>]+:([^\s/@"'<>]+)@"#),
+    cred("url-password", Check::NotPlaceholder, r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@"'<>]+:([^\s/@"'<>]+)@"#),
     cred("npm-token", Check::None, r"\bnpm_[A-Za-z0-9]{36}\b"),
     cred("pypi-token", Check::None, r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
     cred("huggingface-token", Check::None, r"\bhf_[A-Za-z]{34}\b"),
@@ -292,6 +294,7 @@ fn passes(check: Check, value: &str, quoted: bool) -> bool {
         Check::LettersAndDigits => {
             value.bytes().any(|b| b.is_ascii_alphabetic()) && value.bytes().any(|b| b.is_ascii_digit())
         }
+        Check::NotPlaceholder => !is_placeholder(value),
         Check::AssignedValue => plausible_secret_value(value, quoted),
     }
 }

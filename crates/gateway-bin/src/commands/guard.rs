@@ -1,9 +1,99 @@
-//! `cairn guard scan`.
+//! `cairn guard scan`: batch screening of JSONL rows.
 
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
 
-use crate::cli::ScanArgs;
+use anyhow::Context as _;
+use serde_json::{Value, json};
 
-pub(crate) fn scan(_args: &ScanArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("guard scan is not built yet")
+use crate::cli::{ScanArgs, ScanKind};
+
+/// Reads rows with a `text` field and prints one verdict object per input
+/// line, in input order. A malformed line yields an error object for that
+/// line; the scan goes on.
+pub(crate) fn scan(args: &ScanArgs) -> anyhow::Result<ExitCode> {
+    let input: Box<dyn BufRead> = if args.jsonl.as_os_str() == "-" {
+        Box::new(io::stdin().lock())
+    } else {
+        let file = File::open(&args.jsonl).with_context(|| format!("opening {}", args.jsonl.display()))?;
+        Box::new(BufReader::new(file))
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut summary = Summary::default();
+    for (index, line) in input.lines().enumerate() {
+        let line_number = index + 1;
+        let line = line.with_context(|| format!("reading line {line_number}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let verdict = match parse_row(&line) {
+            Ok((id, text)) => {
+                let verdict = verdict(args.kind, id, &text);
+                summary.rows += 1;
+                if verdict["flagged"] == Value::Bool(true) {
+                    summary.flagged += 1;
+                }
+                verdict
+            }
+            Err(error) => {
+                summary.errors += 1;
+                json!({ "line": line_number, "error": error })
+            }
+        };
+        serde_json::to_writer(&mut out, &verdict)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    eprintln!(
+        "guard scan ({}): {} rows, {} flagged, {} malformed",
+        match args.kind {
+            ScanKind::Injection => "injection",
+            ScanKind::Secrets => "secrets",
+        },
+        summary.rows,
+        summary.flagged,
+        summary.errors
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Default)]
+struct Summary {
+    rows: usize,
+    flagged: usize,
+    errors: usize,
+}
+
+fn parse_row(line: &str) -> Result<(Value, String), String> {
+    let row: Value = serde_json::from_str(line).map_err(|error| format!("invalid JSON: {error}"))?;
+    let Value::Object(mut row) = row else {
+        return Err("row is not a JSON object".to_owned());
+    };
+    let id = row.remove("id").unwrap_or(Value::Null);
+    match row.remove("text") {
+        Some(Value::String(text)) => Ok((id, text)),
+        Some(_) => Err("field `text` is not a string".to_owned()),
+        None => Err("row has no `text` field".to_owned()),
+    }
+}
+
+fn verdict(kind: ScanKind, id: Value, text: &str) -> Value {
+    match kind {
+        ScanKind::Injection => {
+            let rules: Vec<&str> = cairn_guard::screen_all(text).iter().map(|finding| finding.rule).collect();
+            json!({ "id": id, "flagged": !rules.is_empty(), "rules": rules })
+        }
+        ScanKind::Secrets => {
+            let mut rules: Vec<&str> = cairn_guard::find_credentials(text).iter().map(|finding| finding.rule).collect();
+            if !cairn_guard::find_exfiltration_urls(text).is_empty() {
+                rules.push("exfil-url");
+            }
+            rules.sort_unstable();
+            rules.dedup();
+            let redacted = cairn_guard::redact_all(text);
+            json!({ "id": id, "flagged": !rules.is_empty(), "rules": rules, "redacted": redacted })
+        }
+    }
 }

@@ -27,6 +27,7 @@ const POSITIVES: &[(&str, &str, &str)] = &[
     ("bearer-token", "Authorization: Bearer abc123def456ghi789jkl", "abc123def456ghi789jkl"),
     ("basic-auth", "Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
     ("url-password", "postgres://app:s3cr3t-Pw@db.internal:5432/app", "s3cr3t-Pw"),
+    ("url-password", "https://cafebabe:deadbeef@gems.example.com/", "deadbeef"),
     ("npm-token", "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm_abcdefghijklmnop"),
     ("huggingface-token", "HF hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "hf_abcdefghijklmnopq"),
     ("twilio-key", "SK0123456789abcdef0123456789abcdef", "SK0123456789abcdef"),
@@ -137,6 +138,8 @@ fn placeholders_and_prose_are_left_alone() {
         "let api_key = config.api_key.clone();",
         "ask-for-help task-management sk-learn",
         "https://example.com/path?page=2",
+        "https://user:${PASSWORD}@example.com/",
+        "mailto:someone@example.com and ssh://git@github.com/org/repo",
     ];
     for text in benign {
         assert_eq!(redact_credentials(text), text, "false positive");
