@@ -21,11 +21,7 @@ impl Cli {
     /// The home directory this invocation works in.
     #[allow(dead_code)]
     pub(crate) fn home_dir(&self) -> PathBuf {
-        self.home.clone().unwrap_or_else(|| {
-            dirs::data_dir()
-                .unwrap_or_else(|| PathBuf::from("."))
-                .join("cairn")
-        })
+        self.home.clone().unwrap_or_else(|| dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("cairn"))
     }
 }
 
@@ -34,6 +30,39 @@ pub(crate) enum Command {
     /// Text and path safety checks.
     #[command(subcommand)]
     Guard(GuardCommand),
+    /// The embedding model: where it is, and downloading it.
+    #[command(subcommand)]
+    Model(ModelCommand),
+    /// Embed JSONL rows (each with `id` and `text`); prints `{"id", "vector"}` per row.
+    Embed(EmbedArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ModelCommand {
+    /// Show where the model is resolved from and the download state (JSON).
+    Status(ModelStatusArgs),
+    /// Download, verify and install the default model (or re-verify the installed copy).
+    Fetch,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ModelStatusArgs {
+    /// Also re-hash the installed files against their sha256 pins.
+    #[arg(long)]
+    pub(crate) verify: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EmbedArgs {
+    /// Input file, one JSON object per line; `-` reads standard input.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) jsonl: PathBuf,
+    /// Model folder to use (overrides CAIRN_EMBED_MODEL_PATH and the installed model).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) model: Option<PathBuf>,
+    /// Rows per forward pass.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) batch_size: usize,
 }
 
 #[derive(Debug, Subcommand)]

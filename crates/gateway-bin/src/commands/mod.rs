@@ -1,13 +1,18 @@
 //! One module per subcommand; `run` dispatches.
 
+mod embed;
 mod guard;
+mod model;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, GuardCommand};
+use crate::cli::{Cli, Command, GuardCommand, ModelCommand};
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Guard(GuardCommand::Scan(args)) => guard::scan(args),
+        Command::Model(ModelCommand::Status(args)) => model::status(&cli, args),
+        Command::Model(ModelCommand::Fetch) => model::fetch(&cli),
+        Command::Embed(args) => embed::embed(&cli, args),
     }
 }

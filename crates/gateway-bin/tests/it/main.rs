@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+mod embed;
+
 fn cairn() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cairn"))
 }

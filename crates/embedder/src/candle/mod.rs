@@ -1,0 +1,8 @@
+//! In-process backends on candle (CPU): [`CandleBert`] and [`Qwen3Embedder`].
+
+mod bert;
+mod qwen3;
+mod tokenize;
+
+pub use bert::{CandleBert, CandleBertOptions, Pooling};
+pub use qwen3::{Qwen3Embedder, Qwen3Options, format_query};
