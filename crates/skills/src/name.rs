@@ -1,0 +1,104 @@
+//! Skill names: the path of a skill's directory relative to its root,
+//! `/`-separated (`utils/tiny-url`).
+
+use crate::error::{Result, SkillsError};
+
+/// Checks a name used to look up or write a skill: relative, `/`-separated,
+/// no empty, `.` or `..` components, no `\`, no NUL, no drive prefix.
+pub fn validate_name(name: &str) -> Result<()> {
+    let refuse = |reason| Err(SkillsError::InvalidName { name: name.to_owned(), reason });
+    if name.is_empty() {
+        return refuse("empty");
+    }
+    if name.contains('\\') {
+        return refuse("contains `\\`");
+    }
+    if name.contains('\0') {
+        return refuse("contains NUL");
+    }
+    if name.starts_with('/') || name.starts_with('~') {
+        return refuse("absolute path");
+    }
+    if name.len() >= 2 && name.as_bytes()[1] == b':' {
+        return refuse("drive prefix");
+    }
+    for component in name.split('/') {
+        match component {
+            "" => return refuse("empty path component"),
+            "." | ".." => return refuse("`.` or `..` component"),
+            _ if component.starts_with('.') => return refuse("hidden path component"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Sanitises a name for a new skill: lower case, runs of anything but
+/// letters, digits and `/` become one `-`, each component trimmed of `-`,
+/// empty components dropped. Returns an error when nothing is left.
+pub fn sanitize_name(raw: &str) -> Result<String> {
+    let mut components = Vec::new();
+    for component in raw.split(['/', '\\']) {
+        let mut out = String::new();
+        let mut pending_hyphen = false;
+        for ch in component.chars().flat_map(char::to_lowercase) {
+            if ch.is_ascii_lowercase() || ch.is_ascii_digit() {
+                if pending_hyphen && !out.is_empty() {
+                    out.push('-');
+                }
+                pending_hyphen = false;
+                out.push(ch);
+            } else {
+                pending_hyphen = true;
+            }
+        }
+        if !out.is_empty() {
+            components.push(out);
+        }
+    }
+    if components.is_empty() {
+        return Err(SkillsError::InvalidName { name: raw.to_owned(), reason: "no letters or digits" });
+    }
+    let name = components.join("/");
+    validate_name(&name)?;
+    Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_rejected(name: &str, reason: &str) {
+        match validate_name(name) {
+            Err(SkillsError::InvalidName { reason: actual, .. }) => assert_eq!(actual, reason, "{name:?}"),
+            other => panic!("{name:?}: expected rejection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_traversal_and_absolute_names() {
+        check_rejected("", "empty");
+        check_rejected("../etc", "`.` or `..` component");
+        check_rejected("a/../../b", "`.` or `..` component");
+        check_rejected("./a", "`.` or `..` component");
+        check_rejected("a\\b", "contains `\\`");
+        check_rejected("/etc/passwd", "absolute path");
+        check_rejected("~/x", "absolute path");
+        check_rejected("C:stuff", "drive prefix");
+        check_rejected("a//b", "empty path component");
+        check_rejected("a/", "empty path component");
+        check_rejected(".hidden", "hidden path component");
+        check_rejected("a\0b", "contains NUL");
+        assert!(validate_name("utils/tiny-url").is_ok());
+        assert!(validate_name("навык").is_ok());
+    }
+
+    #[test]
+    fn sanitize_lowercases_and_hyphenates() {
+        assert_eq!(sanitize_name("My Cool_Skill!").unwrap(), "my-cool-skill");
+        assert_eq!(sanitize_name("Utils/Tiny URL").unwrap(), "utils/tiny-url");
+        assert_eq!(sanitize_name("../../etc/passwd").unwrap(), "etc/passwd");
+        assert_eq!(sanitize_name("a\\b").unwrap(), "a/b");
+        assert!(matches!(sanitize_name("!!!/.."), Err(SkillsError::InvalidName { .. })));
+    }
+}

@@ -1,0 +1,328 @@
+//! The per-message pass: trigger phrases, `$name` tokens, and what each
+//! match delivers (the body, or a one-line pointer).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock};
+
+use regex::Regex;
+use serde::Serialize;
+use tracing::debug;
+
+use crate::audit::{AuditAction, AuditEvent};
+use crate::catalog::{Catalog, Screened, Skill};
+use crate::constants::{HINT_DESCRIPTION_CHARS, HINT_HEADER};
+use crate::text::{distinct_stems, truncate_chars};
+
+#[derive(Debug, Clone, Copy)]
+struct TriggerEntry {
+    skill: u32,
+    words: u16,
+    negative: bool,
+}
+
+/// Inverted index from word stem to the trigger phrases that contain it,
+/// built once per catalog snapshot. Always-on skills are not indexed: their
+/// bodies are in every session already.
+#[derive(Debug, Default)]
+pub(crate) struct TriggerIndex {
+    postings: HashMap<String, Vec<u32>>,
+    entries: Vec<TriggerEntry>,
+}
+
+impl TriggerIndex {
+    pub(crate) fn build(skills: &[Arc<Skill>]) -> Self {
+        let mut index = Self::default();
+        for (skill_index, skill) in skills.iter().enumerate() {
+            if skill.meta.always {
+                continue;
+            }
+            for trigger in &skill.meta.triggers {
+                let (negative, phrase) = match trigger.strip_prefix('!') {
+                    Some(rest) => (true, rest),
+                    None => (false, trigger.as_str()),
+                };
+                let stems = distinct_stems(phrase);
+                if stems.is_empty() {
+                    continue;
+                }
+                let id = index.entries.len() as u32;
+                index.entries.push(TriggerEntry {
+                    skill: skill_index as u32,
+                    words: stems.len().min(u16::MAX as usize) as u16,
+                    negative,
+                });
+                for stem in stems {
+                    index.postings.entry(stem).or_default().push(id);
+                }
+            }
+        }
+        index
+    }
+
+    /// Skills whose positive triggers all-words-match the message and no
+    /// negative trigger matches, best first: `(skill index, score)`.
+    ///
+    /// A phrase matches when every word of it (stemmed, case-folded) occurs
+    /// in the message; its score is its word count, so specific phrases
+    /// outrank single words. Ties go to the name.
+    fn score(&self, message: &str, skills: &[Arc<Skill>]) -> Vec<(usize, u32)> {
+        if self.entries.is_empty() {
+            return Vec::new();
+        }
+        let mut counts = vec![0u16; self.entries.len()];
+        let mut touched = Vec::new();
+        for stem in distinct_stems(message) {
+            if let Some(ids) = self.postings.get(&stem) {
+                for &id in ids {
+                    let count = &mut counts[id as usize];
+                    if *count == 0 {
+                        touched.push(id);
+                    }
+                    *count += 1;
+                }
+            }
+        }
+        let mut excluded = HashSet::new();
+        let mut scores: HashMap<u32, u32> = HashMap::new();
+        for id in touched {
+            let entry = self.entries[id as usize];
+            if counts[id as usize] < entry.words {
+                continue;
+            }
+            if entry.negative {
+                excluded.insert(entry.skill);
+            } else {
+                *scores.entry(entry.skill).or_default() += u32::from(entry.words);
+            }
+        }
+        let mut ranked: Vec<(usize, u32)> = scores
+            .into_iter()
+            .filter(|(skill, _)| !excluded.contains(skill))
+            .map(|(skill, score)| (skill as usize, score))
+            .collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| skills[a.0].name.cmp(&skills[b.0].name)));
+        ranked
+    }
+}
+
+/// A skill the trigger pass matched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TriggerMatch {
+    /// Catalog name.
+    pub name: String,
+    /// Sum of the word counts of the matching trigger phrases.
+    pub score: u32,
+}
+
+/// Why a body was delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryReason {
+    /// A trigger phrase matched.
+    Trigger,
+    /// The message named the skill as `$name`.
+    Explicit,
+}
+
+/// A skill body for this message's prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveredSkill {
+    /// Catalog name.
+    pub name: String,
+    /// Why it is here.
+    pub reason: DeliveryReason,
+    /// `SKILL.md` path.
+    pub path: PathBuf,
+    /// Skill directory (scripts and assets are relative to it).
+    pub dir: PathBuf,
+    /// The body, screened: credentials and exfiltration URLs redacted.
+    pub body: String,
+}
+
+/// A one-line pointer for a matched `inject_on_trigger: false` skill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkillHint {
+    /// Catalog name.
+    pub name: String,
+    /// Description, cut to [`HINT_DESCRIPTION_CHARS`] characters.
+    pub description: String,
+    /// `SKILL.md` path.
+    pub path: PathBuf,
+    /// Skill directory.
+    pub dir: PathBuf,
+}
+
+/// A matched skill kept out of the prompt because its text tripped the
+/// injection screen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WithheldSkill {
+    /// Catalog name.
+    pub name: String,
+    /// The guard rule that fired.
+    pub rule: &'static str,
+}
+
+/// What one message brings in from the catalog.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MessageSkills {
+    /// Bodies to inject (trigger matches first, then `$name` requests).
+    pub bodies: Vec<DeliveredSkill>,
+    /// Pointers for matched skills that opted out of body injection.
+    pub hints: Vec<SkillHint>,
+    /// Matches withheld by the injection screen.
+    pub withheld: Vec<WithheldSkill>,
+}
+
+impl MessageSkills {
+    /// True when nothing matched.
+    pub fn is_empty(&self) -> bool {
+        self.bodies.is_empty() && self.hints.is_empty() && self.withheld.is_empty()
+    }
+
+    /// The bodies as prompt text (empty when there are none).
+    pub fn render_bodies(&self) -> String {
+        let mut out = String::new();
+        for skill in &self.bodies {
+            out.push_str(&format!("[Skill: {} — {}]\n{}\n\n", skill.name, skill.path.display(), skill.body));
+        }
+        out
+    }
+
+    /// The `[Relevant skills for this message]` block, if any pointer.
+    pub fn render_hints(&self) -> Option<String> {
+        if self.hints.is_empty() {
+            return None;
+        }
+        let mut out = String::from(HINT_HEADER);
+        out.push('\n');
+        for hint in &self.hints {
+            out.push_str(&format!(
+                "- {}: {} (read {}; directory {})\n",
+                hint.name,
+                hint.description,
+                hint.path.display(),
+                hint.dir.display()
+            ));
+        }
+        Some(out)
+    }
+}
+
+static DOLLAR_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|[\s(\[{'`\x22])\$([\p{L}\p{N}][\p{L}\p{N}_/-]*)").expect("static regex compiles")
+});
+
+impl Catalog {
+    /// The trigger pass alone: which skills match `message`, best first,
+    /// at most `max_triggered`. Records nothing.
+    pub fn triggered(&self, message: &str) -> Vec<TriggerMatch> {
+        let max = self.config.max_triggered;
+        if max == 0 {
+            return Vec::new();
+        }
+        let snapshot = self.snapshot();
+        let mut ranked = snapshot.triggers.score(message, &snapshot.skills);
+        ranked.truncate(max);
+        ranked
+            .into_iter()
+            .map(|(index, score)| TriggerMatch { name: snapshot.skills[index].name.clone(), score })
+            .collect()
+    }
+
+    /// Names of skills requested with `$name` tokens, in message order,
+    /// without duplicates. Always-on skills are skipped (already present).
+    pub fn dollar_requests(&self, message: &str) -> Vec<String> {
+        if !message.contains('$') {
+            return Vec::new();
+        }
+        let snapshot = self.snapshot();
+        let mut out: Vec<String> = Vec::new();
+        for capture in DOLLAR_TOKEN.captures_iter(message) {
+            let raw = capture[1].trim_end_matches(['-', '/', '_']);
+            let lowered = raw.to_lowercase();
+            let skill = snapshot.get(raw).or_else(|| snapshot.get(&lowered));
+            if let Some(skill) = skill
+                && !skill.meta.always
+                && !out.contains(&skill.name)
+            {
+                out.push(skill.name.clone());
+            }
+        }
+        out
+    }
+
+    /// The per-message pass: trigger matches (bodies, or pointers for
+    /// `inject_on_trigger: false`), plus `$name` bodies. Records hits and
+    /// deliveries in the usage ledger and one audit event for the matched
+    /// set (none when nothing matched).
+    pub fn match_message(&self, message: &str) -> MessageSkills {
+        let span = tracing::debug_span!("skills.match_message", chars = message.len());
+        let _enter = span.enter();
+        let matches = self.triggered(message);
+        let explicit = self.dollar_requests(message);
+        if matches.is_empty() && explicit.is_empty() {
+            return MessageSkills::default();
+        }
+        let snapshot = self.snapshot();
+        let mut out = MessageSkills::default();
+        let mut details = Vec::new();
+        let requests = matches
+            .iter()
+            .map(|found| (found.name.as_str(), DeliveryReason::Trigger))
+            .chain(explicit.iter().map(|name| (name.as_str(), DeliveryReason::Explicit)));
+        let mut placed: HashSet<&str> = HashSet::new();
+        for (name, reason) in requests {
+            let Some(skill) = snapshot.get(name) else { continue };
+            if !placed.insert(name) {
+                continue;
+            }
+            let wants_body = reason == DeliveryReason::Explicit || skill.meta.inject_on_trigger;
+            if wants_body {
+                match skill.screened_body() {
+                    Screened::Clean(body) => {
+                        out.bodies.push(DeliveredSkill {
+                            name: skill.name.clone(),
+                            reason,
+                            path: skill.path.clone(),
+                            dir: skill.dir.clone(),
+                            body: body.clone(),
+                        });
+                        details.push(format!("{}=body", skill.name));
+                    }
+                    Screened::Withheld(rule) => {
+                        out.withheld.push(WithheldSkill { name: skill.name.clone(), rule });
+                        details.push(format!("{}=withheld:{rule}", skill.name));
+                    }
+                }
+            } else {
+                let description = match skill.screened_description() {
+                    Screened::Clean(text) => truncate_chars(text, HINT_DESCRIPTION_CHARS),
+                    Screened::Withheld(_) => String::new(),
+                };
+                out.hints.push(SkillHint {
+                    name: skill.name.clone(),
+                    description,
+                    path: skill.path.clone(),
+                    dir: skill.dir.clone(),
+                });
+                details.push(format!("{}=pointer", skill.name));
+            }
+        }
+        self.ledger.record_hits(placed.iter().copied());
+        self.ledger.record_deliveries(out.bodies.iter().map(|skill| skill.name.as_str()));
+        if let Err(error) = self.ledger.maybe_flush() {
+            tracing::warn!(%error, "usage ledger flush failed");
+        }
+        let mut names: Vec<String> = placed.iter().map(|name| (*name).to_owned()).collect();
+        names.sort();
+        debug!(matched = ?names, bodies = out.bodies.len(), hints = out.hints.len(), "skills matched a message");
+        self.audit.record(AuditEvent {
+            action: AuditAction::TriggerMatch,
+            skills: names,
+            ok: true,
+            detail: details.join(" "),
+        });
+        out
+    }
+}
