@@ -1,0 +1,71 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_skills::{Catalog, ManualClock, MemoryAudit, SkillsConfig};
+
+/// 2026-01-01T00:00:00Z in milliseconds.
+pub const T0: u64 = 1_767_225_600_000;
+
+pub struct Fixture {
+    pub home: tempfile::TempDir,
+    pub clock: Arc<ManualClock>,
+    pub audit: Arc<MemoryAudit>,
+    pub catalog: Catalog,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    pub fn with(configure: impl FnOnce(&mut SkillsConfig)) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let audit = Arc::new(MemoryAudit::default());
+        let mut config = SkillsConfig::new(home.path());
+        configure(&mut config);
+        let catalog = Catalog::with_parts(config, clock.clone(), audit.clone());
+        Self { home, clock, audit, catalog }
+    }
+
+    pub fn skills_dir(&self) -> PathBuf {
+        self.home.path().join("skills")
+    }
+
+    /// Writes `<home>/skills/<name>/SKILL.md` directly (bypassing the
+    /// catalog, so its file-list cache is dropped as the TTL would).
+    pub fn put(&self, name: &str, text: &str) -> PathBuf {
+        let path = put(&self.skills_dir(), name, text);
+        self.catalog.invalidate();
+        path
+    }
+}
+
+pub fn put(root: &Path, name: &str, text: &str) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("SKILL.md");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub fn skill(name: &str, description: &str, extra: &str, body: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n{extra}---\n{body}\n")
+}
+
+/// `<manifest>/../../../shared/evaldata/skills-dev`, when present.
+pub fn skills_dev() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/evaldata/skills-dev");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "SKIPPED: conformance data not found at {} (it lives in ../shared beside the checkout)",
+            dir.display()
+        );
+        None
+    }
+}
