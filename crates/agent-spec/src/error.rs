@@ -151,9 +151,14 @@ pub enum SyntaxProblem {
         /// The parser's message.
         message: String,
     },
-    /// A YAML anchor (`&name`) or alias (`*name`): JSON has no references.
-    YamlAnchorOrAlias {
-        /// Line of the construct.
+    /// A YAML anchor (`&name`): JSON has no references.
+    YamlAnchor {
+        /// Line of the anchor.
+        line: usize,
+    },
+    /// A YAML alias (`*name`): JSON has no references.
+    YamlAlias {
+        /// Line of the alias.
         line: usize,
     },
     /// A YAML tag (`!!binary`, `!custom`): JSON has no tags.
@@ -198,9 +203,12 @@ impl fmt::Display for SyntaxProblem {
             }
             Self::UnterminatedFrontmatter => f.write_str("the YAML frontmatter has no closing `---` line"),
             Self::Yaml { line, message } => write!(f, "invalid YAML frontmatter at line {line}: {message}"),
-            Self::YamlAnchorOrAlias { line } => write!(
+            Self::YamlAnchor { line } => {
+                write!(f, "line {line} defines a YAML anchor (`&name`), which has no JSON form; remove it")
+            }
+            Self::YamlAlias { line } => write!(
                 f,
-                "line {line} uses a YAML anchor or alias, which has no JSON form; write the value out in full"
+                "line {line} uses a YAML alias (`*name`), which has no JSON form; write the value out in full"
             ),
             Self::YamlTag { tag, line } => {
                 write!(f, "line {line} uses the YAML tag `{tag}`, which has no JSON form; remove the tag")

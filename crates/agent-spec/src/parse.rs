@@ -78,6 +78,9 @@ fn yaml_to_json(yaml: &str, line_offset: usize) -> Result<Map<String, Value>, Sy
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Value> = None;
     let mut documents = 0usize;
+    // An anchor is reported after the parse, so that an alias using it is
+    // named as the alias.
+    let mut first_anchor: Option<usize> = None;
     for event in Parser::new_from_str(yaml) {
         let (event, span) = event.map_err(|error| SyntaxProblem::Yaml {
             line: error.marker().line() + line_offset,
@@ -92,9 +95,10 @@ fn yaml_to_json(yaml: &str, line_offset: usize) -> Result<Map<String, Value>, Sy
                 }
                 continue;
             }
-            Event::Alias(_) => return Err(SyntaxProblem::YamlAnchorOrAlias { line: line_of(&span) }),
+            Event::Alias(_) => return Err(SyntaxProblem::YamlAlias { line: line_of(&span) }),
             Event::Scalar(text, style, anchor, tag) => {
-                reject_anchor_and_tag(anchor, tag.as_deref(), line_of(&span))?;
+                reject_tag(tag.as_deref(), line_of(&span))?;
+                note_anchor(anchor, line_of(&span), &mut first_anchor);
                 let expecting_key = matches!(stack.last(), Some(Frame::Mapping { key: None, .. }));
                 let value = if style == ScalarStyle::Plain {
                     resolve_plain(&text, line_of(&span))?
@@ -117,7 +121,8 @@ fn yaml_to_json(yaml: &str, line_offset: usize) -> Result<Map<String, Value>, Sy
                 value
             }
             Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
-                reject_anchor_and_tag(anchor, tag.as_deref(), line_of(&span))?;
+                reject_tag(tag.as_deref(), line_of(&span))?;
+                note_anchor(anchor, line_of(&span), &mut first_anchor);
                 if matches!(stack.last(), Some(Frame::Mapping { key: None, .. })) {
                     return Err(SyntaxProblem::NonStringKey { line: line_of(&span) });
                 }
@@ -144,6 +149,9 @@ fn yaml_to_json(yaml: &str, line_offset: usize) -> Result<Map<String, Value>, Sy
             }
         }
     }
+    if let Some(line) = first_anchor {
+        return Err(SyntaxProblem::YamlAnchor { line });
+    }
     match root {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(fields)) => Ok(fields),
@@ -151,14 +159,16 @@ fn yaml_to_json(yaml: &str, line_offset: usize) -> Result<Map<String, Value>, Sy
     }
 }
 
-fn reject_anchor_and_tag(anchor: usize, tag: Option<&saphyr_parser::Tag>, line: usize) -> Result<(), SyntaxProblem> {
-    if anchor != 0 {
-        return Err(SyntaxProblem::YamlAnchorOrAlias { line });
+fn note_anchor(anchor: usize, line: usize, first_anchor: &mut Option<usize>) {
+    if anchor != 0 && first_anchor.is_none() {
+        *first_anchor = Some(line);
     }
-    if let Some(tag) = tag {
-        return Err(SyntaxProblem::YamlTag { tag: format!("{}{}", tag.handle, tag.suffix), line });
-    }
-    Ok(())
+}
+
+fn reject_tag(tag: Option<&saphyr_parser::Tag>, line: usize) -> Result<(), SyntaxProblem> {
+    let Some(tag) = tag else { return Ok(()) };
+    let handle = if tag.handle == "tag:yaml.org,2002:" { "!!" } else { tag.handle.as_str() };
+    Err(SyntaxProblem::YamlTag { tag: format!("{handle}{}", tag.suffix), line })
 }
 
 static INTEGER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[-+]?[0-9]+$").expect("valid regex"));

@@ -57,11 +57,16 @@ pub(crate) fn read_resources(value: Option<&Value>, findings: &mut Findings) -> 
                 } else if let Some(rest) = trimmed.strip_prefix("skill://") {
                     ("skill://", rest)
                 } else {
+                    let fix = if trimmed.contains("://") {
+                        "only file:// and skill:// URIs are resources".to_owned()
+                    } else {
+                        format!("prefix it, e.g. `file://{trimmed}`")
+                    };
                     findings.push(
                         Diagnostic::error(
                             "bad-resource",
                             path,
-                            format!("`{uri}` must start with file:// or skill://, and kiro-cli drops the whole file for it; prefix it, e.g. `file://{trimmed}`"),
+                            format!("`{uri}` must start with file:// or skill://, and kiro-cli drops the whole file for it; {fix}"),
                         )
                         .rejected_by_kiro_cli(),
                     );

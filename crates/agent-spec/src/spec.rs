@@ -386,6 +386,13 @@ impl AgentSpec {
         for key in ["tools", "allowedTools", "excludedTools"] {
             check_string_list(&self.fields, key, &mut findings);
         }
+        if !self.fields.contains_key("tools") {
+            findings.push(Diagnostic::notice(
+                "no-tools",
+                "tools",
+                "absent, so the agent mounts no tools (none are inferred); write [\"*\"] for every tool",
+            ));
+        }
         self.check_include_mcp_json(&mut findings);
         read_hooks(self.fields.get("hooks"), &mut findings);
         read_mcp_servers(self.fields.get("mcpServers"), &mut findings);
@@ -652,14 +659,15 @@ impl AgentSpec {
 fn check_string_list(fields: &Map<String, Value>, key: &str, findings: &mut Findings) {
     let Some(value) = fields.get(key) else { return };
     if read_string_list(Some(value)).is_none() {
-        let read_as = if key == "tools" { "no tools are granted" } else { "read as empty" };
+        let read_as = if key == "tools" { "no tools are granted" } else { "it is read as empty" };
+        let what = match value {
+            Value::Array(_) => "has an entry that is not a string".to_owned(),
+            other => format!("is {} instead of a list", type_name(other)),
+        };
         let diagnostic = Diagnostic::warning(
             "wrong-type",
             key,
-            format!(
-                "is {} instead of a list of strings, so {read_as}; write a list such as [\"fs_read\"]",
-                type_name(value)
-            ),
+            format!("{what}, so {read_as}; write a list of names such as [\"fs_read\"]"),
         );
         // kiro-cli does not know excludedTools at all; that is reported once.
         findings.push(if key == "excludedTools" { diagnostic } else { diagnostic.rejected_by_kiro_cli() });

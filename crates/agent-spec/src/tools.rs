@@ -38,6 +38,9 @@ fn exclusion_extras(spec_name: &str) -> &'static [&'static str] {
     EXCLUSION_EXTRAS.iter().find(|(name, _)| *name == spec_name).map_or(&[], |(_, extras)| extras)
 }
 
+/// The one built-in `@builtin` does not select.
+const NOT_IN_BUILTIN_GROUP: &str = "switch_to_execution";
+
 fn has_wildcard(text: &str) -> bool {
     text.contains(['*', '?'])
 }
@@ -132,7 +135,7 @@ impl Selection {
 
     fn builtin(&self, spec_name: &str) -> bool {
         self.everything
-            || self.all_builtins
+            || (self.all_builtins && spec_name != NOT_IN_BUILTIN_GROUP)
             || self.builtins.contains(spec_name)
             || self.builtin_globs.iter().any(|glob| glob.is_match(spec_name))
     }
