@@ -49,6 +49,8 @@ mod matcher;
 mod merge;
 mod projection;
 mod runner;
+#[cfg(test)]
+mod tests;
 
 pub use config::{
     ConfigHooks, ConfigWarning, ContextRule, ContextRules, HooksConfig, MessageOutcome, Pairs, ToolDecision,
