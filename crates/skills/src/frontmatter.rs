@@ -238,8 +238,21 @@ fn triggers_of(value: &Value) -> Vec<String> {
     out
 }
 
+/// Splits a comma-separated trigger string; a part wrapped in matching
+/// quotes (`"!dry run"`) is unwrapped.
 fn split_triggers(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(',').map(str::trim).filter(|part| !part.is_empty() && *part != "!").map(str::to_owned)
+    text.split(',')
+        .map(str::trim)
+        .map(|part| {
+            for quote in ['"', '\''] {
+                if part.len() >= 2 && part.starts_with(quote) && part.ends_with(quote) {
+                    return part[1..part.len() - 1].trim();
+                }
+            }
+            part
+        })
+        .filter(|part| !part.is_empty() && *part != "!")
+        .map(str::to_owned)
 }
 
 /// The result of reading one `SKILL.md` leniently: metadata, body and, when
@@ -329,6 +342,7 @@ mod tests {
         assert!(nested.always);
         assert!(nested.pinned);
         assert_eq!(nested.triggers, ["grep", "log search"]);
+        assert_eq!(meta("triggers: deploy, \"!dry run\", 'x y'\n").triggers, ["deploy", "!dry run", "x y"]);
         assert!(nested.inject_on_trigger);
         assert!(nested.unknown_keys.is_empty());
     }

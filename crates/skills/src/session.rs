@@ -150,14 +150,22 @@ impl Catalog {
             + if view.always.is_empty() { 0 } else { ALWAYS_HEADER.len() }
             + INDEX_HEADER.len();
         let reserve = 64; // room for the "N more skills" line
+        let mut full = false;
         for (_, _, skill) in ranked {
             let Some(description) = describe(skill, Some(INDEX_DESCRIPTION_CHARS)) else {
                 view.withheld.push(withheld(skill));
                 continue;
             };
+            if full {
+                view.omitted += 1;
+                continue;
+            }
             let entry = IndexEntry { name: skill.name.clone(), description, dir: skill.dir.clone() };
             let cost = index_line(&entry).chars().count();
             if used + cost + reserve > budget_chars {
+                // Top-K is a prefix of the ranking: once one does not fit,
+                // the rest wait for search, triggers and `$name`.
+                full = true;
                 view.omitted += 1;
                 continue;
             }

@@ -215,14 +215,21 @@ static DOLLAR_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
 
 impl Catalog {
     /// The trigger pass alone: which skills match `message`, best first,
-    /// at most `max_triggered`. Records nothing.
+    /// at most `max_triggered`. `$name` tokens are not trigger words.
+    /// Records nothing.
     pub fn triggered(&self, message: &str) -> Vec<TriggerMatch> {
         let max = self.config.max_triggered;
         if max == 0 {
             return Vec::new();
         }
         let snapshot = self.snapshot();
-        let mut ranked = snapshot.triggers.score(message, &snapshot.skills);
+        // `$name` tokens are explicit requests, not trigger words.
+        let message = if message.contains('$') {
+            DOLLAR_TOKEN.replace_all(message, " ")
+        } else {
+            std::borrow::Cow::Borrowed(message)
+        };
+        let mut ranked = snapshot.triggers.score(&message, &snapshot.skills);
         ranked.truncate(max);
         ranked
             .into_iter()

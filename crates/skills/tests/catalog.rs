@@ -74,7 +74,8 @@ fn create_sanitises_writes_atomically_and_invalidates_the_cache() {
 fn create_refusals_leave_nothing_behind() {
     let fixture = Fixture::new();
     fixture.catalog.create("a", &skill("a", "d", "", "x")).unwrap();
-    let cases: Vec<(&str, String, fn(&SkillsError) -> bool)> = vec![
+    type Expect = fn(&SkillsError) -> bool;
+    let cases: Vec<(&str, String, Expect)> = vec![
         ("a", skill("a", "d", "", "y"), |e| matches!(e, SkillsError::AlreadyExists { .. })),
         ("!!!", skill("x", "d", "", "y"), |e| matches!(e, SkillsError::InvalidName { .. })),
         ("big", "x".repeat(300 * 1024), |e| matches!(e, SkillsError::TooLarge { .. })),
