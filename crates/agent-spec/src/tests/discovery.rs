@@ -77,9 +77,7 @@ fn cache_serves_an_unchanged_directory_and_reparses_only_changed_files() {
     assert!(!Arc::ptr_eq(&second, &third));
     let prompt = third.resolve("a", &Pins::new()).unwrap().spec.prompt().map(|p| p.text.to_owned());
     assert_eq!(prompt.as_deref(), Some("two, longer"));
-    let file_b = |catalog: &Catalog| {
-        catalog.files().find(|file| file.path.ends_with("b.json")).map(|file| std::ptr::from_ref(file))
-    };
+    let file_b = |catalog: &Catalog| catalog.files().find(|file| file.path.ends_with("b.json")).map(std::ptr::from_ref);
     assert_eq!(file_b(&second), file_b(&third), "the unchanged file is not re-parsed");
 
     std::fs::remove_file(agents.join("b.json")).unwrap();
