@@ -1,0 +1,63 @@
+//! Every number the specification fixes for `memory.db`, in one place.
+
+/// Key format of a semantic entry: lower-case, starts with a letter, ends
+/// with a letter or digit, dots and underscores in between.
+pub const KEY_PATTERN: &str = r"^[a-z][a-z0-9_.]*[a-z0-9]$";
+/// Longest accepted key, in characters.
+pub const MAX_KEY_CHARS: usize = 100;
+/// Longest accepted value, in bytes of its compact JSON serialisation.
+pub const MAX_VALUE_BYTES: usize = 4_096;
+/// Key prefixes every store accepts; configuration can add more.
+pub const BUILTIN_PREFIXES: [&str; 4] = ["pref.", "project.", "user.", "lesson."];
+/// Prefix of the keys lessons are stored under.
+pub const LESSON_PREFIX: &str = "lesson.";
+
+/// Confidence an automated (not user-explicit) write needs to be accepted.
+pub const CONFIDENCE_THRESHOLD: f64 = 0.8;
+/// Two confidences this close count as equal, and the newer write wins.
+pub const CONFIDENCE_EQUAL_BAND: f64 = 0.1;
+
+/// Rows the audit trail keeps; older rows are trimmed in the inserting transaction.
+pub const MAX_AUDIT_EVENTS: i64 = 10_000;
+
+/// Weight of the cosine score in hybrid semantic retrieval.
+pub const SEMANTIC_VECTOR_WEIGHT: f64 = 0.6;
+/// Weight of the keyword score in hybrid semantic retrieval.
+pub const SEMANTIC_KEYWORD_WEIGHT: f64 = 0.4;
+/// A query word found in a key counts this many times a match in a value.
+pub const KEY_MATCH_WEIGHT: f64 = 3.0;
+
+/// Confidence of a lesson the user taught (and of every non-migration lesson).
+pub const LESSON_CONFIDENCE_USER: f64 = 1.0;
+/// Confidence of a lesson carried over by migration.
+pub const LESSON_CONFIDENCE_MIGRATION: f64 = 0.9;
+/// Share of the smaller keyword set two lessons must share to be the same topic.
+pub const LESSON_TOPIC_OVERLAP: f64 = 0.5;
+/// Cosine above which two lessons are duplicates (the longer text wins).
+pub const LESSON_EMBEDDING_DUPLICATE: f32 = 0.85;
+/// Lessons rendered into the `[Learned corrections]` block.
+pub const MAX_LESSONS_IN_CONTEXT: usize = 50;
+/// Lessons the JSONL fallback store keeps; the oldest are pruned beyond this.
+pub const MAX_JSONL_LESSONS: usize = 200;
+/// Hex characters of the hash in a `lesson.<hash>` key.
+pub const LESSON_HASH_HEX_CHARS: usize = 16;
+
+/// Separator between a lesson's rule and its negative form.
+pub const LESSON_NOT_SEPARATOR: &str = " — NOT: ";
+/// First line of the semantic context block.
+pub const SEMANTIC_BLOCK_HEADER: &str = "[Semantic Memory]";
+/// First line of the lessons context block.
+pub const LESSONS_BLOCK_HEADER: &str = "[Learned corrections]";
+/// Second line of the lessons context block: what makes lessons top the ladder.
+pub const LESSONS_BLOCK_INSTRUCTION: &str = "ALWAYS follow these. They override default behavior.";
+
+/// Characters of a refused value kept (after redaction) in its audit row.
+pub const AUDIT_SNIPPET_CHARS: usize = 200;
+/// How long a writer waits for another process's transaction, in milliseconds.
+pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+/// Idle read connections kept open for reuse.
+pub const MAX_IDLE_READERS: usize = 8;
+/// File name of the database inside Cairn's home.
+pub const DB_FILE_NAME: &str = "memory.db";
+/// File name of the JSONL lesson fallback inside Cairn's home.
+pub const LESSONS_JSONL_FILE_NAME: &str = "lessons.jsonl";

@@ -1,0 +1,451 @@
+//! [`MemoryDb`]: the connections to `memory.db` and the transaction helpers
+//! every layer writes through.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cairn_embedder::EmbeddingBackend;
+use parking_lot::Mutex;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_AUDIT_EVENTS, MAX_IDLE_READERS};
+use crate::error::{MemoryError, Rejected, Result};
+use crate::schema;
+use crate::search::SnapshotCache;
+use crate::types::{AuditAction, AuditEvent, MemoryStats};
+
+/// How hard a commit tries to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// `synchronous = NORMAL` in WAL mode: a committed write survives any
+    /// crash of the process (SIGKILL included); a power cut may lose the
+    /// last commits but never corrupts the file. SQLite's recommended WAL setting.
+    #[default]
+    Normal,
+    /// `synchronous = FULL`: every commit is fsynced, so it also survives a
+    /// power cut, at the price of one disk flush per write.
+    Full,
+}
+
+/// Settings of a [`MemoryDb`]. The binary builds this from `config.json`.
+#[derive(Debug, Clone)]
+pub struct MemoryConfig {
+    /// Key prefixes accepted besides `pref.`, `project.`, `user.`, `lesson.`
+    /// (each must end with a dot, e.g. `team.`).
+    pub extra_prefixes: Vec<String>,
+    /// Commit durability.
+    pub durability: Durability,
+    /// How long a write waits for another process's transaction.
+    pub busy_timeout: Duration,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            extra_prefixes: Vec::new(),
+            durability: Durability::Normal,
+            busy_timeout: Duration::from_millis(BUSY_TIMEOUT_MS),
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// Adds an accepted key prefix.
+    pub fn with_extra_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.extra_prefixes.push(prefix.into());
+        self
+    }
+
+    /// Sets the commit durability.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+}
+
+/// What the audit trail is told about one event.
+pub(crate) struct EventRecord<'a> {
+    pub(crate) memory_type: &'a str,
+    pub(crate) action: AuditAction,
+    pub(crate) key: Option<&'a str>,
+    pub(crate) old_value: Option<&'a str>,
+    pub(crate) new_value: Option<&'a str>,
+    pub(crate) source: Option<&'a str>,
+    pub(crate) confidence: Option<f64>,
+    pub(crate) detail: Option<&'a str>,
+}
+
+/// Cairn's `memory.db`: semantic entries, lessons, episodic rows and the
+/// audit trail, shared by every thread of a process through an `Arc`.
+///
+/// Writes are serialised on one connection and run as `BEGIN IMMEDIATE`
+/// transactions, so a read-modify-write is atomic against other threads
+/// *and* other processes. Reads use a pool of separate connections and,
+/// thanks to WAL, never wait behind a writer. No lock is held while text is
+/// embedded: writes embed first, then lock.
+pub struct MemoryDb {
+    path: PathBuf,
+    pub(crate) prefixes: Vec<String>,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+    busy_timeout: Duration,
+    pub(crate) embedder: Option<Arc<dyn EmbeddingBackend>>,
+    pub(crate) snapshot: SnapshotCache,
+}
+
+impl fmt::Debug for MemoryDb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryDb")
+            .field("path", &self.path)
+            .field("prefixes", &self.prefixes)
+            .field("embedder", &self.embedder.as_ref().map(|embedder| embedder.model_id().to_owned()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryDb {
+    /// Opens (creating if needed) `<home>/memory.db`, creating `home` too.
+    pub fn open_in_home(home: &Path, config: MemoryConfig) -> Result<Self> {
+        std::fs::create_dir_all(home).map_err(|source| MemoryError::Io {
+            operation: "creating the home directory",
+            path: home.to_owned(),
+            source,
+        })?;
+        Self::open(&home.join(DB_FILE_NAME), config)
+    }
+
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    pub fn open(path: &Path, config: MemoryConfig) -> Result<Self> {
+        let _span = tracing::debug_span!("memory_db_open", path = %path.display()).entered();
+        let mut prefixes: Vec<String> = BUILTIN_PREFIXES.iter().map(|prefix| (*prefix).to_owned()).collect();
+        for prefix in &config.extra_prefixes {
+            let body = prefix.strip_suffix('.').unwrap_or("");
+            let valid = !body.is_empty()
+                && body.as_bytes()[0].is_ascii_lowercase()
+                && body.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.');
+            if !valid {
+                return Err(MemoryError::InvalidConfig(format!(
+                    "extra prefix {prefix:?} must be lower-case letters, digits, '_' or '.', ending with '.'"
+                )));
+            }
+            if !prefixes.contains(prefix) {
+                prefixes.push(prefix.clone());
+            }
+        }
+        let mut writer = open_connection(path, config.busy_timeout)?;
+        // WAL lets readers run while a writer commits; the mode is stored in the file.
+        let mode: String = writer
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(MemoryError::sqlite("switching to WAL"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(MemoryError::InvalidConfig(format!("memory.db refused WAL mode (got {mode})")));
+        }
+        let synchronous = match config.durability {
+            Durability::Normal => "NORMAL",
+            Durability::Full => "FULL",
+        };
+        writer.pragma_update(None, "synchronous", synchronous).map_err(MemoryError::sqlite("setting durability"))?;
+        schema::migrate(&mut writer)?;
+        Ok(Self {
+            path: path.to_owned(),
+            prefixes,
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+            busy_timeout: config.busy_timeout,
+            embedder: None,
+            snapshot: SnapshotCache::default(),
+        })
+    }
+
+    /// Uses `embedder` to compute vectors on write and for queries. Entries
+    /// written while it is not ready get their vector from
+    /// [`backfill_vectors`](Self::backfill_vectors).
+    pub fn with_embedder(mut self, embedder: Arc<dyn EmbeddingBackend>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The accepted key prefixes.
+    pub fn prefixes(&self) -> &[String] {
+        &self.prefixes
+    }
+
+    /// The vector space of the configured embedder (`<model id>#<dim>`).
+    pub(crate) fn space(&self) -> Option<String> {
+        self.embedder.as_ref().map(|embedder| format!("{}#{}", embedder.model_id(), embedder.dim()))
+    }
+
+    /// Embeds `text` when an embedder is configured and ready; a failure or a
+    /// not-ready model means "no vector now", never a failed write.
+    pub(crate) fn try_embed(&self, text: &str) -> Option<(Vec<f32>, String)> {
+        let embedder = self.embedder.as_ref()?;
+        if !embedder.is_ready() {
+            tracing::debug!(model = embedder.model_id(), "embedder not ready; writing without a vector");
+            return None;
+        }
+        match embedder.embed(text) {
+            Ok(vector) if vector.len() == embedder.dim() => Some((vector, self.space()?)),
+            Ok(vector) => {
+                tracing::warn!(got = vector.len(), expected = embedder.dim(), "embedder returned a wrong-sized vector");
+                None
+            }
+            Err(error) => {
+                tracing::debug!(%error, "embedding failed; writing without a vector");
+                None
+            }
+        }
+    }
+
+    /// Runs `work` in a `BEGIN IMMEDIATE` transaction on the writer
+    /// connection and commits it; an error rolls everything back.
+    pub(crate) fn write<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut connection = self.writer.lock();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(MemoryError::sqlite(operation))?;
+        let value = work(&transaction)?;
+        transaction.commit().map_err(MemoryError::sqlite(operation))?;
+        Ok(value)
+    }
+
+    /// Runs `work` in a read transaction on a pooled reader connection.
+    pub(crate) fn read<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let pooled = self.readers.lock().pop();
+        let mut connection = match pooled {
+            Some(connection) => connection,
+            None => {
+                let connection = open_connection(&self.path, self.busy_timeout)?;
+                connection.pragma_update(None, "query_only", true).map_err(MemoryError::sqlite(operation))?;
+                connection
+            }
+        };
+        let result = (|| {
+            let transaction = connection
+                .transaction_with_behavior(TransactionBehavior::Deferred)
+                .map_err(MemoryError::sqlite(operation))?;
+            let value = work(&transaction)?;
+            transaction.commit().map_err(MemoryError::sqlite(operation))?;
+            Ok(value)
+        })();
+        let mut readers = self.readers.lock();
+        if readers.len() < MAX_IDLE_READERS {
+            readers.push(connection);
+        }
+        result
+    }
+
+    /// Records a refused write in its own transaction and hands back the
+    /// error to return.
+    pub(crate) fn refuse(
+        &self,
+        memory_type: &str,
+        key: &str,
+        attempted: &str,
+        source: &str,
+        confidence: Option<f64>,
+        rejected: Rejected,
+    ) -> MemoryError {
+        let action = match rejected {
+            Rejected::Injection { .. } => AuditAction::InjectionBlocked,
+            _ => AuditAction::Rejected,
+        };
+        tracing::debug!(key = %crate::validate::cut(key, 100), reason = rejected.code(), "write refused");
+        let snippet = crate::validate::snippet(attempted);
+        let key = crate::validate::snippet(key);
+        let detail = match &rejected {
+            Rejected::Injection { rule } => format!("injection:{rule}"),
+            other => other.code().to_owned(),
+        };
+        let record = EventRecord {
+            memory_type,
+            action,
+            key: Some(&key),
+            old_value: None,
+            new_value: Some(&snippet),
+            source: Some(source),
+            confidence: confidence.filter(|c| c.is_finite()),
+            detail: Some(&detail),
+        };
+        if let Err(error) = self.write("recording a refused write", |tx| insert_event(tx, &record)) {
+            // The refusal stands either way; losing its audit row is logged, not hidden.
+            tracing::warn!(%error, "could not record a refused write in the audit trail");
+        }
+        MemoryError::Rejected(rejected)
+    }
+
+    /// The newest `limit` audit rows, newest first.
+    pub fn audit(&self, limit: usize) -> Result<Vec<AuditEvent>> {
+        self.read("reading the audit trail", |tx| {
+            let mut statement = tx
+                .prepare_cached(
+                    "SELECT id, at, memory_type, action, key, old_value, new_value, source, confidence, detail
+                     FROM memory_events ORDER BY id DESC LIMIT ?1",
+                )
+                .map_err(MemoryError::sqlite("reading the audit trail"))?;
+            let rows = statement
+                .query_map([limit as i64], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, Option<String>>(4)?,
+                        row.get::<_, Option<String>>(5)?,
+                        row.get::<_, Option<String>>(6)?,
+                        row.get::<_, Option<String>>(7)?,
+                        row.get::<_, Option<f64>>(8)?,
+                        row.get::<_, Option<String>>(9)?,
+                    ))
+                })
+                .map_err(MemoryError::sqlite("reading the audit trail"))?;
+            let mut events = Vec::new();
+            for row in rows {
+                let (id, at, memory_type, action, key, old_value, new_value, source, confidence, detail) =
+                    row.map_err(MemoryError::sqlite("reading the audit trail"))?;
+                let action = AuditAction::parse(&action).ok_or_else(|| MemoryError::CorruptRow {
+                    table: "memory_events",
+                    reason: format!("unknown action {action:?} in row {id}"),
+                })?;
+                events.push(AuditEvent {
+                    id,
+                    at,
+                    memory_type,
+                    action,
+                    key,
+                    old_value,
+                    new_value,
+                    source,
+                    confidence,
+                    detail,
+                });
+            }
+            Ok(events)
+        })
+    }
+
+    /// Counts of live and tombstoned rows, vectors and audit events.
+    pub fn stats(&self) -> Result<MemoryStats> {
+        let space = self.space();
+        let (embedding_model, embedder_ready) = match &self.embedder {
+            Some(embedder) => (Some(embedder.model_id().to_owned()), embedder.is_ready()),
+            None => (None, false),
+        };
+        self.read("reading statistics", |tx| {
+            let count = |sql: &str| -> Result<i64> {
+                tx.query_row(sql, [], |row| row.get(0)).map_err(MemoryError::sqlite("reading statistics"))
+            };
+            let semantic_missing_vectors = tx
+                .query_row(
+                    "SELECT count(*) FROM semantic_memory WHERE is_deleted = 0
+                     AND (embedding_space IS NULL OR embedding_space IS NOT ?1)",
+                    [&space],
+                    |row| row.get(0),
+                )
+                .map_err(MemoryError::sqlite("reading statistics"))?;
+            Ok(MemoryStats {
+                semantic_live: count("SELECT count(*) FROM semantic_memory WHERE is_deleted = 0")?,
+                semantic_deleted: count("SELECT count(*) FROM semantic_memory WHERE is_deleted = 1")?,
+                lessons: count(
+                    "SELECT count(*) FROM semantic_memory WHERE is_deleted = 0 AND key >= 'lesson.' AND key < 'lesson/'",
+                )?,
+                semantic_missing_vectors,
+                episodic_live: count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0")?,
+                episodic_deleted: count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 1")?,
+                audit_events: count("SELECT count(*) FROM memory_events")?,
+                schema_version: count("PRAGMA user_version")?,
+                embedding_model,
+                embedder_ready,
+            })
+        })
+    }
+
+    /// Runs `PRAGMA integrity_check` and returns its report (`["ok"]` when sound).
+    pub fn integrity_check(&self) -> Result<Vec<String>> {
+        self.read("checking integrity", |tx| {
+            let mut statement =
+                tx.prepare("PRAGMA integrity_check").map_err(MemoryError::sqlite("checking integrity"))?;
+            let rows = statement
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(MemoryError::sqlite("checking integrity"))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("checking integrity"))
+        })
+    }
+}
+
+fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let connection = Connection::open_with_flags(path, flags).map_err(MemoryError::sqlite("opening memory.db"))?;
+    connection.busy_timeout(busy_timeout).map_err(MemoryError::sqlite("setting the busy timeout"))?;
+    connection.set_prepared_statement_cache_capacity(32);
+    Ok(connection)
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis() as i64).unwrap_or(0)
+}
+
+/// Appends an audit row and trims the trail to its cap in the same transaction.
+pub(crate) fn insert_event(tx: &Transaction<'_>, record: &EventRecord<'_>) -> Result<()> {
+    let operation = "writing the audit trail";
+    tx.prepare_cached(
+        "INSERT INTO memory_events (at, memory_type, action, key, old_value, new_value, source, confidence, detail)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .and_then(|mut statement| {
+        statement.execute(params![
+            now_ms(),
+            record.memory_type,
+            record.action.as_str(),
+            record.key,
+            record.old_value,
+            record.new_value,
+            record.source,
+            record.confidence,
+            record.detail,
+        ])
+    })
+    .map_err(MemoryError::sqlite(operation))?;
+    let id = tx.last_insert_rowid();
+    // Ids only grow (AUTOINCREMENT), so this keeps at most the newest cap rows.
+    tx.prepare_cached("DELETE FROM memory_events WHERE id <= ?1")
+        .and_then(|mut statement| statement.execute([id - MAX_AUDIT_EVENTS]))
+        .map_err(MemoryError::sqlite(operation))?;
+    Ok(())
+}
+
+/// Marks the semantic table as changed, so cached search snapshots in every
+/// process rebuild.
+pub(crate) fn bump_semantic_revision(tx: &Transaction<'_>) -> Result<()> {
+    tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE name = 'semantic_revision'")
+        .and_then(|mut statement| statement.execute([]))
+        .map_err(MemoryError::sqlite("bumping the semantic revision"))?;
+    Ok(())
+}
+
+/// The current semantic revision.
+pub(crate) fn semantic_revision(tx: &Transaction<'_>) -> Result<i64> {
+    tx.prepare_cached("SELECT value FROM meta WHERE name = 'semantic_revision'")
+        .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
+        .map_err(MemoryError::sqlite("reading the semantic revision"))
+        .map(|value| value.unwrap_or(0))
+}

@@ -1,0 +1,162 @@
+//! The crate's error type and the typed reasons a write is refused.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in `cairn-memory-core`.
+///
+/// A write the rules refuse is [`MemoryError::Rejected`], carrying a
+/// [`Rejected`] reason the caller can show; every other variant is a fault
+/// of the store itself (SQLite, the file system, a corrupt row).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The write broke one of the memory rules; nothing was stored.
+    #[error("write refused: {0}")]
+    Rejected(#[from] Rejected),
+    /// SQLite failed.
+    #[error("memory database error while {operation}")]
+    Sqlite {
+        /// What the store was doing.
+        operation: &'static str,
+        /// The underlying error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A file or directory could not be read or written.
+    #[error("I/O error while {operation} {path}")]
+    Io {
+        /// What the store was doing.
+        operation: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database was written by a newer Cairn with a schema this build does not know.
+    #[error("memory.db has schema version {found}, this build understands up to {supported}")]
+    SchemaTooNew {
+        /// `PRAGMA user_version` of the file.
+        found: i64,
+        /// The newest schema this build can migrate to.
+        supported: i64,
+    },
+    /// A stored row could not be decoded (the file was edited by hand or is damaged).
+    #[error("corrupt row in {table}: {reason}")]
+    CorruptRow {
+        /// Table holding the row.
+        table: &'static str,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A configuration value is outside its accepted range.
+    #[error("invalid memory configuration: {0}")]
+    InvalidConfig(String),
+}
+
+/// Result alias of the crate.
+pub type Result<T, E = MemoryError> = std::result::Result<T, E>;
+
+impl MemoryError {
+    pub(crate) fn sqlite(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
+        move |source| MemoryError::Sqlite { operation, source }
+    }
+
+    /// The refusal reason, when this error is a refused write.
+    pub fn rejection(&self) -> Option<&Rejected> {
+        match self {
+            MemoryError::Rejected(rejected) => Some(rejected),
+            _ => None,
+        }
+    }
+}
+
+/// Why a write was refused. Each refusal is also recorded in the audit trail.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejected {
+    /// The key does not match `^[a-z][a-z0-9_.]*[a-z0-9]$`.
+    #[error("key {key:?} must match ^[a-z][a-z0-9_.]*[a-z0-9]$")]
+    InvalidKey {
+        /// The key (cut to 100 characters).
+        key: String,
+    },
+    /// The key is longer than 100 characters.
+    #[error("key is {chars} characters long, the limit is {max}")]
+    KeyTooLong {
+        /// Length of the key.
+        chars: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The key does not start with an allowed prefix.
+    #[error("key {key:?} does not start with an allowed prefix ({allowed})")]
+    PrefixNotAllowed {
+        /// The key.
+        key: String,
+        /// The allowed prefixes, comma separated.
+        allowed: String,
+    },
+    /// The value is not valid JSON.
+    #[error("value is not valid JSON: {reason}")]
+    InvalidJson {
+        /// The parser's message.
+        reason: String,
+    },
+    /// The value's JSON is larger than 4,096 bytes.
+    #[error("value is {bytes} bytes of JSON, the limit is {max}")]
+    ValueTooLarge {
+        /// Size of the compact JSON.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The confidence is not a number in `[0, 1]`.
+    #[error("confidence {confidence} is not a number between 0 and 1")]
+    InvalidConfidence {
+        /// The offending confidence.
+        confidence: f64,
+    },
+    /// An automated write's confidence is under the 0.8 threshold.
+    #[error("confidence {confidence} is below the {threshold} threshold for automated writes")]
+    LowConfidence {
+        /// The write's confidence.
+        confidence: f64,
+        /// The threshold.
+        threshold: f64,
+    },
+    /// The value carries injected instructions.
+    #[error("value looks like injected instructions (rule {rule})")]
+    Injection {
+        /// Name of the guard rule that fired.
+        rule: &'static str,
+    },
+    /// The source name is empty or malformed.
+    #[error("source {0:?} must match ^[a-z][a-z0-9_]{{0,31}}$")]
+    InvalidSource(String),
+    /// A lesson's rule is empty.
+    #[error("a lesson needs a non-empty rule")]
+    EmptyLesson,
+    /// A lesson category other than `tool`, `preference`, `knowledge`.
+    #[error("lesson category {0:?} is not one of tool, preference, knowledge")]
+    InvalidCategory(String),
+}
+
+impl Rejected {
+    /// Stable short name of the reason, used in audit rows and JSON output.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejected::InvalidKey { .. } => "invalid_key",
+            Rejected::KeyTooLong { .. } => "key_too_long",
+            Rejected::PrefixNotAllowed { .. } => "prefix_not_allowed",
+            Rejected::InvalidJson { .. } => "invalid_json",
+            Rejected::ValueTooLarge { .. } => "value_too_large",
+            Rejected::InvalidConfidence { .. } => "invalid_confidence",
+            Rejected::LowConfidence { .. } => "low_confidence",
+            Rejected::Injection { .. } => "injection",
+            Rejected::InvalidSource(_) => "invalid_source",
+            Rejected::EmptyLesson => "empty_lesson",
+            Rejected::InvalidCategory(_) => "invalid_category",
+        }
+    }
+}

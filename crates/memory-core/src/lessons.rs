@@ -1,0 +1,453 @@
+//! Lessons: user-taught corrections stored as `lesson.<hash>` semantic
+//! entries, deduplicated on write and rendered as `[Learned corrections]`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::Transaction;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::constants::{
+    LESSON_CONFIDENCE_MIGRATION, LESSON_CONFIDENCE_USER, LESSON_EMBEDDING_DUPLICATE, LESSON_HASH_HEX_CHARS,
+    LESSON_NOT_SEPARATOR, LESSON_PREFIX, LESSON_TOPIC_OVERLAP, LESSONS_BLOCK_HEADER, LESSONS_BLOCK_INSTRUCTION,
+    MAX_LESSONS_IN_CONTEXT,
+};
+use crate::db::{EventRecord, MemoryDb, insert_event};
+use crate::error::{MemoryError, Rejected, Result};
+use crate::keywords;
+use crate::semantic::{PreparedWrite, apply_delete, apply_write, blob_vector, ladder};
+use crate::types::{AuditAction, DeleteOutcome, SkipReason, Source, WriteOutcome};
+
+/// What a lesson is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LessonCategory {
+    /// How to use a tool.
+    Tool,
+    /// What the user prefers.
+    Preference,
+    /// A fact to keep in mind.
+    Knowledge,
+}
+
+impl LessonCategory {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LessonCategory::Tool => "tool",
+            LessonCategory::Preference => "preference",
+            LessonCategory::Knowledge => "knowledge",
+        }
+    }
+}
+
+impl FromStr for LessonCategory {
+    type Err = Rejected;
+
+    fn from_str(name: &str) -> Result<Self, Rejected> {
+        match name {
+            "tool" => Ok(LessonCategory::Tool),
+            "preference" => Ok(LessonCategory::Preference),
+            "knowledge" => Ok(LessonCategory::Knowledge),
+            other => Err(Rejected::InvalidCategory(crate::validate::cut(other, 64))),
+        }
+    }
+}
+
+impl fmt::Display for LessonCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A stored lesson.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Lesson {
+    /// `lesson.<hash>`.
+    pub key: String,
+    /// What to do.
+    pub rule: String,
+    /// What not to do instead, if given.
+    pub not: Option<String>,
+    /// What it is about.
+    pub category: LessonCategory,
+    /// Who taught it.
+    pub source: Source,
+    /// 1.0, or 0.9 for migrated lessons.
+    pub confidence: f64,
+    /// When it was stored (Unix milliseconds).
+    pub updated_at: i64,
+}
+
+impl Lesson {
+    /// `rule` or `rule — NOT: negative`.
+    pub fn text(&self) -> String {
+        lesson_text(&self.rule, self.not.as_deref())
+    }
+}
+
+/// Which dedup rule matched an older lesson.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DedupRule {
+    /// One text contains the other.
+    Substring,
+    /// At least half of the smaller keyword set is shared.
+    TopicOverlap,
+    /// Embedding cosine above 0.85.
+    Embedding,
+}
+
+impl DedupRule {
+    fn as_str(self) -> &'static str {
+        match self {
+            DedupRule::Substring => "substring",
+            DedupRule::TopicOverlap => "topic_overlap",
+            DedupRule::Embedding => "embedding",
+        }
+    }
+}
+
+/// An older lesson a new one replaced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplacedLesson {
+    /// Key of the tombstoned lesson.
+    pub key: String,
+    /// The rule that matched it.
+    pub rule: DedupRule,
+}
+
+/// What [`MemoryDb::write_lesson`] did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LessonOutcome {
+    /// The outcome for the new lesson's key.
+    pub outcome: WriteOutcome,
+    /// Older lessons tombstoned in the same transaction.
+    pub replaced: Vec<ReplacedLesson>,
+}
+
+pub(crate) fn lesson_text(rule: &str, not: Option<&str>) -> String {
+    match not {
+        Some(not) => format!("{rule}{LESSON_NOT_SEPARATOR}{not}"),
+        None => rule.to_owned(),
+    }
+}
+
+/// Splits a stored lesson value back into rule and negative.
+pub(crate) fn split_text(text: &str) -> (String, Option<String>) {
+    match text.split_once(LESSON_NOT_SEPARATOR) {
+        Some((rule, not)) => (rule.to_owned(), Some(not.to_owned())),
+        None => (text.to_owned(), None),
+    }
+}
+
+/// Lower-cased, whitespace collapsed: what substring dedup and the key hash see.
+pub(crate) fn normalize(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+/// `lesson.<first 16 hex of sha256(normalised text)>`.
+pub fn lesson_key(rule: &str, not: Option<&str>) -> String {
+    let digest = Sha256::digest(normalize(&lesson_text(rule, not)).as_bytes());
+    format!("{LESSON_PREFIX}{}", &hex::encode(digest)[..LESSON_HASH_HEX_CHARS])
+}
+
+/// Confidence a lesson from `source` is stored with.
+pub fn lesson_confidence(source: &Source) -> f64 {
+    if *source == Source::Migration { LESSON_CONFIDENCE_MIGRATION } else { LESSON_CONFIDENCE_USER }
+}
+
+/// Cleans a rule or negative: trimmed, one line.
+fn clean(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An existing lesson as dedup sees it.
+pub(crate) struct Candidate {
+    pub(crate) key: String,
+    pub(crate) text: String,
+    pub(crate) source: String,
+    pub(crate) confidence: f64,
+    pub(crate) vector: Option<Vec<f32>>,
+}
+
+/// The dedup verdict for a new lesson against the stored ones.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Dedup {
+    /// An existing lesson already covers it.
+    Duplicate { existing_key: String },
+    /// Write it, tombstoning these first.
+    Write { replace: Vec<(usize, DedupRule)> },
+}
+
+/// Substring, then topic overlap, then embedding similarity, as the spec orders them.
+pub(crate) fn dedup(text: &str, rule: &str, vector: Option<&[f32]>, candidates: &[Candidate]) -> Dedup {
+    let normalized = normalize(text);
+    let mut replace: Vec<(usize, DedupRule)> = Vec::new();
+    let taken = |replace: &Vec<(usize, DedupRule)>, index: usize| replace.iter().any(|(i, _)| *i == index);
+    for (index, candidate) in candidates.iter().enumerate() {
+        let existing = normalize(&candidate.text);
+        if existing.contains(&normalized) {
+            return Dedup::Duplicate { existing_key: candidate.key.clone() };
+        }
+        if normalized.contains(&existing) {
+            replace.push((index, DedupRule::Substring));
+        }
+    }
+    let topic: BTreeSet<String> = keywords::stems(rule);
+    for (index, candidate) in candidates.iter().enumerate() {
+        if taken(&replace, index) {
+            continue;
+        }
+        let (candidate_rule, _) = split_text(&candidate.text);
+        if keywords::overlap(&topic, &keywords::stems(&candidate_rule)) >= LESSON_TOPIC_OVERLAP {
+            replace.push((index, DedupRule::TopicOverlap));
+        }
+    }
+    if let Some(vector) = vector {
+        for (index, candidate) in candidates.iter().enumerate() {
+            if taken(&replace, index) {
+                continue;
+            }
+            let Some(existing) = &candidate.vector else { continue };
+            if existing.len() == vector.len() && cairn_embedder::cosine(vector, existing) > LESSON_EMBEDDING_DUPLICATE {
+                if text.chars().count() > candidate.text.chars().count() {
+                    replace.push((index, DedupRule::Embedding));
+                } else {
+                    return Dedup::Duplicate { existing_key: candidate.key.clone() };
+                }
+            }
+        }
+    }
+    Dedup::Write { replace }
+}
+
+fn load_candidates(tx: &Transaction<'_>, space: Option<&str>, except: &str) -> Result<Vec<Candidate>> {
+    let mut statement = tx
+        .prepare_cached(
+            "SELECT key, value, source, confidence, embedding, embedding_space FROM semantic_memory
+             WHERE is_deleted = 0 AND key >= 'lesson.' AND key < 'lesson/' AND key != ?1
+             ORDER BY updated_at, key",
+        )
+        .map_err(MemoryError::sqlite("reading lessons"))?;
+    let rows = statement
+        .query_map([except], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, f64>(3)?,
+                row.get::<_, Option<Vec<u8>>>(4)?,
+                row.get::<_, Option<String>>(5)?,
+            ))
+        })
+        .map_err(MemoryError::sqlite("reading lessons"))?;
+    let mut candidates = Vec::new();
+    for row in rows {
+        let (key, value, source, confidence, blob, entry_space) =
+            row.map_err(MemoryError::sqlite("reading lessons"))?;
+        let text = match serde_json::from_str::<serde_json::Value>(&value) {
+            Ok(serde_json::Value::String(text)) => text,
+            _ => continue, // A hand-written non-string lesson value takes no part in dedup.
+        };
+        let vector = match (space, entry_space, blob) {
+            (Some(space), Some(entry_space), Some(blob)) if space == entry_space => blob_vector(&blob),
+            _ => None,
+        };
+        candidates.push(Candidate { key, text, source, confidence, vector });
+    }
+    Ok(candidates)
+}
+
+impl MemoryDb {
+    /// Stores a lesson as a `lesson.<hash>` semantic entry with value
+    /// `rule` or `rule — NOT: negative`, at confidence 1.0 (0.9 for
+    /// [`Source::Migration`]).
+    ///
+    /// Before writing, in one transaction: a stored lesson containing the
+    /// new text makes this a duplicate (skipped); stored lessons the new
+    /// text contains, then lessons sharing at least half of the smaller
+    /// keyword set, are replaced (tombstoned); then a stored lesson with
+    /// embedding cosine above 0.85 is replaced when the new text is longer
+    /// and makes this a duplicate otherwise. A replacement obeys the
+    /// conflict ladder: only a user-explicit lesson replaces a
+    /// user-explicit one.
+    pub fn write_lesson(
+        &self,
+        rule: &str,
+        not: Option<&str>,
+        category: LessonCategory,
+        source: Source,
+    ) -> Result<LessonOutcome> {
+        let _span = tracing::debug_span!("write_lesson", category = category.as_str()).entered();
+        let rule = clean(rule);
+        let not = not.map(clean).filter(|not| !not.is_empty());
+        let text = lesson_text(&rule, not.as_deref());
+        let key = lesson_key(&rule, not.as_deref());
+        let confidence = lesson_confidence(&source);
+        let value = serde_json::Value::String(text.clone());
+        let checked = if rule.is_empty() {
+            Err(Rejected::EmptyLesson)
+        } else {
+            self.check_write(&key, &value, confidence, &source)
+        };
+        let value_text = match checked {
+            Ok(value_text) => value_text,
+            Err(rejected) => {
+                return Err(self.refuse("lesson", &key, &text, source.as_str(), Some(confidence), rejected));
+            }
+        };
+        // Embed before taking the write lock.
+        let vector = self.try_embed(&text);
+        let space = self.space();
+        self.write("writing a lesson", |tx| {
+            let candidates = load_candidates(tx, space.as_deref(), &key)?;
+            let verdict = dedup(&text, &rule, vector.as_ref().map(|(vector, _)| vector.as_slice()), &candidates);
+            let replace = match verdict {
+                Dedup::Duplicate { existing_key } => {
+                    let reason = SkipReason::DuplicateLesson { existing_key };
+                    self.record_lesson_skip(tx, &key, &value_text, &source, confidence, &reason)?;
+                    return Ok(LessonOutcome { outcome: WriteOutcome::Skipped { key, reason }, replaced: Vec::new() });
+                }
+                Dedup::Write { replace } => replace,
+            };
+            for (index, _) in &replace {
+                let candidate = &candidates[*index];
+                if let Some(reason) = ladder(candidate.confidence, &candidate.source, confidence, &source) {
+                    self.record_lesson_skip(tx, &key, &value_text, &source, confidence, &reason)?;
+                    return Ok(LessonOutcome { outcome: WriteOutcome::Skipped { key, reason }, replaced: Vec::new() });
+                }
+            }
+            let mut replaced = Vec::new();
+            for (index, dedup_rule) in replace {
+                let old_key = &candidates[index].key;
+                let detail = format!("replaced_by:{key} ({})", dedup_rule.as_str());
+                if apply_delete(tx, old_key, &source, Some(&detail))? == DeleteOutcome::Deleted {
+                    tracing::debug!(old = %old_key, new = %key, rule = dedup_rule.as_str(), "lesson replaced");
+                    replaced.push(ReplacedLesson { key: old_key.clone(), rule: dedup_rule });
+                }
+            }
+            let outcome = apply_write(
+                tx,
+                &PreparedWrite {
+                    key: &key,
+                    value_text: &value_text,
+                    confidence,
+                    source: &source,
+                    category: Some(category.as_str()),
+                    vector,
+                },
+            )?;
+            Ok(LessonOutcome { outcome, replaced })
+        })
+    }
+
+    fn record_lesson_skip(
+        &self,
+        tx: &Transaction<'_>,
+        key: &str,
+        value_text: &str,
+        source: &Source,
+        confidence: f64,
+        reason: &SkipReason,
+    ) -> Result<()> {
+        tracing::debug!(key, reason = reason.code(), "lesson skipped");
+        let detail = match reason {
+            SkipReason::DuplicateLesson { existing_key } => format!("{}:{existing_key}", reason.code()),
+            other => other.code().to_owned(),
+        };
+        let new = cairn_guard::redact_all(value_text);
+        insert_event(
+            tx,
+            &EventRecord {
+                memory_type: "lesson",
+                action: AuditAction::ConflictSkip,
+                key: Some(key),
+                old_value: None,
+                new_value: Some(&new),
+                source: Some(source.as_str()),
+                confidence: Some(confidence),
+                detail: Some(&detail),
+            },
+        )
+    }
+
+    /// Live lessons, newest first, at most `limit`.
+    pub fn get_lessons(&self, limit: usize) -> Result<Vec<Lesson>> {
+        let rows = self.read("reading lessons", |tx| {
+            let mut statement = tx
+                .prepare_cached(
+                    "SELECT key, value, category, source, confidence, updated_at FROM semantic_memory
+                     WHERE is_deleted = 0 AND key >= 'lesson.' AND key < 'lesson/'
+                     ORDER BY updated_at DESC, key LIMIT ?1",
+                )
+                .map_err(MemoryError::sqlite("reading lessons"))?;
+            let rows = statement
+                .query_map([limit as i64], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, f64>(4)?,
+                        row.get::<_, i64>(5)?,
+                    ))
+                })
+                .map_err(MemoryError::sqlite("reading lessons"))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("reading lessons"))
+        })?;
+        let mut lessons = Vec::with_capacity(rows.len());
+        for (key, value, category, source, confidence, updated_at) in rows {
+            let value: serde_json::Value = serde_json::from_str(&value).map_err(|error| MemoryError::CorruptRow {
+                table: "semantic_memory",
+                reason: format!("value of {key}: {error}"),
+            })?;
+            let (rule, not) = split_text(&crate::validate::display_value(&value));
+            lessons.push(Lesson {
+                key,
+                rule,
+                not,
+                // Lessons written directly through `write_semantic` carry no category.
+                category: category.as_deref().and_then(|name| name.parse().ok()).unwrap_or(LessonCategory::Knowledge),
+                source: source.parse().unwrap_or(Source::Other(source)),
+                confidence,
+                updated_at,
+            });
+        }
+        Ok(lessons)
+    }
+
+    /// Tombstones a lesson by key.
+    pub fn delete_lesson(&self, key: &str, source: Source) -> Result<DeleteOutcome> {
+        if !key.starts_with(LESSON_PREFIX) {
+            return Err(Rejected::PrefixNotAllowed {
+                key: crate::validate::cut(key, 100),
+                allowed: LESSON_PREFIX.into(),
+            }
+            .into());
+        }
+        self.delete_semantic(key, source)
+    }
+
+    /// The `[Learned corrections]` block with at most 50 lessons, newest
+    /// first; an empty string when there are none.
+    pub fn lessons_context(&self) -> Result<String> {
+        Ok(render_lessons(&self.get_lessons(MAX_LESSONS_IN_CONTEXT)?))
+    }
+}
+
+/// Renders lessons as the `[Learned corrections]` block (redacted, one line each).
+pub fn render_lessons(lessons: &[Lesson]) -> String {
+    if lessons.is_empty() {
+        return String::new();
+    }
+    let mut block = format!("{LESSONS_BLOCK_HEADER}\n{LESSONS_BLOCK_INSTRUCTION}");
+    for lesson in lessons.iter().take(MAX_LESSONS_IN_CONTEXT) {
+        let line = lesson.text().replace(['\n', '\r'], " ");
+        block.push_str("\n- ");
+        block.push_str(&cairn_guard::redact_all(&line));
+    }
+    block
+}

@@ -1,0 +1,66 @@
+//! Cairn's durable memory: one SQLite file, `memory.db`, holding structured
+//! facts (semantic memory), learned corrections (lessons), episodic rows and
+//! a bounded audit trail of every change and refusal.
+//!
+//! The main type is [`MemoryDb`]. A write passes the rules in order (key
+//! format and prefix, value size, confidence gate, injection screen), then
+//! meets the conflict ladder against the stored value inside one
+//! `BEGIN IMMEDIATE` transaction, so neither threads nor processes lose an
+//! update. Every outcome is typed ([`WriteOutcome`], [`Rejected`]) and every
+//! change or refusal leaves an [`AuditEvent`].
+//!
+//! ```
+//! use cairn_memory_core::{MemoryConfig, MemoryDb, Rejected, Source, WriteOutcome};
+//! use serde_json::json;
+//!
+//! let home = tempfile::tempdir().unwrap();
+//! let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap();
+//!
+//! let outcome = db.write_semantic("pref.editor", &json!("helix"), 0.9, Source::Consolidation).unwrap();
+//! assert!(matches!(outcome, WriteOutcome::Created { .. }));
+//!
+//! // Automated writes need confidence 0.8; the refusal is typed and audited.
+//! let error = db.write_semantic("pref.theme", &json!("dark"), 0.5, Source::Consolidation).unwrap_err();
+//! assert!(matches!(error.rejection(), Some(Rejected::LowConfidence { .. })));
+//!
+//! let block = db.semantic_context("which editor", 1_000).unwrap();
+//! assert_eq!(block, "[Semantic Memory]\npref.editor: helix");
+//! ```
+//!
+//! Vectors come from any [`cairn_embedder::EmbeddingBackend`] given with
+//! [`MemoryDb::with_embedder`]; this crate only uses the trait and never
+//! pulls in a model runtime. A model that is not ready yet means entries are
+//! written without vectors and [`MemoryDb::backfill_vectors`] adds them later.
+//!
+//! What it deliberately does not do: read configuration or environment
+//! variables (the binary passes a [`MemoryConfig`]), hold any lock while text
+//! is embedded, or keep credentials out of stored values (they are redacted
+//! where values leave the store: context blocks and audit rows).
+
+#![warn(missing_docs)]
+
+pub mod constants;
+mod db;
+mod error;
+mod jsonl;
+mod keywords;
+mod lessons;
+mod schema;
+mod search;
+mod semantic;
+mod types;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use db::{Durability, MemoryConfig, MemoryDb};
+pub use error::{MemoryError, Rejected, Result};
+pub use jsonl::{JsonlLessonStore, LessonBook};
+pub use lessons::{
+    DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,
+};
+pub use schema::SCHEMA_VERSION;
+pub use types::{
+    AuditAction, AuditEvent, DeleteOutcome, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source, WriteOutcome,
+};

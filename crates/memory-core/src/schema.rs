@@ -1,0 +1,106 @@
+//! The schema of `memory.db` and its forward migrations.
+//!
+//! `PRAGMA user_version` holds the number of migrations applied. Opening a
+//! file runs the missing ones in one `BEGIN IMMEDIATE` transaction, so two
+//! processes opening a fresh file at once migrate it exactly once. A file
+//! from a newer build (a higher version) is refused rather than guessed at.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{MemoryError, Result};
+
+/// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
+const MIGRATIONS: &[&str] = &[
+    // 1: semantic entries, episodic rows with their keyword index, audit trail.
+    r#"
+    CREATE TABLE semantic_memory (
+        key             TEXT PRIMARY KEY NOT NULL,
+        value           TEXT NOT NULL,
+        confidence      REAL NOT NULL,
+        source          TEXT NOT NULL,
+        category        TEXT,
+        created_at      INTEGER NOT NULL,
+        updated_at      INTEGER NOT NULL,
+        is_deleted      INTEGER NOT NULL DEFAULT 0,
+        version         INTEGER NOT NULL DEFAULT 1,
+        embedding       BLOB,
+        embedding_space TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX semantic_live ON semantic_memory(is_deleted, updated_at);
+
+    CREATE TABLE episodic_memories (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        text            TEXT NOT NULL,
+        tags            TEXT NOT NULL DEFAULT '[]',
+        importance      REAL NOT NULL DEFAULT 0.5,
+        source          TEXT NOT NULL DEFAULT '',
+        session_key     TEXT,
+        created_at      INTEGER NOT NULL,
+        last_accessed   INTEGER,
+        is_deleted      INTEGER NOT NULL DEFAULT 0,
+        embedding       BLOB,
+        embedding_space TEXT
+    );
+    CREATE INDEX episodic_live ON episodic_memories(is_deleted, importance, created_at);
+    CREATE VIRTUAL TABLE episodic_fts USING fts5(
+        text, tags, content='episodic_memories', content_rowid='id'
+    );
+    CREATE TRIGGER episodic_fts_insert AFTER INSERT ON episodic_memories BEGIN
+        INSERT INTO episodic_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
+    END;
+    CREATE TRIGGER episodic_fts_delete AFTER DELETE ON episodic_memories BEGIN
+        INSERT INTO episodic_fts(episodic_fts, rowid, text, tags) VALUES ('delete', old.id, old.text, old.tags);
+    END;
+    CREATE TRIGGER episodic_fts_update AFTER UPDATE OF text, tags ON episodic_memories BEGIN
+        INSERT INTO episodic_fts(episodic_fts, rowid, text, tags) VALUES ('delete', old.id, old.text, old.tags);
+        INSERT INTO episodic_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
+    END;
+
+    CREATE TABLE memory_events (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        at          INTEGER NOT NULL,
+        memory_type TEXT NOT NULL,
+        action      TEXT NOT NULL,
+        key         TEXT,
+        old_value   TEXT,
+        new_value   TEXT,
+        source      TEXT,
+        confidence  REAL,
+        detail      TEXT
+    );
+    CREATE INDEX memory_events_key ON memory_events(key, id);
+
+    CREATE TABLE meta (
+        name  TEXT PRIMARY KEY NOT NULL,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO meta(name, value) VALUES ('semantic_revision', 0);
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the database up to [`SCHEMA_VERSION`].
+pub(crate) fn migrate(connection: &mut Connection) -> Result<i64> {
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(MemoryError::sqlite("starting the schema migration"))?;
+    let found: i64 = transaction
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(MemoryError::sqlite("reading the schema version"))?;
+    if found > SCHEMA_VERSION {
+        return Err(MemoryError::SchemaTooNew { found, supported: SCHEMA_VERSION });
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tracing::debug!(to = index + 1, "migrating memory.db");
+        transaction.execute_batch(sql).map_err(MemoryError::sqlite("applying a schema migration"))?;
+    }
+    if found < SCHEMA_VERSION {
+        transaction
+            .pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(MemoryError::sqlite("recording the schema version"))?;
+    }
+    transaction.commit().map_err(MemoryError::sqlite("committing the schema migration"))?;
+    Ok(SCHEMA_VERSION)
+}

@@ -1,0 +1,229 @@
+//! Hybrid semantic retrieval over an in-memory snapshot of the live entries.
+//!
+//! The snapshot (values, keyword postings, decoded vectors) is rebuilt only
+//! when the database's semantic revision changes, which every accepted
+//! change bumps in its own transaction; so a snapshot is never stale, even
+//! after another process wrote. Scoring is an exact scan: semantic memory
+//! holds at most a few thousand entries.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::constants::{
+    KEY_MATCH_WEIGHT, LESSON_PREFIX, SEMANTIC_BLOCK_HEADER, SEMANTIC_KEYWORD_WEIGHT, SEMANTIC_VECTOR_WEIGHT,
+};
+use crate::db::{MemoryDb, semantic_revision};
+use crate::error::{MemoryError, Result};
+use crate::keywords;
+use crate::semantic::blob_vector;
+use crate::types::SemanticHit;
+use crate::validate;
+
+pub(crate) struct SnapshotEntry {
+    key: String,
+    value: serde_json::Value,
+    /// `key: value` on one line, redacted, as the context block shows it.
+    line: String,
+    vector: Option<Vec<f32>>,
+    is_lesson: bool,
+    updated_at: i64,
+}
+
+pub(crate) struct Snapshot {
+    revision: i64,
+    space: Option<String>,
+    entries: Vec<SnapshotEntry>,
+    /// Form (word or stem) → entries whose key contains it.
+    key_postings: HashMap<String, Vec<u32>>,
+    /// Form → entries whose value contains it.
+    value_postings: HashMap<String, Vec<u32>>,
+}
+
+#[derive(Default)]
+pub(crate) struct SnapshotCache {
+    current: Mutex<Option<Arc<Snapshot>>>,
+}
+
+impl MemoryDb {
+    fn snapshot(&self) -> Result<Arc<Snapshot>> {
+        let space = self.space();
+        let cached = self.snapshot.current.lock().clone();
+        // One read transaction: the revision and the rows it describes are consistent.
+        let snapshot = self.read("loading the semantic snapshot", |tx| {
+            let revision = semantic_revision(tx)?;
+            if let Some(cached) = cached.filter(|cached| cached.revision == revision && cached.space == space) {
+                return Ok(cached);
+            }
+            let mut statement = tx
+                .prepare_cached(
+                    "SELECT key, value, embedding, embedding_space, updated_at FROM semantic_memory
+                     WHERE is_deleted = 0 ORDER BY key",
+                )
+                .map_err(MemoryError::sqlite("loading the semantic snapshot"))?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<Vec<u8>>>(2)?,
+                        row.get::<_, Option<String>>(3)?,
+                        row.get::<_, i64>(4)?,
+                    ))
+                })
+                .map_err(MemoryError::sqlite("loading the semantic snapshot"))?;
+            let mut entries = Vec::new();
+            let mut key_postings: HashMap<String, Vec<u32>> = HashMap::new();
+            let mut value_postings: HashMap<String, Vec<u32>> = HashMap::new();
+            for row in rows {
+                let (key, value_text, blob, entry_space, updated_at) =
+                    row.map_err(MemoryError::sqlite("loading the semantic snapshot"))?;
+                let value: serde_json::Value = serde_json::from_str(&value_text).map_err(|error| {
+                    MemoryError::CorruptRow { table: "semantic_memory", reason: format!("value of {key}: {error}") }
+                })?;
+                let vector = match (&space, entry_space, blob) {
+                    (Some(space), Some(entry_space), Some(blob)) if *space == entry_space => blob_vector(&blob),
+                    _ => None,
+                };
+                let index = entries.len() as u32;
+                for form in keywords::forms(&key) {
+                    key_postings.entry(form).or_default().push(index);
+                }
+                for form in keywords::forms(&validate::screen_text(&value)) {
+                    value_postings.entry(form).or_default().push(index);
+                }
+                let shown = validate::display_value(&value).replace(['\n', '\r'], " ");
+                let line = cairn_guard::redact_all(&format!("{key}: {shown}")).into_owned();
+                entries.push(SnapshotEntry {
+                    is_lesson: key.starts_with(LESSON_PREFIX),
+                    key,
+                    value,
+                    line,
+                    vector,
+                    updated_at,
+                });
+            }
+            tracing::debug!(revision, entries = entries.len(), "rebuilt the semantic snapshot");
+            Ok(Arc::new(Snapshot { revision, space: space.clone(), entries, key_postings, value_postings }))
+        })?;
+        let mut current = self.snapshot.current.lock();
+        if current.as_ref().is_none_or(|current| current.revision <= snapshot.revision) {
+            *current = Some(snapshot.clone());
+        }
+        Ok(snapshot)
+    }
+
+    /// Scores every live entry against `query`: `(entry index, score, keyword, vector)`.
+    fn score(&self, snapshot: &Snapshot, query: &str) -> Vec<(usize, f64, f64, Option<f64>)> {
+        let terms = keywords::terms(query);
+        let mut keyword = vec![0.0f64; snapshot.entries.len()];
+        if !terms.is_empty() {
+            let mut in_key = vec![false; snapshot.entries.len()];
+            let mut in_value = vec![false; snapshot.entries.len()];
+            for term in &terms {
+                in_key.iter_mut().for_each(|flag| *flag = false);
+                in_value.iter_mut().for_each(|flag| *flag = false);
+                for form in [&term.word, &term.stem] {
+                    for &index in snapshot.key_postings.get(form.as_str()).into_iter().flatten() {
+                        in_key[index as usize] = true;
+                    }
+                    for &index in snapshot.value_postings.get(form.as_str()).into_iter().flatten() {
+                        in_value[index as usize] = true;
+                    }
+                }
+                for (index, score) in keyword.iter_mut().enumerate() {
+                    if in_key[index] {
+                        *score += KEY_MATCH_WEIGHT;
+                    }
+                    if in_value[index] {
+                        *score += 1.0;
+                    }
+                }
+            }
+            let max = (KEY_MATCH_WEIGHT + 1.0) * terms.len() as f64;
+            keyword.iter_mut().for_each(|score| *score /= max);
+        }
+        // The query vector is computed outside every lock; none is held here.
+        let query_vector = if query.trim().is_empty() { None } else { self.try_embed(query).map(|(vector, _)| vector) };
+        snapshot
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| {
+                let vector_score = match (&query_vector, &entry.vector) {
+                    (Some(query), Some(vector)) => {
+                        Some(f64::from(cairn_embedder::cosine(query, vector)).clamp(0.0, 1.0))
+                    }
+                    _ => None,
+                };
+                let score = match vector_score {
+                    Some(cosine) => SEMANTIC_VECTOR_WEIGHT * cosine + SEMANTIC_KEYWORD_WEIGHT * keyword[index],
+                    None => keyword[index],
+                };
+                (index, score, keyword[index], vector_score)
+            })
+            .collect()
+    }
+
+    /// The `limit` best live entries for `query` (lessons included), best
+    /// first. The score is `0.6 × cosine + 0.4 × keyword` when the query and
+    /// the entry have vectors, the keyword score alone otherwise; the
+    /// keyword score counts query words (and their snowball stems) found in
+    /// the key three times as much as those found in the value. Entries
+    /// scoring 0 are left out.
+    pub fn search_semantic(&self, query: &str, limit: usize) -> Result<Vec<SemanticHit>> {
+        let _span = tracing::debug_span!("search_semantic", limit).entered();
+        let snapshot = self.snapshot()?;
+        let mut scored: Vec<_> =
+            self.score(&snapshot, query).into_iter().filter(|(_, score, ..)| *score > 0.0).collect();
+        scored.sort_by(|a, b| {
+            b.1.total_cmp(&a.1).then_with(|| snapshot.entries[a.0].key.cmp(&snapshot.entries[b.0].key))
+        });
+        scored.truncate(limit);
+        Ok(scored
+            .into_iter()
+            .map(|(index, score, keyword_score, vector_score)| {
+                let entry = &snapshot.entries[index];
+                SemanticHit { key: entry.key.clone(), value: entry.value.clone(), score, keyword_score, vector_score }
+            })
+            .collect())
+    }
+
+    /// The `[Semantic Memory]` block for a prompt: one `key: value` line per
+    /// live non-lesson entry, best match for `query` first (the most
+    /// recently updated first among equals), values redacted and kept on one
+    /// line. Lowest-scored lines are dropped until the block fits
+    /// `cap_chars`; an empty string when nothing fits or nothing is stored.
+    pub fn semantic_context(&self, query: &str, cap_chars: usize) -> Result<String> {
+        let _span = tracing::debug_span!("semantic_context", cap_chars).entered();
+        let snapshot = self.snapshot()?;
+        let mut scored: Vec<_> = self
+            .score(&snapshot, query)
+            .into_iter()
+            .filter(|(index, ..)| !snapshot.entries[*index].is_lesson)
+            .collect();
+        scored.sort_by(|a, b| {
+            let (left, right) = (&snapshot.entries[a.0], &snapshot.entries[b.0]);
+            b.1.total_cmp(&a.1)
+                .then_with(|| right.updated_at.cmp(&left.updated_at))
+                .then_with(|| left.key.cmp(&right.key))
+        });
+        let mut block = String::from(SEMANTIC_BLOCK_HEADER);
+        let mut used = block.chars().count();
+        let mut kept = 0;
+        for (index, ..) in &scored {
+            let line = &snapshot.entries[*index].line;
+            let cost = 1 + line.chars().count();
+            if used + cost > cap_chars {
+                break;
+            }
+            block.push('\n');
+            block.push_str(line);
+            used += cost;
+            kept += 1;
+        }
+        tracing::debug!(kept, dropped = scored.len() - kept, "semantic context built");
+        Ok(if kept == 0 { String::new() } else { block })
+    }
+}
