@@ -197,9 +197,6 @@ impl UsageLedger {
         };
         let bytes =
             serde_json::to_vec_pretty(&file).map_err(|source| SkillsError::Ledger { path: path.clone(), source })?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| SkillsError::io("creating", parent, source))?;
-        }
         if let Err(error) = atomic_write(path, &bytes) {
             self.state.lock().dirty = true;
             return Err(error);

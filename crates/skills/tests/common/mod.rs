@@ -9,11 +9,13 @@ use cairn_skills::{Catalog, ManualClock, MemoryAudit, SkillsConfig};
 /// 2026-01-01T00:00:00Z in milliseconds.
 pub const T0: u64 = 1_767_225_600_000;
 
+/// Field order matters: the catalog (whose ledger flushes on drop) goes
+/// before the home directory is removed.
 pub struct Fixture {
-    pub home: tempfile::TempDir,
+    pub catalog: Catalog,
     pub clock: Arc<ManualClock>,
     pub audit: Arc<MemoryAudit>,
-    pub catalog: Catalog,
+    pub home: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -28,7 +30,7 @@ impl Fixture {
         let mut config = SkillsConfig::new(home.path());
         configure(&mut config);
         let catalog = Catalog::with_parts(config, clock.clone(), audit.clone());
-        Self { home, clock, audit, catalog }
+        Self { catalog, clock, audit, home }
     }
 
     pub fn skills_dir(&self) -> PathBuf {
