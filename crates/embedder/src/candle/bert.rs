@@ -9,6 +9,7 @@ use serde::Deserialize;
 use tokenizers::Tokenizer;
 use tracing::{debug, info_span};
 
+use super::kernels::{self, Norm};
 use super::tokenize::{encode_all, load_tokenizer, read_json};
 use crate::backend::{EmbeddingBackend, l2_normalize};
 use crate::constants::{DEFAULT_MAX_SEQ_LENGTH, MAX_BATCH};
@@ -88,37 +89,30 @@ struct SentenceBertConfig {
     max_seq_length: Option<usize>,
 }
 
-struct LayerNorm {
-    weight: Tensor,
-    bias: Tensor,
-    eps: f32,
-}
-
-impl LayerNorm {
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        candle_nn::ops::layer_norm(xs, &self.weight, &self.bias, self.eps)
-    }
-}
-
-/// A linear layer with its weight stored transposed (`in × out`), contiguous.
+/// A linear layer: weight transposed (`in × out`, contiguous, for the
+/// matrix product on candle) and bias (added by the fused kernels).
 struct Linear {
     weight_t: Tensor,
-    bias: Tensor,
+    bias: Vec<f32>,
 }
 
 impl Linear {
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        xs.matmul(&self.weight_t)?.broadcast_add(&self.bias)
+    /// `input (rows × in) · weight_t` without the bias.
+    fn product(&self, input: Vec<f32>, rows: usize) -> Result<Vec<f32>> {
+        let width = input.len() / rows.max(1);
+        let input = Tensor::from_vec(input, (rows, width), &Device::Cpu)?;
+        let output = input.matmul(&self.weight_t)?;
+        Ok(output.flatten_all()?.to_vec1::<f32>()?)
     }
 }
 
 struct Layer {
     qkv: Linear,
     attention_out: Linear,
-    attention_norm: LayerNorm,
+    attention_norm: Norm,
     intermediate: Linear,
     output: Linear,
-    output_norm: LayerNorm,
+    output_norm: Norm,
 }
 
 /// BERT encoder for sentence embeddings, CPU, f32.
@@ -127,7 +121,8 @@ struct Layer {
 /// `1_Pooling/config.json` (mean or CLS pooling) and
 /// `sentence_bert_config.json` (`max_seq_length`). Output vectors are
 /// L2-normalised. `embed_batch` sorts its inputs by token count and runs
-/// them in chunks of up to 32, padded with an attention mask.
+/// them in chunks of up to 32 texts; no padding is computed: the linear
+/// layers take every token as a row and attention runs per text.
 pub struct CandleBert {
     model_id: String,
     dim: usize,
@@ -135,11 +130,10 @@ pub struct CandleBert {
     max_batch: usize,
     pooling: Pooling,
     tokenizer: Tokenizer,
-    word_embeddings: Tensor,
-    position_embeddings: Tensor,
-    embeddings_norm: LayerNorm,
+    word_embeddings: Vec<f32>,
+    position_embeddings: Vec<f32>,
+    embeddings_norm: Norm,
     layers: Vec<Layer>,
-    device: Device,
 }
 
 impl std::fmt::Debug for CandleBert {
@@ -175,16 +169,20 @@ impl Weights {
         Ok(tensor.to_dtype(DType::F32)?)
     }
 
-    fn linear(&mut self, name: &str) -> Result<Linear> {
-        let weight = self.take(&format!("{name}.weight"))?;
-        let bias = self.take(&format!("{name}.bias"))?;
-        Ok(Linear { weight_t: weight.t()?.contiguous()?, bias })
+    /// Weight (`out × in`) and bias of a linear layer, as tensors.
+    fn linear_parts(&mut self, name: &str) -> Result<(Tensor, Tensor)> {
+        Ok((self.take(&format!("{name}.weight"))?, self.take(&format!("{name}.bias"))?))
     }
 
-    fn layer_norm(&mut self, name: &str, eps: f64) -> Result<LayerNorm> {
-        Ok(LayerNorm {
-            weight: self.take(&format!("{name}.weight"))?,
-            bias: self.take(&format!("{name}.bias"))?,
+    fn linear(&mut self, name: &str) -> Result<Linear> {
+        let (weight, bias) = self.linear_parts(name)?;
+        Ok(Linear { weight_t: weight.t()?.contiguous()?, bias: bias.to_vec1()? })
+    }
+
+    fn layer_norm(&mut self, name: &str, eps: f64) -> Result<Norm> {
+        Ok(Norm {
+            weight: self.take(&format!("{name}.weight"))?.to_vec1()?,
+            bias: self.take(&format!("{name}.bias"))?.to_vec1()?,
             eps: eps as f32,
         })
     }
@@ -225,7 +223,7 @@ impl CandleBert {
 
         let hidden = config.hidden_size;
         let head_dim = hidden / config.num_attention_heads;
-        let word_embeddings = weights.take("embeddings.word_embeddings.weight")?;
+        let word_embeddings = weights.take("embeddings.word_embeddings.weight")?.flatten_all()?.to_vec1()?;
         // Token type is always 0 for single sentences: fold its row into the
         // position table once.
         let token_type = weights.take("embeddings.token_type_embeddings.weight")?.get(0)?;
@@ -233,7 +231,8 @@ impl CandleBert {
             .take("embeddings.position_embeddings.weight")?
             .broadcast_add(&token_type)?
             .narrow(0, 0, max_seq_length)?
-            .contiguous()?;
+            .flatten_all()?
+            .to_vec1()?;
         let embeddings_norm = weights.layer_norm("embeddings.LayerNorm", config.layer_norm_eps)?;
 
         let scale = 1.0 / (head_dim as f64).sqrt();
@@ -241,12 +240,12 @@ impl CandleBert {
         for index in 0..config.num_hidden_layers {
             let base = format!("encoder.layer.{index}");
             // Fuse Q, K and V into one matmul; fold the attention scale into Q.
-            let query = weights.linear(&format!("{base}.attention.self.query"))?;
-            let key = weights.linear(&format!("{base}.attention.self.key"))?;
-            let value = weights.linear(&format!("{base}.attention.self.value"))?;
+            let (query_weight, query_bias) = weights.linear_parts(&format!("{base}.attention.self.query"))?;
+            let (key_weight, key_bias) = weights.linear_parts(&format!("{base}.attention.self.key"))?;
+            let (value_weight, value_bias) = weights.linear_parts(&format!("{base}.attention.self.value"))?;
             let qkv = Linear {
-                weight_t: Tensor::cat(&[(query.weight_t * scale)?, key.weight_t, value.weight_t], 1)?.contiguous()?,
-                bias: Tensor::cat(&[(query.bias * scale)?, key.bias, value.bias], 0)?,
+                weight_t: Tensor::cat(&[(query_weight * scale)?, key_weight, value_weight], 0)?.t()?.contiguous()?,
+                bias: Tensor::cat(&[(query_bias * scale)?, key_bias, value_bias], 0)?.to_vec1()?,
             };
             layers.push(Layer {
                 qkv,
@@ -271,7 +270,6 @@ impl CandleBert {
             position_embeddings,
             embeddings_norm,
             layers,
-            device,
         })
     }
 
@@ -280,84 +278,59 @@ impl CandleBert {
         self.pooling
     }
 
-    /// Runs one padded chunk; `ids` are token ids per text (unpadded).
+    /// Runs one chunk of texts, unpadded: the linear layers see every
+    /// token of every text as one row, attention runs per text.
     fn forward_chunk(&self, ids: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
-        let batch = ids.len();
-        let seq_len = ids.iter().map(|ids| ids.len()).max().unwrap_or(0);
-        if batch == 0 {
+        if ids.is_empty() {
             return Ok(Vec::new());
         }
-        if seq_len == 0 {
+        if ids.iter().any(|row| row.is_empty()) {
             return Err(EmbedError::Tokenizer { message: "tokenizer produced no tokens".to_owned() });
         }
         let hidden = self.dim;
         let head_dim = hidden / self.heads;
-        let mut flat_ids = Vec::with_capacity(batch * seq_len);
-        let mut mask_bias = Vec::with_capacity(batch * seq_len);
-        let mut padded = false;
-        for row in ids {
-            flat_ids.extend_from_slice(row);
-            flat_ids.extend(std::iter::repeat_n(0u32, seq_len - row.len()));
-            mask_bias.extend(std::iter::repeat_n(0.0f32, row.len()));
-            mask_bias.extend(std::iter::repeat_n(-1e30f32, seq_len - row.len()));
-            padded |= row.len() < seq_len;
-        }
-        let ids_tensor = Tensor::from_vec(flat_ids, batch * seq_len, &self.device)?;
-        let mask = if padded { Some(Tensor::from_vec(mask_bias, (batch, 1, 1, seq_len), &self.device)?) } else { None };
-
-        let positions = self.position_embeddings.narrow(0, 0, seq_len)?;
-        let embedded = self
-            .word_embeddings
-            .index_select(&ids_tensor, 0)?
-            .reshape((batch, seq_len, hidden))?
-            .broadcast_add(&positions)?;
-        let mut xs = self.embeddings_norm.forward(&embedded)?.reshape((batch * seq_len, hidden))?;
-
+        let lengths: Vec<usize> = ids.iter().map(|row| row.len()).collect();
+        let flat_ids: Vec<u32> = ids.iter().flat_map(|row| row.iter().copied()).collect();
+        let tokens = flat_ids.len();
+        let mut states = kernels::embed(
+            &flat_ids,
+            &lengths,
+            &self.word_embeddings,
+            &self.position_embeddings,
+            hidden,
+            &self.embeddings_norm,
+        );
         for layer in &self.layers {
-            let qkv = layer
-                .qkv
-                .forward(&xs)?
-                .reshape((batch, seq_len, 3, self.heads, head_dim))?
-                .permute((2, 0, 3, 1, 4))?
-                .contiguous()?;
-            let query = qkv.get(0)?;
-            let key = qkv.get(1)?;
-            let value = qkv.get(2)?;
-            let mut scores = query.matmul(&key.t()?)?;
-            if let Some(mask) = &mask {
-                scores = scores.broadcast_add(mask)?;
-            }
-            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            let context = probs.matmul(&value)?.transpose(1, 2)?.contiguous()?.reshape((batch * seq_len, hidden))?;
-            let attended = layer.attention_out.forward(&context)?;
-            xs = layer.attention_norm.forward(&(attended + &xs)?)?;
-            let intermediate = layer.intermediate.forward(&xs)?.gelu_erf()?;
-            let output = layer.output.forward(&intermediate)?;
-            xs = layer.output_norm.forward(&(output + &xs)?)?;
+            let qkv = layer.qkv.product(states.clone(), tokens)?;
+            let context = kernels::attention(&qkv, &layer.qkv.bias, &lengths, self.heads, head_dim);
+            let attended = layer.attention_out.product(context, tokens)?;
+            kernels::bias_residual_norm(&attended, &layer.attention_out.bias, &mut states, &layer.attention_norm);
+            let mut intermediate = layer.intermediate.product(states.clone(), tokens)?;
+            kernels::bias_gelu(&mut intermediate, &layer.intermediate.bias);
+            let output = layer.output.product(intermediate, tokens)?;
+            kernels::bias_residual_norm(&output, &layer.output.bias, &mut states, &layer.output_norm);
         }
 
-        let token_vectors = xs.flatten_all()?.to_vec1::<f32>()?;
-        let mut sentences = Vec::with_capacity(batch);
-        for (row, row_ids) in ids.iter().enumerate() {
-            let base = row * seq_len * hidden;
-            let mut vector = vec![0.0f32; hidden];
-            match self.pooling {
-                Pooling::Cls => vector.copy_from_slice(&token_vectors[base..base + hidden]),
+        let mut sentences = Vec::with_capacity(ids.len());
+        let mut first = 0;
+        for &length in &lengths {
+            let rows = &states[first * hidden..(first + length) * hidden];
+            let mut vector = match self.pooling {
+                Pooling::Cls => rows[..hidden].to_vec(),
                 Pooling::Mean => {
-                    for token in 0..row_ids.len() {
-                        let start = base + token * hidden;
-                        for (acc, x) in vector.iter_mut().zip(&token_vectors[start..start + hidden]) {
+                    let mut sum = vec![0.0f32; hidden];
+                    for row in rows.chunks_exact(hidden) {
+                        for (acc, x) in sum.iter_mut().zip(row) {
                             *acc += x;
                         }
                     }
-                    let count = row_ids.len() as f32;
-                    for x in &mut vector {
-                        *x /= count;
-                    }
+                    sum.iter_mut().for_each(|x| *x /= length as f32);
+                    sum
                 }
-            }
+            };
             l2_normalize(&mut vector);
             sentences.push(vector);
+            first += length;
         }
         Ok(sentences)
     }

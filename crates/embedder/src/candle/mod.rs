@@ -1,6 +1,7 @@
 //! In-process backends on candle (CPU): [`CandleBert`] and [`Qwen3Embedder`].
 
 mod bert;
+mod kernels;
 mod qwen3;
 mod tokenize;
 

@@ -18,8 +18,10 @@ const ENV_SKIP_DOWNLOAD: &str = "CAIRN_SKIP_MODEL_DOWNLOAD";
 /// A mirror URL for the default model's archive (its sha256 pin still applies).
 const ENV_MODEL_URL: &str = "CAIRN_EMBED_MODEL_URL";
 
-/// How often `fetch` reports progress.
-const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+/// How often `fetch` looks at the download status.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// How often `fetch` repeats an unchanged step's progress line.
+const REPORT_EVERY: Duration = Duration::from_secs(2);
 
 fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|value| matches!(value.trim(), "1" | "true" | "yes"))
@@ -123,11 +125,19 @@ pub(crate) fn fetch(cli: &Cli) -> anyhow::Result<ExitCode> {
         manager.config().source.name,
         manager.config().source.artifacts.first().map_or("", |artifact| artifact.url.as_str())
     );
+    let mut last_step = None;
+    let mut last_report = std::time::Instant::now();
     let outcome = loop {
         if let Some(outcome) = ticket.wait_timeout(PROGRESS_EVERY) {
             break outcome;
         }
         let status = manager.status();
+        let step_changed = last_step != Some(status.step);
+        if !step_changed && last_report.elapsed() < REPORT_EVERY {
+            continue;
+        }
+        last_step = Some(status.step);
+        last_report = std::time::Instant::now();
         match status.step {
             DownloadStep::Downloading => {
                 let total =
@@ -140,9 +150,9 @@ pub(crate) fn fetch(cli: &Cli) -> anyhow::Result<ExitCode> {
                 );
             }
             DownloadStep::WaitingRetry => {
-                eprintln!("attempt {} failed: {}; retrying", status.attempt, status.error.unwrap_or_default());
+                eprintln!("attempt {} failed: {}; waiting to retry", status.attempt, status.error.unwrap_or_default());
             }
-            DownloadStep::Verifying => eprintln!("verifying"),
+            DownloadStep::Verifying => eprintln!("verifying and extracting"),
             _ => {}
         }
     };
