@@ -27,6 +27,9 @@ impl Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Agent spec files: list, show, pin, check.
+    #[command(subcommand)]
+    Agent(crate::commands::agents::AgentCommand),
     /// Text and path safety checks.
     #[command(subcommand)]
     Guard(GuardCommand),

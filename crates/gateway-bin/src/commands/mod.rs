@@ -1,5 +1,6 @@
 //! One module per subcommand; `run` dispatches.
 
+pub(crate) mod agents;
 mod embed;
 mod guard;
 mod model;
@@ -10,6 +11,7 @@ use crate::cli::{Cli, Command, GuardCommand, ModelCommand};
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
+        Command::Agent(command) => agents::run(&cli, command),
         Command::Guard(GuardCommand::Scan(args)) => guard::scan(args),
         Command::Model(ModelCommand::Status(args)) => model::status(&cli, args),
         Command::Model(ModelCommand::Fetch) => model::fetch(&cli),

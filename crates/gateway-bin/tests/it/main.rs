@@ -2,6 +2,7 @@
 
 use std::process::Command;
 
+mod agents;
 mod embed;
 
 fn cairn() -> Command {

@@ -1,0 +1,201 @@
+//! `cairn agent list | show | pin | check`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::cairn;
+
+fn spec_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent-spec/test_data/specs").join(name)
+}
+
+fn check_reports(files: &[PathBuf]) -> (bool, Vec<Value>) {
+    let output = cairn().args(["agent", "check"]).args(files).output().unwrap();
+    let reports = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (output.status.success(), reports)
+}
+
+#[test]
+fn check_agrees_with_the_strict_loader_on_the_example_agents() {
+    // (fixture, Cairn can use it, kiro-cli's strict loader drops it)
+    let cases = [
+        ("kiro-dev-shape.json", true, false),
+        ("builder-shape.json", true, false),
+        ("generator-default-shape.json", true, false),
+        ("architect-shape.md", true, false),
+        ("hooks-claude-nested.json", false, true),
+        ("hooks-object-form.json", false, true),
+        ("missing-name.json", true, true),
+        ("cairn-only-keys.json", true, true),
+        ("unknown-key.json", true, true),
+        ("resources.json", false, true),
+        ("include-both-spellings.json", false, true),
+        ("invalid-json.json", false, true),
+        ("yaml-alias.md", false, true),
+    ];
+    for (fixture, ok, rejects) in cases {
+        let (_, reports) = check_reports(&[spec_fixture(fixture)]);
+        let report = &reports[0];
+        assert_eq!(report["ok"], ok, "{fixture}: {report}");
+        assert_eq!(report["kiro_cli_rejects"], rejects, "{fixture}: {report}");
+        for key in ["file", "name", "errors", "warnings", "notices"] {
+            assert!(report.get(key).is_some(), "{fixture} lacks {key}");
+        }
+        if rejects {
+            let explained = report["errors"].as_array().unwrap().iter().chain(report["warnings"].as_array().unwrap())
+                .chain(report["notices"].as_array().unwrap())
+                .any(|message| message.as_str().unwrap().contains("kiro-cli") || !ok);
+            assert!(explained, "{fixture}: the rejection is explained: {report}");
+        }
+    }
+    let nested = &check_reports(&[spec_fixture("hooks-claude-nested.json")]).1[0];
+    let message = nested["errors"][0].as_str().unwrap();
+    assert!(message.contains("Claude Code's nested") && message.contains("`command`"), "{message}");
+}
+
+#[test]
+fn check_prints_one_line_per_file_and_fails_when_any_file_fails() {
+    let (success, reports) = check_reports(&[spec_fixture("builder-shape.json"), spec_fixture("kiro-dev-shape.json")]);
+    assert!(success);
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[1]["name"], "kiro-dev");
+    let (success, reports) = check_reports(&[spec_fixture("builder-shape.json"), spec_fixture("hooks-list.json")]);
+    assert!(!success);
+    assert_eq!(reports[1]["ok"], false);
+    let (success, reports) = check_reports(&[PathBuf::from("/nonexistent/agent.json")]);
+    assert!(!success);
+    assert!(reports[0]["errors"][0].as_str().unwrap().contains("cannot read agent spec"), "{}", reports[0]);
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    agents: PathBuf,
+    data_home: PathBuf,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let agents = home.join(".kiro/agents");
+    std::fs::create_dir_all(agents.join("prompts")).unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    let data_home = dir.path().join("cairn");
+    Setup { home, agents, data_home, _dir: dir }
+}
+
+impl Setup {
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        cairn()
+            .env("HOME", &self.home)
+            .env("CAIRN_HOME", &self.data_home)
+            .arg("agent")
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.agents.join(name), text).unwrap();
+    }
+}
+
+#[test]
+fn ambiguous_names_are_refused_until_pinned() {
+    let setup = setup();
+    setup.write("a-dup.json", r#"{"name":"dup","prompt":"first"}"#);
+    setup.write("b-dup.json", r#"{"name":"dup","prompt":"second"}"#);
+    let list = setup.run(&["list"]);
+    let text = String::from_utf8(list.stdout).unwrap();
+    assert!(text.contains("dup\terror\tagent `dup` is declared by 2 files"), "{text}");
+
+    let show = setup.run(&["show", "dup"]);
+    assert!(!show.status.success());
+    let stderr = String::from_utf8(show.stderr).unwrap();
+    assert!(stderr.contains("`cairn agent pin dup a-dup.json` or `cairn agent pin dup b-dup.json`"), "{stderr}");
+
+    let refused = setup.run(&["pin", "dup", "c-dup.json"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8(refused.stderr).unwrap().contains("does not declare agent `dup`"));
+    let invalid = setup.run(&["pin", "dup", "../b-dup.json"]);
+    assert!(!invalid.status.success());
+
+    let pinned = setup.run(&["pin", "dup", "b-dup.json"]);
+    assert!(pinned.status.success(), "{}", String::from_utf8_lossy(&pinned.stderr));
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(setup.data_home.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["agent"]["spec_pins"]["dup"], "b-dup.json");
+
+    let show = setup.run(&["show", "dup", "--json"]);
+    assert!(show.status.success());
+    let view: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(view["prompt"]["text"], "second");
+    assert!(view["file"].as_str().unwrap().ends_with("b-dup.json"));
+}
+
+#[test]
+fn show_resolves_prompt_skills_steering_and_tools() {
+    let setup = setup();
+    std::fs::write(setup.agents.join("prompts/reviewer.md"), "Review carefully.\n").unwrap();
+    let project = setup.home.join("work/app");
+    std::fs::create_dir_all(project.join(".kiro/steering")).unwrap();
+    std::fs::write(project.join(".kiro/steering/style.md"), "style").unwrap();
+    std::fs::write(project.join("AGENTS.md"), "agents").unwrap();
+    setup.write(
+        "reviewer.json",
+        r#"{"name":"reviewer","prompt":"file://prompts/reviewer.md","tools":["read","@git"],"excludedTools":["@git/git_push"],
+            "allowedTools":["@git/git_status"],"resources":["skill://.kiro/skills/*/SKILL.md","file://AGENTS.md"]}"#,
+    );
+    let show = setup.run(&["show", "reviewer", "--json", "--project", project.to_str().unwrap()]);
+    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
+    let view: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(view["prompt"]["text"], "Review carefully.\n");
+    assert_eq!(view["skill_globs"][0], format!("{}/.kiro/skills/*/SKILL.md", project.display()));
+    let steering: Vec<&str> = view["steering"]["files"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(steering.iter().any(|file| file.ends_with("AGENTS.md")), "{steering:?}");
+    assert!(steering.iter().any(|file| file.ends_with("style.md")), "{steering:?}");
+    assert!(view["granted_tools"]["builtins"]["fs_read"].is_array());
+    assert_eq!(view["granted_tools"]["servers"][0], "git");
+    assert_eq!(view["is_toolless"], false);
+
+    let text = setup.run(&["show", "reviewer", "--project", project.to_str().unwrap()]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("prompt: 18 chars") && text.contains("name: reviewer"), "{text}");
+}
+
+#[cfg(unix)]
+#[test]
+fn show_refuses_a_prompt_linked_into_ssh() {
+    let setup = setup();
+    std::fs::write(setup.home.join(".ssh/id_ed25519"), "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
+    std::os::unix::fs::symlink(setup.home.join(".ssh/id_ed25519"), setup.agents.join("prompts/p.md")).unwrap();
+    setup.write("leaky.json", r#"{"name":"leaky","prompt":"file://prompts/p.md","tools":[]}"#);
+    let show = setup.run(&["show", "leaky", "--json"]);
+    assert!(show.status.success());
+    let view: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert!(view["prompt"]["text"].is_null());
+    let refused = view["prompt"]["refused"].as_str().unwrap();
+    assert!(refused.contains("sensitive location"), "{refused}");
+    assert!(!String::from_utf8_lossy(&show.stdout).contains("BEGIN OPENSSH"));
+}
+
+#[test]
+fn list_reports_project_shadowing_and_unreadable_files() {
+    let setup = setup();
+    setup.write("coder.json", r#"{"name":"coder","tools":[]}"#);
+    setup.write("broken.json", "{ not json");
+    let project = setup.home.join("checkout");
+    std::fs::create_dir_all(project.join(".kiro/agents")).unwrap();
+    std::fs::write(project.join(".kiro/agents/coder.md"), "---\nname: coder\n---\nProject coder.\n").unwrap();
+    let list = setup.run(&["list", "--json", "--project", project.to_str().unwrap()]);
+    assert!(list.status.success());
+    let report: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let coder = &report["agents"][0];
+    assert_eq!(coder["scope"], "project");
+    assert!(coder["warnings"][0].as_str().unwrap().contains("shadows"), "{coder}");
+    assert!(report["unreadable"][0]["error"].as_str().unwrap().contains("invalid JSON"), "{report}");
+}
