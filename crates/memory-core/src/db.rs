@@ -426,7 +426,7 @@ pub(crate) fn insert_event(tx: &Transaction<'_>, record: &EventRecord<'_>) -> Re
     })
     .map_err(MemoryError::sqlite(operation))?;
     let id = tx.last_insert_rowid();
-    // Ids only grow (AUTOINCREMENT), so this keeps at most the newest cap rows.
+    // Ids only grow (the newest row is never trimmed), so this keeps at most the newest cap rows.
     tx.prepare_cached("DELETE FROM memory_events WHERE id <= ?1")
         .and_then(|mut statement| statement.execute([id - MAX_AUDIT_EVENTS]))
         .map_err(MemoryError::sqlite(operation))?;

@@ -26,7 +26,6 @@ const MIGRATIONS: &[&str] = &[
         embedding       BLOB,
         embedding_space TEXT
     ) WITHOUT ROWID;
-    CREATE INDEX semantic_live ON semantic_memory(is_deleted, updated_at);
 
     CREATE TABLE episodic_memories (
         id              INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -56,8 +55,11 @@ const MIGRATIONS: &[&str] = &[
         INSERT INTO episodic_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
     END;
 
+    -- Plain INTEGER PRIMARY KEY (no AUTOINCREMENT, which costs a
+    -- sqlite_sequence write per insert): rows are only ever trimmed from the
+    -- oldest end, so the newest id never goes back and ids stay monotonic.
     CREATE TABLE memory_events (
-        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        id          INTEGER PRIMARY KEY,
         at          INTEGER NOT NULL,
         memory_type TEXT NOT NULL,
         action      TEXT NOT NULL,
@@ -68,7 +70,6 @@ const MIGRATIONS: &[&str] = &[
         confidence  REAL,
         detail      TEXT
     );
-    CREATE INDEX memory_events_key ON memory_events(key, id);
 
     CREATE TABLE meta (
         name  TEXT PRIMARY KEY NOT NULL,

@@ -23,10 +23,18 @@ use crate::validate;
 
 pub(crate) struct SnapshotEntry {
     key: String,
+    /// Identifies the row content this entry was derived from: a change
+    /// bumps the version, a backfill changes the space.
+    version: i64,
+    space: Option<String>,
     value: serde_json::Value,
     /// `key: value` on one line, redacted, as the context block shows it.
     line: String,
+    line_chars: usize,
+    /// Unit-length vector in the current space, if stored.
     vector: Option<Vec<f32>>,
+    key_forms: Vec<Arc<str>>,
+    value_forms: Vec<Arc<str>>,
     is_lesson: bool,
     updated_at: i64,
 }
@@ -34,11 +42,11 @@ pub(crate) struct SnapshotEntry {
 pub(crate) struct Snapshot {
     revision: i64,
     space: Option<String>,
-    entries: Vec<SnapshotEntry>,
+    entries: Vec<Arc<SnapshotEntry>>,
     /// Form (word or stem) → entries whose key contains it.
-    key_postings: HashMap<String, Vec<u32>>,
+    key_postings: HashMap<Arc<str>, Vec<u32>>,
     /// Form → entries whose value contains it.
-    value_postings: HashMap<String, Vec<u32>>,
+    value_postings: HashMap<Arc<str>, Vec<u32>>,
 }
 
 #[derive(Default)]
@@ -46,65 +54,126 @@ pub(crate) struct SnapshotCache {
     current: Mutex<Option<Arc<Snapshot>>>,
 }
 
+fn unit(mut vector: Vec<f32>) -> Vec<f32> {
+    cairn_embedder::l2_normalize(&mut vector);
+    vector
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight independent lanes so the compiler vectorises the loop.
+    let mut lanes = [0.0f32; 8];
+    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for lane in 0..8 {
+            lanes[lane] += x[lane] * y[lane];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+fn derive_entry(
+    key: String,
+    version: i64,
+    entry_space: Option<String>,
+    value_text: &str,
+    blob: Option<Vec<u8>>,
+    space: Option<&str>,
+) -> Result<SnapshotEntry> {
+    let value: serde_json::Value = serde_json::from_str(value_text).map_err(|error| MemoryError::CorruptRow {
+        table: "semantic_memory",
+        reason: format!("value of {key}: {error}"),
+    })?;
+    let vector = match (space, &entry_space, blob) {
+        (Some(space), Some(entry_space), Some(blob)) if space == entry_space => blob_vector(&blob).map(unit),
+        _ => None,
+    };
+    let key_forms = keywords::forms(&key).into_iter().map(Arc::from).collect();
+    let value_forms = keywords::forms(&validate::screen_text(&value)).into_iter().map(Arc::from).collect();
+    let shown = validate::display_value(&value).replace(['\n', '\r'], " ");
+    let line = cairn_guard::redact_all(&format!("{key}: {shown}")).into_owned();
+    Ok(SnapshotEntry {
+        is_lesson: key.starts_with(LESSON_PREFIX),
+        line_chars: line.chars().count(),
+        key,
+        version,
+        space: entry_space,
+        value,
+        line,
+        vector,
+        key_forms,
+        value_forms,
+        updated_at: 0,
+    })
+}
+
 impl MemoryDb {
+    /// The current snapshot: reused when the revision has not moved; rebuilt
+    /// otherwise, re-deriving only the entries whose row changed.
     fn snapshot(&self) -> Result<Arc<Snapshot>> {
         let space = self.space();
         let cached = self.snapshot.current.lock().clone();
         // One read transaction: the revision and the rows it describes are consistent.
         let snapshot = self.read("loading the semantic snapshot", |tx| {
             let revision = semantic_revision(tx)?;
-            if let Some(cached) = cached.filter(|cached| cached.revision == revision && cached.space == space) {
-                return Ok(cached);
+            let cached = cached.filter(|cached| cached.space == space);
+            if let Some(cached) = cached.as_ref().filter(|cached| cached.revision == revision) {
+                return Ok(cached.clone());
             }
+            let previous: HashMap<&str, &Arc<SnapshotEntry>> = cached
+                .as_ref()
+                .map(|cached| cached.entries.iter().map(|entry| (entry.key.as_str(), entry)).collect())
+                .unwrap_or_default();
+            let operation = "loading the semantic snapshot";
             let mut statement = tx
                 .prepare_cached(
-                    "SELECT key, value, embedding, embedding_space, updated_at FROM semantic_memory
+                    "SELECT key, version, embedding_space, updated_at FROM semantic_memory
                      WHERE is_deleted = 0 ORDER BY key",
                 )
-                .map_err(MemoryError::sqlite("loading the semantic snapshot"))?;
+                .map_err(MemoryError::sqlite(operation))?;
             let rows = statement
                 .query_map([], |row| {
                     Ok((
                         row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, Option<Vec<u8>>>(2)?,
-                        row.get::<_, Option<String>>(3)?,
-                        row.get::<_, i64>(4)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                        row.get::<_, i64>(3)?,
                     ))
                 })
-                .map_err(MemoryError::sqlite("loading the semantic snapshot"))?;
-            let mut entries = Vec::new();
-            let mut key_postings: HashMap<String, Vec<u32>> = HashMap::new();
-            let mut value_postings: HashMap<String, Vec<u32>> = HashMap::new();
-            for row in rows {
-                let (key, value_text, blob, entry_space, updated_at) =
-                    row.map_err(MemoryError::sqlite("loading the semantic snapshot"))?;
-                let value: serde_json::Value = serde_json::from_str(&value_text).map_err(|error| {
-                    MemoryError::CorruptRow { table: "semantic_memory", reason: format!("value of {key}: {error}") }
-                })?;
-                let vector = match (&space, entry_space, blob) {
-                    (Some(space), Some(entry_space), Some(blob)) if *space == entry_space => blob_vector(&blob),
-                    _ => None,
-                };
-                let index = entries.len() as u32;
-                for form in keywords::forms(&key) {
-                    key_postings.entry(form).or_default().push(index);
+                .map_err(MemoryError::sqlite(operation))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(MemoryError::sqlite(operation))?;
+            let mut fetch = tx
+                .prepare_cached("SELECT value, embedding FROM semantic_memory WHERE key = ?1")
+                .map_err(MemoryError::sqlite(operation))?;
+            let mut entries = Vec::with_capacity(rows.len());
+            let mut rederived = 0;
+            for (key, version, entry_space, updated_at) in rows {
+                if let Some(entry) = previous.get(key.as_str()).filter(|entry| {
+                    entry.version == version && entry.space == entry_space && entry.updated_at == updated_at
+                }) {
+                    entries.push(Arc::clone(entry));
+                    continue;
                 }
-                for form in keywords::forms(&validate::screen_text(&value)) {
-                    value_postings.entry(form).or_default().push(index);
-                }
-                let shown = validate::display_value(&value).replace(['\n', '\r'], " ");
-                let line = cairn_guard::redact_all(&format!("{key}: {shown}")).into_owned();
-                entries.push(SnapshotEntry {
-                    is_lesson: key.starts_with(LESSON_PREFIX),
-                    key,
-                    value,
-                    line,
-                    vector,
-                    updated_at,
-                });
+                let (value_text, blob): (String, Option<Vec<u8>>) = fetch
+                    .query_row([&key], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .map_err(MemoryError::sqlite(operation))?;
+                let mut entry = derive_entry(key, version, entry_space, &value_text, blob, space.as_deref())?;
+                entry.updated_at = updated_at;
+                entries.push(Arc::new(entry));
+                rederived += 1;
             }
-            tracing::debug!(revision, entries = entries.len(), "rebuilt the semantic snapshot");
+            let mut key_postings: HashMap<Arc<str>, Vec<u32>> = HashMap::new();
+            let mut value_postings: HashMap<Arc<str>, Vec<u32>> = HashMap::new();
+            for (index, entry) in entries.iter().enumerate() {
+                for form in &entry.key_forms {
+                    key_postings.entry(Arc::clone(form)).or_default().push(index as u32);
+                }
+                for form in &entry.value_forms {
+                    value_postings.entry(Arc::clone(form)).or_default().push(index as u32);
+                }
+            }
+            tracing::debug!(revision, entries = entries.len(), rederived, "rebuilt the semantic snapshot");
             Ok(Arc::new(Snapshot { revision, space: space.clone(), entries, key_postings, value_postings }))
         })?;
         let mut current = self.snapshot.current.lock();
@@ -145,15 +214,17 @@ impl MemoryDb {
             keyword.iter_mut().for_each(|score| *score /= max);
         }
         // The query vector is computed outside every lock; none is held here.
-        let query_vector = if query.trim().is_empty() { None } else { self.try_embed(query).map(|(vector, _)| vector) };
+        let query_vector =
+            if query.trim().is_empty() { None } else { self.try_embed(query).map(|(vector, _)| unit(vector)) };
         snapshot
             .entries
             .iter()
             .enumerate()
             .map(|(index, entry)| {
                 let vector_score = match (&query_vector, &entry.vector) {
-                    (Some(query), Some(vector)) => {
-                        Some(f64::from(cairn_embedder::cosine(query, vector)).clamp(0.0, 1.0))
+                    // Both are unit length, so the dot product is the cosine.
+                    (Some(query), Some(vector)) if query.len() == vector.len() => {
+                        Some(f64::from(dot(query, vector)).clamp(0.0, 1.0))
                     }
                     _ => None,
                 };
@@ -213,8 +284,9 @@ impl MemoryDb {
         let mut used = block.chars().count();
         let mut kept = 0;
         for (index, ..) in &scored {
-            let line = &snapshot.entries[*index].line;
-            let cost = 1 + line.chars().count();
+            let entry = &snapshot.entries[*index];
+            let line = &entry.line;
+            let cost = 1 + entry.line_chars;
             if used + cost > cap_chars {
                 break;
             }

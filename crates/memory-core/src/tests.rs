@@ -604,3 +604,22 @@ fn readers_do_not_wait_behind_a_writer() {
     assert_eq!(db.get_semantic("pref.shell").unwrap(), None);
     check(&db, "pref.shell", json!("fish"), 1.0, Source::UserExplicit, "created");
 }
+
+#[test]
+fn search_snapshot_follows_writes_from_another_instance() {
+    let (_home, db) = open();
+    db.write_semantic("pref.editor", &json!("helix"), 1.0, Source::UserExplicit).unwrap();
+    db.write_semantic("pref.shell", &json!("fish"), 1.0, Source::UserExplicit).unwrap();
+    assert_eq!(
+        db.semantic_context("editor", 1_000).unwrap(),
+        "[Semantic Memory]\npref.editor: helix\npref.shell: fish"
+    );
+    // Another connection (as another process would) changes, deletes and adds entries.
+    let other = MemoryDb::open(db.path(), MemoryConfig::default()).unwrap();
+    other.write_semantic("pref.editor", &json!("zed"), 1.0, Source::UserExplicit).unwrap();
+    other.delete_semantic("pref.shell", Source::UserExplicit).unwrap();
+    other.write_semantic("user.name", &json!("Ada"), 1.0, Source::UserExplicit).unwrap();
+    assert_eq!(db.semantic_context("editor", 1_000).unwrap(), "[Semantic Memory]\npref.editor: zed\nuser.name: Ada");
+    let hits = db.search_semantic("ada", 5).unwrap();
+    assert_eq!((hits.len(), hits[0].key.as_str()), (1, "user.name"));
+}
