@@ -227,9 +227,10 @@ pub(crate) fn dedup(text: &str, rule: &str, vector: Option<&[f32]>, candidates: 
 fn load_candidates(tx: &Transaction<'_>, space: Option<&str>, except: &str) -> Result<Vec<Candidate>> {
     let mut statement = tx
         .prepare_cached(
-            "SELECT key, value, source, confidence, embedding, embedding_space FROM semantic_memory
-             WHERE is_deleted = 0 AND key >= 'lesson.' AND key < 'lesson/' AND key != ?1
-             ORDER BY updated_at, key",
+            "SELECT m.key, m.value, m.source, m.confidence, v.embedding, m.embedding_space
+             FROM semantic_memory m LEFT JOIN semantic_vectors v ON v.key = m.key
+             WHERE m.is_deleted = 0 AND m.key >= 'lesson.' AND m.key < 'lesson/' AND m.key != ?1
+             ORDER BY m.updated_at, m.key",
         )
         .map_err(MemoryError::sqlite("reading lessons"))?;
     let rows = statement

@@ -23,9 +23,15 @@ const MIGRATIONS: &[&str] = &[
         updated_at      INTEGER NOT NULL,
         is_deleted      INTEGER NOT NULL DEFAULT 0,
         version         INTEGER NOT NULL DEFAULT 1,
-        embedding       BLOB,
         embedding_space TEXT
     ) WITHOUT ROWID;
+    -- Vectors live apart so scans of the (small) entry rows never page
+    -- through 1.5 KB blobs; `semantic_memory.embedding_space` says whether
+    -- and in which space a vector is stored.
+    CREATE TABLE semantic_vectors (
+        key             TEXT PRIMARY KEY NOT NULL,
+        embedding       BLOB NOT NULL
+    );
 
     CREATE TABLE episodic_memories (
         id              INTEGER PRIMARY KEY AUTOINCREMENT,

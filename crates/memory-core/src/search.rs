@@ -144,7 +144,10 @@ impl MemoryDb {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(MemoryError::sqlite(operation))?;
             let mut fetch = tx
-                .prepare_cached("SELECT value, embedding FROM semantic_memory WHERE key = ?1")
+                .prepare_cached(
+                    "SELECT m.value, v.embedding FROM semantic_memory m
+                     LEFT JOIN semantic_vectors v ON v.key = m.key WHERE m.key = ?1",
+                )
                 .map_err(MemoryError::sqlite(operation))?;
             let mut entries = Vec::with_capacity(rows.len());
             let mut rederived = 0;

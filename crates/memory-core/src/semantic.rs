@@ -103,6 +103,20 @@ fn vector_blob(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// Stores (or, for `None`, removes) the vector of `key`.
+fn store_vector(tx: &Transaction<'_>, key: &str, vector: Option<&Vec<f32>>) -> Result<()> {
+    match vector {
+        Some(vector) => tx
+            .prepare_cached("INSERT OR REPLACE INTO semantic_vectors (key, embedding) VALUES (?1, ?2)")
+            .and_then(|mut statement| statement.execute(params![key, vector_blob(vector)])),
+        None => tx
+            .prepare_cached("DELETE FROM semantic_vectors WHERE key = ?1")
+            .and_then(|mut statement| statement.execute([key])),
+    }
+    .map_err(MemoryError::sqlite("storing a vector"))?;
+    Ok(())
+}
+
 pub(crate) fn blob_vector(blob: &[u8]) -> Option<Vec<f32>> {
     if !blob.len().is_multiple_of(4) {
         return None;
@@ -142,24 +156,22 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
             if let Some((vector, space)) = &write.vector
                 && existing.has_vector_in.as_deref() != Some(space.as_str())
             {
-                tx.prepare_cached("UPDATE semantic_memory SET embedding = ?2, embedding_space = ?3 WHERE key = ?1")
-                    .and_then(|mut statement| statement.execute(params![write.key, vector_blob(vector), space]))
+                tx.prepare_cached("UPDATE semantic_memory SET embedding_space = ?2 WHERE key = ?1")
+                    .and_then(|mut statement| statement.execute(params![write.key, space]))
                     .map_err(MemoryError::sqlite("storing a vector"))?;
+                store_vector(tx, write.key, Some(vector))?;
                 bump_semantic_revision(tx)?;
             }
             Ok(WriteOutcome::Unchanged { key })
         }
         Decision::Write => {
             let now = now_ms();
-            let (blob, space) = match &write.vector {
-                Some((vector, space)) => (Some(vector_blob(vector)), Some(space.as_str())),
-                None => (None, None),
-            };
+            let space = write.vector.as_ref().map(|(_, space)| space.as_str());
             tx.prepare_cached(
                 "INSERT INTO semantic_memory
                     (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
-                     embedding, embedding_space)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, 1, ?7, ?8)
+                     embedding_space)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, 1, ?7)
                  ON CONFLICT(key) DO UPDATE SET
                     value = excluded.value,
                     confidence = excluded.confidence,
@@ -170,7 +182,6 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
                     updated_at = excluded.updated_at,
                     is_deleted = 0,
                     version = semantic_memory.version + 1,
-                    embedding = excluded.embedding,
                     embedding_space = excluded.embedding_space",
             )
             .and_then(|mut statement| {
@@ -181,11 +192,11 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
                     write.source.as_str(),
                     write.category,
                     now,
-                    blob,
                     space
                 ])
             })
             .map_err(MemoryError::sqlite("writing a semantic entry"))?;
+            store_vector(tx, write.key, write.vector.as_ref().map(|(vector, _)| vector))?;
             let live_before = existing.as_ref().filter(|existing| !existing.is_deleted);
             let action = if live_before.is_some() { AuditAction::Updated } else { AuditAction::Created };
             let old = live_before.map(|existing| cairn_guard::redact_all(&existing.value).into_owned());
@@ -226,12 +237,12 @@ pub(crate) fn apply_delete(
         return Ok(DeleteOutcome::NotFound);
     };
     tx.prepare_cached(
-        "UPDATE semantic_memory SET is_deleted = 1, updated_at = ?2, version = version + 1,
-                embedding = NULL, embedding_space = NULL
+        "UPDATE semantic_memory SET is_deleted = 1, updated_at = ?2, version = version + 1, embedding_space = NULL
          WHERE key = ?1",
     )
     .and_then(|mut statement| statement.execute(params![key, now_ms()]))
     .map_err(MemoryError::sqlite("tombstoning a semantic entry"))?;
+    store_vector(tx, key, None)?;
     let old = cairn_guard::redact_all(&existing.value);
     insert_event(
         tx,
@@ -313,7 +324,8 @@ impl MemoryDb {
                 ));
             }
         };
-        let vector = self.try_embed(&embed_text(key, value));
+        // Embed before taking the write lock; skip building the text when there is no embedder.
+        let vector = if self.embedder.is_some() { self.try_embed(&embed_text(key, value)) } else { None };
         self.write("writing a semantic entry", |tx| {
             apply_write(
                 tx,
@@ -439,15 +451,17 @@ impl MemoryDb {
             let updated = self.write("storing backfilled vectors", |tx| {
                 let mut updated = 0;
                 for (key, version, vector, vector_space) in &vectors {
-                    updated += tx
+                    let changed = tx
                         .prepare_cached(
-                            "UPDATE semantic_memory SET embedding = ?3, embedding_space = ?4
+                            "UPDATE semantic_memory SET embedding_space = ?3
                              WHERE key = ?1 AND version = ?2 AND is_deleted = 0",
                         )
-                        .and_then(|mut statement| {
-                            statement.execute(params![key, version, vector_blob(vector), vector_space])
-                        })
+                        .and_then(|mut statement| statement.execute(params![key, version, vector_space]))
                         .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
+                    if changed > 0 {
+                        store_vector(tx, key, Some(vector))?;
+                        updated += 1;
+                    }
                 }
                 if updated > 0 {
                     bump_semantic_revision(tx)?;

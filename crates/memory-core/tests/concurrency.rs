@@ -138,5 +138,15 @@ fn eight_threads_keep_rows_and_audit_in_agreement() {
             }
         }
     }
+    // A row says it has a vector exactly when one is stored.
+    let mismatched: i64 = connection
+        .query_row(
+            "SELECT count(*) FROM semantic_memory m
+             WHERE (m.embedding_space IS NOT NULL) != EXISTS (SELECT 1 FROM semantic_vectors v WHERE v.key = m.key)",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(mismatched, 0);
     assert_eq!(first.integrity_check().unwrap(), ["ok"]);
 }
