@@ -129,10 +129,8 @@ fn read_pins(cli: &Cli) -> anyhow::Result<Pins> {
 fn list(cli: &Cli, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let catalog = Catalog::load(&agent_dirs(&args.dirs)?, &sensitive())?;
     let entries = catalog.list(&read_pins(cli)?);
-    let unreadable: Vec<Value> = catalog
-        .unreadable()
-        .map(|(path, error)| json!({ "file": path, "error": error.to_string() }))
-        .collect();
+    let unreadable: Vec<Value> =
+        catalog.unreadable().map(|(path, error)| json!({ "file": path, "error": error.to_string() })).collect();
     let mut out = io::stdout().lock();
     if args.json {
         let report = json!({ "agents": entries, "unreadable": unreadable, "notes": catalog.notes() });
@@ -244,7 +242,13 @@ fn write_text_view(out: &mut impl Write, view: &Value) -> io::Result<()> {
         writeln!(out, "warning: {}", text(warning))?;
     }
     for diagnostic in view["diagnostics"].as_array().into_iter().flatten() {
-        writeln!(out, "{}: {}: {}", text(&diagnostic["severity"]), text(&diagnostic["path"]), text(&diagnostic["message"]))?;
+        writeln!(
+            out,
+            "{}: {}: {}",
+            text(&diagnostic["severity"]),
+            text(&diagnostic["path"]),
+            text(&diagnostic["message"])
+        )?;
     }
     Ok(())
 }

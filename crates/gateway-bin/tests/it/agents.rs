@@ -12,11 +12,8 @@ fn spec_fixture(name: &str) -> PathBuf {
 
 fn check_reports(files: &[PathBuf]) -> (bool, Vec<Value>) {
     let output = cairn().args(["agent", "check"]).args(files).output().unwrap();
-    let reports = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let reports =
+        String::from_utf8(output.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     (output.status.success(), reports)
 }
 
@@ -47,7 +44,11 @@ fn check_agrees_with_the_strict_loader_on_the_example_agents() {
             assert!(report.get(key).is_some(), "{fixture} lacks {key}");
         }
         if rejects {
-            let explained = report["errors"].as_array().unwrap().iter().chain(report["warnings"].as_array().unwrap())
+            let explained = report["errors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .chain(report["warnings"].as_array().unwrap())
                 .chain(report["notices"].as_array().unwrap())
                 .any(|message| message.as_str().unwrap().contains("kiro-cli") || !ok);
             assert!(explained, "{fixture}: the rejection is explained: {report}");
@@ -91,13 +92,7 @@ fn setup() -> Setup {
 
 impl Setup {
     fn run(&self, args: &[&str]) -> std::process::Output {
-        cairn()
-            .env("HOME", &self.home)
-            .env("CAIRN_HOME", &self.data_home)
-            .arg("agent")
-            .args(args)
-            .output()
-            .unwrap()
+        cairn().env("HOME", &self.home).env("CAIRN_HOME", &self.data_home).arg("agent").args(args).output().unwrap()
     }
 
     fn write(&self, name: &str, text: &str) {
@@ -127,7 +122,8 @@ fn ambiguous_names_are_refused_until_pinned() {
 
     let pinned = setup.run(&["pin", "dup", "b-dup.json"]);
     assert!(pinned.status.success(), "{}", String::from_utf8_lossy(&pinned.stderr));
-    let config: Value = serde_json::from_str(&std::fs::read_to_string(setup.data_home.join("config.json")).unwrap()).unwrap();
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(setup.data_home.join("config.json")).unwrap()).unwrap();
     assert_eq!(config["agent"]["spec_pins"]["dup"], "b-dup.json");
 
     let show = setup.run(&["show", "dup", "--json"]);
@@ -155,7 +151,8 @@ fn show_resolves_prompt_skills_steering_and_tools() {
     let view: Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(view["prompt"]["text"], "Review carefully.\n");
     assert_eq!(view["skill_globs"][0], format!("{}/.kiro/skills/*/SKILL.md", project.display()));
-    let steering: Vec<&str> = view["steering"]["files"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let steering: Vec<&str> =
+        view["steering"]["files"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert!(steering.iter().any(|file| file.ends_with("AGENTS.md")), "{steering:?}");
     assert!(steering.iter().any(|file| file.ends_with("style.md")), "{steering:?}");
     assert!(view["granted_tools"]["builtins"]["fs_read"].is_array());
