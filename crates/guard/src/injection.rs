@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 
 use regex::{RegexSet, RegexSetBuilder};
 
-use crate::normalize::normalize;
+use crate::normalize::{ascii_pattern, normalize};
 
 /// What kind of attack a rule detects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,13 +188,6 @@ const SIGNALS: &[(&str, &str)] = &[
         r"\b(?:(?:start|begin|prefix|preface|precede) (?:each|every|all|your|all of your) (?:\w+ )?(?:responses?|messages?|answers?|replies|outputs?|output)|two (?:separate |different )?(?:responses|answers|ways|personas|paragraphs)|answer (?:as|in) both|respond (?:as|in) both)\b|\[[^\]]{1,20}\]:|\b\w{2,20}: \[",
     ),
 ];
-
-/// Rewrites Unicode `\b` and `\w` into ASCII classes: the DFA cannot run
-/// Unicode word boundaries over non-ASCII text and would fall back to a much
-/// slower engine.
-fn ascii_pattern(pattern: &str) -> String {
-    pattern.replace(r"\b", r"(?-u:\b)").replace(r"\w", r"[0-9a-z_]")
-}
 
 struct Screener {
     rules: RegexSet,

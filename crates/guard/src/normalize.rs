@@ -92,6 +92,14 @@ fn fold_ascii(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Rewrites Unicode `\b` and `\w` into ASCII classes. The lazy DFA cannot
+/// evaluate Unicode word boundaries on non-ASCII text and would hand the
+/// whole search to a far slower engine; every pattern set in this crate goes
+/// through this rewrite.
+pub(crate) fn ascii_pattern(pattern: &str) -> String {
+    pattern.replace(r"\b", r"(?-u:\b)").replace(r"\w", r"[0-9A-Za-z_]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::normalize;

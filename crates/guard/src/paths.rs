@@ -263,7 +263,8 @@ const SENSITIVE_MENTIONS: &[(&str, &str)] = &[
 ];
 
 static MENTIONS: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSet::new(SENSITIVE_MENTIONS.iter().map(|(_, pattern)| *pattern)).expect("built-in mention patterns compile")
+    RegexSet::new(SENSITIVE_MENTIONS.iter().map(|(_, pattern)| crate::normalize::ascii_pattern(pattern)))
+        .expect("built-in mention patterns compile")
 });
 
 /// Names the first credential store or metadata endpoint that `text` (a

@@ -21,6 +21,8 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use regex::{Regex, RegexSet};
 
+use crate::normalize::ascii_pattern;
+
 /// A credential found in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CredentialFinding {
@@ -154,7 +156,7 @@ struct Compiled {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    let patterns: Vec<&str> = RULES.iter().map(|r| r.pattern).collect();
+    let patterns: Vec<String> = RULES.iter().map(|r| ascii_pattern(r.pattern)).collect();
     Compiled {
         set: RegexSet::new(&patterns).expect("built-in credential patterns compile"),
         regexes: patterns.iter().map(|p| Regex::new(p).expect("credential pattern compiles")).collect(),
