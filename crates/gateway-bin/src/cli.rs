@@ -38,6 +38,9 @@ pub(crate) enum Command {
     Model(ModelCommand),
     /// Embed JSONL rows (each with `id` and `text`); prints `{"id", "vector"}` per row.
     Embed(EmbedArgs),
+    /// Long-term memory: semantic facts, lessons, the audit trail, statistics.
+    #[command(subcommand)]
+    Memory(crate::commands::memory::MemoryCommand),
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,6 +4,7 @@ use std::process::Command;
 
 mod agents;
 mod embed;
+mod memory;
 
 fn cairn() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cairn"))

@@ -1,0 +1,342 @@
+//! `cairn memory ...`: semantic memory, lessons, the audit trail and
+//! statistics of `<home>/memory.db`.
+//!
+//! Exit status: 0 when the command did what it was asked (a write the
+//! conflict ladder skipped included: that is an answer, not a failure), 1
+//! when a key or lesson to read or remove does not exist, 2 when a write is
+//! refused by a memory rule. With `--json` every command prints one JSON
+//! object (or array) on stdout, refusals included.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use cairn_memory_core::{
+    DeleteOutcome, JsonlLessonStore, LessonBook, LessonCategory, MemoryConfig, MemoryDb, MemoryError, Source,
+    WriteOutcome, constants,
+};
+use serde_json::{Value, json};
+
+use crate::cli::Cli;
+
+/// `cairn memory ...`
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum MemoryCommand {
+    /// Structured facts under `pref.`, `project.`, `user.` (and `lesson.`) keys.
+    #[command(subcommand)]
+    Semantic(SemanticCommand),
+    /// Learned corrections ("always do X", "never do Y").
+    #[command(subcommand)]
+    Lessons(LessonsCommand),
+    /// The newest audit events, newest first.
+    Audit(AuditArgs),
+    /// Counts of entries, lessons, tombstones, vectors and audit events.
+    Stats(OutputArgs),
+}
+
+/// `cairn memory semantic ...`
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum SemanticCommand {
+    /// Write a value (a plain string unless `--value-json`).
+    Set(SetArgs),
+    /// Print the live value of a key.
+    Get(KeyArgs),
+    /// List live entries, optionally under a key prefix.
+    List(ListArgs),
+    /// Tombstone a key (recorded in the audit trail).
+    Delete(KeyArgs),
+}
+
+/// `cairn memory lessons ...`
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum LessonsCommand {
+    /// Teach a lesson.
+    Add(LessonAddArgs),
+    /// List lessons, newest first.
+    List(LessonListArgs),
+    /// Remove a lesson by its `lesson.<hash>` key.
+    Remove(KeyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct OutputArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SetArgs {
+    /// The key, e.g. `pref.editor`.
+    pub(crate) key: String,
+    /// The value.
+    pub(crate) value: String,
+    /// Parse VALUE as JSON instead of storing it as a string.
+    #[arg(long)]
+    pub(crate) value_json: bool,
+    /// Confidence of the write, 0 to 1.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) confidence: f64,
+    /// Who is writing: `user_explicit` (default) bypasses the confidence gate.
+    #[arg(long, default_value = "user_explicit")]
+    pub(crate) source: String,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct KeyArgs {
+    /// The key.
+    pub(crate) key: String,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ListArgs {
+    /// Only keys starting with this prefix.
+    #[arg(long, default_value = "")]
+    pub(crate) prefix: String,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct LessonAddArgs {
+    /// What to do.
+    pub(crate) rule: String,
+    /// What not to do instead.
+    #[arg(long = "not", value_name = "NEGATIVE")]
+    pub(crate) not: Option<String>,
+    /// `tool`, `preference` or `knowledge`.
+    #[arg(long, default_value = "preference")]
+    pub(crate) category: String,
+    /// Who is teaching: `user_explicit` (default), `migration`, ...
+    #[arg(long, default_value = "user_explicit")]
+    pub(crate) source: String,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct LessonListArgs {
+    /// At most this many.
+    #[arg(short = 'n', long, default_value_t = constants::MAX_LESSONS_IN_CONTEXT)]
+    pub(crate) limit: usize,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AuditArgs {
+    /// At most this many events.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub(crate) limit: usize,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+}
+
+const EXIT_NOT_FOUND: u8 = 1;
+const EXIT_REFUSED: u8 = 2;
+
+pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode> {
+    let home = cli.home_dir();
+    match command {
+        MemoryCommand::Semantic(command) => semantic(&open(&home)?, command),
+        MemoryCommand::Lessons(command) => lessons(&home, command),
+        MemoryCommand::Audit(args) => {
+            let events = open(&home)?.audit(args.limit)?;
+            if args.output.json {
+                print_json(&serde_json::to_value(&events)?);
+            } else {
+                for event in &events {
+                    println!(
+                        "{:>6}  {}  {:<17} {:<8} {}  {}",
+                        event.id,
+                        event.at,
+                        event.action.as_str(),
+                        event.memory_type,
+                        event.key.as_deref().unwrap_or("-"),
+                        event.detail.as_deref().or(event.new_value.as_deref()).unwrap_or(""),
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        MemoryCommand::Stats(output) => {
+            let stats = open(&home)?.stats()?;
+            let value = serde_json::to_value(&stats)?;
+            if output.json {
+                print_json(&value);
+            } else if let Value::Object(map) = value {
+                for (name, value) in map {
+                    println!("{name}: {value}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn open(home: &std::path::Path) -> anyhow::Result<MemoryDb> {
+    MemoryDb::open_in_home(home, MemoryConfig::default())
+        .with_context(|| format!("opening {}", home.join(constants::DB_FILE_NAME).display()))
+}
+
+fn print_json(value: &Value) {
+    println!("{value}");
+}
+
+/// Prints a refusal and returns exit status 2; store faults stay errors.
+fn refused(error: MemoryError, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(rejected) = error.rejection() else { return Err(error.into()) };
+    if json {
+        print_json(&json!({"outcome": "rejected", "code": rejected.code(), "message": rejected.to_string()}));
+    } else {
+        eprintln!("refused: {rejected}");
+    }
+    Ok(ExitCode::from(EXIT_REFUSED))
+}
+
+fn print_outcome(outcome: &WriteOutcome, json: bool) -> anyhow::Result<()> {
+    if json {
+        print_json(&serde_json::to_value(outcome)?);
+    } else {
+        match outcome {
+            WriteOutcome::Created { key } => println!("created {key}"),
+            WriteOutcome::Updated { key } => println!("updated {key}"),
+            WriteOutcome::Unchanged { key } => println!("unchanged {key}"),
+            WriteOutcome::Skipped { key, reason } => println!("skipped {key}: {}", reason.code()),
+            other => println!("{other:?}"),
+        }
+    }
+    Ok(())
+}
+
+/// A malformed name is passed on as is, so the store refuses it and the
+/// refusal lands in the audit trail like every other.
+fn parse_source(name: &str) -> Source {
+    name.parse::<Source>().unwrap_or_else(|_| Source::Other(name.to_owned()))
+}
+
+fn semantic(db: &MemoryDb, command: &SemanticCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        SemanticCommand::Set(args) => {
+            let json = args.output.json;
+            let source = parse_source(&args.source);
+            let result = if args.value_json {
+                db.write_semantic_json(&args.key, &args.value, args.confidence, source)
+            } else {
+                db.write_semantic(&args.key, &Value::String(args.value.clone()), args.confidence, source)
+            };
+            match result {
+                Ok(outcome) => {
+                    print_outcome(&outcome, json)?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => refused(error, json),
+            }
+        }
+        SemanticCommand::Get(args) => match db.get_semantic(&args.key)? {
+            Some(entry) => {
+                if args.output.json {
+                    print_json(&serde_json::to_value(&entry)?);
+                } else {
+                    println!("{}", entry.value);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            None => {
+                if args.output.json {
+                    print_json(&Value::Null);
+                } else {
+                    eprintln!("no live value under {}", args.key);
+                }
+                Ok(ExitCode::from(EXIT_NOT_FOUND))
+            }
+        },
+        SemanticCommand::List(args) => {
+            let entries = db.list_semantic(&args.prefix)?;
+            if args.output.json {
+                print_json(&serde_json::to_value(&entries)?);
+            } else {
+                for entry in &entries {
+                    println!("{}: {}", entry.key, entry.value);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SemanticCommand::Delete(args) => {
+            let outcome = db.delete_semantic(&args.key, Source::UserExplicit)?;
+            if args.output.json {
+                print_json(&json!({"outcome": outcome, "key": args.key}));
+            } else {
+                match outcome {
+                    DeleteOutcome::Deleted => println!("deleted {}", args.key),
+                    DeleteOutcome::NotFound => eprintln!("no live value under {}", args.key),
+                }
+            }
+            Ok(if outcome == DeleteOutcome::Deleted { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_FOUND) })
+        }
+    }
+}
+
+fn lessons(home: &std::path::Path, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
+    let jsonl = JsonlLessonStore::new(home.join(constants::LESSONS_JSONL_FILE_NAME));
+    // The JSONL file is the fallback for when memory.db cannot be opened.
+    let database = match MemoryDb::open_in_home(home, MemoryConfig::default()) {
+        Ok(database) => Some(database),
+        Err(error) => {
+            eprintln!("warning: memory.db unavailable ({error}); using {}", jsonl.path().display());
+            None
+        }
+    };
+    let book = LessonBook::new(database.as_ref(), &jsonl);
+    match command {
+        LessonsCommand::Add(args) => {
+            let json = args.output.json;
+            let source = parse_source(&args.source);
+            let category: LessonCategory = match args.category.parse() {
+                Ok(category) => category,
+                Err(rejected) => return refused(MemoryError::Rejected(rejected), json),
+            };
+            match book.write(&args.rule, args.not.as_deref(), category, source) {
+                Ok(outcome) => {
+                    if json {
+                        print_json(&serde_json::to_value(&outcome)?);
+                    } else {
+                        print_outcome(&outcome.outcome, false)?;
+                        for replaced in &outcome.replaced {
+                            println!("replaced {} ({:?})", replaced.key, replaced.rule);
+                        }
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => refused(error, json),
+            }
+        }
+        LessonsCommand::List(args) => {
+            let lessons = book.lessons(args.limit)?;
+            if args.output.json {
+                print_json(&serde_json::to_value(&lessons)?);
+            } else {
+                for lesson in &lessons {
+                    println!("{}  [{}] {}", lesson.key, lesson.category, lesson.text());
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LessonsCommand::Remove(args) => match book.remove(&args.key, Source::UserExplicit) {
+            Ok(removed) => {
+                if args.output.json {
+                    print_json(&json!({"outcome": if removed { "deleted" } else { "not_found" }, "key": args.key}));
+                } else if removed {
+                    println!("removed {}", args.key);
+                } else {
+                    eprintln!("no lesson {}", args.key);
+                }
+                Ok(if removed { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_FOUND) })
+            }
+            Err(error) => refused(error, args.output.json),
+        },
+    }
+}
