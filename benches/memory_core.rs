@@ -55,7 +55,12 @@ fn writes(c: &mut Criterion) {
             counter += 1;
             let key = format!("pref.bench_{}", counter % 512);
             let outcome = db
-                .write_semantic(&key, &json!(format!("prefers option {counter} for the editor")), 0.9, Source::Consolidation)
+                .write_semantic(
+                    &key,
+                    &json!(format!("prefers option {counter} for the editor")),
+                    0.9,
+                    Source::Consolidation,
+                )
                 .unwrap();
             debug_assert!(outcome.is_change());
             black_box(outcome)
@@ -72,8 +77,7 @@ fn writes(c: &mut Criterion) {
     group.bench_function("raw_rusqlite_upsert", |b| {
         b.iter(|| {
             counter += 1;
-            let transaction =
-                connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+            let transaction = connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
             transaction
                 .prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")
                 .unwrap()
@@ -97,7 +101,12 @@ fn writes(c: &mut Criterion) {
             let key = format!("pref.bench_{}", counter % 512);
             black_box(
                 embedded
-                    .write_semantic(&key, &json!(format!("prefers option {counter} for the editor")), 0.9, Source::Consolidation)
+                    .write_semantic(
+                        &key,
+                        &json!(format!("prefers option {counter} for the editor")),
+                        0.9,
+                        Source::Consolidation,
+                    )
                     .unwrap(),
             )
         })
@@ -119,11 +128,17 @@ fn retrieval(c: &mut Criterion) {
     let cap = 12_705; // caps.semantic at the 1M reference window
 
     let (_home, keyword_db) = filled(None);
-    group.bench_function("context_keyword_only", |b| b.iter(|| black_box(keyword_db.semantic_context(query, cap).unwrap())));
-    group.bench_function("search_keyword_only", |b| b.iter(|| black_box(keyword_db.search_semantic(query, 10).unwrap())));
+    group.bench_function("context_keyword_only", |b| {
+        b.iter(|| black_box(keyword_db.semantic_context(query, cap).unwrap()))
+    });
+    group.bench_function("search_keyword_only", |b| {
+        b.iter(|| black_box(keyword_db.search_semantic(query, 10).unwrap()))
+    });
 
     let (_home2, hybrid_db) = filled(Some(Arc::new(HashEmbedder::new(384))));
-    group.bench_function("context_hybrid_384", |b| b.iter(|| black_box(hybrid_db.semantic_context(query, cap).unwrap())));
+    group.bench_function("context_hybrid_384", |b| {
+        b.iter(|| black_box(hybrid_db.semantic_context(query, cap).unwrap()))
+    });
     group.bench_function("search_hybrid_384", |b| b.iter(|| black_box(hybrid_db.search_semantic(query, 10).unwrap())));
 
     // Worst case: every call follows a write, so the snapshot is rebuilt each time.
