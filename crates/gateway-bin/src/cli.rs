@@ -33,6 +33,9 @@ pub(crate) enum Command {
     /// Text and path safety checks.
     #[command(subcommand)]
     Guard(GuardCommand),
+    /// Hooks: check the effective hook set, fire the hooks of one event.
+    #[command(subcommand)]
+    Hooks(crate::commands::hooks::HooksCommand),
     /// The embedding model: where it is, and downloading it.
     #[command(subcommand)]
     Model(ModelCommand),

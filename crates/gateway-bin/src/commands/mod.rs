@@ -3,6 +3,7 @@
 pub(crate) mod agents;
 mod embed;
 mod guard;
+pub(crate) mod hooks;
 pub(crate) mod memory;
 mod model;
 
@@ -14,6 +15,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Agent(command) => agents::run(&cli, command),
         Command::Guard(GuardCommand::Scan(args)) => guard::scan(args),
+        Command::Hooks(command) => hooks::run(&cli, command),
         Command::Memory(command) => memory::run(&cli, command),
         Command::Model(ModelCommand::Status(args)) => model::status(&cli, args),
         Command::Model(ModelCommand::Fetch) => model::fetch(&cli),

@@ -4,6 +4,7 @@ use std::process::Command;
 
 mod agents;
 mod embed;
+mod hooks;
 mod memory;
 
 fn cairn() -> Command {
