@@ -41,6 +41,8 @@ pub(crate) enum Command {
     Model(ModelCommand),
     /// Embed JSONL rows (each with `id` and `text`); prints `{"id", "vector"}` per row.
     Embed(EmbedArgs),
+    /// The skill catalog: list, search, edit, lint, and what a message would trigger.
+    Skills(crate::commands::skills::SkillsArgs),
     /// Long-term memory: semantic facts, lessons, the audit trail, statistics.
     #[command(subcommand)]
     Memory(crate::commands::memory::MemoryCommand),

@@ -6,6 +6,7 @@ mod guard;
 pub(crate) mod hooks;
 pub(crate) mod memory;
 mod model;
+pub(crate) mod skills;
 
 use std::process::ExitCode;
 
@@ -20,5 +21,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Model(ModelCommand::Status(args)) => model::status(&cli, args),
         Command::Model(ModelCommand::Fetch) => model::fetch(&cli),
         Command::Embed(args) => embed::embed(&cli, args),
+        Command::Skills(args) => skills::run(&cli, args),
     }
 }

@@ -6,6 +6,7 @@ mod agents;
 mod embed;
 mod hooks;
 mod memory;
+mod skills;
 
 fn cairn() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cairn"))

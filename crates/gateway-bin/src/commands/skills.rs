@@ -1,0 +1,258 @@
+//! `cairn skills`: list, show, search, create, delete, lint, set-inject and
+//! match over the skill catalog in `<home>/skills`.
+
+use std::io::{Read as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use cairn_skills::{AuditEvent, AuditSink, Catalog, Severity, SkillsConfig, SystemClock, lint_path};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::cli::Cli;
+
+/// `cairn skills` options shared by every subcommand.
+#[derive(Debug, Args)]
+pub(crate) struct SkillsArgs {
+    /// A project directory whose `skills/` outranks the home's.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) project: Option<PathBuf>,
+    /// Bundled skills to fall back on (and to copy with `seed`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) builtin: Option<PathBuf>,
+    /// More skill roots to list (never written). Repeatable.
+    #[arg(long = "extra-path", global = true, value_name = "DIR")]
+    pub(crate) extra_paths: Vec<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: SkillsCommand,
+}
+
+/// The skill catalog.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SkillsCommand {
+    /// List skills with source, flags, size and deliveries.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a skill's SKILL.md.
+    Show {
+        /// Skill name (`utils/tiny-url`).
+        name: String,
+    },
+    /// Search names and descriptions (bodies on a metadata miss); JSON lines.
+    Search {
+        /// Query words.
+        query: String,
+        /// Most results to print (1 to 50).
+        #[arg(long, default_value_t = cairn_skills::constants::SEARCH_DEFAULT_LIMIT)]
+        limit: usize,
+    },
+    /// Create a skill in the home. Content comes from --file, standard
+    /// input (`--file -`), or a template built from --description.
+    Create {
+        /// Name; sanitised to lower case, hyphens and slashes.
+        name: String,
+        /// SKILL.md content to write; `-` reads standard input.
+        #[arg(long, value_name = "FILE", conflicts_with = "description")]
+        file: Option<PathBuf>,
+        /// Description for a generated SKILL.md.
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// Delete a skill directory from the home.
+    Delete {
+        /// Skill name.
+        name: String,
+    },
+    /// Copy bundled skills (--builtin) into the home, once, never overwriting.
+    Seed,
+    /// Check skills for Agent Skills portability and Cairn's needs.
+    /// Exits 1 when a skill has an error.
+    Lint {
+        /// A skill directory or a tree of them (default: the home's skills).
+        dir: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set `inject_on_trigger` (true removes the key; false writes it).
+    SetInject {
+        /// Skill name.
+        name: String,
+        /// `true` or `false`.
+        #[arg(action = clap::ArgAction::Set)]
+        inject: bool,
+    },
+    /// Print, as JSON, what the per-message pass would deliver.
+    Match {
+        /// The message text.
+        message: String,
+    },
+}
+
+/// Appends audit records to `<home>/skills-audit.jsonl`.
+#[derive(Debug)]
+struct JsonlAudit {
+    path: PathBuf,
+}
+
+impl AuditSink for JsonlAudit {
+    fn record(&self, event: AuditEvent) {
+        let line = match serde_json::to_string(&event) {
+            Ok(line) => line,
+            Err(error) => {
+                tracing::warn!(%error, "cannot encode a skills audit record");
+                return;
+            }
+        };
+        let result = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut file| writeln!(file, "{line}"));
+        if let Err(error) = result {
+            tracing::warn!(%error, path = %self.path.display(), "cannot append a skills audit record");
+        }
+    }
+}
+
+fn catalog(cli: &Cli, args: &SkillsArgs) -> anyhow::Result<Catalog> {
+    let home = cli.home_dir();
+    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    let mut config = SkillsConfig::new(&home);
+    config.project_dir = args.project.clone();
+    config.builtin_dir = args.builtin.clone();
+    config.extra_paths = args.extra_paths.clone();
+    let audit = Arc::new(JsonlAudit { path: home.join("skills-audit.jsonl") });
+    Ok(Catalog::with_parts(config, Arc::new(SystemClock), audit))
+}
+
+pub(crate) fn run(cli: &Cli, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
+    let catalog = catalog(cli, args)?;
+    let mut out = std::io::stdout().lock();
+    match &args.command {
+        SkillsCommand::List { json } => {
+            let rows = catalog.list_skills();
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &rows)?;
+                writeln!(out)?;
+            } else {
+                for row in &rows {
+                    let deliveries = row.deliveries.map_or_else(|| "-".to_owned(), |count| count.to_string());
+                    let flags = format!(
+                        "{}{}{}",
+                        if row.always { "always " } else { "" },
+                        if row.inject_on_trigger { "" } else { "pointer " },
+                        if row.owned { "owned" } else { "read-only" }
+                    );
+                    writeln!(
+                        out,
+                        "{}\t{:?}\t{} bytes\tdeliveries {}\t{}\t{}",
+                        row.name, row.source, row.size_bytes, deliveries, flags, row.description
+                    )?;
+                    if let Some(warning) = &row.warning {
+                        writeln!(out, "  warning: {warning}")?;
+                    }
+                }
+                eprintln!("{} skills", rows.len());
+            }
+        }
+        SkillsCommand::Show { name } => {
+            cairn_skills::validate_name(name)?;
+            let skill = catalog.get(name).with_context(|| format!("no skill named {name:?}"))?;
+            out.write_all(skill.text().as_bytes())?;
+        }
+        SkillsCommand::Search { query, limit } => {
+            for hit in catalog.search(query, *limit) {
+                serde_json::to_writer(&mut out, &hit)?;
+                writeln!(out)?;
+            }
+        }
+        SkillsCommand::Create { name, file, description } => {
+            let content = match (file, description) {
+                (Some(path), _) if path.as_os_str() == "-" => {
+                    let mut text = String::new();
+                    std::io::stdin().read_to_string(&mut text).context("reading standard input")?;
+                    text
+                }
+                (Some(path), _) => {
+                    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+                }
+                (None, description) => {
+                    let leaf = cairn_skills::sanitize_name(name)?;
+                    let leaf = leaf.rsplit('/').next().unwrap_or(&leaf).to_owned();
+                    let description =
+                        description.clone().unwrap_or_else(|| format!("What {leaf} does and when to use it."));
+                    format!("---\nname: {leaf}\ndescription: {}\n---\n# {leaf}\n", serde_json::to_string(&description)?)
+                }
+            };
+            let created = catalog.create(name, &content)?;
+            writeln!(out, "{}", json!({ "created": created }))?;
+        }
+        SkillsCommand::Delete { name } => {
+            catalog.delete(name)?;
+            writeln!(out, "{}", json!({ "deleted": name }))?;
+        }
+        SkillsCommand::Seed => {
+            let report = catalog.seed_builtins()?;
+            serde_json::to_writer(&mut out, &report)?;
+            writeln!(out)?;
+        }
+        SkillsCommand::Lint { dir, json } => {
+            let dir = dir.clone().unwrap_or_else(|| catalog.config().owned_dir());
+            let reports = lint_path(&dir);
+            let errors = reports.iter().filter(|report| report.has_errors()).count();
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &reports)?;
+                writeln!(out)?;
+            } else {
+                for report in &reports {
+                    let verdict = if report.has_errors() {
+                        "error"
+                    } else if report.is_valid_agent_skill() {
+                        "ok"
+                    } else {
+                        "not portable"
+                    };
+                    writeln!(out, "{}: {verdict}", report.dir.display())?;
+                    for finding in &report.findings {
+                        let severity = match finding.severity {
+                            Severity::Error => "error",
+                            Severity::Portability => "portability",
+                            Severity::Warning => "warning",
+                        };
+                        writeln!(out, "  {severity} [{}] {}", finding.rule, finding.message)?;
+                    }
+                }
+                eprintln!("{} skills checked, {errors} with errors", reports.len());
+            }
+            if errors > 0 {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        SkillsCommand::SetInject { name, inject } => {
+            let changed = catalog.set_inject_on_trigger(name, *inject)?;
+            writeln!(out, "{}", json!({ "name": name, "inject_on_trigger": inject, "changed": changed }))?;
+        }
+        SkillsCommand::Match { message } => {
+            let triggered = catalog.triggered(message);
+            let explicit = catalog.dollar_requests(message);
+            let delivered = catalog.match_message(message);
+            let value = json!({
+                "triggered": triggered,
+                "explicit": explicit,
+                "bodies": delivered.bodies,
+                "hints": delivered.hints,
+                "withheld": delivered.withheld,
+                "hint_block": delivered.render_hints(),
+            });
+            serde_json::to_writer_pretty(&mut out, &value)?;
+            writeln!(out)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
