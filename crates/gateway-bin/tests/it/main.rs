@@ -4,11 +4,12 @@ use std::process::Command;
 
 mod agents;
 mod embed;
+mod guard;
 mod hooks;
 mod memory;
 mod skills;
 
-fn cairn() -> Command {
+pub(crate) fn cairn() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cairn"))
 }
 
