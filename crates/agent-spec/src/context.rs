@@ -77,18 +77,4 @@ pub(crate) fn is_drive_path(text: &str) -> bool {
     bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':'
 }
 
-/// Folds `.` and `..` without touching the file system.
-pub(crate) fn lexical_normalize(path: &std::path::Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
+pub(crate) use cairn_guard::lexical_normalize;

@@ -43,7 +43,7 @@ pub use injection::{
     rule_names, screen, screen_all,
 };
 pub use normalize::normalize;
-pub use paths::{SensitivePaths, is_sensitive_path, mentions_sensitive_location, safe_read_file};
+pub use paths::{SensitivePaths, is_sensitive_path, lexical_normalize, mentions_sensitive_location, safe_read_file};
 pub use secrets::{CredentialFinding, find_credentials, redact_credentials};
 pub use urls::{find_exfiltration_urls, redact_exfiltration_urls};
 

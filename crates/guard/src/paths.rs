@@ -198,8 +198,9 @@ fn is_env_template(name: &str) -> bool {
     matches!(name, ".env.example" | ".env.sample" | ".env.template" | ".env.dist")
 }
 
-/// Folds `.` and `..` without touching the file system.
-fn lexical_normalize(path: &Path) -> PathBuf {
+/// Folds `.` and `..` without touching the file system (no symlinks are
+/// followed; `..` at the root stays at the root).
+pub fn lexical_normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
