@@ -166,7 +166,9 @@ const RULES: &[Rule] = &[
     ),
 ];
 
-/// Name of the composite rule built from [`SIGNALS`].
+/// Name of the composite rule that fires when several weak signal families
+/// (persona set-up, rule-free framing, model reference, format control)
+/// co-occur.
 pub const PERSONA_JAILBREAK_RULE: &str = "persona-jailbreak";
 
 /// How many distinct signal families must co-occur for the composite rule.
