@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::constants::{LESSON_PREFIX, MAX_JSONL_LESSONS, MAX_LESSONS_IN_CONTEXT};
+use crate::constants::{MAX_JSONL_LESSONS, MAX_LESSONS_IN_CONTEXT};
 use crate::db::{MemoryDb, now_ms};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::lessons::{
@@ -277,13 +277,7 @@ impl<'a> LessonBook<'a> {
 
     /// Removes a lesson from the layer that holds it.
     pub fn remove(&self, key: &str, source: Source) -> Result<bool> {
-        if !key.starts_with(LESSON_PREFIX) {
-            return Err(Rejected::PrefixNotAllowed {
-                key: crate::validate::cut(key, 100),
-                allowed: LESSON_PREFIX.into(),
-            }
-            .into());
-        }
+        crate::lessons::require_lesson_key(key)?;
         match self.database {
             Some(database) => Ok(database.delete_lesson(key, source)? == crate::types::DeleteOutcome::Deleted),
             None => self.jsonl.remove(key),

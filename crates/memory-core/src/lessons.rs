@@ -422,13 +422,7 @@ impl MemoryDb {
 
     /// Tombstones a lesson by key.
     pub fn delete_lesson(&self, key: &str, source: Source) -> Result<DeleteOutcome> {
-        if !key.starts_with(LESSON_PREFIX) {
-            return Err(Rejected::PrefixNotAllowed {
-                key: crate::validate::cut(key, 100),
-                allowed: LESSON_PREFIX.into(),
-            }
-            .into());
-        }
+        require_lesson_key(key)?;
         self.delete_semantic(key, source)
     }
 
@@ -451,4 +445,13 @@ pub fn render_lessons(lessons: &[Lesson]) -> String {
         block.push_str(&cairn_guard::redact_all(&line));
     }
     block
+}
+
+/// Refuses a key outside the `lesson.` namespace, so lesson operations can
+/// never touch other semantic entries.
+pub(crate) fn require_lesson_key(key: &str) -> Result<()> {
+    if key.starts_with(LESSON_PREFIX) {
+        return Ok(());
+    }
+    Err(Rejected::PrefixNotAllowed { key: crate::validate::cut(key, 100), allowed: LESSON_PREFIX.into() }.into())
 }
