@@ -61,3 +61,33 @@ pub const MAX_IDLE_READERS: usize = 8;
 pub const DB_FILE_NAME: &str = "memory.db";
 /// File name of the JSONL lesson fallback inside Cairn's home.
 pub const LESSONS_JSONL_FILE_NAME: &str = "lessons.jsonl";
+
+/// Days of history the decaying walk looks at (days 0 to 180).
+pub const HISTORY_WINDOW_DAYS: u32 = 181;
+/// Days of history rendered in full, with timestamps, by default.
+pub const HISTORY_FULL_DAYS: u32 = 14;
+/// Days younger than this (and past the full days) show their header, first
+/// entry and `…N more entries`; older days in the window show a count only.
+pub const HISTORY_HEADER_DAYS: u32 = 61;
+/// How long a rendered history window is reused, in milliseconds.
+pub const HISTORY_CACHE_TTL_MS: i64 = 5_000;
+/// Day files older than this many days are deleted by pruning.
+pub const HISTORY_KEEP_DAYS: u32 = 365;
+/// Default cap of the preferences section of the files context, in characters.
+pub const PREFERENCES_CAP_CHARS: usize = 4_290;
+/// Default cap of the projects section of the files context, in characters.
+pub const PROJECTS_CAP_CHARS: usize = 6_435;
+/// Default cap of the history section of the files context, in characters.
+pub const HISTORY_CAP_CHARS: usize = 25_000;
+/// Last line of a context section cut to its cap.
+pub const TRUNCATION_MARKER: &str = "…[truncated]";
+/// File name of the keyword index over the Markdown files, inside Cairn's home.
+pub const INDEX_FILE_NAME: &str = "memory_index.db";
+/// Schema version of the keyword index; another value means "rebuild".
+pub const INDEX_SCHEMA_VERSION: &str = "1";
+/// Distinct terms of a keyword query kept; the rest are ignored.
+pub const MAX_SEARCH_QUERY_TERMS: usize = 32;
+/// Heartbeat ticks between full rebuilds of the keyword index.
+pub const FTS_REBUILD_TICKS: u64 = 15;
+/// Heartbeat ticks between history prunes (once a day at a 60 s tick).
+pub const PRUNE_TICKS: u64 = 1_440;

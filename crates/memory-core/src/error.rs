@@ -52,6 +52,15 @@ pub enum MemoryError {
     /// A configuration value is outside its accepted range.
     #[error("invalid memory configuration: {0}")]
     InvalidConfig(String),
+    /// Calendar arithmetic left the supported date range.
+    #[error("date error while {operation}")]
+    Date {
+        /// What the store was doing.
+        operation: &'static str,
+        /// The underlying error.
+        #[source]
+        source: jiff::Error,
+    },
 }
 
 /// Result alias of the crate.
@@ -140,6 +149,9 @@ pub enum Rejected {
     /// A lesson category other than `tool`, `preference`, `knowledge`.
     #[error("lesson category {0:?} is not one of tool, preference, knowledge")]
     InvalidCategory(String),
+    /// A history entry has no text.
+    #[error("a history entry needs non-empty text")]
+    EmptyEntry,
 }
 
 impl Rejected {
@@ -157,6 +169,7 @@ impl Rejected {
             Rejected::InvalidSource(_) => "invalid_source",
             Rejected::EmptyLesson => "empty_lesson",
             Rejected::InvalidCategory(_) => "invalid_category",
+            Rejected::EmptyEntry => "empty_entry",
         }
     }
 }

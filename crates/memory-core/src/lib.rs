@@ -42,6 +42,7 @@
 pub mod constants;
 mod db;
 mod error;
+mod files;
 mod jsonl;
 mod keywords;
 mod lessons;
@@ -56,6 +57,10 @@ mod tests;
 
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use error::{MemoryError, Rejected, Result};
+pub use files::{
+    Clock, ContextSection, FileHit, FilesContext, FilesContextCaps, HISTORY_DIR, HistoryAppend, IndexReport,
+    MEMORY_DIR, ManualClock, MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE, PruneReport, RecentHistory, SystemClock,
+};
 pub use jsonl::{JsonlLessonStore, LessonBook};
 pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,

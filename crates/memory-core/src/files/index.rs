@@ -1,0 +1,548 @@
+//! The FTS5 keyword index over the Markdown files, `<home>/memory_index.db`.
+//!
+//! Derived data only: every row can be rebuilt from the files, so a corrupt
+//! or unreadable index is moved aside and rebuilt instead of failing the
+//! caller. One chunk per history entry and per paragraph of the preferences
+//! and projects files, each with its file, date, time and first line.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior, params};
+use serde::Serialize;
+
+use super::history::{parse_day_file_name, split_entries};
+use crate::constants::{BUSY_TIMEOUT_MS, INDEX_SCHEMA_VERSION, MAX_SEARCH_QUERY_TERMS};
+use crate::error::{MemoryError, Result};
+
+/// One keyword hit in the Markdown files.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileHit {
+    /// Path relative to the memory directory, e.g. `history/2026-11-30.md`.
+    pub file: String,
+    /// Day of a history entry; `None` for preferences and projects.
+    pub date: Option<String>,
+    /// `HH:MM` of a history entry with a header.
+    pub time: Option<String>,
+    /// First line of the chunk in its file (1-based).
+    pub line: usize,
+    /// A short excerpt with the matches in `[` `]`.
+    pub snippet: String,
+    /// bm25 score: more negative is a better match.
+    pub score: f64,
+}
+
+/// What a rebuild or refresh of the index did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IndexReport {
+    /// Files (re)indexed.
+    pub files_indexed: usize,
+    /// Files whose rows were removed because the file is gone.
+    pub files_removed: usize,
+    /// Files left as they were (same size and modification time).
+    pub files_unchanged: usize,
+    /// Chunks written.
+    pub chunks_written: usize,
+    /// True when a damaged index file was moved aside first.
+    pub healed: bool,
+}
+
+/// A file the index covers: its path relative to the memory directory.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct SourceFile {
+    pub(crate) relative: String,
+}
+
+pub(crate) struct KeywordIndex {
+    path: PathBuf,
+    memory_dir: PathBuf,
+    connection: Mutex<Option<Connection>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks USING fts5(
+    text, path UNINDEXED, date UNINDEXED, time UNINDEXED, line UNINDEXED,
+    tokenize = 'porter unicode61'
+);
+";
+
+enum Opened {
+    Ready,
+    NeedsBuild { healed: bool },
+}
+
+impl KeywordIndex {
+    pub(crate) fn new(path: PathBuf, memory_dir: PathBuf) -> Self {
+        KeywordIndex { path, memory_dir, connection: Mutex::new(None) }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `operation` on an open, built index; a corrupt file is moved
+    /// aside, rebuilt from the Markdown files, and the operation retried once.
+    fn with_index<T>(&self, operation: impl Fn(&mut Connection) -> Result<T>) -> Result<(T, bool)> {
+        let mut slot = self.connection.lock();
+        let mut healed = false;
+        for attempt in 0..2 {
+            if slot.is_none() {
+                match self.open_connection() {
+                    Ok((mut connection, opened)) => {
+                        if let Opened::NeedsBuild { healed: moved } = opened {
+                            healed |= moved;
+                            self.rebuild_on(&mut connection, true)?;
+                        }
+                        *slot = Some(connection);
+                    }
+                    Err(error) if attempt == 0 && is_damage(&error) => {
+                        self.move_aside(&error)?;
+                        healed = true;
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            let connection = slot.as_mut().expect("connection was just opened");
+            match operation(connection) {
+                Ok(value) => return Ok((value, healed)),
+                Err(error) if attempt == 0 && is_damage(&error) => {
+                    *slot = None;
+                    self.move_aside(&error)?;
+                    healed = true;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        unreachable!("the second attempt returns")
+    }
+
+    fn open_connection(&self) -> Result<(Connection, Opened)> {
+        // A file that exists but carries no schema version was truncated or
+        // never finished its first build: rebuild it and say so.
+        let existed = self.path.exists();
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection =
+            Connection::open_with_flags(&self.path, flags).map_err(MemoryError::sqlite("opening memory_index.db"))?;
+        connection
+            .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+            .map_err(MemoryError::sqlite("setting the index busy timeout"))?;
+        connection.set_prepared_statement_cache_capacity(16);
+        let _: String = connection
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(MemoryError::sqlite("opening memory_index.db"))?;
+        connection
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(MemoryError::sqlite("opening memory_index.db"))?;
+        connection.execute_batch(SCHEMA).map_err(MemoryError::sqlite("creating the index schema"))?;
+        let version: Option<String> = connection
+            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |row| row.get(0))
+            .map(Some)
+            .or_else(|error| match error {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                error => Err(error),
+            })
+            .map_err(MemoryError::sqlite("reading the index schema version"))?;
+        let opened = match version {
+            Some(version) if version == INDEX_SCHEMA_VERSION => Opened::Ready,
+            Some(version) => {
+                tracing::warn!(path = %self.path.display(), %version, "memory index has another schema; rebuilding it");
+                Opened::NeedsBuild { healed: false }
+            }
+            None => {
+                if existed {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        "memory index was empty or lost its schema; rebuilding it from the Markdown files"
+                    );
+                    Opened::NeedsBuild { healed: true }
+                } else {
+                    Opened::NeedsBuild { healed: false }
+                }
+            }
+        };
+        Ok((connection, opened))
+    }
+
+    /// Moves a damaged index file (and its WAL sidecars) aside.
+    fn move_aside(&self, error: &MemoryError) -> Result<()> {
+        let stamp = std::time::SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        let aside = self.path.with_file_name(format!("memory_index.db.corrupt-{stamp}"));
+        tracing::warn!(
+            path = %self.path.display(),
+            moved_to = %aside.display(),
+            error = %error,
+            "memory index is damaged; moved it aside and rebuilding it from the Markdown files"
+        );
+        if let Err(source) = std::fs::rename(&self.path, &aside)
+            && source.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(MemoryError::Io { operation: "moving a damaged index aside to", path: aside, source });
+        }
+        for suffix in ["-wal", "-shm"] {
+            let mut sidecar = self.path.clone().into_os_string();
+            sidecar.push(suffix);
+            let _ = std::fs::remove_file(PathBuf::from(sidecar));
+        }
+        Ok(())
+    }
+
+    /// Re-reads every Markdown file (`force`) or only those whose size or
+    /// modification time changed, and drops rows of files that are gone.
+    pub(crate) fn rebuild(&self, force: bool) -> Result<IndexReport> {
+        let (mut report, healed) = self.with_index(|connection| self.rebuild_on(connection, force))?;
+        report.healed |= healed;
+        Ok(report)
+    }
+
+    fn rebuild_on(&self, connection: &mut Connection, force: bool) -> Result<IndexReport> {
+        let operation = "rebuilding the keyword index";
+        let sources = list_sources(&self.memory_dir)?;
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(MemoryError::sqlite(operation))?;
+        let mut report = IndexReport::default();
+        let mut known: Vec<(String, i64, i64)> = {
+            let mut statement =
+                tx.prepare("SELECT path, mtime_ns, size FROM files").map_err(MemoryError::sqlite(operation))?;
+            let rows = statement
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                .map_err(MemoryError::sqlite(operation))?;
+            rows.collect::<Result<_, _>>().map_err(MemoryError::sqlite(operation))?
+        };
+        known.sort();
+        if force {
+            tx.execute("DELETE FROM chunks", []).map_err(MemoryError::sqlite(operation))?;
+            tx.execute("DELETE FROM files", []).map_err(MemoryError::sqlite(operation))?;
+        }
+        for (relative, _, _) in &known {
+            if !sources.iter().any(|source| &source.relative == relative) {
+                if !force {
+                    delete_file_rows(&tx, relative)?;
+                }
+                report.files_removed += 1;
+            }
+        }
+        for source in &sources {
+            let stamp = file_stamp(&self.memory_dir.join(&source.relative));
+            if !force
+                && let (Some(stamp), Ok(position)) =
+                    (stamp, known.binary_search_by(|(path, _, _)| path.as_str().cmp(&source.relative)))
+                && (known[position].1, known[position].2) == stamp
+            {
+                report.files_unchanged += 1;
+                continue;
+            }
+            report.chunks_written += index_file_on(&tx, &self.memory_dir, &source.relative, !force)?;
+            report.files_indexed += 1;
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [INDEX_SCHEMA_VERSION],
+        )
+        .map_err(MemoryError::sqlite(operation))?;
+        tx.commit().map_err(MemoryError::sqlite(operation))?;
+        tracing::debug!(?report, "keyword index rebuilt");
+        Ok(report)
+    }
+
+    /// Re-indexes one file (after this crate wrote it).
+    pub(crate) fn update_file(&self, relative: &str) -> Result<()> {
+        self.with_index(|connection| {
+            let operation = "updating the keyword index";
+            let tx = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(MemoryError::sqlite(operation))?;
+            // The file is read inside the write transaction, so the last of
+            // several concurrent updaters always indexes the newest content.
+            index_file_on(&tx, &self.memory_dir, relative, true)?;
+            tx.commit().map_err(MemoryError::sqlite(operation))
+        })
+        .map(|_| ())
+    }
+
+    /// Adds one appended history entry. The file's stamp moves to `after`
+    /// only when the index was in step with the file before the append
+    /// (`before`), so a concurrent hand edit is still seen by the next refresh.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add_entry(
+        &self,
+        relative: &str,
+        date: &str,
+        time: &str,
+        line: usize,
+        text: &str,
+        before: (i64, i64),
+        after: (i64, i64),
+    ) -> Result<()> {
+        self.with_index(|connection| {
+            let operation = "adding a history entry to the keyword index";
+            let tx = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(MemoryError::sqlite(operation))?;
+            tx.execute("DELETE FROM chunks WHERE path = ?1 AND line = ?2", params![relative, line as i64])
+                .map_err(MemoryError::sqlite(operation))?;
+            tx.execute(
+                "INSERT INTO chunks (text, path, date, time, line) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![text, relative, date, time, line as i64],
+            )
+            .map_err(MemoryError::sqlite(operation))?;
+            let stored: Option<(i64, i64)> = tx
+                .query_row("SELECT mtime_ns, size FROM files WHERE path = ?1", [relative], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+                .map(Some)
+                .or_else(|error| match error {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    error => Err(error),
+                })
+                .map_err(MemoryError::sqlite(operation))?;
+            let in_step = match stored {
+                Some(stored) => stored == before,
+                None => before.1 == 0,
+            };
+            if in_step {
+                tx.execute(
+                    "INSERT INTO files (path, mtime_ns, size) VALUES (?1, ?2, ?3)
+                     ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, size = excluded.size",
+                    params![relative, after.0, after.1],
+                )
+                .map_err(MemoryError::sqlite(operation))?;
+            }
+            tx.commit().map_err(MemoryError::sqlite(operation))
+        })
+        .map(|_| ())
+    }
+
+    /// Drops the rows of files that no longer exist.
+    pub(crate) fn remove_files(&self, relatives: &[String]) -> Result<()> {
+        if relatives.is_empty() {
+            return Ok(());
+        }
+        self.with_index(|connection| {
+            let operation = "updating the keyword index";
+            let tx = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(MemoryError::sqlite(operation))?;
+            for relative in relatives {
+                delete_file_rows(&tx, relative)?;
+            }
+            tx.commit().map_err(MemoryError::sqlite(operation))
+        })
+        .map(|_| ())
+    }
+
+    /// bm25-ranked search; the query is reduced to quoted terms so user text
+    /// is never FTS5 syntax. Returns the hits and whether the index was healed.
+    pub(crate) fn search(&self, query: &str, limit: usize) -> Result<(Vec<FileHit>, bool)> {
+        let Some(match_expression) = sanitize_query(query) else { return Ok((Vec::new(), false)) };
+        if limit == 0 {
+            return Ok((Vec::new(), false));
+        }
+        self.with_index(|connection| {
+            let operation = "searching the keyword index";
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT path, date, time, line, snippet(chunks, 0, '[', ']', '…', 16), bm25(chunks)
+                     FROM chunks WHERE chunks MATCH ?1 ORDER BY bm25(chunks) LIMIT ?2",
+                )
+                .map_err(MemoryError::sqlite(operation))?;
+            let rows = statement
+                .query_map(params![match_expression, limit as i64], |row| {
+                    let date: String = row.get(1)?;
+                    let time: String = row.get(2)?;
+                    Ok(FileHit {
+                        file: row.get(0)?,
+                        date: (!date.is_empty()).then_some(date),
+                        time: (!time.is_empty()).then_some(time),
+                        line: row.get::<_, i64>(3)? as usize,
+                        snippet: row.get(4)?,
+                        score: row.get(5)?,
+                    })
+                })
+                .map_err(MemoryError::sqlite(operation))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite(operation))
+        })
+    }
+}
+
+/// True for SQLite errors that mean the file is not a usable index.
+fn is_damage(error: &MemoryError) -> bool {
+    match error {
+        MemoryError::Sqlite { source: rusqlite::Error::SqliteFailure(failure, _), .. } => {
+            matches!(failure.code, ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase | ErrorCode::SystemIoFailure)
+        }
+        MemoryError::Sqlite { source: rusqlite::Error::SqlInputError { .. }, .. } => false,
+        _ => false,
+    }
+}
+
+/// Every file the index covers, sorted: the two top-level files and the day files.
+pub(crate) fn list_sources(memory_dir: &Path) -> Result<Vec<SourceFile>> {
+    let mut sources = Vec::new();
+    for name in [super::PREFERENCES_FILE, super::PROJECTS_FILE] {
+        if memory_dir.join(name).is_file() {
+            sources.push(SourceFile { relative: name.to_owned() });
+        }
+    }
+    let history = memory_dir.join(super::HISTORY_DIR);
+    match std::fs::read_dir(&history) {
+        Ok(entries) => {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if parse_day_file_name(name).is_some() && entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+                    sources.push(SourceFile { relative: format!("{}/{name}", super::HISTORY_DIR) });
+                }
+            }
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(MemoryError::Io { operation: "listing", path: history, source }),
+    }
+    sources.sort();
+    Ok(sources)
+}
+
+fn file_stamp(path: &Path) -> Option<(i64, i64)> {
+    let metadata = std::fs::metadata(path).ok()?;
+    let modified = metadata.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
+    Some((modified.as_nanos() as i64, metadata.len() as i64))
+}
+
+fn delete_file_rows(tx: &rusqlite::Transaction<'_>, relative: &str) -> Result<()> {
+    let operation = "updating the keyword index";
+    tx.execute("DELETE FROM chunks WHERE path = ?1", [relative]).map_err(MemoryError::sqlite(operation))?;
+    tx.execute("DELETE FROM files WHERE path = ?1", [relative]).map_err(MemoryError::sqlite(operation))?;
+    Ok(())
+}
+
+/// Replaces the rows of one file with its current chunks; a missing file
+/// just loses its rows. Returns the number of chunks written.
+fn index_file_on(
+    tx: &rusqlite::Transaction<'_>,
+    memory_dir: &Path,
+    relative: &str,
+    delete_first: bool,
+) -> Result<usize> {
+    let operation = "updating the keyword index";
+    if delete_first {
+        delete_file_rows(tx, relative)?;
+    }
+    let path = memory_dir.join(relative);
+    let stamp = file_stamp(&path);
+    let content = match std::fs::read(&path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(source) => return Err(MemoryError::Io { operation: "reading for the index", path, source }),
+    };
+    let date = relative
+        .strip_prefix(super::HISTORY_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(parse_day_file_name)
+        .map(|date| date.to_string());
+    let mut insert = tx
+        .prepare_cached("INSERT INTO chunks (text, path, date, time, line) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .map_err(MemoryError::sqlite(operation))?;
+    let mut written = 0;
+    let chunks: Vec<(usize, &str, Option<&str>)> = if date.is_some() {
+        split_entries(&content).into_iter().map(|entry| (entry.line, entry.text, entry.time())).collect()
+    } else {
+        split_paragraphs(&content).into_iter().map(|(line, text)| (line, text, None)).collect()
+    };
+    for (line, text, time) in chunks {
+        insert
+            .execute(params![text, relative, date.as_deref().unwrap_or(""), time.unwrap_or(""), line as i64])
+            .map_err(MemoryError::sqlite(operation))?;
+        written += 1;
+    }
+    if let Some((mtime, size)) = stamp {
+        tx.execute(
+            "INSERT INTO files (path, mtime_ns, size) VALUES (?1, ?2, ?3)
+             ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, size = excluded.size",
+            params![relative, mtime, size],
+        )
+        .map_err(MemoryError::sqlite(operation))?;
+    }
+    Ok(written)
+}
+
+/// Splits a preferences or projects file into blank-line separated
+/// paragraphs, each with its first line; a heading starts a new paragraph.
+pub(crate) fn split_paragraphs(content: &str) -> Vec<(usize, &str)> {
+    let mut paragraphs = Vec::new();
+    let mut start: Option<(usize, usize)> = None;
+    let mut offset = 0;
+    for (index, line) in content.split_inclusive('\n').enumerate() {
+        let blank = line.trim().is_empty();
+        let heading = line.starts_with('#');
+        if let Some((start_byte, start_line)) = start
+            && (blank || heading)
+        {
+            let text = content[start_byte..offset].trim();
+            if !text.is_empty() {
+                paragraphs.push((start_line, text));
+            }
+            start = None;
+        }
+        if !blank && start.is_none() {
+            start = Some((offset, index + 1));
+        }
+        offset += line.len();
+    }
+    if let Some((start_byte, start_line)) = start {
+        let text = content[start_byte..].trim();
+        if !text.is_empty() {
+            paragraphs.push((start_line, text));
+        }
+    }
+    paragraphs
+}
+
+/// Turns user text into an FTS5 expression that can only be a disjunction
+/// of quoted terms: every run of letters and digits becomes `"term"`.
+pub(crate) fn sanitize_query(query: &str) -> Option<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for term in query.split(|c: char| !c.is_alphanumeric()).filter(|term| !term.is_empty()) {
+        let term = term.to_lowercase();
+        if !terms.contains(&term) {
+            terms.push(term);
+        }
+        if terms.len() == MAX_SEARCH_QUERY_TERMS {
+            break;
+        }
+    }
+    if terms.is_empty() {
+        return None;
+    }
+    Some(terms.iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" OR "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_become_quoted_terms_only() {
+        assert_eq!(sanitize_query("deploy Friday"), Some("\"deploy\" OR \"friday\"".to_owned()));
+        assert_eq!(
+            sanitize_query("NEAR(a b) OR \"x\" * col:term -not ^start"),
+            Some(
+                "\"near\" OR \"a\" OR \"b\" OR \"or\" OR \"x\" OR \"col\" OR \"term\" OR \"not\" OR \"start\""
+                    .to_owned()
+            )
+        );
+        assert_eq!(sanitize_query("\"\" ** ()"), None);
+    }
+
+    #[test]
+    fn paragraphs_split_at_blank_lines_and_headings() {
+        let content = "# Preferences\n- editor: helix\n- theme: dark\n\n## Work\nrust\n";
+        assert_eq!(
+            split_paragraphs(content),
+            vec![(1, "# Preferences\n- editor: helix\n- theme: dark"), (5, "## Work\nrust")]
+        );
+    }
+}
