@@ -1,0 +1,680 @@
+//! Session and message assembly.
+
+use std::sync::Arc;
+
+use cairn_hooks::{ConfigHooks, MessageOutcome};
+use cairn_memory_core::render_lessons;
+use cairn_skills::{Catalog, MessageSkills, SkillHint};
+use serde::Serialize;
+
+use crate::agent::AgentContext;
+use crate::caps::{Caps, resolve_caps};
+use crate::channel::ChannelHistory;
+use crate::constants::{
+    CEILING_MARKER, CONTEXT_RULES_HEADER, CRITICAL_RULES_BODY, CRITICAL_RULES_FOOTER, CRITICAL_RULES_HEADER,
+    EPISODIC_FRAGMENT_CHARS, EPISODIC_FRAMING, EPISODIC_HEADER, EPISODIC_LIMIT, LESSONS_OVERFLOW_HEADER,
+    LESSONS_TRUNCATED_MARKER, MAX_LESSONS, OPTIONS_HINT, SECTION_TRUNCATED_MARKER, STEERING_HEADER,
+    STEERING_TRUNCATED_MARKER,
+};
+use crate::neutralize::{neutralize_one_line, neutralize_structural_markers};
+use crate::runtime::RuntimeIdentity;
+use crate::sources::{
+    CitedText, EpisodicMemory, EpisodicQuery, LessonSource, MarkdownMemory, SemanticMemory, SteeringDoc,
+};
+use crate::text::{chars, truncate, truncate_lines};
+use crate::thread::{Compressor, ThreadMessage, thread_block};
+
+/// A part of the assembled text, as the breakdown names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SectionName {
+    /// Earlier messages of the thread (session start only).
+    ThreadHistory,
+    /// Critical rules and the runtime identity.
+    Preamble,
+    /// The agent's own prompt.
+    AgentPrompt,
+    /// The agent's steering files.
+    Steering,
+    /// `preferences.md`.
+    Preferences,
+    /// `projects.md`.
+    Projects,
+    /// Decaying daily history.
+    DailyHistory,
+    /// The `[Semantic Memory]` block.
+    Semantic,
+    /// The `[Learned corrections]` block (and its overflow warning).
+    Lessons,
+    /// Always-on skills and the skill index.
+    Skills,
+    /// The runtime identity refreshed on a follow-up turn.
+    Runtime,
+    /// The channel buffer.
+    ChannelHistory,
+    /// The `[Episodic Memory]` block.
+    Episodic,
+    /// Context-rule texts from the hooks config.
+    ContextRules,
+    /// Bodies of skills the message triggered.
+    TriggeredSkills,
+    /// `[Relevant skills for this message]` pointers, counted apart from bodies.
+    SkillHint,
+    /// The interactive-session OPTIONS hint.
+    OptionsHint,
+    /// The user's message (after a hook transform).
+    Message,
+    /// Blank lines between sections.
+    Separators,
+}
+
+impl SectionName {
+    /// The snake-case name used in the breakdown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SectionName::ThreadHistory => "thread_history",
+            SectionName::Preamble => "preamble",
+            SectionName::AgentPrompt => "agent_prompt",
+            SectionName::Steering => "steering",
+            SectionName::Preferences => "preferences",
+            SectionName::Projects => "projects",
+            SectionName::DailyHistory => "daily_history",
+            SectionName::Semantic => "semantic",
+            SectionName::Lessons => "lessons",
+            SectionName::Skills => "skills",
+            SectionName::Runtime => "runtime",
+            SectionName::ChannelHistory => "channel_history",
+            SectionName::Episodic => "episodic",
+            SectionName::ContextRules => "context_rules",
+            SectionName::TriggeredSkills => "triggered_skills",
+            SectionName::SkillHint => "skill_hint",
+            SectionName::OptionsHint => "options_hint",
+            SectionName::Message => "message",
+            SectionName::Separators => "separators",
+        }
+    }
+}
+
+/// Where one section's characters went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SectionReport {
+    /// Which section.
+    pub name: SectionName,
+    /// Characters it takes in the text.
+    pub chars: usize,
+    /// Its cap, when it has one.
+    pub cap: Option<usize>,
+    /// Whether content was cut or left out to respect a cap or the ceiling.
+    pub truncated: bool,
+}
+
+/// A hook auto-reply: the host answers with it and runs no agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AutoReply {
+    /// The pattern that matched.
+    pub pattern: String,
+    /// The reply.
+    pub reply: String,
+}
+
+/// An assembled context and its account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuiltContext {
+    /// The text for the model.
+    pub text: String,
+    /// The caps it was built with.
+    pub caps: Caps,
+    /// The global ceiling applied (session builds).
+    pub ceiling: Option<usize>,
+    /// Per-section account, in text order; the characters sum to the text's.
+    pub sections: Vec<SectionReport>,
+    /// What the host should know (withheld items, failed sources).
+    pub notices: Vec<String>,
+    /// Set when a hook auto-reply answered the message; the text is then empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_reply: Option<AutoReply>,
+}
+
+impl BuiltContext {
+    /// Characters of the text.
+    pub fn total_chars(&self) -> usize {
+        chars(&self.text)
+    }
+
+    /// The report of one section, if it is present.
+    pub fn section(&self, name: SectionName) -> Option<&SectionReport> {
+        self.sections.iter().find(|report| report.name == name)
+    }
+
+    /// The breakdown as an aligned text table.
+    pub fn render_breakdown(&self) -> String {
+        let mut out = format!("{:<18} {:>8} {:>8}  truncated\n", "section", "chars", "cap");
+        for report in &self.sections {
+            let cap = report.cap.map_or_else(|| "-".to_owned(), |cap| cap.to_string());
+            out.push_str(&format!(
+                "{:<18} {:>8} {:>8}  {}\n",
+                report.name.as_str(),
+                report.chars,
+                cap,
+                if report.truncated { "yes" } else { "no" }
+            ));
+        }
+        let ceiling = self.ceiling.map_or_else(|| "-".to_owned(), |ceiling| ceiling.to_string());
+        out.push_str(&format!("{:<18} {:>8} {:>8}\n", "total", self.total_chars(), ceiling));
+        out
+    }
+}
+
+/// What a new session is built from, besides the builder's sources.
+#[derive(Clone, Copy, Default)]
+pub struct SessionRequest<'a> {
+    /// The model's window in tokens; `None` means the reference window.
+    pub model_window: Option<u64>,
+    /// Text semantic memory is ranked against (the first message, or empty).
+    pub query: &'a str,
+    /// The agent's prompt and steering.
+    pub agent: Option<&'a AgentContext>,
+    /// The runtime identity.
+    pub runtime: Option<&'a RuntimeIdentity>,
+    /// Thread history, oldest first.
+    pub thread: &'a [ThreadMessage],
+    /// Compresses long thread history; truncation without it.
+    pub compressor: Option<&'a dyn Compressor>,
+    /// The host restored a session that already holds its history: the
+    /// thread block (and only it) is skipped.
+    pub resumed: bool,
+}
+
+/// What one message's context is built from, besides the builder's sources.
+#[derive(Clone, Copy, Default)]
+pub struct MessageRequest<'a> {
+    /// The model's window in tokens; `None` means the reference window.
+    pub model_window: Option<u64>,
+    /// The user's message.
+    pub message: &'a str,
+    /// The message's embedding, when the host has it.
+    pub query_vector: Option<&'a [f32]>,
+    /// The channel whose buffer is quoted.
+    pub channel_id: Option<&'a str>,
+    /// First message of the session: episodic memory is recalled; the
+    /// runtime identity is not repeated (the session context has it).
+    pub first_in_session: bool,
+    /// An interactive session: the OPTIONS hint is added.
+    pub interactive: bool,
+    /// The runtime identity, refreshed on follow-up turns.
+    pub runtime: Option<&'a RuntimeIdentity>,
+}
+
+/// Assembles session and message context from the sources it is given.
+/// Every source is optional; a missing one contributes nothing, a failing
+/// one contributes nothing and a notice.
+#[derive(Clone, Default)]
+pub struct ContextBuilder {
+    markdown: Option<Arc<dyn MarkdownMemory>>,
+    semantic: Option<Arc<dyn SemanticMemory>>,
+    lessons: Option<Arc<dyn LessonSource>>,
+    episodic: Option<Arc<dyn EpisodicMemory>>,
+    skills: Option<Arc<Catalog>>,
+    hooks: Option<Arc<ConfigHooks>>,
+    channels: Option<Arc<ChannelHistory>>,
+}
+
+impl std::fmt::Debug for ContextBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContextBuilder")
+            .field("markdown", &self.markdown.is_some())
+            .field("semantic", &self.semantic.is_some())
+            .field("lessons", &self.lessons.is_some())
+            .field("episodic", &self.episodic.is_some())
+            .field("skills", &self.skills.is_some())
+            .field("hooks", &self.hooks.is_some())
+            .field("channels", &self.channels.is_some())
+            .finish()
+    }
+}
+
+/// Collects sections and joins them with blank lines.
+struct Assembly {
+    parts: Vec<SectionReport>,
+    texts: Vec<String>,
+    notices: Vec<String>,
+}
+
+const SEPARATOR: &str = "\n\n";
+
+impl Assembly {
+    fn new() -> Self {
+        Self { parts: Vec::new(), texts: Vec::new(), notices: Vec::new() }
+    }
+
+    fn push(&mut self, name: SectionName, text: String, cap: Option<usize>, truncated: bool) {
+        let text = text.trim_end().to_owned();
+        if text.is_empty() {
+            return;
+        }
+        self.parts.push(SectionReport { name, chars: chars(&text), cap, truncated });
+        self.texts.push(text);
+    }
+
+    fn total(&self) -> usize {
+        self.parts.iter().map(|part| part.chars).sum::<usize>() + SEPARATOR.len() * self.parts.len().saturating_sub(1)
+    }
+
+    /// Cuts from the last section backwards, at line boundaries, until the
+    /// text fits `ceiling`.
+    fn enforce(&mut self, ceiling: usize) {
+        while self.total() > ceiling && !self.parts.is_empty() {
+            let excess = self.total() - ceiling;
+            let last = self.parts.len() - 1;
+            let keep = self.parts[last].chars.saturating_sub(excess);
+            if keep <= chars(CEILING_MARKER) + 1 {
+                tracing::warn!(section = self.parts[last].name.as_str(), "section dropped at the context ceiling");
+                self.notices.push(format!("{} left out: the context reached its ceiling", self.parts[last].name.as_str()));
+                self.parts.pop();
+                self.texts.pop();
+                continue;
+            }
+            let (cut, _) = truncate_lines(&self.texts[last], keep, CEILING_MARKER);
+            tracing::warn!(section = self.parts[last].name.as_str(), ceiling, "context cut at its ceiling");
+            self.parts[last].chars = chars(&cut);
+            self.parts[last].truncated = true;
+            self.texts[last] = cut;
+        }
+    }
+
+    fn finish(mut self, caps: Caps, ceiling: Option<usize>, auto_reply: Option<AutoReply>) -> BuiltContext {
+        if let Some(ceiling) = ceiling {
+            self.enforce(ceiling);
+        }
+        let text = self.texts.join(SEPARATOR);
+        let separators = SEPARATOR.len() * self.parts.len().saturating_sub(1);
+        if separators > 0 {
+            self.parts.push(SectionReport { name: SectionName::Separators, chars: separators, cap: None, truncated: false });
+        }
+        BuiltContext { text, caps, ceiling, sections: self.parts, notices: self.notices, auto_reply }
+    }
+}
+
+fn cited_block(title: &str, cited: &CitedText, cap: usize) -> (String, bool) {
+    let text = cairn_guard::redact_all(cited.text.trim());
+    let block = format!("[{title}] (source: {})\n{text}", neutralize_one_line(&cited.citation));
+    truncate_lines(&block, cap, SECTION_TRUNCATED_MARKER)
+}
+
+/// The lessons block within `cap`. Over the cap: the overflow warning,
+/// then as many whole lessons as fit, then the truncation marker.
+pub(crate) fn lessons_block(lessons: &[cairn_memory_core::Lesson], cap: usize) -> (String, bool) {
+    let full = render_lessons(lessons);
+    let full_chars = chars(&full);
+    if full_chars <= cap {
+        return (full, false);
+    }
+    tracing::error!(
+        chars = full_chars,
+        cap,
+        lessons = lessons.len(),
+        "learned corrections exceed their budget; the user must remove some"
+    );
+    let mut lines = full.split('\n');
+    let header: Vec<&str> = lines.by_ref().take(2).collect();
+    let lesson_lines: Vec<&str> = lines.collect();
+    let warning = |shown: usize| {
+        format!(
+            "{LESSONS_OVERFLOW_HEADER}\nThe learned corrections take {full_chars} characters, more than their budget of {cap}, \
+             so only {shown} of {} lessons are shown. Tell the user about this at the start of your reply and offer to \
+             remove lessons they no longer need with learn_remove. The lessons shown below stay in effect.",
+            lesson_lines.len()
+        )
+    };
+    // The warning's length depends on the count shown; size it for the
+    // widest count so the block never overruns.
+    let fixed = chars(&warning(lesson_lines.len())) + 1 + header.iter().map(|line| chars(line) + 1).sum::<usize>()
+        + chars(LESSONS_TRUNCATED_MARKER);
+    let mut used = fixed;
+    let mut shown = 0;
+    for line in &lesson_lines {
+        let cost = chars(line) + 1;
+        if used + cost > cap {
+            break;
+        }
+        used += cost;
+        shown += 1;
+    }
+    let mut block = warning(shown);
+    for line in header.iter().chain(lesson_lines.iter().take(shown)) {
+        block.push('\n');
+        block.push_str(line);
+    }
+    block.push('\n');
+    block.push_str(LESSONS_TRUNCATED_MARKER);
+    (block, true)
+}
+
+impl ContextBuilder {
+    /// A builder with no sources.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Preferences, projects and daily history.
+    pub fn with_markdown(mut self, markdown: Arc<dyn MarkdownMemory>) -> Self {
+        self.markdown = Some(markdown);
+        self
+    }
+
+    /// Semantic memory.
+    pub fn with_semantic(mut self, semantic: Arc<dyn SemanticMemory>) -> Self {
+        self.semantic = Some(semantic);
+        self
+    }
+
+    /// Learned corrections.
+    pub fn with_lessons(mut self, lessons: Arc<dyn LessonSource>) -> Self {
+        self.lessons = Some(lessons);
+        self
+    }
+
+    /// Episodic memory.
+    pub fn with_episodic(mut self, episodic: Arc<dyn EpisodicMemory>) -> Self {
+        self.episodic = Some(episodic);
+        self
+    }
+
+    /// The skill catalog; its `lazy_load` setting also picks the global ceiling.
+    pub fn with_skills(mut self, skills: Arc<Catalog>) -> Self {
+        self.skills = Some(skills);
+        self
+    }
+
+    /// Config hooks: auto-replies, transforms and context rules.
+    pub fn with_hooks(mut self, hooks: Arc<ConfigHooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// Channel buffers.
+    pub fn with_channels(mut self, channels: Arc<ChannelHistory>) -> Self {
+        self.channels = Some(channels);
+        self
+    }
+
+    fn lazy_load(&self) -> bool {
+        self.skills.as_ref().is_some_and(|catalog| catalog.config().lazy_load)
+    }
+
+    /// Whether a skill's text comes from outside the directory the catalog
+    /// owns (project, bundled or extra roots), and so is neutralised.
+    fn is_foreign_skill(&self, name: &str) -> bool {
+        self.skills.as_ref().is_none_or(|catalog| catalog.get(name).is_none_or(|skill| !skill.owned()))
+    }
+
+    /// The context a new session starts with: thread history (unless
+    /// resumed), critical rules and runtime identity, the agent prompt and
+    /// steering, memory with citations, lessons, and skills, each within
+    /// its cap, the whole within the global ceiling.
+    pub fn build_session_context(&self, request: &SessionRequest<'_>) -> BuiltContext {
+        let span = tracing::debug_span!("context.build_session", window = request.model_window, resumed = request.resumed);
+        let _enter = span.enter();
+        let caps = resolve_caps(request.model_window);
+        let ceiling = caps.ceiling(self.lazy_load());
+        let mut assembly = Assembly::new();
+
+        if !request.resumed
+            && let Some(block) = thread_block(request.thread, &caps, request.compressor)
+        {
+            if let Some(notice) = block.notice {
+                assembly.notices.push(notice);
+            }
+            assembly.push(SectionName::ThreadHistory, block.text, Some(block.cap), block.truncated);
+        }
+
+        let mut preamble = format!("{CRITICAL_RULES_HEADER}\n{CRITICAL_RULES_BODY}\n{CRITICAL_RULES_FOOTER}");
+        if let Some(runtime) = request.runtime {
+            preamble.push_str("\n\n");
+            preamble.push_str(&runtime.render());
+        }
+        let (preamble, cut) = truncate_lines(&preamble, caps.preamble_headroom, SECTION_TRUNCATED_MARKER);
+        assembly.push(SectionName::Preamble, preamble, Some(caps.preamble_headroom), cut);
+
+        if let Some(agent) = request.agent {
+            assembly.push(SectionName::AgentPrompt, agent.prompt.clone(), None, false);
+            assembly.notices.extend(agent.notices.iter().cloned());
+            let (steering, cut) = self.steering_block(&agent.steering, caps.steering, &mut assembly.notices);
+            assembly.push(SectionName::Steering, steering, Some(caps.steering), cut);
+        }
+
+        if let Some(markdown) = &self.markdown {
+            let sections: [(SectionName, &str, usize, crate::Result<Option<CitedText>>); 3] = [
+                (SectionName::Preferences, "Preferences", caps.preferences, markdown.preferences()),
+                (SectionName::Projects, "Projects", caps.projects, markdown.projects()),
+                (SectionName::DailyHistory, "Recent History", caps.daily_history, markdown.recent_history()),
+            ];
+            for (name, title, cap, result) in sections {
+                match result {
+                    Ok(Some(cited)) => {
+                        let (block, cut) = cited_block(title, &cited, cap);
+                        assembly.push(name, block, Some(cap), cut);
+                    }
+                    Ok(None) => {}
+                    Err(error) => self.source_failed(&mut assembly, name, &error),
+                }
+            }
+        }
+
+        if let Some(semantic) = &self.semantic {
+            match semantic.semantic_block(request.query, caps.semantic) {
+                Ok(block) => {
+                    // The store drops whole entries to fit; a stray over-cap
+                    // block from another implementation is cut here.
+                    let (block, cut) = truncate_lines(&block, caps.semantic, SECTION_TRUNCATED_MARKER);
+                    assembly.push(SectionName::Semantic, block, Some(caps.semantic), cut);
+                }
+                Err(error) => self.source_failed(&mut assembly, SectionName::Semantic, &error),
+            }
+        }
+
+        if let Some(lessons) = &self.lessons {
+            match lessons.lessons(MAX_LESSONS) {
+                Ok(lessons) => {
+                    let (block, cut) = lessons_block(&lessons, caps.lessons);
+                    if cut {
+                        assembly.notices.push("learned corrections exceed their budget: some are not shown".into());
+                    }
+                    assembly.push(SectionName::Lessons, block, Some(caps.lessons), cut);
+                }
+                Err(error) => self.source_failed(&mut assembly, SectionName::Lessons, &error),
+            }
+        }
+
+        if let Some(catalog) = &self.skills {
+            let mut view = catalog.session_view(caps.skills);
+            for skill in &mut view.always {
+                if self.is_foreign_skill(&skill.name) {
+                    skill.body = neutralize_structural_markers(&skill.body);
+                }
+            }
+            for entry in &mut view.index {
+                entry.description = neutralize_one_line(&entry.description);
+            }
+            for withheld in &view.withheld {
+                assembly.notices.push(format!("skill {} withheld by the injection screen ({})", withheld.name, withheld.rule));
+            }
+            let text = view.render();
+            let over = chars(text.trim_end()) > caps.skills;
+            assembly.push(SectionName::Skills, text, Some(caps.skills), view.omitted > 0 || over);
+        }
+
+        let built = assembly.finish(caps, Some(ceiling), None);
+        tracing::debug!(chars = built.total_chars(), ceiling, sections = built.sections.len(), "session context built");
+        built
+    }
+
+    /// The context sent with one message: the runtime identity on
+    /// follow-up turns, channel history, episodic memory on the first
+    /// message, context rules, triggered skills and their hints, the
+    /// OPTIONS hint, then the message itself (after a hook transform). A
+    /// hook auto-reply short-circuits everything.
+    pub fn build_message(&self, request: &MessageRequest<'_>) -> BuiltContext {
+        let span = tracing::debug_span!("context.build_message", window = request.model_window, first = request.first_in_session);
+        let _enter = span.enter();
+        let caps = resolve_caps(request.model_window);
+        let mut assembly = Assembly::new();
+
+        let (message, context_rules) = match self.hooks.as_ref().map(|hooks| hooks.process_message(request.message)) {
+            Some(MessageOutcome::Reply { pattern, reply }) => {
+                tracing::debug!(pattern = %pattern, "hook auto-reply answers the message");
+                return assembly.finish(caps, None, Some(AutoReply { pattern, reply }));
+            }
+            Some(MessageOutcome::Forward { message, context, .. }) => (message, context),
+            _ => (request.message.to_owned(), Vec::new()),
+        };
+
+        if !request.first_in_session
+            && let Some(runtime) = request.runtime
+        {
+            assembly.push(SectionName::Runtime, runtime.render(), None, false);
+        }
+
+        if let (Some(channels), Some(channel_id)) = (&self.channels, request.channel_id) {
+            assembly.push(SectionName::ChannelHistory, channels.render(channel_id), None, false);
+        }
+
+        if request.first_in_session
+            && let Some(episodic) = &self.episodic
+        {
+            let query = EpisodicQuery { text: request.message, vector: request.query_vector, limit: EPISODIC_LIMIT };
+            match episodic.recall(&query) {
+                Ok(fragments) => {
+                    let cap = caps.episodic_inject();
+                    let (block, cut) = episodic_block(&fragments, cap, &mut assembly.notices);
+                    assembly.push(SectionName::Episodic, block, Some(cap), cut);
+                }
+                Err(error) => self.source_failed(&mut assembly, SectionName::Episodic, &error),
+            }
+        }
+
+        if !context_rules.is_empty() {
+            let mut block = String::from(CONTEXT_RULES_HEADER);
+            for rule in &context_rules {
+                let rule = cairn_guard::redact_all(rule);
+                if let Some(finding) = cairn_guard::screen(&rule) {
+                    assembly.notices.push(format!("a context rule was withheld by the injection screen ({})", finding.rule));
+                    continue;
+                }
+                block.push_str("\n- ");
+                block.push_str(&rule);
+            }
+            if block.len() > CONTEXT_RULES_HEADER.len() {
+                assembly.push(SectionName::ContextRules, block, None, false);
+            }
+        }
+
+        if let Some(catalog) = &self.skills {
+            let matched = catalog.match_message(request.message);
+            let (bodies, hints, cut) = self.triggered_skills(matched, caps.skills, &mut assembly.notices);
+            assembly.push(SectionName::TriggeredSkills, bodies, Some(caps.skills), cut);
+            assembly.push(SectionName::SkillHint, hints, None, false);
+        }
+
+        if request.interactive {
+            assembly.push(SectionName::OptionsHint, OPTIONS_HINT.to_owned(), None, false);
+        }
+        assembly.push(SectionName::Message, message, None, false);
+        let built = assembly.finish(caps, None, None);
+        tracing::debug!(chars = built.total_chars(), sections = built.sections.len(), "message context built");
+        built
+    }
+
+    fn source_failed(&self, assembly: &mut Assembly, name: SectionName, error: &crate::ContextError) {
+        tracing::warn!(section = name.as_str(), %error, "context source failed; section left out");
+        assembly.notices.push(format!("{} left out: {error}", name.as_str()));
+    }
+
+    fn steering_block(&self, docs: &[SteeringDoc], cap: usize, notices: &mut Vec<String>) -> (String, bool) {
+        if docs.is_empty() {
+            return (String::new(), false);
+        }
+        let mut block = String::from(STEERING_HEADER);
+        for doc in docs {
+            let text = cairn_guard::redact_all(doc.text.trim());
+            if let Some(finding) = cairn_guard::screen(&text) {
+                notices.push(format!("{} withheld by the injection screen ({})", doc.path.display(), finding.rule));
+                continue;
+            }
+            block.push_str(&format!("\n### {}\n{text}", doc.path.display()));
+        }
+        if block == STEERING_HEADER {
+            return (String::new(), false);
+        }
+        truncate_lines(&block, cap, STEERING_TRUNCATED_MARKER)
+    }
+
+    /// Bodies within `cap` (foreign ones neutralised); a body that does not
+    /// fit becomes a pointer line, so a matched skill is never silently lost.
+    fn triggered_skills(&self, mut matched: MessageSkills, cap: usize, notices: &mut Vec<String>) -> (String, String, bool) {
+        for withheld in &matched.withheld {
+            notices.push(format!("skill {} withheld by the injection screen ({})", withheld.name, withheld.rule));
+        }
+        let mut used = 0;
+        let mut cut = false;
+        let mut kept = Vec::with_capacity(matched.bodies.len());
+        for mut skill in std::mem::take(&mut matched.bodies) {
+            if self.is_foreign_skill(&skill.name) {
+                skill.body = neutralize_structural_markers(&skill.body);
+            }
+            let cost = chars(&skill.body) + chars(&skill.name) + skill.path.as_os_str().len() + 16;
+            if used + cost > cap {
+                cut = true;
+                notices.push(format!("skill {} matched but its body is over the skills budget; a pointer was sent", skill.name));
+                matched.hints.push(SkillHint {
+                    name: skill.name.clone(),
+                    description: "matched, body over the budget: read the file".into(),
+                    path: skill.path.clone(),
+                    dir: skill.dir.clone(),
+                });
+                continue;
+            }
+            used += cost;
+            kept.push(skill);
+        }
+        matched.bodies = kept;
+        let bodies = matched.render_bodies();
+        let hints = matched.render_hints().unwrap_or_default();
+        (bodies, hints, cut)
+    }
+}
+
+/// The episodic block: one neutralised line per fragment (each at most
+/// 1,500 characters), whole fragments while the block fits `cap`.
+fn episodic_block(fragments: &[crate::sources::EpisodicFragment], cap: usize, notices: &mut Vec<String>) -> (String, bool) {
+    let mut block = format!("{EPISODIC_HEADER}\n{EPISODIC_FRAMING}");
+    let mut used = chars(&block);
+    let mut shown = 0;
+    let mut cut = false;
+    for fragment in fragments {
+        let text = cairn_guard::redact_all(&fragment.text);
+        if let Some(finding) = cairn_guard::screen(&text) {
+            notices.push(format!("an episodic fragment was withheld by the injection screen ({})", finding.rule));
+            continue;
+        }
+        let (text, fragment_cut) = truncate(&neutralize_one_line(&text), EPISODIC_FRAGMENT_CHARS, "…");
+        let line = match &fragment.citation {
+            Some(citation) => format!("- ({}) {text}", neutralize_one_line(citation)),
+            None => format!("- {text}"),
+        };
+        let cost = chars(&line) + 1;
+        if used + cost > cap {
+            cut = true;
+            continue;
+        }
+        cut |= fragment_cut;
+        used += cost;
+        shown += 1;
+        block.push('\n');
+        block.push_str(&line);
+    }
+    if shown == 0 {
+        return (String::new(), cut);
+    }
+    (block, cut)
+}

@@ -1,0 +1,163 @@
+//! Where the builder's inputs come from: small traits, each with a plain
+//! data implementation and an implementation over the memory stores.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cairn_memory_core::{JsonlLessonStore, Lesson, LessonBook, MemoryDb};
+use serde::Serialize;
+
+use crate::error::{ContextError, Result};
+
+/// A memory text together with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CitedText {
+    /// The text as it should reach the prompt (before the section cap).
+    pub text: String,
+    /// Which file (and for history, which days) it was read from.
+    pub citation: String,
+}
+
+impl CitedText {
+    /// A text and its citation.
+    pub fn new(text: impl Into<String>, citation: impl Into<String>) -> Self {
+        Self { text: text.into(), citation: citation.into() }
+    }
+}
+
+/// The Markdown layers: preferences, projects and decaying daily history.
+pub trait MarkdownMemory: Send + Sync {
+    /// `preferences.md`, if there is anything in it.
+    fn preferences(&self) -> Result<Option<CitedText>>;
+    /// `projects.md`, if there is anything in it.
+    fn projects(&self) -> Result<Option<CitedText>>;
+    /// Recent daily history, rendered with its age tiers.
+    fn recent_history(&self) -> Result<Option<CitedText>>;
+}
+
+/// Markdown sections given as data (already read, or built by a test).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MarkdownSections {
+    /// Preferences section.
+    pub preferences: Option<CitedText>,
+    /// Projects section.
+    pub projects: Option<CitedText>,
+    /// Daily history section.
+    pub recent_history: Option<CitedText>,
+}
+
+impl MarkdownMemory for MarkdownSections {
+    fn preferences(&self) -> Result<Option<CitedText>> {
+        Ok(self.preferences.clone())
+    }
+
+    fn projects(&self) -> Result<Option<CitedText>> {
+        Ok(self.projects.clone())
+    }
+
+    fn recent_history(&self) -> Result<Option<CitedText>> {
+        Ok(self.recent_history.clone())
+    }
+}
+
+/// Semantic memory: renders the `[Semantic Memory]` block for a query.
+pub trait SemanticMemory: Send + Sync {
+    /// The block for `query`, at most `cap_chars` characters, lowest
+    /// scoring entries left out first; empty when nothing fits.
+    fn semantic_block(&self, query: &str, cap_chars: usize) -> Result<String>;
+}
+
+impl SemanticMemory for MemoryDb {
+    fn semantic_block(&self, query: &str, cap_chars: usize) -> Result<String> {
+        self.semantic_context(query, cap_chars).map_err(|source| ContextError::Memory { section: "semantic memory", source })
+    }
+}
+
+/// Learned corrections, newest first.
+pub trait LessonSource: Send + Sync {
+    /// At most `limit` lessons.
+    fn lessons(&self, limit: usize) -> Result<Vec<Lesson>>;
+}
+
+impl LessonSource for MemoryDb {
+    fn lessons(&self, limit: usize) -> Result<Vec<Lesson>> {
+        self.get_lessons(limit).map_err(|source| ContextError::Memory { section: "lessons", source })
+    }
+}
+
+impl LessonSource for JsonlLessonStore {
+    fn lessons(&self, limit: usize) -> Result<Vec<Lesson>> {
+        let mut lessons = JsonlLessonStore::lessons(self).map_err(|source| ContextError::Memory { section: "lessons", source })?;
+        lessons.truncate(limit);
+        Ok(lessons)
+    }
+}
+
+impl LessonSource for Vec<Lesson> {
+    fn lessons(&self, limit: usize) -> Result<Vec<Lesson>> {
+        Ok(self.iter().take(limit).cloned().collect())
+    }
+}
+
+/// Lessons from the database when it holds any, from `lessons.jsonl`
+/// otherwise (the rule of [`LessonBook`]), for hosts that keep both.
+#[derive(Debug, Clone)]
+pub struct LessonLayers {
+    /// The database, when one is open.
+    pub database: Option<Arc<MemoryDb>>,
+    /// The JSONL fallback.
+    pub jsonl: Arc<JsonlLessonStore>,
+}
+
+impl LessonSource for LessonLayers {
+    fn lessons(&self, limit: usize) -> Result<Vec<Lesson>> {
+        LessonBook::new(self.database.as_deref(), &self.jsonl)
+            .lessons(limit)
+            .map_err(|source| ContextError::Memory { section: "lessons", source })
+    }
+}
+
+/// What a message asks of episodic memory.
+#[derive(Debug, Clone, Copy)]
+pub struct EpisodicQuery<'a> {
+    /// The message text.
+    pub text: &'a str,
+    /// Its embedding, when the host already has it (saves an embed call).
+    pub vector: Option<&'a [f32]>,
+    /// Fragments wanted at most.
+    pub limit: usize,
+}
+
+/// One recalled conversation fragment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EpisodicFragment {
+    /// The fragment text as stored.
+    pub text: String,
+    /// Where it came from (date, conversation reference), if known.
+    pub citation: Option<String>,
+}
+
+/// Episodic memory: relevant fragments for a message, best first.
+pub trait EpisodicMemory: Send + Sync {
+    /// Fragments admitted for the query, best first, at most `query.limit`.
+    fn recall(&self, query: &EpisodicQuery<'_>) -> Result<Vec<EpisodicFragment>>;
+}
+
+/// Fragments given as data (already recalled by the host).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RecalledFragments(pub Vec<EpisodicFragment>);
+
+impl EpisodicMemory for RecalledFragments {
+    fn recall(&self, query: &EpisodicQuery<'_>) -> Result<Vec<EpisodicFragment>> {
+        Ok(self.0.iter().take(query.limit).cloned().collect())
+    }
+}
+
+/// One steering file, read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SteeringDoc {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Its text.
+    pub text: String,
+}
