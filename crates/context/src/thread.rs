@@ -63,7 +63,8 @@ pub(crate) struct ThreadBlock {
 /// One message as block lines: `label: first line`, further lines
 /// indented, everything neutralised; cut to `max` characters first.
 fn render_message(message: &ThreadMessage, max: usize) -> (String, bool) {
-    let (text, cut) = truncate(message.text.trim(), max, MESSAGE_TRUNCATED_MARKER);
+    let neutral = neutralize_structural_markers(message.text.trim());
+    let (neutral, cut) = truncate(&neutral, max, MESSAGE_TRUNCATED_MARKER);
     let label = match &message.author {
         Some(author) => neutralize_label(author),
         None => match message.role {
@@ -71,7 +72,6 @@ fn render_message(message: &ThreadMessage, max: usize) -> (String, bool) {
             Role::Assistant => "assistant".to_owned(),
         },
     };
-    let neutral = neutralize_structural_markers(&text);
     let mut out = format!("{label}:");
     for (index, line) in neutral.split('\n').enumerate() {
         out.push_str(if index == 0 { " " } else { "\n  " });
