@@ -269,7 +269,8 @@ impl Assembly {
             let keep = self.parts[last].chars.saturating_sub(excess);
             if keep <= chars(CEILING_MARKER) + 1 {
                 tracing::warn!(section = self.parts[last].name.as_str(), "section dropped at the context ceiling");
-                self.notices.push(format!("{} left out: the context reached its ceiling", self.parts[last].name.as_str()));
+                self.notices
+                    .push(format!("{} left out: the context reached its ceiling", self.parts[last].name.as_str()));
                 self.parts.pop();
                 self.texts.pop();
                 continue;
@@ -289,7 +290,12 @@ impl Assembly {
         let text = self.texts.join(SEPARATOR);
         let separators = SEPARATOR.len() * self.parts.len().saturating_sub(1);
         if separators > 0 {
-            self.parts.push(SectionReport { name: SectionName::Separators, chars: separators, cap: None, truncated: false });
+            self.parts.push(SectionReport {
+                name: SectionName::Separators,
+                chars: separators,
+                cap: None,
+                truncated: false,
+            });
         }
         BuiltContext { text, caps, ceiling, sections: self.parts, notices: self.notices, auto_reply }
     }
@@ -328,7 +334,9 @@ pub(crate) fn lessons_block(lessons: &[cairn_memory_core::Lesson], cap: usize) -
     };
     // The warning's length depends on the count shown; size it for the
     // widest count so the block never overruns.
-    let fixed = chars(&warning(lesson_lines.len())) + 1 + header.iter().map(|line| chars(line) + 1).sum::<usize>()
+    let fixed = chars(&warning(lesson_lines.len()))
+        + 1
+        + header.iter().map(|line| chars(line) + 1).sum::<usize>()
         + chars(LESSONS_TRUNCATED_MARKER);
     let mut used = fixed;
     let mut shown = 0;
@@ -413,7 +421,8 @@ impl ContextBuilder {
     /// steering, memory with citations, lessons, and skills, each within
     /// its cap, the whole within the global ceiling.
     pub fn build_session_context(&self, request: &SessionRequest<'_>) -> BuiltContext {
-        let span = tracing::debug_span!("context.build_session", window = request.model_window, resumed = request.resumed);
+        let span =
+            tracing::debug_span!("context.build_session", window = request.model_window, resumed = request.resumed);
         let _enter = span.enter();
         let caps = resolve_caps(request.model_window);
         let ceiling = caps.ceiling(self.lazy_load());
@@ -497,7 +506,9 @@ impl ContextBuilder {
                 entry.description = neutralize_one_line(&entry.description);
             }
             for withheld in &view.withheld {
-                assembly.notices.push(format!("skill {} withheld by the injection screen ({})", withheld.name, withheld.rule));
+                assembly
+                    .notices
+                    .push(format!("skill {} withheld by the injection screen ({})", withheld.name, withheld.rule));
             }
             let text = view.render();
             let over = chars(text.trim_end()) > caps.skills;
@@ -515,7 +526,11 @@ impl ContextBuilder {
     /// OPTIONS hint, then the message itself (after a hook transform). A
     /// hook auto-reply short-circuits everything.
     pub fn build_message(&self, request: &MessageRequest<'_>) -> BuiltContext {
-        let span = tracing::debug_span!("context.build_message", window = request.model_window, first = request.first_in_session);
+        let span = tracing::debug_span!(
+            "context.build_message",
+            window = request.model_window,
+            first = request.first_in_session
+        );
         let _enter = span.enter();
         let caps = resolve_caps(request.model_window);
         let mut assembly = Assembly::new();
@@ -558,7 +573,9 @@ impl ContextBuilder {
             for rule in &context_rules {
                 let rule = cairn_guard::redact_all(rule);
                 if let Some(finding) = cairn_guard::screen(&rule) {
-                    assembly.notices.push(format!("a context rule was withheld by the injection screen ({})", finding.rule));
+                    assembly
+                        .notices
+                        .push(format!("a context rule was withheld by the injection screen ({})", finding.rule));
                     continue;
                 }
                 block.push_str("\n- ");
@@ -611,7 +628,12 @@ impl ContextBuilder {
 
     /// Bodies within `cap` (foreign ones neutralised); a body that does not
     /// fit becomes a pointer line, so a matched skill is never silently lost.
-    fn triggered_skills(&self, mut matched: MessageSkills, cap: usize, notices: &mut Vec<String>) -> (String, String, bool) {
+    fn triggered_skills(
+        &self,
+        mut matched: MessageSkills,
+        cap: usize,
+        notices: &mut Vec<String>,
+    ) -> (String, String, bool) {
         for withheld in &matched.withheld {
             notices.push(format!("skill {} withheld by the injection screen ({})", withheld.name, withheld.rule));
         }
@@ -625,7 +647,10 @@ impl ContextBuilder {
             let cost = chars(&skill.body) + chars(&skill.name) + skill.path.as_os_str().len() + 16;
             if used + cost > cap {
                 cut = true;
-                notices.push(format!("skill {} matched but its body is over the skills budget; a pointer was sent", skill.name));
+                notices.push(format!(
+                    "skill {} matched but its body is over the skills budget; a pointer was sent",
+                    skill.name
+                ));
                 matched.hints.push(SkillHint {
                     name: skill.name.clone(),
                     description: "matched, body over the budget: read the file".into(),
@@ -646,7 +671,11 @@ impl ContextBuilder {
 
 /// The episodic block: one neutralised line per fragment (each at most
 /// 1,500 characters), whole fragments while the block fits `cap`.
-fn episodic_block(fragments: &[crate::sources::EpisodicFragment], cap: usize, notices: &mut Vec<String>) -> (String, bool) {
+fn episodic_block(
+    fragments: &[crate::sources::EpisodicFragment],
+    cap: usize,
+    notices: &mut Vec<String>,
+) -> (String, bool) {
     let mut block = format!("{EPISODIC_HEADER}\n{EPISODIC_FRAMING}");
     let mut used = chars(&block);
     let mut shown = 0;

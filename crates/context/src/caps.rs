@@ -12,7 +12,9 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::constants::{BASE_CHARS, EPISODIC_INJECT_CAP, MIN_BASE_PERCENT, PER_MESSAGE_CHARS, REFERENCE_WINDOW_TOKENS, per_mille};
+use crate::constants::{
+    BASE_CHARS, EPISODIC_INJECT_CAP, MIN_BASE_PERCENT, PER_MESSAGE_CHARS, REFERENCE_WINDOW_TOKENS, per_mille,
+};
 
 /// A budgeted part of the session context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -181,9 +183,7 @@ impl Caps {
             projects: cap(CapSection::Projects),
             preferences: cap(CapSection::Preferences),
             preamble_headroom: cap(CapSection::PreambleHeadroom),
-            per_message: to_usize(
-                numerator * u128::from(PER_MESSAGE_CHARS) / (u128::from(BASE_CHARS) * reference),
-            ),
+            per_message: to_usize(numerator * u128::from(PER_MESSAGE_CHARS) / (u128::from(BASE_CHARS) * reference)),
         }
     }
 }

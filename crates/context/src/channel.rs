@@ -214,7 +214,8 @@ impl std::fmt::Debug for ChannelHistory {
 
 /// Checks that a channel id can name a buffer file.
 pub fn validate_channel_id(id: &str) -> Result<()> {
-    let reject = |reason| Err(ContextError::InvalidChannelId { id: id.chars().take(MAX_CHANNEL_ID_CHARS).collect(), reason });
+    let reject =
+        |reason| Err(ContextError::InvalidChannelId { id: id.chars().take(MAX_CHANNEL_ID_CHARS).collect(), reason });
     if id.is_empty() {
         return reject("it is empty");
     }
@@ -293,7 +294,11 @@ impl ChannelHistory {
         let finding = cairn_guard::screen(text);
         let withheld = finding.is_some();
         if let Some(finding) = &finding {
-            tracing::warn!(channel = channel_id, rule = finding.rule, "channel message withheld by the injection screen");
+            tracing::warn!(
+                channel = channel_id,
+                rule = finding.rule,
+                "channel message withheld by the injection screen"
+            );
         }
         let entry = ChannelEntry {
             sender: clean_sender(sender),
@@ -305,8 +310,9 @@ impl ChannelHistory {
         }
         .with_line();
         let mut channels = self.channels.lock();
-        let buffer =
-            channels.entry(channel_id.to_owned()).or_insert_with(|| Buffer { observe: false, entries: VecDeque::new() });
+        let buffer = channels
+            .entry(channel_id.to_owned())
+            .or_insert_with(|| Buffer { observe: false, entries: VecDeque::new() });
         buffer.entries.push_back(entry);
         self.expire(buffer);
         if buffer.observe {
@@ -327,8 +333,9 @@ impl ChannelHistory {
     pub fn set_observe(&self, channel_id: &str) -> Result<()> {
         let path = self.observe_path(channel_id)?;
         let mut channels = self.channels.lock();
-        let buffer =
-            channels.entry(channel_id.to_owned()).or_insert_with(|| Buffer { observe: false, entries: VecDeque::new() });
+        let buffer = channels
+            .entry(channel_id.to_owned())
+            .or_insert_with(|| Buffer { observe: false, entries: VecDeque::new() });
         if buffer.observe {
             return Ok(());
         }
@@ -400,7 +407,9 @@ impl ChannelHistory {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
-            Err(source) => return Err(ContextError::Io { operation: "reading channel history", path: path.into(), source }),
+            Err(source) => {
+                return Err(ContextError::Io { operation: "reading channel history", path: path.into(), source });
+            }
         };
         let now_wall = self.clock.wall_millis();
         let now_monotonic = self.clock.monotonic();

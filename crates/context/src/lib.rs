@@ -83,4 +83,3 @@ pub use sources::{
 };
 pub use thread::{Compressor, Role, ThreadMessage};
 pub use window::{ModelWindows, canonical_model_id, resolve_model_window};
-

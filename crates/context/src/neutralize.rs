@@ -84,7 +84,17 @@ fn is_structural_tag(content: &str, linked: bool) -> bool {
 }
 
 fn normalise(text: &str) -> String {
-    text.nfkc().filter_map(|c| if is_line_break(c) { Some('\n') } else if is_invisible(c) { None } else { Some(c) }).collect()
+    text.nfkc()
+        .filter_map(|c| {
+            if is_line_break(c) {
+                Some('\n')
+            } else if is_invisible(c) {
+                None
+            } else {
+                Some(c)
+            }
+        })
+        .collect()
 }
 
 /// Rewrites everything in `text` that could pass for prompt structure (see
@@ -102,35 +112,49 @@ fn normalise(text: &str) -> String {
 /// ```
 pub fn neutralize_structural_markers(text: &str) -> String {
     let mut out = normalise(text);
-    // Tags nest (`[[SYSTEM]]`): repeat until nothing changes.
-    for _ in 0..8 {
-        let next = BRACKET_TAG.replace_all(&out, |captures: &regex::Captures<'_>| {
-            let content = &captures[1];
-            let linked = captures.get(2).is_some();
-            if is_structural_tag(content, linked) {
-                format!("({content}){}", if linked { "(" } else { "" })
-            } else {
-                captures[0].to_owned()
-            }
-        });
-        if let Cow::Owned(next) = next {
-            if next == out {
-                break;
-            }
-            out = next;
-        } else {
-            break;
+    // One rewrite can complete another's pattern (`<SYSTEMCritical Rules>`
+    // becomes a role tag once the phrase is replaced, tags nest as in
+    // `[[SYSTEM]]`, tokens overlap as in `<|>`): repeat to a fixed point.
+    // Every rewrite removes a `[`, `<`, `#` or role colon, or a phrase, so
+    // a few passes always suffice; the bound only guards the loop.
+    for _ in 0..32 {
+        match rewrite_pass(&out) {
+            Some(next) => out = next,
+            None => break,
         }
     }
-    let out = TEMPLATE_TOKEN.replace_all(&out, |captures: &regex::Captures<'_>| {
-        captures[0].replace('<', "‹").replace('>', "›")
+    out
+}
+
+fn replace_into(regex: &Regex, text: &mut String, changed: &mut bool, replace: impl regex::Replacer) {
+    if let Cow::Owned(next) = regex.replace_all(text, replace)
+        && next != *text
+    {
+        *text = next;
+        *changed = true;
+    }
+}
+
+/// One pass of every rewrite; `None` when nothing changed.
+fn rewrite_pass(text: &str) -> Option<String> {
+    let mut out = text.to_owned();
+    let mut changed = false;
+    let angle = |captures: &regex::Captures<'_>| captures[0].replace('<', "‹").replace('>', "›");
+    replace_into(&BRACKET_TAG, &mut out, &mut changed, |captures: &regex::Captures<'_>| {
+        let content = &captures[1];
+        let linked = captures.get(2).is_some();
+        if is_structural_tag(content, linked) {
+            format!("({content}){}", if linked { "(" } else { "" })
+        } else {
+            captures[0].to_owned()
+        }
     });
-    let out = ROLE_TAG.replace_all(&out, |captures: &regex::Captures<'_>| {
-        captures[0].replace('<', "‹").replace('>', "›")
-    });
-    let out = HEADING.replace_all(&out, "$1\\$2");
-    let out = ROLE_MARKER.replace_all(&out, "$1$2 (quoted)$3:");
-    FRAMING.replace_all(&out, FRAMING_REPLACEMENT).into_owned()
+    replace_into(&TEMPLATE_TOKEN, &mut out, &mut changed, angle);
+    replace_into(&ROLE_TAG, &mut out, &mut changed, angle);
+    replace_into(&HEADING, &mut out, &mut changed, "$1\\$2");
+    replace_into(&ROLE_MARKER, &mut out, &mut changed, "$1$2 (quoted)$3:");
+    replace_into(&FRAMING, &mut out, &mut changed, FRAMING_REPLACEMENT);
+    changed.then_some(out)
 }
 
 /// [`neutralize_structural_markers`], then every line break turned into
@@ -144,7 +168,9 @@ pub fn neutralize_one_line(text: &str) -> String {
         }
         out.push_str(line);
     }
-    out
+    // Joining can bring a bracket that opened on one line next to one that
+    // closed on another; a second pass catches what the join formed.
+    if out.contains(" / ") { neutralize_structural_markers(&out) } else { out }
 }
 
 /// A speaker label (sender or author name) for a `label: text` line: one

@@ -69,7 +69,8 @@ pub trait SemanticMemory: Send + Sync {
 
 impl SemanticMemory for MemoryDb {
     fn semantic_block(&self, query: &str, cap_chars: usize) -> Result<String> {
-        self.semantic_context(query, cap_chars).map_err(|source| ContextError::Memory { section: "semantic memory", source })
+        self.semantic_context(query, cap_chars)
+            .map_err(|source| ContextError::Memory { section: "semantic memory", source })
     }
 }
 
@@ -87,7 +88,8 @@ impl LessonSource for MemoryDb {
 
 impl LessonSource for JsonlLessonStore {
     fn lessons(&self, limit: usize) -> Result<Vec<Lesson>> {
-        let mut lessons = JsonlLessonStore::lessons(self).map_err(|source| ContextError::Memory { section: "lessons", source })?;
+        let mut lessons =
+            JsonlLessonStore::lessons(self).map_err(|source| ContextError::Memory { section: "lessons", source })?;
         lessons.truncate(limit);
         Ok(lessons)
     }
