@@ -453,20 +453,21 @@ impl ContextBuilder {
         }
 
         if let Some(markdown) = &self.markdown {
-            let sections: [(SectionName, &str, usize, crate::Result<Option<CitedText>>); 3] = [
-                (SectionName::Preferences, "Preferences", caps.preferences, markdown.preferences()),
-                (SectionName::Projects, "Projects", caps.projects, markdown.projects()),
-                (SectionName::DailyHistory, "Recent History", caps.daily_history, markdown.recent_history()),
-            ];
-            for (name, title, cap, result) in sections {
-                match result {
-                    Ok(Some(cited)) => {
-                        let (block, cut) = cited_block(title, &cited, cap);
-                        assembly.push(name, block, Some(cap), cut);
+            match markdown.markdown_sections(&caps) {
+                Ok(sections) => {
+                    let sections = [
+                        (SectionName::Preferences, "Preferences", caps.preferences, sections.preferences),
+                        (SectionName::Projects, "Projects", caps.projects, sections.projects),
+                        (SectionName::DailyHistory, "Recent history", caps.daily_history, sections.recent_history),
+                    ];
+                    for (name, title, cap, cited) in sections {
+                        if let Some(cited) = cited {
+                            let (block, cut) = cited_block(title, &cited, cap);
+                            assembly.push(name, block, Some(cap), cut || cited.truncated);
+                        }
                     }
-                    Ok(None) => {}
-                    Err(error) => self.source_failed(&mut assembly, name, &error),
                 }
+                Err(error) => self.source_failed(&mut assembly, SectionName::DailyHistory, &error),
             }
         }
 

@@ -4,35 +4,38 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cairn_memory_core::{JsonlLessonStore, Lesson, LessonBook, MemoryDb};
+use cairn_memory_core::{
+    ContextSection, FilesContextCaps, JsonlLessonStore, Lesson, LessonBook, MemoryDb, MemoryFiles,
+};
 use serde::Serialize;
 
+use crate::caps::Caps;
 use crate::error::{ContextError, Result};
 
 /// A memory text together with where it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CitedText {
-    /// The text as it should reach the prompt (before the section cap).
+    /// The text as it should reach the prompt (the builder still cuts it
+    /// to the section cap).
     pub text: String,
     /// Which file (and for history, which days) it was read from.
     pub citation: String,
+    /// The source already cut the text to fit.
+    pub truncated: bool,
 }
 
 impl CitedText {
-    /// A text and its citation.
+    /// A whole text and its citation.
     pub fn new(text: impl Into<String>, citation: impl Into<String>) -> Self {
-        Self { text: text.into(), citation: citation.into() }
+        Self { text: text.into(), citation: citation.into(), truncated: false }
     }
 }
 
 /// The Markdown layers: preferences, projects and decaying daily history.
 pub trait MarkdownMemory: Send + Sync {
-    /// `preferences.md`, if there is anything in it.
-    fn preferences(&self) -> Result<Option<CitedText>>;
-    /// `projects.md`, if there is anything in it.
-    fn projects(&self) -> Result<Option<CitedText>>;
-    /// Recent daily history, rendered with its age tiers.
-    fn recent_history(&self) -> Result<Option<CitedText>>;
+    /// The three sections, each ideally within its cap in `caps` (the
+    /// builder cuts anything over it).
+    fn markdown_sections(&self, caps: &Caps) -> Result<MarkdownSections>;
 }
 
 /// Markdown sections given as data (already read, or built by a test).
@@ -47,16 +50,37 @@ pub struct MarkdownSections {
 }
 
 impl MarkdownMemory for MarkdownSections {
-    fn preferences(&self) -> Result<Option<CitedText>> {
-        Ok(self.preferences.clone())
+    fn markdown_sections(&self, _caps: &Caps) -> Result<MarkdownSections> {
+        Ok(self.clone())
     }
+}
 
-    fn projects(&self) -> Result<Option<CitedText>> {
-        Ok(self.projects.clone())
-    }
+/// Room left in each section's cap for its `[Title] (source: …)` line.
+const CITATION_LINE_ROOM: usize = 120;
 
-    fn recent_history(&self) -> Result<Option<CitedText>> {
-        Ok(self.recent_history.clone())
+impl MarkdownMemory for MemoryFiles {
+    fn markdown_sections(&self, caps: &Caps) -> Result<MarkdownSections> {
+        let files_caps = FilesContextCaps {
+            preferences: caps.preferences.saturating_sub(CITATION_LINE_ROOM),
+            projects: caps.projects.saturating_sub(CITATION_LINE_ROOM),
+            history: caps.daily_history.saturating_sub(CITATION_LINE_ROOM),
+            ..FilesContextCaps::default()
+        };
+        let context = self
+            .get_context(&files_caps)
+            .map_err(|source| ContextError::Memory { section: "the Markdown memory files", source })?;
+        let cited = |section: Option<ContextSection>| {
+            section.map(|section| CitedText {
+                text: section.body,
+                citation: section.source,
+                truncated: section.truncated,
+            })
+        };
+        Ok(MarkdownSections {
+            preferences: cited(context.preferences),
+            projects: cited(context.projects),
+            recent_history: cited(context.history),
+        })
     }
 }
 

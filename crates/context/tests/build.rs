@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use cairn_agent_spec::{AgentDirs, Catalog as AgentCatalog, Pins, ResolveContext};
 use cairn_context::{
-    AgentContext, Authorization, ChannelConfig, ChannelHistory, CitedText, Compressor, ContextBuilder, ContextError,
-    EpisodicFragment, LessonSource, ManualClock, MarkdownSections, MessageRequest, RecalledFragments, RuntimeIdentity,
-    SectionName, SessionRequest, Surface, ThreadMessage, resolve_caps,
+    AgentContext, Authorization, ChannelConfig, ChannelHistory, Compressor, ContextBuilder, ContextError,
+    EpisodicFragment, LessonSource, ManualClock, MessageRequest, RecalledFragments, RuntimeIdentity, SectionName,
+    SessionRequest, Surface, ThreadMessage, resolve_caps,
 };
 use cairn_hooks::{ConfigHooks, HooksConfig};
-use cairn_memory_core::{Lesson, LessonCategory, MemoryConfig, MemoryDb, Source, lesson_key};
+use cairn_memory_core::{
+    Lesson, LessonCategory, ManualClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, Source, lesson_key,
+};
 use cairn_skills::{Catalog, SkillsConfig};
 use expect_test::expect_file;
 use serde_json::json;
@@ -53,14 +55,14 @@ fn home() -> Home {
         .write_lesson("answer in English", Some("answer in French"), LessonCategory::Preference, Source::UserExplicit)
         .unwrap();
 
-    let markdown = MarkdownSections {
-        preferences: Some(CitedText::new(fixture_text("memory/preferences.md"), "memory/preferences.md")),
-        projects: Some(CitedText::new(fixture_text("memory/projects.md"), "memory/projects.md")),
-        recent_history: Some(CitedText::new(
-            fixture_text("memory/history.md"),
-            "memory/history/2026-05-28.md … 2026-05-29.md",
-        )),
-    };
+    let files_clock = Arc::new(FilesClock::new("2026-05-28T09:15:00+00:00[UTC]".parse().unwrap()));
+    let files = MemoryFiles::open(dir.path()).unwrap().with_clock(files_clock.clone());
+    files.write_preferences(&fixture_text("memory/preferences.md")).unwrap();
+    files.write_projects(&fixture_text("memory/projects.md")).unwrap();
+    files.append_history("Agreed to keep the context builder synchronous.").unwrap();
+    files_clock.set("2026-05-29T16:40:00+00:00[UTC]".parse().unwrap());
+    files.append_history("Reviewed the channel buffer design; observe mode persists JSONL.").unwrap();
+    files_clock.set("2026-05-30T08:00:00+00:00[UTC]".parse().unwrap());
     let fragments = RecalledFragments(vec![
         EpisodicFragment {
             text: "We chose hnsw_rs over FAISS because it builds with cargo alone.".into(),
@@ -98,7 +100,7 @@ fn home() -> Home {
         .unwrap();
 
     let builder = ContextBuilder::new()
-        .with_markdown(Arc::new(markdown))
+        .with_markdown(Arc::new(files))
         .with_semantic(database.clone())
         .with_lessons(database.clone())
         .with_episodic(Arc::new(fragments))
@@ -165,7 +167,7 @@ fn session_snapshot() {
     let thread = thread();
     let built = home.builder.build_session_context(&SessionRequest {
         model_window: Some(200_000),
-        query: "deploy",
+        query: "editor helix language",
         agent: Some(&home.agent),
         runtime: Some(&home.runtime),
         thread: &thread,
