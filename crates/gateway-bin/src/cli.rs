@@ -46,6 +46,8 @@ pub(crate) enum Command {
     /// Long-term memory: semantic facts, lessons, the audit trail, statistics.
     #[command(subcommand)]
     Memory(crate::commands::memory::MemoryCommand),
+    /// Run the local gateway: HTTP API, heartbeat, embedding model in the background.
+    Serve(crate::serve::ServeArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -187,7 +187,7 @@ fn show(cli: &Cli, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn resolved_view(resolved: &ResolvedSpec, context: &ResolveContext) -> Value {
+pub(crate) fn resolved_view(resolved: &ResolvedSpec, context: &ResolveContext) -> Value {
     let spec = &resolved.spec;
     let prompt = match resolve_prompt(spec, resolved.scope, context) {
         Ok(prompt) => json!({ "text": prompt.text, "source": prompt.source, "notices": prompt.notices }),

@@ -22,5 +22,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Model(ModelCommand::Fetch) => model::fetch(&cli),
         Command::Embed(args) => embed::embed(&cli, args),
         Command::Skills(args) => skills::run(&cli, args),
+        Command::Serve(args) => crate::serve::run(&cli, args),
     }
 }

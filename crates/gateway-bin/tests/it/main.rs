@@ -7,6 +7,7 @@ mod embed;
 mod guard;
 mod hooks;
 mod memory;
+mod serve;
 mod skills;
 
 pub(crate) fn cairn() -> Command {

@@ -1,0 +1,267 @@
+//! `/api/agents*`: the agent spec list, one spec's detail, and the
+//! Template pane's PATCH, which writes exactly two things onto a JSON spec:
+//! `model` and the managed `skill://` entries of `resources` (shown as
+//! `skills`). Markdown specs are read-only (409 `markdown_spec_readonly`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use cairn_agent_spec::{Catalog, ResolveContext, SpecFormat};
+use serde_json::{Map, Value, json};
+
+use super::{ApiResult, blocking};
+use crate::serve::AppState;
+use crate::serve::config::atomic_write;
+use crate::serve::error::{ApiError, JsonBody};
+
+/// Longest model name a PATCH accepts.
+const MAX_MODEL_CHARS: usize = 200;
+
+fn load(state: &AppState) -> Result<Catalog, ApiError> {
+    Catalog::load(&state.agents.dirs, &state.agents.sensitive).map_err(ApiError::internal)
+}
+
+fn context(state: &AppState) -> ResolveContext {
+    let mut context = ResolveContext::new(dirs::home_dir()).with_sensitive(state.agents.sensitive.clone());
+    if let Some(project) = &state.agents.project_dir {
+        context = context.with_project_dir(project);
+    }
+    context
+}
+
+/// `GET /api/agents`.
+pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult {
+    blocking(move || {
+        let catalog = load(&state)?;
+        Ok(Json(json!({"ok": true, "agents": catalog.list(&state.agents.pins)})))
+    })
+    .await
+}
+
+/// The skill name a `skill://` entry manages, when it is a plain path to a
+/// `SKILL.md` under the home's skills directory (wildcards and other roots
+/// are read-only and kept where they are).
+fn managed_skill(entry: &Value, skills_root: &std::path::Path) -> Option<String> {
+    let rest = entry.as_str()?.trim().strip_prefix("skill://")?;
+    if rest.contains(['*', '?', '[', '{']) {
+        return None;
+    }
+    let path = match rest.strip_prefix("~/") {
+        Some(relative) => dirs::home_dir()?.join(relative),
+        None => PathBuf::from(rest),
+    };
+    let relative = path.strip_prefix(skills_root).ok()?;
+    let name = relative.to_str()?.strip_suffix("/SKILL.md")?;
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+fn skill_uri(skills_root: &std::path::Path, name: &str) -> String {
+    format!("skill://{}/{name}/SKILL.md", skills_root.display())
+}
+
+fn managed_skills(spec: &Value, skills_root: &std::path::Path) -> Vec<String> {
+    spec.get("resources")
+        .and_then(Value::as_array)
+        .map(|resources| resources.iter().filter_map(|entry| managed_skill(entry, skills_root)).collect())
+        .unwrap_or_default()
+}
+
+fn detail(state: &AppState, name: &str) -> Result<Value, ApiError> {
+    let catalog = load(state)?;
+    if !catalog.names().contains(name) {
+        return Err(ApiError::not_found("agent_not_found", format!("no agent named {name:?}")));
+    }
+    let resolved = catalog
+        .resolve(name, &state.agents.pins)
+        .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
+    let mut view = crate::commands::agents::resolved_view(&resolved, &context(state));
+    let editable = resolved.spec.format() == SpecFormat::Json;
+    view["skills"] = json!(managed_skills(&resolved.spec.to_json(), &state.agents.skills_root));
+    view["editable"] = json!(editable);
+    view["ok"] = json!(true);
+    Ok(view)
+}
+
+/// `GET /api/agents/detail/{name}`.
+pub(crate) async fn get_detail(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
+    blocking(move || detail(&state, &name).map(Json)).await
+}
+
+fn validate_skill_name(name: &str) -> Result<(), ApiError> {
+    let valid = !name.is_empty()
+        && name.len() <= 200
+        && name.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request("invalid_skill_name", format!("{name:?} is not a skill name")))
+    }
+}
+
+/// Places `wanted` into the managed slots of `resources`, keeping every
+/// other entry where it is: slots are refilled in order, extra skills go
+/// after the last managed slot, surplus slots are removed.
+fn place_skills(resources: &mut Vec<Value>, wanted: &[String], skills_root: &std::path::Path) {
+    let slots: Vec<usize> = resources
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| managed_skill(entry, skills_root).is_some())
+        .map(|(index, _)| index)
+        .collect();
+    for (slot, name) in slots.iter().zip(wanted) {
+        resources[*slot] = Value::String(skill_uri(skills_root, name));
+    }
+    if wanted.len() > slots.len() {
+        let mut at = slots.last().map_or(resources.len(), |last| last + 1);
+        for name in &wanted[slots.len()..] {
+            resources.insert(at, Value::String(skill_uri(skills_root, name)));
+            at += 1;
+        }
+    } else {
+        for slot in slots[wanted.len()..].iter().rev() {
+            resources.remove(*slot);
+        }
+    }
+}
+
+/// `PATCH /api/agents/detail/{name}`: body keys `model` and `skills` only.
+pub(crate) async fn patch_detail(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
+) -> ApiResult {
+    if let Some(key) = body.keys().find(|key| *key != "model" && *key != "skills") {
+        return Err(ApiError::bad_request("unknown_field", format!("PATCH accepts only `model` and `skills`, not `{key}`")));
+    }
+    if body.is_empty() {
+        return Err(ApiError::bad_request("empty_patch", "send `model`, `skills` or both"));
+    }
+    let model = match body.get("model") {
+        None => None,
+        Some(Value::String(model)) if !model.trim().is_empty() && model.chars().count() <= MAX_MODEL_CHARS => {
+            Some(model.trim().to_owned())
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_model",
+                format!("`model` must be a non-empty string of at most {MAX_MODEL_CHARS} characters (got {other})"),
+            ));
+        }
+    };
+    let skills = match body.get("skills") {
+        None => None,
+        Some(Value::Array(items)) => {
+            let mut names = Vec::with_capacity(items.len());
+            for item in items {
+                let Some(name) = item.as_str() else {
+                    return Err(ApiError::bad_request("invalid_skills", "`skills` must list skill names"));
+                };
+                validate_skill_name(name)?;
+                if !names.iter().any(|known: &String| known == name) {
+                    names.push(name.to_owned());
+                }
+            }
+            Some(names)
+        }
+        Some(_) => return Err(ApiError::bad_request("invalid_skills", "`skills` must be a list of skill names")),
+    };
+    let _serialised = state.agents.write_lock.lock().await;
+    let worker_state = Arc::clone(&state);
+    blocking(move || {
+        let state = worker_state;
+        let catalog = load(&state)?;
+        if !catalog.names().contains(&name) {
+            return Err(ApiError::not_found("agent_not_found", format!("no agent named {name:?}")));
+        }
+        let resolved = catalog
+            .resolve(&name, &state.agents.pins)
+            .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
+        if resolved.spec.format() != SpecFormat::Json {
+            return Err(ApiError::conflict(
+                "markdown_spec_readonly",
+                format!("{} is a Markdown spec; it is read-only here", resolved.path.display()),
+            ));
+        }
+        // Re-read the file under the lock and edit only the two fields.
+        let text = std::fs::read_to_string(&resolved.path).map_err(ApiError::internal)?;
+        let mut spec: Value = serde_json::from_str(&text)
+            .map_err(|error| ApiError::conflict("spec_unreadable", format!("{}: {error}", resolved.path.display())))?;
+        let Some(object) = spec.as_object_mut() else {
+            return Err(ApiError::conflict("spec_unreadable", "the spec is not a JSON object"));
+        };
+        if let Some(model) = model {
+            object.insert("model".to_owned(), Value::String(model));
+        }
+        if let Some(skills) = &skills {
+            let resources = object.entry("resources").or_insert_with(|| Value::Array(Vec::new()));
+            let Some(resources) = resources.as_array_mut() else {
+                return Err(ApiError::conflict("spec_unreadable", "`resources` is not a list"));
+            };
+            place_skills(resources, skills, &state.agents.skills_root);
+        }
+        let mut text = serde_json::to_string_pretty(&spec).expect("JSON values serialise");
+        text.push('\n');
+        atomic_write(&resolved.path, text.as_bytes()).map_err(ApiError::internal)?;
+        detail(&state, &name).map(Json)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skills_fill_their_own_slots_and_leave_other_entries_in_place() {
+        let root = std::path::Path::new("/h/skills");
+        let uri = |name: &str| json!(skill_uri(root, name));
+        let mut resources = vec![
+            uri("a"),
+            json!("file://README.md"),
+            uri("b"),
+            json!("skill:///h/skills/**/SKILL.md"),
+            json!("skill:///elsewhere/x/SKILL.md"),
+        ];
+        place_skills(&mut resources, &["b".to_owned(), "a".to_owned(), "c".to_owned()], root);
+        assert_eq!(
+            resources,
+            vec![
+                uri("b"),
+                json!("file://README.md"),
+                uri("a"),
+                uri("c"),
+                json!("skill:///h/skills/**/SKILL.md"),
+                json!("skill:///elsewhere/x/SKILL.md"),
+            ]
+        );
+        place_skills(&mut resources, &["c".to_owned()], root);
+        assert_eq!(
+            resources,
+            vec![
+                uri("c"),
+                json!("file://README.md"),
+                json!("skill:///h/skills/**/SKILL.md"),
+                json!("skill:///elsewhere/x/SKILL.md"),
+            ]
+        );
+        place_skills(&mut resources, &[], root);
+        assert_eq!(resources.len(), 3);
+    }
+
+    #[test]
+    fn skill_names_are_validated() {
+        for bad in ["", "../x", "a//b", "a/./b", "a b", "*"] {
+            assert!(validate_skill_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["deploy", "utils/tiny-url", "v1.2_x"] {
+            assert!(validate_skill_name(good).is_ok(), "{good:?}");
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! `/api/memory/*`: semantic memory, the audit trail, statistics, the
+//! embedding model's status and setup, and the live memory settings.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use cairn_embedder::EmbeddingBackend as _;
+use cairn_embedder::manager::DownloadStep;
+use cairn_memory_core::{DeleteOutcome, Source};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiResult, blocking, pooled};
+use crate::serve::AppState;
+use crate::serve::config::persist_memory_settings;
+use crate::serve::error::{ApiError, JsonBody, memory_error};
+use crate::serve::model::{EnableError, Phase};
+
+/// Largest `limit` a list or search accepts.
+const MAX_LIMIT: usize = 1_000;
+/// `limit` when none is given.
+const DEFAULT_LIMIT: usize = 20;
+
+fn limit(value: Option<usize>) -> Result<usize, ApiError> {
+    match value {
+        None => Ok(DEFAULT_LIMIT),
+        Some(limit) if (1..=MAX_LIMIT).contains(&limit) => Ok(limit),
+        Some(limit) => Err(ApiError::bad_request("invalid_limit", format!("limit must be 1 to {MAX_LIMIT} (got {limit})"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct SemanticQuery {
+    prefix: Option<String>,
+    q: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/memory/semantic[?prefix=][&q=&limit=]`: the live entries, or a
+/// hybrid search (keyword only until the model is resident) with `q`.
+pub(crate) async fn list_semantic(State(state): State<Arc<AppState>>, Query(query): Query<SemanticQuery>) -> ApiResult {
+    let limit = limit(query.limit)?;
+    let memory = Arc::clone(&state.memory);
+    match query.q.filter(|q| !q.trim().is_empty()) {
+        Some(q) => {
+            let mode = if state.model.embedder().is_ready() { "hybrid" } else { "keyword" };
+            let hits = blocking(move || memory.search_semantic(&q, limit).map_err(memory_error)).await?;
+            Ok(Json(json!({"ok": true, "mode": mode, "results": hits})))
+        }
+        None => {
+            let prefix = query.prefix.unwrap_or_default();
+            let entries = blocking(move || memory.list_semantic(&prefix).map_err(memory_error)).await?;
+            Ok(Json(json!({"ok": true, "count": entries.len(), "entries": entries})))
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SemanticWrite {
+    key: String,
+    value: Value,
+    confidence: Option<f64>,
+    source: Option<String>,
+}
+
+/// `PUT /api/memory/semantic`: create or update through every memory rule.
+/// Runs on the embed pool (the value is embedded); 503 when the pool is full.
+pub(crate) async fn put_semantic(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<SemanticWrite>) -> ApiResult {
+    let source: Source = body
+        .source
+        .as_deref()
+        .unwrap_or("user_explicit")
+        .parse()
+        .map_err(|rejected: cairn_memory_core::Rejected| {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejected.code(), rejected.to_string())
+        })?;
+    let confidence = body.confidence.unwrap_or(1.0);
+    let memory = Arc::clone(&state.memory);
+    let outcome = pooled(&state, move || {
+        memory.write_semantic(&body.key, &body.value, confidence, source).map_err(memory_error)
+    })
+    .await?;
+    Ok(Json(json!({"ok": true, "result": outcome})))
+}
+
+/// `DELETE /api/memory/semantic/{key}`: tombstone and audit.
+pub(crate) async fn delete_semantic(State(state): State<Arc<AppState>>, Path(key): Path<String>) -> ApiResult {
+    let memory = Arc::clone(&state.memory);
+    let lookup = key.clone();
+    let outcome =
+        blocking(move || memory.delete_semantic(&lookup, Source::UserExplicit).map_err(memory_error)).await?;
+    match outcome {
+        DeleteOutcome::Deleted => Ok(Json(json!({"ok": true, "key": key, "deleted": true}))),
+        DeleteOutcome::NotFound => Err(ApiError::not_found("key_not_found", format!("no live entry under {key:?}"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LimitQuery {
+    limit: Option<usize>,
+}
+
+/// `GET /api/memory/events?limit=`: the newest audit events.
+pub(crate) async fn events(State(state): State<Arc<AppState>>, Query(query): Query<LimitQuery>) -> ApiResult {
+    let limit = limit(query.limit.or(Some(100)))?;
+    let memory = Arc::clone(&state.memory);
+    let events = blocking(move || memory.audit(limit).map_err(memory_error)).await?;
+    Ok(Json(json!({"ok": true, "events": events})))
+}
+
+/// `GET /api/memory/stats`: counts, the vector space and the model's state.
+pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> ApiResult {
+    let memory = Arc::clone(&state.memory);
+    let stats = blocking(move || memory.stats().map_err(memory_error)).await?;
+    Ok(Json(json!({"ok": true, "stats": stats, "model": state.model.phase(), "embed_pool": state.pool.stats()})))
+}
+
+/// `GET /api/memory/embedding-status`: health and download progress, with
+/// the legacy (`setup_step`) and raw (`download_step`) vocabularies.
+pub(crate) async fn embedding_status(State(state): State<Arc<AppState>>) -> ApiResult {
+    let lifecycle = Arc::clone(&state.model);
+    let status = blocking(move || {
+        let download = lifecycle.download_status();
+        let embedder = lifecycle.embedder();
+        let ready = embedder.is_ready();
+        let phase = lifecycle.phase();
+        let load_error = if ready { None } else { lifecycle.load_error() };
+        let model_present = matches!(phase, Phase::Wired { .. });
+        let setup_step = if ready {
+            "done"
+        } else if load_error.is_some() || matches!(phase, Phase::Failed { .. }) {
+            "error"
+        } else {
+            match download.step {
+                DownloadStep::Downloading | DownloadStep::Verifying | DownloadStep::WaitingRetry => "downloading",
+                DownloadStep::Failed => "error",
+                _ if model_present => "loading",
+                _ => "idle",
+            }
+        };
+        let error = load_error.or_else(|| match &phase {
+            Phase::Failed { error } => Some(error.clone()),
+            Phase::Absent { reason } => Some(reason.clone()),
+            _ => download.error.clone(),
+        });
+        Ok(json!({
+            "ok": true,
+            "enabled": true,
+            "provider": "ollama",
+            "setup_step": setup_step,
+            "download_step": download.step,
+            "download_attempt": download.attempt,
+            "download_max_attempts": download.max_attempts,
+            "bytes_downloaded": download.bytes_done,
+            "bytes_total": download.bytes_total,
+            "server_healthy": model_present || ready,
+            "model_loaded": ready,
+            "model_id": embedder.model_id(),
+            "model_dim": embedder.dim(),
+            "phase": phase,
+            "error": error.map(|error| cairn_guard::redact_all(&error).into_owned()),
+            "reembed": {"step": "idle", "done": 0, "total": 0, "error": Value::Null},
+        }))
+    })
+    .await?;
+    Ok(Json(status))
+}
+
+/// `POST /api/memory/enable-embeddings`: never blocks on the download;
+/// 409 while a download is in flight.
+pub(crate) async fn enable_embeddings(State(state): State<Arc<AppState>>) -> ApiResult {
+    let lifecycle = Arc::clone(&state.model);
+    let outcome = blocking(move || {
+        lifecycle.enable().map_err(|error| match error {
+            EnableError::InProgress => ApiError::conflict("setup_in_progress", error.to_string()),
+            EnableError::DownloadsDisabled => ApiError::conflict("downloads_disabled", error.to_string()),
+            EnableError::Failed(message) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "model_unusable", message)
+            }
+        })
+    })
+    .await?;
+    Ok(Json(json!({"ok": true, "status": outcome})))
+}
+
+/// `POST /api/memory/disable-embeddings`: embeddings are always on.
+pub(crate) async fn disable_embeddings() -> ApiError {
+    ApiError::new(StatusCode::GONE, "embeddings_always_on", "embeddings are always on; there is nothing to disable")
+}
+
+/// `GET /api/memory/settings`.
+pub(crate) async fn get_settings(State(state): State<Arc<AppState>>) -> ApiResult {
+    Ok(Json(json!({"ok": true, "settings": *state.settings.read()})))
+}
+
+/// `PUT /api/memory/settings`: validate, persist atomically to
+/// `config.json`, then apply to the running heartbeat jobs at once.
+pub(crate) async fn put_settings(State(state): State<Arc<AppState>>, JsonBody(update): JsonBody<Value>) -> ApiResult {
+    let _serialised = state.settings_write.lock().await;
+    let current = state.settings.read().clone();
+    let path = state.config_path.clone();
+    let next = current
+        .apply_update(&path, &update)
+        .map_err(|error| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_setting", error.to_string()))?;
+    let persisted = next.clone();
+    blocking(move || persist_memory_settings(&path, &persisted).map_err(ApiError::internal)).await?;
+    *state.settings.write() = next.clone();
+    tracing::info!(?next, "memory settings changed");
+    Ok(Json(json!({"ok": true, "settings": next})))
+}

@@ -1,0 +1,108 @@
+//! The router: one module per API area, token auth on every route, a body
+//! size limit, JSON errors for unknown routes and methods.
+
+mod agents;
+mod memory;
+mod skills;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router, middleware};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::auth::require_token;
+use super::error::ApiError;
+use super::pool::PoolError;
+
+pub(crate) type ApiResult = Result<Json<Value>, ApiError>;
+
+/// Seconds a client is told to wait after a 503 from the embed pool.
+const RETRY_AFTER_SECS: u64 = 1;
+
+/// Runs `job` on a blocking thread (SQLite and file work never run on the executor).
+pub(crate) async fn blocking<T, F>(job: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(job).await.map_err(|error| ApiError::internal(format!("request worker failed: {error}")))?
+}
+
+/// Runs an embedding-bearing `job` on the embed pool; 503 with
+/// `Retry-After` when the pool is full.
+pub(crate) async fn pooled<T, F>(state: &AppState, job: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+{
+    match state.pool.run(job).await {
+        Ok(result) => result,
+        Err(error @ PoolError::Full { .. }) => {
+            Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "embed_pool_full", error.to_string())
+                .retry_after(RETRY_AFTER_SECS))
+        }
+        Err(error @ PoolError::Closed) => {
+            Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", error.to_string())
+                .retry_after(RETRY_AFTER_SECS))
+        }
+        Err(error @ PoolError::Lost) => Err(ApiError::internal(error)),
+    }
+}
+
+/// `GET /api/health`: uptime, model, pool, heartbeat jobs, consolidation, config warnings.
+async fn health(State(state): State<Arc<AppState>>) -> ApiResult {
+    let consolidation = match &state.llm {
+        Some(client) => json!({"enabled": true, "model": client.model(), "endpoint": client.endpoint()}),
+        None => json!({
+            "enabled": false,
+            "reason": "no LLM configured (set llm.base_url and llm.model in config.json, or CAIRN_LLM_BASE_URL and CAIRN_LLM_MODEL)",
+        }),
+    };
+    Ok(Json(json!({
+        "ok": true,
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_secs": state.started.elapsed().as_secs(),
+        "model": state.model.phase(),
+        "embed_pool": state.pool.stats(),
+        "heartbeat": state.heartbeat.snapshot(),
+        "consolidation": consolidation,
+        "settings": *state.settings.read(),
+        "config_warnings": state.config_warnings,
+    })))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no_route", "no such API route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+}
+
+/// The whole API.
+pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
+    let api = Router::new()
+        .route("/api/health", get(health))
+        .route("/api/memory/semantic", get(memory::list_semantic).put(memory::put_semantic))
+        .route("/api/memory/semantic/{key}", axum::routing::delete(memory::delete_semantic))
+        .route("/api/memory/events", get(memory::events))
+        .route("/api/memory/stats", get(memory::stats))
+        .route("/api/memory/embedding-status", get(memory::embedding_status))
+        .route("/api/memory/enable-embeddings", post(memory::enable_embeddings))
+        .route("/api/memory/disable-embeddings", post(memory::disable_embeddings))
+        .route("/api/memory/settings", get(memory::get_settings).put(memory::put_settings))
+        .route("/api/skills", get(skills::list).post(skills::create))
+        .route("/api/skills/-/inject-on-trigger", post(skills::inject_on_trigger))
+        .route("/api/skills/{*name}", get(skills::get).put(skills::replace).delete(skills::delete))
+        .route("/api/agents", get(agents::list))
+        .route("/api/agents/detail/{name}", get(agents::get_detail).patch(agents::patch_detail))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed);
+    api.layer(middleware::from_fn_with_state(state.token.clone(), require_token))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}

@@ -1,0 +1,127 @@
+//! `/api/skills*`: list, read, create, replace, delete, and the
+//! `inject_on_trigger` toggle.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use cairn_skills::SkillsError;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ApiResult, blocking};
+use crate::serve::AppState;
+use crate::serve::error::{ApiError, JsonBody};
+
+fn skills_error(error: SkillsError) -> ApiError {
+    let message = error.to_string();
+    let (status, code) = match &error {
+        SkillsError::InvalidName { .. } => (StatusCode::BAD_REQUEST, "invalid_skill_name"),
+        SkillsError::NotFound { .. } => (StatusCode::NOT_FOUND, "skill_not_found"),
+        SkillsError::AlreadyExists { .. } => (StatusCode::CONFLICT, "skill_exists"),
+        SkillsError::NotOwned { .. } => (StatusCode::FORBIDDEN, "skill_not_owned"),
+        SkillsError::Symlink { .. } => (StatusCode::FORBIDDEN, "symlink_refused"),
+        SkillsError::NoFrontmatter { .. } => (StatusCode::CONFLICT, "no_frontmatter"),
+        SkillsError::MalformedFrontmatter { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "malformed_frontmatter"),
+        SkillsError::EditNotApplied { .. } => (StatusCode::CONFLICT, "edit_not_applied"),
+        SkillsError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "skill_too_large"),
+        SkillsError::Credentials { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "credentials_refused"),
+        _ => return ApiError::internal(error),
+    };
+    ApiError::new(status, code, message)
+}
+
+/// `GET /api/skills`: every skill with its cost fields.
+pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult {
+    let catalog = Arc::clone(&state.skills);
+    let skills = blocking(move || Ok(catalog.list_skills())).await?;
+    Ok(Json(json!({"ok": true, "skills": skills})))
+}
+
+/// `GET /api/skills/{name}`: one skill's file and fields.
+pub(crate) async fn get(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
+    let catalog = Arc::clone(&state.skills);
+    blocking(move || {
+        let skill = catalog
+            .get(&name)
+            .ok_or_else(|| ApiError::not_found("skill_not_found", format!("no skill named {name:?}")))?;
+        Ok(Json(json!({
+            "ok": true,
+            "name": skill.name,
+            "source": skill.source,
+            "path": skill.path,
+            "owned": skill.owned(),
+            "description": skill.description(),
+            "always": skill.meta.always,
+            "triggers": skill.meta.triggers,
+            "inject_on_trigger": skill.meta.inject_on_trigger,
+            "size_bytes": skill.size_bytes,
+            "warning": skill.warning,
+            "content": skill.text(),
+        })))
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateSkill {
+    name: String,
+    content: String,
+}
+
+/// `POST /api/skills`: create `<home>/skills/<name>/SKILL.md` (name sanitised).
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    JsonBody(body): JsonBody<CreateSkill>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let catalog = Arc::clone(&state.skills);
+    let name = blocking(move || catalog.create(&body.name, &body.content).map_err(skills_error)).await?;
+    Ok((StatusCode::CREATED, Json(json!({"ok": true, "name": name}))))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReplaceSkill {
+    content: String,
+}
+
+/// `PUT /api/skills/{name}`: replace an owned skill's file atomically.
+pub(crate) async fn replace(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<ReplaceSkill>,
+) -> ApiResult {
+    let catalog = Arc::clone(&state.skills);
+    let label = name.clone();
+    blocking(move || catalog.update(&name, &body.content).map_err(skills_error)).await?;
+    Ok(Json(json!({"ok": true, "name": label})))
+}
+
+/// `DELETE /api/skills/{name}`: remove an owned skill's directory.
+pub(crate) async fn delete(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
+    let catalog = Arc::clone(&state.skills);
+    let label = name.clone();
+    blocking(move || catalog.delete(&name).map_err(skills_error)).await?;
+    Ok(Json(json!({"ok": true, "name": label, "deleted": true})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InjectToggle {
+    name: String,
+    inject: bool,
+}
+
+/// `POST /api/skills/-/inject-on-trigger`: edit that one frontmatter line.
+pub(crate) async fn inject_on_trigger(
+    State(state): State<Arc<AppState>>,
+    JsonBody(body): JsonBody<InjectToggle>,
+) -> ApiResult {
+    let catalog = Arc::clone(&state.skills);
+    let name = body.name.clone();
+    let changed =
+        blocking(move || catalog.set_inject_on_trigger(&body.name, body.inject).map_err(skills_error)).await?;
+    Ok(Json(json!({"ok": true, "name": name, "inject": body.inject, "changed": changed})))
+}
