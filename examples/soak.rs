@@ -92,7 +92,11 @@ impl Drop for Server {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(30))).build().into()
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
 }
 
 fn start(options: &Options, home: &Path) -> anyhow::Result<Server> {
@@ -198,7 +202,9 @@ fn load(server: &Server, options: &Options, seconds: u64, stop: &AtomicBool, pre
                     if let Some(wait) = due.checked_duration_since(Instant::now()) {
                         std::thread::sleep(wait);
                     }
-                    let word = |salt: u64| WORDS[(ticket.wrapping_mul(2_654_435_761).wrapping_add(salt) % WORDS.len() as u64) as usize];
+                    let word = |salt: u64| {
+                        WORDS[(ticket.wrapping_mul(2_654_435_761).wrapping_add(salt) % WORDS.len() as u64) as usize]
+                    };
                     let sent = Instant::now();
                     let (kind, key, result) = if ticket % 2 == 0 {
                         let query = format!("{}%20{}", word(1), word(7));
@@ -340,7 +346,12 @@ fn kill_test(options: &Options) -> anyhow::Result<()> {
     });
     let _ = server.child.wait();
     let acknowledged: HashSet<String> = tally.acknowledged.into_iter().collect();
-    println!("kill: SIGKILL after {} s; {} writes acknowledged; statuses {:?}", options.kill_after, acknowledged.len(), tally.statuses);
+    println!(
+        "kill: SIGKILL after {} s; {} writes acknowledged; statuses {:?}",
+        options.kill_after,
+        acknowledged.len(),
+        tally.statuses
+    );
     let db = rusqlite::Connection::open(home.path().join("memory.db"))?;
     let integrity: String = db.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
     println!("integrity_check: {integrity}");

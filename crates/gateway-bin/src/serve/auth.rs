@@ -45,7 +45,8 @@ impl ApiToken {
             Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
         }
         let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).map_err(|error| anyhow::anyhow!("no system randomness for the API token: {error}"))?;
+        getrandom::fill(&mut bytes)
+            .map_err(|error| anyhow::anyhow!("no system randomness for the API token: {error}"))?;
         let token = hex(&bytes);
         write_owner_only(&path, token.as_bytes())?;
         Ok((Self(Arc::from(token.as_str())), path))
@@ -128,7 +129,9 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
 pub(crate) async fn require_token(State(token): State<ApiToken>, request: Request, next: Next) -> Response {
     match presented(request.headers()) {
         Some(candidate) if token.matches(candidate) => next.run(request).await,
-        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the API token does not match").into_response(),
+        Some(_) => {
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the API token does not match").into_response()
+        }
         None => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",

@@ -239,7 +239,11 @@ impl<'a> Section<'a> {
             None => Ok(None),
             Some(value) => match value.as_f64() {
                 Some(number) if number.is_finite() && (min..=max).contains(&number) => Ok(Some(number)),
-                _ => Err(invalid(self.path, &self.key(key), format!("must be a number from {min} to {max} (got {value})"))),
+                _ => Err(invalid(
+                    self.path,
+                    &self.key(key),
+                    format!("must be a number from {min} to {max} (got {value})"),
+                )),
             },
         }
     }
@@ -430,11 +434,8 @@ pub(crate) fn persist_memory_settings(path: &Path, settings: &MemorySettings) ->
     if !root.is_object() {
         return Err(invalid(path, "(top level)", "must be a JSON object"));
     }
-    let memory = root
-        .as_object_mut()
-        .expect("checked above")
-        .entry("memory")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let memory =
+        root.as_object_mut().expect("checked above").entry("memory").or_insert_with(|| Value::Object(Map::new()));
     let Some(memory) = memory.as_object_mut() else {
         return Err(invalid(path, "memory", "must be a JSON object"));
     };
@@ -533,8 +534,7 @@ mod tests {
             r#"{"server": {"port": 9000, "heartbeat_secs": 30}, "llm": {"model": "file-model", "base_url": "http://127.0.0.1:1"}}"#,
         )
         .unwrap();
-        let overrides =
-            Overrides { port: Some(0), llm_model: Some("flag-model".to_owned()), ..Overrides::default() };
+        let overrides = Overrides { port: Some(0), llm_model: Some("flag-model".to_owned()), ..Overrides::default() };
         let config = GatewayConfig::load(home.path(), &overrides).unwrap();
         assert_eq!(config.server.port, 0);
         assert_eq!(config.server.heartbeat_secs, 30);

@@ -150,7 +150,12 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    fn job(name: &'static str, every_ticks: u64, at_start: bool, run: impl Fn() -> JobResult + Send + Sync + 'static) -> Job {
+    fn job(
+        name: &'static str,
+        every_ticks: u64,
+        at_start: bool,
+        run: impl Fn() -> JobResult + Send + Sync + 'static,
+    ) -> Job {
         Job { name, every_ticks, at_start, run: Arc::new(run) }
     }
 
@@ -167,17 +172,24 @@ mod tests {
         let status = HeartbeatStatus::default();
         let (stop_tx, stop) = watch::channel(false);
         let heartbeat = tokio::spawn(run(jobs, Duration::from_millis(5), status.clone(), stop));
-        // Wait (without a deadline on speed) until the counter has run several times.
-        while counted.load(Ordering::SeqCst) < 5 {
+        // Wait (without a deadline on speed) until every job has finished at least once.
+        let finished =
+            |snapshot: &serde_json::Value, name: &str| snapshot["jobs"][name]["runs"].as_u64().unwrap_or(0) >= 1;
+        loop {
+            let snapshot = status.snapshot();
+            if counted.load(Ordering::SeqCst) >= 5 && finished(&snapshot, "failing") && finished(&snapshot, "panicking")
+            {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         stop_tx.send(true).unwrap();
         heartbeat.await.unwrap();
         let snapshot = status.snapshot();
         let jobs = &snapshot["jobs"];
-        assert!(jobs["counter"]["runs"].as_u64().unwrap() >= 5);
+        assert!(jobs["counter"]["runs"].as_u64().unwrap() >= 5, "{snapshot}");
         assert_eq!(jobs["counter"]["last_ok"], true);
-        assert!(jobs["failing"]["failures"].as_u64().unwrap() >= 1);
+        assert!(jobs["failing"]["failures"].as_u64().unwrap() >= 1, "{snapshot}");
         assert_eq!(jobs["failing"]["last_error"], "disk on fire");
         assert!(jobs["panicking"]["last_error"].as_str().unwrap().contains("panicked"));
         assert_eq!(jobs["rare"]["runs"], 0);

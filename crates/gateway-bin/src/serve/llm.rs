@@ -153,10 +153,9 @@ impl LlmClient {
         if let Some(key) = &self.api_key {
             request = request.header("Authorization", &format!("Bearer {key}"));
         }
-        let response =
-            request.send(serde_json::to_vec(body).expect("JSON values serialise")).map_err(|error| {
-                LlmError::Transport(cairn_guard::redact_all(&error.to_string()).into_owned())
-            })?;
+        let response = request
+            .send(serde_json::to_vec(body).expect("JSON values serialise"))
+            .map_err(|error| LlmError::Transport(cairn_guard::redact_all(&error.to_string()).into_owned()))?;
         let status = response.status().as_u16();
         let text = response
             .into_body()
@@ -184,9 +183,12 @@ mod tests {
     use std::sync::mpsc;
     use std::thread;
 
+    /// What the loopback server saw: each request body and its `Authorization` header.
+    type Seen = mpsc::Receiver<(String, Option<String>)>;
+
     /// A loopback server answering each request with the next canned
     /// `(status, body)` and reporting what it received.
-    fn serve(answers: Vec<(u16, &'static str)>) -> (String, mpsc::Receiver<(String, Option<String>)>, thread::JoinHandle<()>) {
+    fn serve(answers: Vec<(u16, &'static str)>) -> (String, Seen, thread::JoinHandle<()>) {
         let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
         let (seen_tx, seen) = mpsc::channel();
@@ -232,7 +234,7 @@ mod tests {
     #[test]
     fn completes_and_sends_model_key_and_redacted_messages() {
         let (url, seen, handle) = serve(vec![(200, OK)]);
-        let secret = "AKIAIOSFODNN7EXAMPLE";
+        let secret = "AKIAZ3MPLE7EXAMP1E2Q";
         let text = client(&url, 0)
             .complete(&[ChatMessage::system("be brief"), ChatMessage::user(format!("my key is {secret}"))])
             .unwrap();

@@ -70,7 +70,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "CAIRN_EMBED_MODEL_URL", value_name = "URL")]
     pub(crate) model_url: Option<String>,
     /// Never download the embedding model.
-    #[arg(long = "no-model-download", env = "CAIRN_SKIP_MODEL_DOWNLOAD")]
+    #[arg(
+        long = "no-model-download",
+        env = "CAIRN_SKIP_MODEL_DOWNLOAD",
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub(crate) skip_download: bool,
     /// OpenAI-compatible API base URL for consolidation (e.g. http://127.0.0.1:11434/v1).
     #[arg(long, env = "CAIRN_LLM_BASE_URL", value_name = "URL")]
@@ -159,8 +164,7 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let (token, token_path) = ApiToken::load_or_create(&home)?;
 
     let lifecycle = Arc::new(ModelLifecycle::new(ModelManager::new(manager_config(&home, args, &config))));
-    let mut memory_config = MemoryConfig::default();
-    memory_config.extra_prefixes = config.extra_prefixes.clone();
+    let memory_config = MemoryConfig { extra_prefixes: config.extra_prefixes.clone(), ..MemoryConfig::default() };
     let embedder: Arc<dyn EmbeddingBackend> = lifecycle.embedder();
     let memory = Arc::new(
         MemoryDb::open_in_home(&home, memory_config)
@@ -177,7 +181,9 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
 
     let agents_dir = match &config.agent.agents_dir {
         Some(dir) => dir.clone(),
-        None => dirs::home_dir().context("no home directory; set agent.agents_dir in config.json")?.join(".kiro/agents"),
+        None => {
+            dirs::home_dir().context("no home directory; set agent.agents_dir in config.json")?.join(".kiro/agents")
+        }
     };
     let mut agent_dirs = AgentDirs::user(agents_dir);
     if let Some(project) = &config.agent.project_dir {

@@ -150,12 +150,12 @@ impl ModelLifecycle {
     /// one (6 attempts) and wire it when it lands. Never blocks.
     pub(crate) fn start(self: &Arc<Self>) {
         let lifecycle = Arc::clone(self);
-        let spawned = std::thread::Builder::new()
-            .name("cairn-model".to_owned())
-            .spawn(move || match lifecycle.resolve_or_download(RetryPolicy::BACKGROUND) {
+        let spawned = std::thread::Builder::new().name("cairn-model".to_owned()).spawn(move || {
+            match lifecycle.resolve_or_download(RetryPolicy::BACKGROUND) {
                 Ok(_) | Err(EnableError::InProgress) => {}
                 Err(error) => tracing::warn!(%error, "embedding model unavailable; memory uses keyword search"),
-            });
+            }
+        });
         if let Err(error) = spawned {
             *self.phase.lock() = Phase::Failed { error: format!("starting the model thread: {error}") };
         }
@@ -183,7 +183,10 @@ impl ModelLifecycle {
                 let ticket = self.start_download(RetryPolicy::INTERACTIVE)?;
                 std::thread::Builder::new()
                     .name("cairn-model".to_owned())
-                    .spawn(move || lifecycle.finish_download(ticket.wait().map_err(|error| error.to_string())))
+                    .spawn(move || {
+                        lifecycle
+                            .finish_download(ticket.wait().map_err(|error| format!("{:#}", anyhow::Error::new(error))))
+                    })
                     .map_err(|error| EnableError::Failed(format!("starting the model thread: {error}")))?;
                 Ok(EnableOutcome::Downloading)
             }
@@ -211,7 +214,7 @@ impl ModelLifecycle {
             Ok(Some(resolved)) => self.wire(resolved.dir),
             Ok(None) => {
                 let ticket = self.start_download(policy)?;
-                self.finish_download(ticket.wait().map_err(|error| error.to_string()));
+                self.finish_download(ticket.wait().map_err(|error| format!("{:#}", anyhow::Error::new(error))));
                 Ok(())
             }
             Err(error) => {

@@ -119,10 +119,9 @@ fn place_skills(resources: &mut Vec<Value>, wanted: &[String], skills_root: &std
         resources[*slot] = Value::String(skill_uri(skills_root, name));
     }
     if wanted.len() > slots.len() {
-        let mut at = slots.last().map_or(resources.len(), |last| last + 1);
-        for name in &wanted[slots.len()..] {
+        let first = slots.last().map_or(resources.len(), |last| last + 1);
+        for (at, name) in (first..).zip(&wanted[slots.len()..]) {
             resources.insert(at, Value::String(skill_uri(skills_root, name)));
-            at += 1;
         }
     } else {
         for slot in slots[wanted.len()..].iter().rev() {
@@ -138,7 +137,10 @@ pub(crate) async fn patch_detail(
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> ApiResult {
     if let Some(key) = body.keys().find(|key| *key != "model" && *key != "skills") {
-        return Err(ApiError::bad_request("unknown_field", format!("PATCH accepts only `model` and `skills`, not `{key}`")));
+        return Err(ApiError::bad_request(
+            "unknown_field",
+            format!("PATCH accepts only `model` and `skills`, not `{key}`"),
+        ));
     }
     if body.is_empty() {
         return Err(ApiError::bad_request("empty_patch", "send `model`, `skills` or both"));

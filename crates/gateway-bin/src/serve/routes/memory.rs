@@ -27,7 +27,9 @@ fn limit(value: Option<usize>) -> Result<usize, ApiError> {
     match value {
         None => Ok(DEFAULT_LIMIT),
         Some(limit) if (1..=MAX_LIMIT).contains(&limit) => Ok(limit),
-        Some(limit) => Err(ApiError::bad_request("invalid_limit", format!("limit must be 1 to {MAX_LIMIT} (got {limit})"))),
+        Some(limit) => {
+            Err(ApiError::bad_request("invalid_limit", format!("limit must be 1 to {MAX_LIMIT} (got {limit})")))
+        }
     }
 }
 
@@ -68,21 +70,20 @@ pub(crate) struct SemanticWrite {
 
 /// `PUT /api/memory/semantic`: create or update through every memory rule.
 /// Runs on the embed pool (the value is embedded); 503 when the pool is full.
-pub(crate) async fn put_semantic(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<SemanticWrite>) -> ApiResult {
-    let source: Source = body
-        .source
-        .as_deref()
-        .unwrap_or("user_explicit")
-        .parse()
-        .map_err(|rejected: cairn_memory_core::Rejected| {
+pub(crate) async fn put_semantic(
+    State(state): State<Arc<AppState>>,
+    JsonBody(body): JsonBody<SemanticWrite>,
+) -> ApiResult {
+    let source: Source = body.source.as_deref().unwrap_or("user_explicit").parse().map_err(
+        |rejected: cairn_memory_core::Rejected| {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejected.code(), rejected.to_string())
-        })?;
+        },
+    )?;
     let confidence = body.confidence.unwrap_or(1.0);
     let memory = Arc::clone(&state.memory);
-    let outcome = pooled(&state, move || {
-        memory.write_semantic(&body.key, &body.value, confidence, source).map_err(memory_error)
-    })
-    .await?;
+    let outcome =
+        pooled(&state, move || memory.write_semantic(&body.key, &body.value, confidence, source).map_err(memory_error))
+            .await?;
     Ok(Json(json!({"ok": true, "result": outcome})))
 }
 
@@ -90,8 +91,7 @@ pub(crate) async fn put_semantic(State(state): State<Arc<AppState>>, JsonBody(bo
 pub(crate) async fn delete_semantic(State(state): State<Arc<AppState>>, Path(key): Path<String>) -> ApiResult {
     let memory = Arc::clone(&state.memory);
     let lookup = key.clone();
-    let outcome =
-        blocking(move || memory.delete_semantic(&lookup, Source::UserExplicit).map_err(memory_error)).await?;
+    let outcome = blocking(move || memory.delete_semantic(&lookup, Source::UserExplicit).map_err(memory_error)).await?;
     match outcome {
         DeleteOutcome::Deleted => Ok(Json(json!({"ok": true, "key": key, "deleted": true}))),
         DeleteOutcome::NotFound => Err(ApiError::not_found("key_not_found", format!("no live entry under {key:?}"))),
@@ -177,9 +177,7 @@ pub(crate) async fn enable_embeddings(State(state): State<Arc<AppState>>) -> Api
         lifecycle.enable().map_err(|error| match error {
             EnableError::InProgress => ApiError::conflict("setup_in_progress", error.to_string()),
             EnableError::DownloadsDisabled => ApiError::conflict("downloads_disabled", error.to_string()),
-            EnableError::Failed(message) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "model_unusable", message)
-            }
+            EnableError::Failed(message) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "model_unusable", message),
         })
     })
     .await?;

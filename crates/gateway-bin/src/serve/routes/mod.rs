@@ -29,7 +29,9 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ApiError> + Send + 'static,
 {
-    tokio::task::spawn_blocking(job).await.map_err(|error| ApiError::internal(format!("request worker failed: {error}")))?
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(|error| ApiError::internal(format!("request worker failed: {error}")))?
 }
 
 /// Runs an embedding-bearing `job` on the embed pool; 503 with
