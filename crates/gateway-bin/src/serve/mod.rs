@@ -26,7 +26,7 @@ use cairn_agent_spec::{AgentDirs, Pins};
 use cairn_embedder::EmbeddingBackend;
 use cairn_embedder::manager::{ManagerConfig, ModelManager, ModelSource};
 use cairn_guard::SensitivePaths;
-use cairn_memory_core::{MemoryConfig, MemoryDb};
+use cairn_memory_core::{MemoryConfig, MemoryDb, MemoryFiles};
 use cairn_skills::{Catalog, SkillsConfig};
 use parking_lot::RwLock;
 use tokio::sync::watch;
@@ -41,6 +41,10 @@ use crate::cli::Cli;
 
 /// Vectors the backfill job computes per heartbeat tick.
 const BACKFILL_BATCH: usize = 256;
+/// Heartbeat ticks between rebuilds of the Markdown keyword index.
+const FTS_REBUILD_TICKS: u64 = 15;
+/// Heartbeat ticks between history prunes (a day of 60 s ticks).
+const PRUNE_TICKS: u64 = 1440;
 /// How long shutdown waits for blocking work still running.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
@@ -103,6 +107,7 @@ pub(crate) struct AppState {
     pub(crate) config_path: PathBuf,
     pub(crate) token: ApiToken,
     pub(crate) memory: Arc<MemoryDb>,
+    pub(crate) files: Arc<MemoryFiles>,
     pub(crate) skills: Arc<Catalog>,
     pub(crate) agents: AgentsHandle,
     pub(crate) model: Arc<ModelLifecycle>,
@@ -171,6 +176,9 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("opening the memory database in {}", home.display()))?
             .with_embedder(embedder),
     );
+    let files = Arc::new(
+        MemoryFiles::open(&home).with_context(|| format!("opening the Markdown memory in {}", home.display()))?,
+    );
     let mut skills_config = SkillsConfig::new(&home);
     skills_config.max_triggered = config.skills.max_triggered;
     skills_config.lazy_load = config.skills.lazy_load;
@@ -203,6 +211,7 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         config_path: config.path.clone(),
         token,
         memory,
+        files,
         skills,
         agents: AgentsHandle {
             dirs: agent_dirs,
@@ -351,7 +360,35 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
         "no LLM configured"
     };
     state.heartbeat.disable("check_idle_sessions", consolidation_reason);
-    state.heartbeat.disable("fts_rebuild", "the Markdown memory index is not available in this build");
-    state.heartbeat.disable("prune_history", "the Markdown history store is not available in this build");
+
+    let index_state = Arc::clone(state);
+    jobs.push(Job {
+        name: "fts_rebuild",
+        every_ticks: FTS_REBUILD_TICKS,
+        at_start: true,
+        run: Arc::new(move || {
+            let report = index_state.files.rebuild_index()?;
+            Ok(format!(
+                "{} files indexed, {} removed, {} chunks{}",
+                report.files_indexed,
+                report.files_removed,
+                report.chunks_written,
+                if report.healed { "; a damaged index was moved aside" } else { "" }
+            ))
+        }),
+    });
+
+    let prune_state = Arc::clone(state);
+    jobs.push(Job {
+        name: "prune_history",
+        every_ticks: PRUNE_TICKS,
+        at_start: true,
+        run: Arc::new(move || {
+            // Read at run time, so a settings change applies to the next run.
+            let keep_days = u32::try_from(prune_state.settings.read().history_max_days).unwrap_or(u32::MAX);
+            let report = prune_state.files.prune_history(keep_days)?;
+            Ok(format!("kept {} day files, deleted {} (keeping {keep_days} days)", report.kept, report.deleted.len()))
+        }),
+    });
     jobs
 }

@@ -709,3 +709,59 @@ fn serve_downloads_in_the_background_and_refuses_a_second_setup() {
     seen.recv().unwrap();
     model_server.join().unwrap();
 }
+
+#[test]
+fn serve_context_preview_and_markdown_maintenance_jobs() {
+    let home = tempfile::tempdir().unwrap();
+    write(&home.path().join("memory/preferences.md"), "- Prefers the helix editor for everything\n");
+    write(&home.path().join("memory/history/2000-01-01.md"), "## 10:00\nan entry from long ago\n");
+    let gateway = start_in(home, &["--heartbeat-secs", "3600"], &[]);
+    let health = gateway.wait_for("/api/health", "the start-up jobs", |body| {
+        let jobs = &body["heartbeat"]["jobs"];
+        jobs["fts_rebuild"]["runs"].as_u64().unwrap_or(0) >= 1
+            && jobs["prune_history"]["runs"].as_u64().unwrap_or(0) >= 1
+    });
+    let jobs = &health["heartbeat"]["jobs"];
+    assert_eq!(jobs["fts_rebuild"]["last_ok"], true, "{jobs}");
+    assert_eq!(jobs["fts_rebuild"]["every_ticks"], 15);
+    assert_eq!(jobs["prune_history"]["every_ticks"], 1440);
+    assert!(jobs["prune_history"]["last_detail"].as_str().unwrap().contains("deleted 1"), "{jobs}");
+    assert!(!gateway.home().join("memory/history/2000-01-01.md").exists());
+
+    assert_eq!(
+        gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.editor", "value": "helix"})).status,
+        200
+    );
+    let preview = gateway.get("/api/memory/context-preview?q=which%20editor");
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    let session = preview.body["session"]["text"].as_str().unwrap();
+    assert!(session.contains("Prefers the helix editor"), "{session}");
+    assert!(session.contains("pref.editor"), "{session}");
+    assert!(!preview.body["session"]["sections"].as_array().unwrap().is_empty());
+    assert_eq!(preview.body["message"]["text"].as_str().map(|text| text.contains("which editor")), Some(true));
+    let refused = gateway.get("/api/memory/context-preview?q=x&window=0");
+    assert_eq!((refused.status, refused.code()), (400, "invalid_window"));
+}
+
+#[test]
+fn serve_lessons_endpoints() {
+    let gateway = start(&[]);
+    let taught =
+        gateway.send("POST", "/api/memory/lessons", &json!({"rule": "use tabs for indentation", "not": "spaces"}));
+    assert_eq!(taught.status, 200, "{}", taught.body);
+    assert_eq!(taught.body["result"]["outcome"]["outcome"], "created");
+    let key = taught.body["result"]["outcome"]["key"].as_str().unwrap().to_owned();
+    assert!(key.starts_with("lesson."));
+    let duplicate = gateway.send("POST", "/api/memory/lessons", &json!({"rule": "use tabs"}));
+    assert_eq!(duplicate.body["result"]["outcome"]["outcome"], "skipped", "{}", duplicate.body);
+    let listed = gateway.get("/api/memory/lessons");
+    assert_eq!(listed.body["lessons"].as_array().unwrap().len(), 1);
+    assert_eq!(listed.body["lessons"][0]["rule"], "use tabs for indentation");
+    for body in
+        [json!({"rule": ""}), json!({"rule": "x", "category": "mood"}), json!({"rule": "x", "source": "Bad Source"})]
+    {
+        assert_eq!(gateway.send("POST", "/api/memory/lessons", &body).status, 422, "{body}");
+    }
+    assert_eq!(gateway.delete(&format!("/api/memory/lessons/{key}")).status, 200);
+    assert_eq!(gateway.delete(&format!("/api/memory/lessons/{key}")).code(), "lesson_not_found");
+}

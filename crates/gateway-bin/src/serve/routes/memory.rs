@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use cairn_context::{ContextBuilder, MessageRequest, SessionRequest};
 use cairn_embedder::EmbeddingBackend as _;
 use cairn_embedder::manager::DownloadStep;
 use cairn_memory_core::{DeleteOutcome, Source};
@@ -20,6 +21,8 @@ use crate::serve::model::{EnableError, Phase};
 
 /// Largest `limit` a list or search accepts.
 const MAX_LIMIT: usize = 1_000;
+/// Longest `q` a context preview accepts.
+const MAX_PREVIEW_QUERY_CHARS: usize = 8_000;
 /// `limit` when none is given.
 const DEFAULT_LIMIT: usize = 20;
 
@@ -208,4 +211,95 @@ pub(crate) async fn put_settings(State(state): State<Arc<AppState>>, JsonBody(up
     *state.settings.write() = next.clone();
     tracing::info!(?next, "memory settings changed");
     Ok(Json(json!({"ok": true, "settings": next})))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PreviewQuery {
+    q: Option<String>,
+    window: Option<u64>,
+}
+
+/// `GET /api/memory/context-preview?q=[&window=]`: what a new session and
+/// a first message about `q` would be given (Markdown memory, semantic
+/// memory, lessons, triggered skills), with the per-section account.
+pub(crate) async fn context_preview(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<PreviewQuery>,
+) -> ApiResult {
+    let q = query.q.unwrap_or_default();
+    if q.chars().count() > MAX_PREVIEW_QUERY_CHARS {
+        return Err(ApiError::bad_request(
+            "query_too_long",
+            format!("q must be at most {MAX_PREVIEW_QUERY_CHARS} characters"),
+        ));
+    }
+    if query.window == Some(0) {
+        return Err(ApiError::bad_request("invalid_window", "window must be a positive number of tokens"));
+    }
+    blocking(move || {
+        let builder = ContextBuilder::new()
+            .with_markdown(Arc::clone(&state.files) as Arc<dyn cairn_context::MarkdownMemory>)
+            .with_semantic(Arc::clone(&state.memory) as Arc<dyn cairn_context::SemanticMemory>)
+            .with_lessons(Arc::clone(&state.memory) as Arc<dyn cairn_context::LessonSource>)
+            .with_skills(Arc::clone(&state.skills));
+        let session = builder.build_session_context(&SessionRequest {
+            model_window: query.window,
+            query: &q,
+            ..Default::default()
+        });
+        let message = builder.build_message(&MessageRequest {
+            model_window: query.window,
+            message: &q,
+            first_in_session: true,
+            ..Default::default()
+        });
+        Ok(Json(json!({"ok": true, "query": q, "session": session, "message": message})))
+    })
+    .await
+}
+
+fn rejected(rejected: cairn_memory_core::Rejected) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejected.code(), rejected.to_string())
+}
+
+/// `GET /api/memory/lessons?limit=`: lessons, newest first.
+pub(crate) async fn list_lessons(State(state): State<Arc<AppState>>, Query(query): Query<LimitQuery>) -> ApiResult {
+    let limit = limit(query.limit.or(Some(cairn_memory_core::constants::MAX_LESSONS_IN_CONTEXT)))?;
+    let memory = Arc::clone(&state.memory);
+    let lessons = blocking(move || memory.get_lessons(limit).map_err(memory_error)).await?;
+    Ok(Json(json!({"ok": true, "lessons": lessons})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LessonWrite {
+    rule: String,
+    not: Option<String>,
+    category: Option<String>,
+    source: Option<String>,
+}
+
+/// `POST /api/memory/lessons`: teach a lesson (deduplicated against the
+/// stored ones). Runs on the embed pool; 503 when it is full.
+pub(crate) async fn add_lesson(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<LessonWrite>) -> ApiResult {
+    let category: cairn_memory_core::LessonCategory =
+        body.category.as_deref().unwrap_or("preference").parse().map_err(rejected)?;
+    let source: Source = body.source.as_deref().unwrap_or("user_explicit").parse().map_err(rejected)?;
+    let memory = Arc::clone(&state.memory);
+    let outcome = pooled(&state, move || {
+        memory.write_lesson(&body.rule, body.not.as_deref(), category, source).map_err(memory_error)
+    })
+    .await?;
+    Ok(Json(json!({"ok": true, "result": outcome})))
+}
+
+/// `DELETE /api/memory/lessons/{key}`.
+pub(crate) async fn delete_lesson(State(state): State<Arc<AppState>>, Path(key): Path<String>) -> ApiResult {
+    let memory = Arc::clone(&state.memory);
+    let lookup = key.clone();
+    let outcome = blocking(move || memory.delete_lesson(&lookup, Source::UserExplicit).map_err(memory_error)).await?;
+    match outcome {
+        DeleteOutcome::Deleted => Ok(Json(json!({"ok": true, "key": key, "deleted": true}))),
+        DeleteOutcome::NotFound => Err(ApiError::not_found("lesson_not_found", format!("no lesson under {key:?}"))),
+    }
 }
