@@ -91,3 +91,52 @@ pub const MAX_SEARCH_QUERY_TERMS: usize = 32;
 pub const FTS_REBUILD_TICKS: u64 = 15;
 /// Heartbeat ticks between history prunes (once a day at a 60 s tick).
 pub const PRUNE_TICKS: u64 = 1_440;
+/// Shortest accepted episodic text, in characters (after trimming).
+pub const EPISODIC_MIN_CHARS: usize = 10;
+/// Longest accepted episodic text, in characters (after trimming).
+pub const EPISODIC_MAX_CHARS: usize = 2_000;
+/// A new episodic row whose cosine to an active row is above this is a duplicate.
+pub const EPISODIC_DEDUP_COSINE: f32 = 0.88;
+/// Active episodic rows kept; a write beyond it evicts the lowest importance, then the oldest.
+pub const EPISODIC_DEFAULT_CAP: usize = 10_000;
+/// Default importance of an episodic row.
+pub const EPISODIC_DEFAULT_IMPORTANCE: f64 = 0.5;
+/// Results rendered into the `[Episodic Memory]` block.
+pub const EPISODIC_CONTEXT_LIMIT: usize = 8;
+/// Longest fragment of one episodic row in the context block, in characters.
+pub const EPISODIC_FRAGMENT_CHARS: usize = 1_500;
+/// Largest `[Episodic Memory]` block, in characters (the caller's cap may be lower).
+pub const EPISODIC_INJECT_CAP: usize = 3_000;
+/// First line of the episodic context block.
+pub const EPISODIC_BLOCK_HEADER: &str = "[Episodic Memory]";
+/// Tags kept per episodic row.
+pub const EPISODIC_MAX_TAGS: usize = 10;
+/// Longest tag, in characters; longer tags are cut.
+pub const EPISODIC_MAX_TAG_CHARS: usize = 32;
+/// Longest `source_ref`, in characters.
+pub const EPISODIC_MAX_SOURCE_REF_CHARS: usize = 200;
+/// Rows embedded per batch by a backfill or a re-embed.
+pub const EPISODIC_BACKFILL_BATCH: usize = 32;
+/// Candidates taken from each of the vector and the keyword lists in hybrid retrieval.
+pub const HYBRID_CANDIDATES: usize = 100;
+/// The `k` of reciprocal-rank fusion: a list's rank `r` (from 1) adds `1 / (k + r)`.
+pub const RRF_K: f64 = 60.0;
+/// Weight of the cosine in the weighted-sum fusion (the keyword score gets the rest).
+pub const WEIGHTED_FUSION_VECTOR_WEIGHT: f64 = 0.6;
+/// How much importance and age move a hybrid score: the fused score is
+/// multiplied by `(1 − w) + w × (0.7 + 0.3 × importance) × exp(−0.03 × days)`.
+/// At 1 this is the specification's factor; below 1 an old but strongly
+/// matching memory keeps part of its score, so age orders comparable
+/// matches instead of burying every old one.
+pub const HYBRID_PRIOR_WEIGHT: f64 = 0.25;
+/// Keyword admission into the context block, for a hit under the cosine
+/// gate: it must be among this many best bm25 hits...
+pub const KEYWORD_ADMISSION_MAX_RANK: usize = 3;
+/// ...and contain at least this share of the query's distinct terms (stemmed).
+pub const KEYWORD_ADMISSION_MIN_COVERAGE: f64 = 0.5;
+/// Query terms kept by the keyword sanitiser (the first ones, in query order).
+pub const FTS_MAX_QUERY_TERMS: usize = 32;
+/// Shortest query word kept by the keyword sanitiser, in characters.
+pub const FTS_MIN_TERM_CHARS: usize = 2;
+/// Shortest old semantic value (in characters) whose quotes retire episodic rows.
+pub const STALE_QUOTE_MIN_CHARS: usize = 4;

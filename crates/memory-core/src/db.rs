@@ -4,13 +4,15 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_embedder::EmbeddingBackend;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_AUDIT_EVENTS, MAX_IDLE_READERS};
+use crate::episodic::EpisodicState;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::schema;
 use crate::search::SnapshotCache;
@@ -92,8 +94,12 @@ pub struct MemoryDb {
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
     busy_timeout: Duration,
-    pub(crate) embedder: Option<Arc<dyn EmbeddingBackend>>,
+    embedder: RwLock<Option<Arc<dyn EmbeddingBackend>>>,
+    /// Bumped on every change of embedder; a vector computed under an older
+    /// generation is never committed as current.
+    space_generation: AtomicU64,
     pub(crate) snapshot: SnapshotCache,
+    pub(crate) episodic: EpisodicState,
 }
 
 impl fmt::Debug for MemoryDb {
@@ -101,7 +107,7 @@ impl fmt::Debug for MemoryDb {
         f.debug_struct("MemoryDb")
             .field("path", &self.path)
             .field("prefixes", &self.prefixes)
-            .field("embedder", &self.embedder.as_ref().map(|embedder| embedder.model_id().to_owned()))
+            .field("embedder", &self.embedder().map(|embedder| embedder.model_id().to_owned()))
             .finish_non_exhaustive()
     }
 }
@@ -155,17 +161,43 @@ impl MemoryDb {
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
             busy_timeout: config.busy_timeout,
-            embedder: None,
+            embedder: RwLock::new(None),
+            space_generation: AtomicU64::new(1),
             snapshot: SnapshotCache::default(),
+            episodic: EpisodicState::default(),
         })
     }
 
     /// Uses `embedder` to compute vectors on write and for queries. Entries
     /// written while it is not ready get their vector from
     /// [`backfill_vectors`](Self::backfill_vectors).
-    pub fn with_embedder(mut self, embedder: Arc<dyn EmbeddingBackend>) -> Self {
-        self.embedder = Some(embedder);
+    pub fn with_embedder(self, embedder: Arc<dyn EmbeddingBackend>) -> Self {
+        self.set_embedder(Some(embedder));
         self
+    }
+
+    /// The configured embedder, if any.
+    pub fn embedder(&self) -> Option<Arc<dyn EmbeddingBackend>> {
+        self.embedder.read().clone()
+    }
+
+    /// The configured embedder and its space generation, read together.
+    pub(crate) fn embedder_with_generation(&self) -> (Option<Arc<dyn EmbeddingBackend>>, u64) {
+        let embedder = self.embedder.read();
+        (embedder.clone(), self.space_generation.load(Ordering::SeqCst))
+    }
+
+    /// The current space generation.
+    pub(crate) fn space_generation(&self) -> u64 {
+        self.space_generation.load(Ordering::SeqCst)
+    }
+
+    /// Replaces the embedder and bumps the space generation, so vectors
+    /// being computed by the previous one are stored as missing instead.
+    pub(crate) fn set_embedder(&self, embedder: Option<Arc<dyn EmbeddingBackend>>) -> u64 {
+        let mut slot = self.embedder.write();
+        *slot = embedder;
+        self.space_generation.fetch_add(1, Ordering::SeqCst) + 1
     }
 
     /// Path of the database file.
@@ -180,19 +212,19 @@ impl MemoryDb {
 
     /// The vector space of the configured embedder (`<model id>#<dim>`).
     pub(crate) fn space(&self) -> Option<String> {
-        self.embedder.as_ref().map(|embedder| format!("{}#{}", embedder.model_id(), embedder.dim()))
+        self.embedder().map(|embedder| space_signature(&*embedder))
     }
 
     /// Embeds `text` when an embedder is configured and ready; a failure or a
     /// not-ready model means "no vector now", never a failed write.
     pub(crate) fn try_embed(&self, text: &str) -> Option<(Vec<f32>, String)> {
-        let embedder = self.embedder.as_ref()?;
+        let embedder = self.embedder()?;
         if !embedder.is_ready() {
             tracing::debug!(model = embedder.model_id(), "embedder not ready; writing without a vector");
             return None;
         }
         match embedder.embed(text) {
-            Ok(vector) if vector.len() == embedder.dim() => Some((vector, self.space()?)),
+            Ok(vector) if vector.len() == embedder.dim() => Some((vector, space_signature(&*embedder))),
             Ok(vector) => {
                 tracing::warn!(got = vector.len(), expected = embedder.dim(), "embedder returned a wrong-sized vector");
                 None
@@ -202,6 +234,17 @@ impl MemoryDb {
                 None
             }
         }
+    }
+
+    /// The writer connection, locked: for work that must run index updates
+    /// between its statements and after its commit under one lock.
+    pub(crate) fn lock_writer(&self) -> parking_lot::MutexGuard<'_, Connection> {
+        self.writer.lock()
+    }
+
+    /// The writer connection if no other thread holds it.
+    pub(crate) fn try_lock_writer(&self) -> Option<parking_lot::MutexGuard<'_, Connection>> {
+        self.writer.try_lock()
     }
 
     /// Runs `work` in a `BEGIN IMMEDIATE` transaction on the writer
@@ -342,7 +385,7 @@ impl MemoryDb {
     /// Counts of live and tombstoned rows, vectors and audit events.
     pub fn stats(&self) -> Result<MemoryStats> {
         let space = self.space();
-        let (embedding_model, embedder_ready) = match &self.embedder {
+        let (embedding_model, embedder_ready) = match &self.embedder() {
             Some(embedder) => (Some(embedder.model_id().to_owned()), embedder.is_ready()),
             None => (None, false),
         };
@@ -397,6 +440,11 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     connection.busy_timeout(busy_timeout).map_err(MemoryError::sqlite("setting the busy timeout"))?;
     connection.set_prepared_statement_cache_capacity(32);
     Ok(connection)
+}
+
+/// The vector space a backend produces: `<model id>#<dim>`.
+pub(crate) fn space_signature(embedder: &dyn EmbeddingBackend) -> String {
+    format!("{}#{}", embedder.model_id(), embedder.dim())
 }
 
 /// Milliseconds since the Unix epoch.

@@ -61,6 +61,26 @@ pub enum MemoryError {
         #[source]
         source: jiff::Error,
     },
+    /// The vector index refused an operation (a wrong-sized or non-finite vector).
+    #[error("vector index error while {operation}")]
+    Index {
+        /// What the store was doing.
+        operation: &'static str,
+        /// The underlying error.
+        #[source]
+        source: cairn_memory_vector::Error,
+    },
+    /// The embedder failed while re-embedding or backfilling.
+    #[error("embedding failed while {operation}: {reason}")]
+    Embedding {
+        /// What the store was doing.
+        operation: &'static str,
+        /// The embedder's message.
+        reason: String,
+    },
+    /// A model swap is already running; only one may run at a time.
+    #[error("an embedding model swap is already running")]
+    ReembedInProgress,
 }
 
 /// Result alias of the crate.
@@ -152,6 +172,25 @@ pub enum Rejected {
     /// A history entry has no text.
     #[error("a history entry needs non-empty text")]
     EmptyEntry,
+    /// An episodic text is shorter than 10 or longer than 2,000 characters.
+    #[error("episodic text is {chars} characters long, it must be {min} to {max}")]
+    TextLength {
+        /// Length of the trimmed text.
+        chars: usize,
+        /// Shortest accepted.
+        min: usize,
+        /// Longest accepted.
+        max: usize,
+    },
+    /// An importance that is not a number.
+    #[error("importance {0} is not a number")]
+    InvalidImportance(f64),
+    /// A `source_ref` that is too long or holds control characters.
+    #[error("source_ref must be at most {max} characters without control characters")]
+    InvalidSourceRef {
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl Rejected {
@@ -170,6 +209,9 @@ impl Rejected {
             Rejected::EmptyLesson => "empty_lesson",
             Rejected::InvalidCategory(_) => "invalid_category",
             Rejected::EmptyEntry => "empty_entry",
+            Rejected::TextLength { .. } => "text_length",
+            Rejected::InvalidImportance(_) => "invalid_importance",
+            Rejected::InvalidSourceRef { .. } => "invalid_source_ref",
         }
     }
 }

@@ -18,6 +18,11 @@ const STOPWORDS: &[&str] = &[
     "will", "with", "would", "you", "your",
 ];
 
+/// Whether `word` (lower case) is too common to say anything about a topic.
+pub(crate) fn is_stopword(word: &str) -> bool {
+    STOPWORDS.binary_search(&word).is_ok()
+}
+
 /// A word and its snowball stem; two terms match when either form matches.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Term {

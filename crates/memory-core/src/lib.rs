@@ -41,6 +41,7 @@
 
 pub mod constants;
 mod db;
+mod episodic;
 mod error;
 mod files;
 mod jsonl;
@@ -56,6 +57,10 @@ mod validate;
 mod tests;
 
 pub use db::{Durability, MemoryConfig, MemoryDb};
+pub use episodic::{
+    Admission, BackfillReport, EpisodicContext, EpisodicHit, EpisodicIndexStatus, EpisodicOutcome, EpisodicQuery, EpisodicRecord, Fusion,
+    NewEpisode, ReembedProgress, ReembedStep, RetrievalMode, ScoreBreakdown, sanitize_fts_query,
+};
 pub use error::{MemoryError, Rejected, Result};
 pub use files::{
     Clock, ContextSection, FileHit, FilesContext, FilesContextCaps, HISTORY_DIR, HistoryAppend, IndexReport,

@@ -83,10 +83,48 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     INSERT INTO meta(name, value) VALUES ('semantic_revision', 0);
     "#,
+    // 2: episodic provenance (`source_ref`), exact-text dedup, a revision
+    // counter that tells every process when its in-memory vector index is
+    // stale, the recorded embedding space, and a stemming keyword index.
+    r#"
+    ALTER TABLE episodic_memories ADD COLUMN source_ref TEXT;
+    CREATE INDEX episodic_live_text ON episodic_memories(text) WHERE is_deleted = 0;
+    CREATE INDEX episodic_space ON episodic_memories(embedding_space) WHERE is_deleted = 0;
+    INSERT INTO meta(name, value) VALUES ('episodic_revision', 0);
+    CREATE TABLE settings (
+        name  TEXT PRIMARY KEY NOT NULL,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+
+    DROP TRIGGER episodic_fts_insert;
+    DROP TRIGGER episodic_fts_delete;
+    DROP TRIGGER episodic_fts_update;
+    DROP TABLE episodic_fts;
+    CREATE VIRTUAL TABLE episodic_fts USING fts5(
+        text, tags, content='episodic_memories', content_rowid='id', tokenize='porter unicode61'
+    );
+    INSERT INTO episodic_fts(episodic_fts) VALUES ('rebuild');
+    CREATE TRIGGER episodic_fts_insert AFTER INSERT ON episodic_memories BEGIN
+        INSERT INTO episodic_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
+    END;
+    CREATE TRIGGER episodic_fts_delete AFTER DELETE ON episodic_memories BEGIN
+        INSERT INTO episodic_fts(episodic_fts, rowid, text, tags) VALUES ('delete', old.id, old.text, old.tags);
+    END;
+    CREATE TRIGGER episodic_fts_update AFTER UPDATE OF text, tags ON episodic_memories BEGIN
+        INSERT INTO episodic_fts(episodic_fts, rowid, text, tags) VALUES ('delete', old.id, old.text, old.tags);
+        INSERT INTO episodic_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
+    END;
+    "#,
 ];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The SQL of migration `index` (0-based), for tests that build old stores.
+#[cfg(test)]
+pub(crate) fn migration(index: usize) -> &'static str {
+    MIGRATIONS[index]
+}
 
 /// Brings the database up to [`SCHEMA_VERSION`].
 pub(crate) fn migrate(connection: &mut Connection) -> Result<i64> {

@@ -325,13 +325,24 @@ impl MemoryDb {
             }
         };
         // Embed before taking the write lock; skip building the text when there is no embedder.
-        let vector = if self.embedder.is_some() { self.try_embed(&embed_text(key, value)) } else { None };
-        self.write("writing a semantic entry", |tx| {
+        let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, value)) } else { None };
+        let previous = self.get_semantic(key)?.map(|entry| validate::display_value(&entry.value));
+        let outcome = self.write("writing a semantic entry", |tx| {
             apply_write(
                 tx,
                 &PreparedWrite { key, value_text: &value_text, confidence, source: &source, category: None, vector },
             )
-        })
+        })?;
+        // A superseded value retires the episodic rows quoting it, after the
+        // semantic lock is released.
+        if matches!(outcome, WriteOutcome::Updated { .. })
+            && let Some(previous) = previous
+            && previous != validate::display_value(value)
+            && let Err(error) = self.retire_stale_episodic(&previous)
+        {
+            tracing::warn!(%error, "could not retire episodic rows quoting a superseded value");
+        }
+        Ok(outcome)
     }
 
     /// Like [`write_semantic`](Self::write_semantic), with the value given
@@ -417,7 +428,7 @@ impl MemoryDb {
         let batch_size = batch_size.max(1);
         let mut stored = 0;
         loop {
-            if !self.embedder.as_ref().is_some_and(|embedder| embedder.is_ready()) {
+            if !self.embedder().is_some_and(|embedder| embedder.is_ready()) {
                 break;
             }
             let pending: Vec<(String, String, i64)> = self.read("finding entries without vectors", |tx| {

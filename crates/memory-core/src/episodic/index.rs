@@ -1,0 +1,583 @@
+//! The in-memory vector index of episodic rows: building it, keeping it in
+//! step with the table, backfilling missing vectors and swapping models.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use cairn_embedder::EmbeddingBackend;
+use cairn_memory_vector::{AutoIndex, IndexConfig};
+use parking_lot::{Mutex, RwLock};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{BackfillReport, EpisodicIndexStatus, ReembedProgress, ReembedStep};
+use crate::constants::EPISODIC_BACKFILL_BATCH;
+use crate::db::{MemoryDb, space_signature};
+use crate::error::{MemoryError, Result};
+use crate::semantic::blob_vector;
+
+/// Name of the `settings` row recording the space every vector was verified in.
+const SPACE_SETTING: &str = "episodic_space";
+/// How often a model swap polls a loading model.
+const READY_POLL: Duration = Duration::from_millis(20);
+
+/// The index and what it reflects.
+#[derive(Default)]
+struct Slot {
+    index: Option<Arc<AutoIndex>>,
+    /// The embedding space of the vectors in `index`.
+    space: Option<String>,
+    /// The `episodic_revision` the index reflects; `None` when unknown.
+    revision: Option<i64>,
+    building: bool,
+}
+
+/// Per-store episodic state: the vector index and the model-swap progress.
+#[derive(Default)]
+pub(crate) struct EpisodicState {
+    slot: RwLock<Slot>,
+    /// A background build: the space it is for and where its result arrives.
+    pending: Mutex<Option<(String, Receiver<Result<AutoIndex>>)>>,
+    progress: Mutex<ReembedProgress>,
+    swap: Mutex<()>,
+}
+
+/// A usable index for one space, or the reason to scan instead.
+pub(crate) enum IndexAccess {
+    Ready(Arc<AutoIndex>),
+    /// No index yet (a background build is running): scan the stored vectors.
+    Scan,
+}
+
+pub(crate) fn episodic_revision(connection: &Connection) -> Result<i64> {
+    connection
+        .prepare_cached("SELECT value FROM meta WHERE name = 'episodic_revision'")
+        .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
+        .map_err(MemoryError::sqlite("reading the episodic revision"))
+        .map(|value| value.unwrap_or(0))
+}
+
+pub(crate) fn bump_episodic_revision(connection: &Connection) -> Result<i64> {
+    connection
+        .prepare_cached("UPDATE meta SET value = value + 1 WHERE name = 'episodic_revision' RETURNING value")
+        .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+        .map_err(MemoryError::sqlite("bumping the episodic revision"))
+}
+
+/// Active row ids with a vector in `space`, with the vectors.
+fn load_vectors(connection: &Connection, space: &str, only: Option<&[i64]>) -> Result<Vec<(u64, Vec<f32>)>> {
+    let operation = "loading episodic vectors";
+    let mut out = Vec::new();
+    let mut push = |id: i64, blob: Vec<u8>| -> Result<()> {
+        let vector = blob_vector(&blob).ok_or_else(|| MemoryError::CorruptRow {
+            table: "episodic_memories",
+            reason: format!("vector of row {id} is not a whole number of floats"),
+        })?;
+        out.push((id as u64, vector));
+        Ok(())
+    };
+    match only {
+        None => {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, embedding FROM episodic_memories
+                     WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+                )
+                .map_err(MemoryError::sqlite(operation))?;
+            let mut rows = statement.query([space]).map_err(MemoryError::sqlite(operation))?;
+            while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
+                push(row.get(0).map_err(MemoryError::sqlite(operation))?, row.get(1).map_err(MemoryError::sqlite(operation))?)?;
+            }
+        }
+        Some(ids) => {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, embedding FROM episodic_memories
+                     WHERE id = ?1 AND is_deleted = 0 AND embedding_space = ?2 AND embedding IS NOT NULL",
+                )
+                .map_err(MemoryError::sqlite(operation))?;
+            for id in ids {
+                let row: Option<(i64, Vec<u8>)> = statement
+                    .query_row(params![id, space], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+                    .map_err(MemoryError::sqlite(operation))?;
+                if let Some((id, blob)) = row {
+                    push(id, blob)?;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn active_vector_ids(connection: &Connection, space: &str) -> Result<HashSet<u64>> {
+    let operation = "listing episodic vector ids";
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT id FROM episodic_memories WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+        )
+        .map_err(MemoryError::sqlite(operation))?;
+    let rows = statement.query_map([space], |row| row.get::<_, i64>(0)).map_err(MemoryError::sqlite(operation))?;
+    rows.map(|id| id.map(|id| id as u64)).collect::<Result<_, _>>().map_err(MemoryError::sqlite(operation))
+}
+
+fn index_error(operation: &'static str) -> impl FnOnce(cairn_memory_vector::Error) -> MemoryError {
+    move |source| MemoryError::Index { operation, source }
+}
+
+fn build_index(dim: usize, rows: &[(u64, Vec<f32>)]) -> Result<AutoIndex> {
+    let borrowed: Vec<(u64, &[f32])> = rows.iter().map(|(id, vector)| (*id, vector.as_slice())).collect();
+    AutoIndex::build(IndexConfig::new(dim), &borrowed).map_err(index_error("building the episodic index"))
+}
+
+impl MemoryDb {
+    /// The index for `space`, brought in step with the table through the
+    /// writer connection `connection` (whose lock the caller holds). Builds
+    /// inline up to the flat/HNSW crossover; larger stores are built on a
+    /// background thread while callers scan.
+    pub(crate) fn index_locked(self: &MemoryDb, connection: &Connection, space: &str, dim: usize) -> Result<IndexAccess> {
+        let revision = episodic_revision(connection)?;
+        {
+            let slot = self.episodic.slot.read();
+            if slot.space.as_deref() == Some(space)
+                && let Some(index) = &slot.index
+            {
+                if slot.revision == Some(revision) {
+                    return Ok(IndexAccess::Ready(Arc::clone(index)));
+                }
+                // Catch up with changes made elsewhere: diff the ids.
+                let index = Arc::clone(index);
+                drop(slot);
+                let wanted = active_vector_ids(connection, space)?;
+                let have: HashSet<u64> = index.ids().into_iter().collect();
+                for id in have.difference(&wanted) {
+                    index.remove(*id).map_err(index_error("removing a stale vector"))?;
+                }
+                let missing: Vec<i64> = wanted.difference(&have).map(|id| *id as i64).collect();
+                for (id, vector) in load_vectors(connection, space, Some(&missing))? {
+                    index.add(id, &vector).map_err(index_error("adding a vector"))?;
+                }
+                let mut slot = self.episodic.slot.write();
+                slot.revision = Some(revision);
+                return Ok(IndexAccess::Ready(index));
+            }
+            if slot.building {
+                return Ok(IndexAccess::Scan);
+            }
+        }
+        let count: i64 = connection
+            .prepare_cached(
+                "SELECT count(*) FROM episodic_memories
+                 WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+            )
+            .and_then(|mut statement| statement.query_row([space], |row| row.get(0)))
+            .map_err(MemoryError::sqlite("counting episodic vectors"))?;
+        if count as usize <= cairn_memory_vector::constants::AUTO_CROSSOVER {
+            let rows = load_vectors(connection, space, None)?;
+            let index = Arc::new(build_index(dim, &rows)?);
+            let mut slot = self.episodic.slot.write();
+            *slot = Slot { index: Some(Arc::clone(&index)), space: Some(space.to_owned()), revision: Some(revision), building: false };
+            return Ok(IndexAccess::Ready(index));
+        }
+        self.start_background_build(space, dim);
+        Ok(IndexAccess::Scan)
+    }
+
+    /// Builds a large index on its own thread and connection; the result
+    /// is installed with no revision, so the next user diffs it against the
+    /// table before trusting it.
+    fn start_background_build(&self, space: &str, dim: usize) {
+        {
+            let mut slot = self.episodic.slot.write();
+            if slot.building {
+                return;
+            }
+            slot.building = true;
+            slot.index = None;
+            slot.space = None;
+            slot.revision = None;
+        }
+        // The thread reads through its own connection and hands the index
+        // back over a channel; the next search or write installs it.
+        let path = self.path().to_owned();
+        let space = space.to_owned();
+        let (sender, receiver) = std::sync::mpsc::channel::<Result<AutoIndex>>();
+        let build_space = space.clone();
+        std::thread::Builder::new()
+            .name("cairn-episodic-index".to_owned())
+            .spawn(move || {
+                let result = (|| {
+                    let connection = Connection::open(&path).map_err(MemoryError::sqlite("opening memory.db"))?;
+                    connection.busy_timeout(Duration::from_secs(10)).map_err(MemoryError::sqlite("setting the busy timeout"))?;
+                    let rows = load_vectors(&connection, &build_space, None)?;
+                    build_index(dim, &rows)
+                })();
+                let _ = sender.send(result);
+            })
+            .map(|_| ())
+            .unwrap_or_else(|error| tracing::warn!(%error, "could not start the episodic index build"));
+        *self.episodic.pending.lock() = Some((space, receiver));
+    }
+
+    /// Installs a finished background build, if one is waiting.
+    pub(crate) fn collect_background_build(&self) {
+        let mut pending = self.episodic.pending.lock();
+        let Some((space, receiver)) = pending.as_ref() else { return };
+        match receiver.try_recv() {
+            Ok(result) => {
+                let space = space.clone();
+                *pending = None;
+                let mut slot = self.episodic.slot.write();
+                slot.building = false;
+                match result {
+                    Ok(index) => {
+                        slot.index = Some(Arc::new(index));
+                        slot.space = Some(space);
+                        slot.revision = None;
+                    }
+                    Err(error) => tracing::warn!(%error, "episodic index build failed; searches keep scanning"),
+                }
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                *pending = None;
+                self.episodic.slot.write().building = false;
+            }
+        }
+    }
+
+    /// The index to search with, from a reader's point of view: in step
+    /// with revision `revision` or brought there under the writer lock.
+    pub(crate) fn index_for_read(&self, revision: i64, space: &str, dim: usize) -> Result<IndexAccess> {
+        self.collect_background_build();
+        {
+            let slot = self.episodic.slot.read();
+            if slot.space.as_deref() == Some(space)
+                && slot.revision == Some(revision)
+                && let Some(index) = &slot.index
+            {
+                return Ok(IndexAccess::Ready(Arc::clone(index)));
+            }
+            if slot.building {
+                return Ok(IndexAccess::Scan);
+            }
+        }
+        let connection = self.lock_writer();
+        self.index_locked(&connection, space, dim)
+    }
+
+    /// Records that a write through the writer lock moved the table from
+    /// `before` to `after`; the index stays trusted only if it was in step.
+    pub(crate) fn advance_revision(&self, before: i64, after: i64) {
+        let mut slot = self.episodic.slot.write();
+        if slot.revision == Some(before) {
+            slot.revision = Some(after);
+        } else {
+            slot.revision = None;
+        }
+    }
+
+    /// The index as it stands, in whatever state.
+    pub(crate) fn current_index(&self) -> Option<Arc<AutoIndex>> {
+        self.episodic.slot.read().index.clone()
+    }
+
+    /// Forgets the index's revision so the next user re-checks it.
+    pub(crate) fn distrust_index(&self) {
+        self.episodic.slot.write().revision = None;
+    }
+
+    /// Builds (or catches up) the episodic vector index now, waiting for a
+    /// background build if one runs, and reports how it compares with the
+    /// table.
+    pub fn episodic_index_status(&self) -> Result<EpisodicIndexStatus> {
+        let embedder = self.embedder();
+        let space = embedder.as_ref().map(|embedder| space_signature(&**embedder));
+        let connection = self.lock_writer();
+        let (active, active_with_vectors): (i64, i64) = connection
+            .query_row(
+                "SELECT count(*), count(CASE WHEN embedding_space IS ?1 AND embedding IS NOT NULL THEN 1 END)
+                 FROM episodic_memories WHERE is_deleted = 0",
+                [&space],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(MemoryError::sqlite("counting episodic rows"))?;
+        drop(connection);
+        self.collect_background_build();
+        let slot = self.episodic.slot.read();
+        Ok(EpisodicIndexStatus {
+            index_len: slot.index.as_ref().map_or(0, |index| index.len()),
+            active_with_vectors: active_with_vectors as usize,
+            active: active as usize,
+            ready: slot.index.is_some() && slot.space == space && slot.revision.is_some(),
+            building: slot.building,
+            space: slot.space.clone(),
+        })
+    }
+
+    /// Brings the index in step with the table now (building it inline,
+    /// whatever its size) and returns its status. Start-up code that can
+    /// afford to wait calls this; searches never need to.
+    pub fn build_episodic_index(&self) -> Result<EpisodicIndexStatus> {
+        if let Some(embedder) = self.embedder() {
+            let space = space_signature(&*embedder);
+            let connection = self.lock_writer();
+            let needs_full = {
+                let slot = self.episodic.slot.read();
+                slot.space.as_deref() != Some(space.as_str()) || slot.index.is_none()
+            };
+            if needs_full {
+                let revision = episodic_revision(&connection)?;
+                let rows = load_vectors(&connection, &space, None)?;
+                let index = Arc::new(build_index(embedder.dim(), &rows)?);
+                *self.episodic.pending.lock() = None;
+                *self.episodic.slot.write() =
+                    Slot { index: Some(index), space: Some(space.clone()), revision: Some(revision), building: false };
+            } else {
+                self.index_locked(&connection, &space, embedder.dim())?;
+            }
+        }
+        self.episodic_index_status()
+    }
+
+    /// Embeds every active row without a vector in the current space, in
+    /// batches, outside any lock; each vector is stored only if the row is
+    /// unchanged and the embedder was not swapped meanwhile. `progress` is
+    /// called with (done, total) after each batch.
+    pub fn backfill_missing_embeddings(&self, progress: Option<&dyn Fn(usize, usize)>) -> Result<BackfillReport> {
+        let _span = tracing::debug_span!("backfill_missing_embeddings").entered();
+        let (Some(embedder), generation) = self.embedder_with_generation() else {
+            return Ok(BackfillReport { embedded: 0, remaining: self.count_missing(None)? });
+        };
+        let space = space_signature(&*embedder);
+        let total = self.count_missing(Some(&space))?;
+        let mut report = BackfillReport::default();
+        let mut after_id = 0i64;
+        let mut failed = 0usize;
+        while embedder.is_ready() || wait_ready(&*embedder, Duration::ZERO) {
+            let batch: Vec<(i64, String)> = self.read("finding episodic rows without vectors", |tx| {
+                let mut statement = tx
+                    .prepare_cached(
+                        "SELECT id, text FROM episodic_memories
+                         WHERE is_deleted = 0 AND id > ?2 AND (embedding_space IS NOT ?1 OR embedding IS NULL)
+                         ORDER BY id LIMIT ?3",
+                    )
+                    .map_err(MemoryError::sqlite("finding episodic rows without vectors"))?;
+                let rows = statement
+                    .query_map(params![space, after_id, EPISODIC_BACKFILL_BATCH as i64], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .map_err(MemoryError::sqlite("finding episodic rows without vectors"))?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("finding episodic rows without vectors"))
+            })?;
+            let Some((last, _)) = batch.last() else { break };
+            after_id = *last;
+            let texts: Vec<&str> = batch.iter().map(|(_, text)| text.as_str()).collect();
+            let vectors = match embedder.embed_batch(&texts) {
+                Ok(vectors) if vectors.len() == texts.len() => vectors,
+                Ok(_) => return Err(MemoryError::Embedding { operation: "backfilling", reason: "wrong batch size".to_owned() }),
+                Err(error) => {
+                    tracing::warn!(%error, "backfill batch failed; rows stay without vectors");
+                    failed += batch.len();
+                    continue;
+                }
+            };
+            let stored = self.store_vectors(&batch, vectors, &space, embedder.dim(), generation)?;
+            match stored {
+                Some(count) => report.embedded += count,
+                None => break, // the embedder changed: this space is no longer current
+            }
+            if let Some(progress) = progress {
+                progress(report.embedded, total);
+            }
+        }
+        if failed > 0 {
+            tracing::warn!(failed, "episodic rows left without vectors after a backfill");
+        }
+        report.remaining = self.count_missing(Some(&space))?;
+        if report.remaining == 0 && self.space_generation() == generation {
+            self.write("recording the embedding space", |tx| {
+                tx.execute(
+                    "INSERT INTO settings (name, value) VALUES (?1, ?2)
+                     ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+                    params![SPACE_SETTING, space],
+                )
+                .map_err(MemoryError::sqlite("recording the embedding space"))?;
+                Ok(())
+            })?;
+        }
+        Ok(report)
+    }
+
+    /// Active rows without a vector in `space` (all active rows without one
+    /// when `space` is `None`).
+    fn count_missing(&self, space: Option<&str>) -> Result<usize> {
+        self.read("counting episodic rows without vectors", |tx| {
+            tx.query_row(
+                "SELECT count(*) FROM episodic_memories
+                 WHERE is_deleted = 0 AND (embedding_space IS NOT ?1 OR embedding IS NULL)",
+                [space],
+                |row| row.get::<_, i64>(0),
+            )
+            .map(|count| count as usize)
+            .map_err(MemoryError::sqlite("counting episodic rows without vectors"))
+        })
+    }
+
+    /// Stores backfilled vectors under the writer lock; `None` when the
+    /// space generation moved on (nothing stored).
+    fn store_vectors(
+        &self,
+        batch: &[(i64, String)],
+        vectors: Vec<Vec<f32>>,
+        space: &str,
+        dim: usize,
+        generation: u64,
+    ) -> Result<Option<usize>> {
+        let mut connection = self.lock_writer();
+        if self.space_generation() != generation {
+            return Ok(None);
+        }
+        let access = self.index_locked(&connection, space, dim)?;
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
+        let before = episodic_revision(&tx)?;
+        let mut stored = Vec::new();
+        for ((id, text), mut vector) in batch.iter().zip(vectors) {
+            if vector.len() != dim {
+                continue;
+            }
+            cairn_embedder::l2_normalize(&mut vector);
+            let blob: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE episodic_memories SET embedding = ?2, embedding_space = ?3
+                     WHERE id = ?1 AND is_deleted = 0 AND text = ?4",
+                )
+                .and_then(|mut statement| statement.execute(params![id, blob, space, text]))
+                .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
+            if changed > 0 {
+                stored.push((*id as u64, vector));
+            }
+        }
+        let after = if stored.is_empty() { before } else { bump_episodic_revision(&tx)? };
+        if let IndexAccess::Ready(index) = &access {
+            for (id, vector) in &stored {
+                if index.contains(*id) {
+                    index.remove(*id).map_err(index_error("replacing a vector"))?;
+                }
+                if let Err(error) = index.add(*id, vector) {
+                    self.distrust_index();
+                    return Err(index_error("adding a backfilled vector")(error));
+                }
+            }
+        }
+        match tx.commit() {
+            Ok(()) => {
+                self.advance_revision(before, after);
+                Ok(Some(stored.len()))
+            }
+            Err(error) => {
+                self.distrust_index();
+                Err(MemoryError::sqlite("storing backfilled vectors")(error))
+            }
+        }
+    }
+
+    /// Progress of the current or last model swap.
+    pub fn reembed_progress(&self) -> ReembedProgress {
+        self.episodic.progress.lock().clone()
+    }
+
+    /// The embedding space every stored episodic vector was last verified in.
+    pub fn recorded_episodic_space(&self) -> Result<Option<String>> {
+        self.read("reading the recorded space", |tx| {
+            tx.query_row("SELECT value FROM settings WHERE name = ?1", [SPACE_SETTING], |row| row.get(0))
+                .optional()
+                .map_err(MemoryError::sqlite("reading the recorded space"))
+        })
+    }
+
+    /// Changes the embedding model, in the specification's order: install
+    /// `next` (bumping the space generation, so in-flight vectors of the old
+    /// model are stored as missing), wait up to `ready_timeout` for it to
+    /// load, re-embed every active row, verify none is left in another
+    /// space, and only then record the new space. Any failure puts the
+    /// previous model back (and with it the previous vector width) and
+    /// reports [`ReembedStep::Failed`]. Keyword search serves throughout.
+    /// Only one swap runs at a time ([`MemoryError::ReembedInProgress`]).
+    pub fn swap_embedding_model(&self, next: Arc<dyn EmbeddingBackend>, ready_timeout: Duration) -> Result<ReembedProgress> {
+        let Some(_single) = self.episodic.swap.try_lock() else { return Err(MemoryError::ReembedInProgress) };
+        let _span = tracing::info_span!("swap_embedding_model", model = next.model_id()).entered();
+        *self.episodic.progress.lock() = ReembedProgress { step: ReembedStep::Applying, ..ReembedProgress::default() };
+        let previous = self.embedder();
+        self.set_embedder(Some(Arc::clone(&next)));
+        let result = self.run_swap(&next, ready_timeout);
+        match result {
+            Ok(()) => {
+                let mut progress = self.episodic.progress.lock();
+                progress.step = ReembedStep::Done;
+                Ok(progress.clone())
+            }
+            Err(error) => {
+                tracing::warn!(%error, "model swap failed; restoring the previous model");
+                self.set_embedder(previous);
+                {
+                    let mut progress = self.episodic.progress.lock();
+                    progress.step = ReembedStep::Failed;
+                    progress.error = Some(error.to_string());
+                }
+                // Rows already re-embedded are in the abandoned space: give
+                // them back vectors of the restored model where it can.
+                if let Err(error) = self.backfill_missing_embeddings(None) {
+                    tracing::warn!(%error, "backfill after a failed swap did not finish");
+                }
+                Ok(self.reembed_progress())
+            }
+        }
+    }
+
+    fn run_swap(&self, next: &Arc<dyn EmbeddingBackend>, ready_timeout: Duration) -> Result<()> {
+        if !wait_ready(&**next, ready_timeout) {
+            return Err(MemoryError::Embedding { operation: "loading the new model", reason: "not ready in time".to_owned() });
+        }
+        let space = space_signature(&**next);
+        let total = self.count_missing(Some(&space))?;
+        *self.episodic.progress.lock() = ReembedProgress { step: ReembedStep::Running, done: 0, total, error: None };
+        let progress = |done: usize, _total: usize| {
+            self.episodic.progress.lock().done = done;
+        };
+        let report = self.backfill_missing_embeddings(Some(&progress))?;
+        // Verify: no active row is left outside the new space.
+        if report.remaining > 0 {
+            return Err(MemoryError::Embedding {
+                operation: "re-embedding",
+                reason: format!("{} rows could not be re-embedded", report.remaining),
+            });
+        }
+        if self.recorded_episodic_space()?.as_deref() != Some(space.as_str()) {
+            return Err(MemoryError::Embedding {
+                operation: "re-embedding",
+                reason: "the recorded space is not the new model's".to_owned(),
+            });
+        }
+        self.episodic.progress.lock().done = report.embedded;
+        Ok(())
+    }
+}
+
+/// Waits up to `timeout` for `embedder` to be ready.
+fn wait_ready(embedder: &dyn EmbeddingBackend, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if embedder.is_ready() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(READY_POLL);
+    }
+}

@@ -1,0 +1,432 @@
+//! Episodic memory: conversation fragments written safely and found again.
+//!
+//! A write is validated (10–2,000 characters, importance in `[0, 1]`,
+//! sanitised tags), screened for injected instructions *before* it is
+//! embedded, deduplicated against active rows (same text, or cosine above
+//! 0.88 — tombstoned rows never count), and capped at 10,000 active rows
+//! (lowest importance, then oldest, are tombstoned). Every outcome is typed
+//! and leaves an audit row.
+//!
+//! Rows live in `memory.db` with their vector (or NULL, filled later by
+//! [`MemoryDb::backfill_missing_embeddings`]) and the embedding space it was
+//! computed in. An in-memory [`cairn_memory_vector::AutoIndex`] holds the
+//! vectors of the active rows of the current space; the
+//! `episodic_revision` counter, bumped by every change in the same
+//! transaction, tells each process when its index has to catch up with
+//! the table.
+//!
+//! Search ([`MemoryDb::search_episodic`]) runs one of three modes:
+//! [`RetrievalMode::Hybrid`] (default: the union of the vector top-N and
+//! the FTS5 bm25 top-N, fused, then importance × age and MMR),
+//! [`RetrievalMode::PureVector`] (the specification's pipeline exactly) and
+//! [`RetrievalMode::Keyword`]. Without a query vector every mode answers
+//! from keywords, so search never stops working while a model loads or
+//! changes.
+
+mod context;
+mod index;
+mod search;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+pub(crate) use index::EpisodicState;
+pub use context::EpisodicContext;
+pub use search::sanitize_fts_query;
+
+use serde::Serialize;
+
+use crate::constants::{EPISODIC_CONTEXT_LIMIT, EPISODIC_DEFAULT_IMPORTANCE, RRF_K};
+use crate::types::Source;
+
+/// One episodic row to write. Built with [`NewEpisode::new`] and the
+/// builder methods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEpisode {
+    /// The fragment (10–2,000 characters after trimming).
+    pub text: String,
+    /// Importance, clamped to `[0, 1]` (NaN is refused).
+    pub importance: f64,
+    /// Tags; sanitised (lower case, `[a-z0-9_.:-]`, ≤ 32 characters, ≤ 10 tags).
+    pub tags: Vec<String>,
+    /// When it happened (Unix milliseconds); now when `None`.
+    pub created_at: Option<i64>,
+    /// The caller's reference to where it came from (e.g. `conv-26:D1:3`).
+    pub source_ref: Option<String>,
+    /// Store without a vector now; [`MemoryDb::backfill_missing_embeddings`] adds it.
+    pub defer_embedding: bool,
+    /// Import mode: a similar row or a full store refuses the new row; it
+    /// never evicts.
+    pub preserve: bool,
+    /// Who is writing.
+    pub source: Source,
+}
+
+impl NewEpisode {
+    /// A row with default importance (0.5), no tags, created now.
+    pub fn new(text: impl Into<String>) -> Self {
+        NewEpisode {
+            text: text.into(),
+            importance: EPISODIC_DEFAULT_IMPORTANCE,
+            tags: Vec::new(),
+            created_at: None,
+            source_ref: None,
+            defer_embedding: false,
+            preserve: false,
+            source: Source::Consolidation,
+        }
+    }
+
+    /// Sets the importance.
+    pub fn importance(mut self, importance: f64) -> Self {
+        self.importance = importance;
+        self
+    }
+
+    /// Sets the tags.
+    pub fn tags<I: IntoIterator<Item = S>, S: Into<String>>(mut self, tags: I) -> Self {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the creation time (Unix milliseconds).
+    pub fn created_at(mut self, created_at: i64) -> Self {
+        self.created_at = Some(created_at);
+        self
+    }
+
+    /// Sets the source reference.
+    pub fn source_ref(mut self, source_ref: impl Into<String>) -> Self {
+        self.source_ref = Some(source_ref.into());
+        self
+    }
+
+    /// Defers embedding to a later backfill.
+    pub fn defer_embedding(mut self, defer: bool) -> Self {
+        self.defer_embedding = defer;
+        self
+    }
+
+    /// Turns on import (preservation) mode.
+    pub fn preserve(mut self, preserve: bool) -> Self {
+        self.preserve = preserve;
+        self
+    }
+
+    /// Sets who is writing.
+    pub fn source(mut self, source: Source) -> Self {
+        self.source = source;
+        self
+    }
+}
+
+/// What an episodic write did. Refusals by a rule are
+/// [`crate::MemoryError::Rejected`] instead.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EpisodicOutcome {
+    /// Stored under `id`.
+    Inserted {
+        /// The new row's id.
+        id: i64,
+        /// Whether a vector in the current space was stored with it.
+        has_vector: bool,
+        /// Rows tombstoned to keep the store under its cap.
+        evicted: Vec<i64>,
+    },
+    /// An active row already says this; nothing was stored.
+    Duplicate {
+        /// The active row it duplicates.
+        of: i64,
+        /// Cosine to that row (1 for the same text).
+        cosine: f32,
+    },
+    /// Import mode and the store is at its cap; nothing was stored.
+    StoreFull {
+        /// The cap.
+        cap: usize,
+    },
+}
+
+/// A stored episodic row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EpisodicRecord {
+    /// Row id.
+    pub id: i64,
+    /// The fragment.
+    pub text: String,
+    /// Sanitised tags.
+    pub tags: Vec<String>,
+    /// Importance in `[0, 1]`.
+    pub importance: f64,
+    /// When it happened (Unix milliseconds).
+    pub created_at: i64,
+    /// When a search last returned it (Unix milliseconds).
+    pub last_accessed: Option<i64>,
+    /// The caller's reference.
+    pub source_ref: Option<String>,
+    /// Who wrote it.
+    pub source: String,
+    /// Whether it has a vector in the current embedding space.
+    pub has_vector: bool,
+}
+
+/// How candidates are found and ranked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RetrievalMode {
+    /// Vector and keyword candidates, fused, then importance × age and MMR.
+    #[default]
+    Hybrid,
+    /// The specification's pipeline: vector candidates only, scored
+    /// `cos × (0.7 + 0.3 × importance) × exp(−0.03 × days)`, then MMR.
+    PureVector,
+    /// FTS5 bm25 candidates only.
+    Keyword,
+}
+
+impl RetrievalMode {
+    /// Parses `hybrid`, `vector` (or `pure_vector`) and `keyword`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "hybrid" => RetrievalMode::Hybrid,
+            "vector" | "pure_vector" => RetrievalMode::PureVector,
+            "keyword" => RetrievalMode::Keyword,
+            _ => return None,
+        })
+    }
+}
+
+/// How the vector and keyword lists are combined in hybrid mode.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Fusion {
+    /// Reciprocal-rank fusion: `Σ 1 / (k + rank)` over the lists a row is in.
+    Rrf {
+        /// The `k` constant.
+        k: f64,
+    },
+    /// `w × cosine + (1 − w) × bm25 / best bm25 of the query`.
+    Weighted {
+        /// Weight of the cosine.
+        vector_weight: f64,
+    },
+}
+
+impl Default for Fusion {
+    fn default() -> Self {
+        Fusion::Rrf { k: RRF_K }
+    }
+}
+
+/// A search request. [`EpisodicQuery::new`] gives the defaults: hybrid, RRF
+/// (k 60), limit 8, no relevance filter, MMR on, `now` = the clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodicQuery {
+    /// The query text (keywords are taken from it; it is embedded unless
+    /// `vector` is given).
+    pub text: String,
+    /// A precomputed query vector in the current space.
+    pub vector: Option<Vec<f32>>,
+    /// Most results returned.
+    pub limit: usize,
+    /// Keep only rows admitted for a prompt (raw cosine gate or the keyword path).
+    pub relevance_filter: bool,
+    /// Diversify with MMR (λ 0.6, Jaccard on word sets).
+    pub mmr: bool,
+    /// "Now" for ages (Unix milliseconds); the clock when `None`.
+    pub now: Option<i64>,
+    /// Retrieval mode.
+    pub mode: RetrievalMode,
+    /// Fusion of hybrid mode.
+    pub fusion: Fusion,
+    /// Weight of importance × age in hybrid mode (see
+    /// [`crate::constants::HYBRID_PRIOR_WEIGHT`]).
+    pub prior_weight: f64,
+    /// Record `last_accessed` on the returned rows.
+    pub touch: bool,
+}
+
+impl EpisodicQuery {
+    /// The defaults for `text`.
+    pub fn new(text: impl Into<String>) -> Self {
+        EpisodicQuery {
+            text: text.into(),
+            vector: None,
+            limit: EPISODIC_CONTEXT_LIMIT,
+            relevance_filter: false,
+            mmr: true,
+            now: None,
+            mode: RetrievalMode::Hybrid,
+            fusion: Fusion::default(),
+            prior_weight: crate::constants::HYBRID_PRIOR_WEIGHT,
+            touch: true,
+        }
+    }
+
+    /// Sets the limit.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Sets the relevance filter.
+    pub fn relevance_filter(mut self, on: bool) -> Self {
+        self.relevance_filter = on;
+        self
+    }
+
+    /// Turns MMR on or off.
+    pub fn mmr(mut self, on: bool) -> Self {
+        self.mmr = on;
+        self
+    }
+
+    /// Sets "now" (Unix milliseconds).
+    pub fn now(mut self, now: i64) -> Self {
+        self.now = Some(now);
+        self
+    }
+
+    /// Sets the mode.
+    pub fn mode(mut self, mode: RetrievalMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the fusion.
+    pub fn fusion(mut self, fusion: Fusion) -> Self {
+        self.fusion = fusion;
+        self
+    }
+
+    /// Gives the query vector instead of embedding the text.
+    pub fn vector(mut self, vector: Vec<f32>) -> Self {
+        self.vector = Some(vector);
+        self
+    }
+
+    /// Sets the weight of importance × age in hybrid mode.
+    pub fn prior_weight(mut self, weight: f64) -> Self {
+        self.prior_weight = weight;
+        self
+    }
+
+    /// Turns `last_accessed` updates on or off.
+    pub fn touch(mut self, on: bool) -> Self {
+        self.touch = on;
+        self
+    }
+}
+
+/// Why a hit was let into a prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Admission {
+    /// Its raw cosine reached 0.55 (0.42 above 300 characters).
+    Cosine,
+    /// Under the cosine gate, but a top bm25 hit holding most query terms.
+    Keyword,
+}
+
+/// Why a hit ranked where it did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScoreBreakdown {
+    /// Raw cosine to the query, when both have vectors.
+    pub cosine: Option<f32>,
+    /// Rank in the vector candidate list (from 1).
+    pub vector_rank: Option<usize>,
+    /// Rank in the keyword candidate list (from 1).
+    pub keyword_rank: Option<usize>,
+    /// bm25 relevance (SQLite's score negated: higher is better).
+    pub bm25: Option<f64>,
+    /// The fused relevance before importance and age (the cosine in pure-vector mode).
+    pub fused: f64,
+    /// Importance of the row.
+    pub importance: f64,
+    /// Age in days at "now".
+    pub age_days: f64,
+    /// The final score MMR and ordering used.
+    pub score: f64,
+    /// Why it was admitted, when the relevance filter was on.
+    pub admitted: Option<Admission>,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EpisodicHit {
+    /// Row id.
+    pub id: i64,
+    /// The fragment.
+    pub text: String,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// The caller's reference.
+    pub source_ref: Option<String>,
+    /// When it happened (Unix milliseconds).
+    pub created_at: i64,
+    /// Why it ranked.
+    pub score: ScoreBreakdown,
+}
+
+/// What a backfill did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct BackfillReport {
+    /// Rows that got a vector.
+    pub embedded: usize,
+    /// Rows still without one (no ready embedder, an embedding error, or a
+    /// model swap in the middle).
+    pub remaining: usize,
+}
+
+/// Step of a model swap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReembedStep {
+    /// No swap has run.
+    #[default]
+    Idle,
+    /// The new model is installed and loading.
+    Applying,
+    /// Rows are being re-embedded.
+    Running,
+    /// Every row was re-embedded and the new space recorded.
+    Done,
+    /// The swap failed and the previous model is back.
+    Failed,
+}
+
+/// Progress of the current (or last) model swap.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct ReembedProgress {
+    /// Step.
+    pub step: ReembedStep,
+    /// Rows re-embedded so far.
+    pub done: usize,
+    /// Rows to re-embed.
+    pub total: usize,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The state of the in-memory vector index against the table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EpisodicIndexStatus {
+    /// Vectors in the index (0 when there is none).
+    pub index_len: usize,
+    /// Active rows with a vector in the current space.
+    pub active_with_vectors: usize,
+    /// Active rows.
+    pub active: usize,
+    /// Whether an index is built and in step with the table.
+    pub ready: bool,
+    /// Whether a background build is running.
+    pub building: bool,
+    /// The space the index holds.
+    pub space: Option<String>,
+}

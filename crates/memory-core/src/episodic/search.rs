@@ -1,0 +1,444 @@
+//! Episodic search: candidates (vector index or exact scan, FTS5 bm25),
+//! fusion, admission, importance × age, MMR, the limit.
+
+use std::collections::{BTreeSet, HashMap};
+
+use cairn_memory_vector::constants::{LONG_TEXT_RELEVANCE_THRESHOLD, MMR_LAMBDA, MMR_MAX_POOL};
+use cairn_memory_vector::{Hit, MmrCandidate, admit, decay_score, mmr};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::index::{IndexAccess, episodic_revision};
+use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown};
+use crate::constants::{
+    FTS_MAX_QUERY_TERMS, FTS_MIN_TERM_CHARS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK,
+    KEYWORD_ADMISSION_MIN_COVERAGE,
+};
+use crate::db::{MemoryDb, now_ms, space_signature};
+use crate::error::{MemoryError, Result};
+use crate::keywords;
+use crate::semantic::blob_vector;
+
+const MS_PER_DAY: f64 = 86_400_000.0;
+/// First vector probe of a relevance-filtered search; widened to the full
+/// pool only while the probe's last hit could still be admitted.
+const FILTERED_PROBE: usize = 64;
+
+/// Turns free text into a safe FTS5 query: lower-cased alphanumeric words
+/// of at least 2 characters, stop words dropped, each quoted as a string
+/// (so no user text is FTS syntax), joined with `OR`, at most 32 terms.
+/// `None` when nothing is left.
+///
+/// ```
+/// use cairn_memory_core::sanitize_fts_query;
+/// assert_eq!(sanitize_fts_query("NEAR(\"tea\" OR cats*)"), Some("\"near\" OR \"tea\" OR \"cats\"".into()));
+/// assert_eq!(sanitize_fts_query("what is it?"), None);
+/// ```
+pub fn sanitize_fts_query(text: &str) -> Option<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        let word = word.to_lowercase();
+        if word.chars().count() < FTS_MIN_TERM_CHARS || keywords::is_stopword(&word) || terms.contains(&word) {
+            continue;
+        }
+        terms.push(word);
+        if terms.len() == FTS_MAX_QUERY_TERMS {
+            break;
+        }
+    }
+    if terms.is_empty() {
+        return None;
+    }
+    Some(terms.iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" OR "))
+}
+
+/// Reciprocal-rank fusion of the 1-based ranks a row has.
+pub(crate) fn rrf(k: f64, ranks: &[Option<usize>]) -> f64 {
+    ranks.iter().flatten().map(|rank| 1.0 / (k + *rank as f64)).sum()
+}
+
+/// `(1 − w) + w × (0.7 + 0.3 × importance) × exp(−0.03 × days)`.
+pub(crate) fn prior(weight: f64, importance: f64, age_days: f64) -> f64 {
+    let weight = weight.clamp(0.0, 1.0);
+    (1.0 - weight) + weight * f64::from(decay_score(1.0, importance as f32, age_days as f32))
+}
+
+/// A candidate row, as read from the table.
+struct Row {
+    id: i64,
+    text: String,
+    tags: String,
+    importance: f64,
+    created_at: i64,
+    source_ref: Option<String>,
+    vector: Option<Vec<f32>>,
+}
+
+fn fetch_row(tx: &Connection, id: i64, space: Option<&str>, with_vector: bool) -> Result<Option<Row>> {
+    let operation = "reading episodic candidates";
+    tx.prepare_cached(
+        "SELECT text, tags, importance, created_at, source_ref,
+                CASE WHEN ?3 AND embedding_space IS ?2 THEN embedding END
+         FROM episodic_memories WHERE id = ?1 AND is_deleted = 0",
+    )
+    .and_then(|mut statement| {
+        statement
+            .query_row(params![id, space, with_vector], |row| {
+                let blob: Option<Vec<u8>> = row.get(5)?;
+                Ok(Row {
+                    id,
+                    text: row.get(0)?,
+                    tags: row.get(1)?,
+                    importance: row.get(2)?,
+                    created_at: row.get(3)?,
+                    source_ref: row.get(4)?,
+                    vector: blob.as_deref().and_then(blob_vector),
+                })
+            })
+            .optional()
+    })
+    .map_err(MemoryError::sqlite(operation))
+}
+
+/// Exact scan over the stored vectors of `space`: the ladder's middle rung.
+fn scan(tx: &Connection, space: &str, query: &[f32], k: usize) -> Result<Vec<Hit>> {
+    let operation = "scanning episodic vectors";
+    let mut statement = tx
+        .prepare_cached(
+            "SELECT id, embedding FROM episodic_memories
+             WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+        )
+        .map_err(MemoryError::sqlite(operation))?;
+    let mut rows = statement.query([space]).map_err(MemoryError::sqlite(operation))?;
+    let mut hits = Vec::new();
+    while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
+        let id: i64 = row.get(0).map_err(MemoryError::sqlite(operation))?;
+        let blob: Vec<u8> = row.get(1).map_err(MemoryError::sqlite(operation))?;
+        if let Some(vector) = blob_vector(&blob)
+            && vector.len() == query.len()
+        {
+            hits.push(Hit { id: id as u64, cosine: cairn_memory_vector::dot(query, &vector) });
+        }
+    }
+    hits.sort_by(Hit::rank_cmp);
+    hits.truncate(k);
+    Ok(hits)
+}
+
+/// FTS5 bm25 top-`k` among active rows: `(id, bm25 negated so higher is better)`.
+fn keyword_hits(tx: &Connection, fts_query: &str, k: usize) -> Result<Vec<(i64, f64)>> {
+    let operation = "searching episodic keywords";
+    let mut statement = tx
+        .prepare_cached(
+            "SELECT m.id, bm25(episodic_fts) AS rank FROM episodic_fts
+             JOIN episodic_memories m ON m.id = episodic_fts.rowid
+             WHERE episodic_fts MATCH ?1 AND m.is_deleted = 0
+             ORDER BY rank, m.id LIMIT ?2",
+        )
+        .map_err(MemoryError::sqlite(operation))?;
+    let rows = statement
+        .query_map(params![fts_query, k as i64], |row| Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?)))
+        .map_err(MemoryError::sqlite(operation))?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite(operation))
+}
+
+/// One candidate with everything scoring needs.
+struct Candidate {
+    row: Row,
+    cosine: Option<f32>,
+    vector_rank: Option<usize>,
+    keyword_rank: Option<usize>,
+    bm25: Option<f64>,
+}
+
+impl MemoryDb {
+    /// Searches episodic memory (see [`EpisodicQuery`] for the options).
+    ///
+    /// The ladder: the vector index (or, while it builds, an exact scan of
+    /// the stored vectors) when there is a query vector, FTS5 keywords (OR
+    /// over text and tags) always in hybrid mode and alone when there is
+    /// no query vector at all. Only active rows are returned. With
+    /// `relevance_filter`, admission runs on the *raw* cosine before any
+    /// ranking or limit (hybrid mode adds the keyword path, see
+    /// [`Admission::Keyword`]). Each hit carries its [`ScoreBreakdown`].
+    pub fn search_episodic(&self, query: &EpisodicQuery) -> Result<Vec<EpisodicHit>> {
+        let _span = tracing::debug_span!("search_episodic", mode = ?query.mode).entered();
+        let now = query.now.unwrap_or_else(now_ms);
+        let embedder = self.embedder();
+        let space = embedder.as_ref().map(|embedder| space_signature(&**embedder));
+        let mut query_vector: Option<Vec<f32>> = None;
+        if query.mode != RetrievalMode::Keyword
+            && let Some(embedder) = &embedder
+        {
+            query_vector = match &query.vector {
+                Some(vector) => Some(vector.clone()),
+                None if embedder.is_ready() && !query.text.trim().is_empty() => embedder.embed(&query.text).ok(),
+                None => None,
+            };
+            query_vector = query_vector.filter(|vector| vector.len() == embedder.dim());
+            if let Some(vector) = &mut query_vector {
+                cairn_embedder::l2_normalize(vector);
+            }
+        }
+        let fts_query = sanitize_fts_query(&query.text);
+        let use_keywords = query.mode != RetrievalMode::PureVector || query_vector.is_none();
+        let dim = embedder.as_ref().map_or(0, |embedder| embedder.dim());
+
+        let candidates = self.read("searching episodic memory", |tx| {
+            let mut by_id: HashMap<i64, (Option<(usize, f32)>, Option<(usize, f64)>)> = HashMap::new();
+            if let (Some(vector), Some(space)) = (&query_vector, &space) {
+                let revision = episodic_revision(tx)?;
+                let access = self.index_for_read(revision, space, dim)?;
+                let search = |k: usize| -> Result<Vec<Hit>> {
+                    match &access {
+                        IndexAccess::Ready(index) => index
+                            .search(vector, k)
+                            .map_err(|source| MemoryError::Index { operation: "searching episodic vectors", source }),
+                        IndexAccess::Scan => scan(tx, space, vector, k),
+                    }
+                };
+                let pool = if query.mode == RetrievalMode::Hybrid { HYBRID_CANDIDATES } else { MMR_MAX_POOL };
+                let hits = if query.relevance_filter && pool > FILTERED_PROBE {
+                    let probe = search(FILTERED_PROBE)?;
+                    let widen = probe.len() == FILTERED_PROBE
+                        && probe.last().is_some_and(|hit| hit.cosine >= LONG_TEXT_RELEVANCE_THRESHOLD);
+                    if widen { search(pool)? } else { probe }
+                } else {
+                    search(pool)?
+                };
+                for (rank, hit) in hits.iter().enumerate() {
+                    by_id.entry(hit.id as i64).or_default().0 = Some((rank + 1, hit.cosine));
+                }
+            }
+            if use_keywords && let Some(fts_query) = &fts_query {
+                let k = if query.mode == RetrievalMode::Hybrid {
+                    HYBRID_CANDIDATES
+                } else {
+                    query.limit.max(HYBRID_CANDIDATES).min(MMR_MAX_POOL)
+                };
+                for (rank, (id, bm25)) in keyword_hits(tx, fts_query, k)?.into_iter().enumerate() {
+                    by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
+                }
+            }
+            let mut out = Vec::with_capacity(by_id.len());
+            let mut ids: Vec<_> = by_id.into_iter().collect();
+            ids.sort_by_key(|(id, _)| *id);
+            for (id, (vector_hit, keyword_hit)) in ids {
+                // Under the filter, a vector-only hit below every gate cannot be admitted.
+                if query.relevance_filter
+                    && keyword_hit.is_none()
+                    && vector_hit.is_some_and(|(_, cosine)| cosine < LONG_TEXT_RELEVANCE_THRESHOLD)
+                {
+                    continue;
+                }
+                let need_vector = vector_hit.is_none() && query_vector.is_some();
+                let Some(row) = fetch_row(tx, id, space.as_deref(), need_vector)? else { continue };
+                let cosine = match (vector_hit, &row.vector, &query_vector) {
+                    (Some((_, cosine)), _, _) => Some(cosine),
+                    (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
+                        Some(cairn_memory_vector::dot(vector, stored))
+                    }
+                    _ => None,
+                };
+                out.push(Candidate {
+                    row,
+                    cosine,
+                    vector_rank: vector_hit.map(|(rank, _)| rank),
+                    keyword_rank: keyword_hit.map(|(rank, _)| rank),
+                    bm25: keyword_hit.map(|(_, bm25)| bm25),
+                });
+            }
+            Ok(out)
+        })?;
+
+        let hits = rank(candidates, query, query_vector.is_some(), now);
+        if query.touch && !hits.is_empty() {
+            self.touch_episodic(&hits, now_ms());
+        }
+        Ok(hits)
+    }
+
+    /// Records `last_accessed` on returned rows, outside the read path: it
+    /// is skipped when another thread holds the writer (it is advisory).
+    fn touch_episodic(&self, hits: &[EpisodicHit], at: i64) {
+        let Some(connection) = self.try_lock_writer() else { return };
+        let result = (|| -> rusqlite::Result<()> {
+            let mut statement = connection.prepare_cached("UPDATE episodic_memories SET last_accessed = ?2 WHERE id = ?1")?;
+            for hit in hits {
+                statement.execute(params![hit.id, at])?;
+            }
+            Ok(())
+        })();
+        if let Err(error) = result {
+            tracing::debug!(%error, "could not record last_accessed");
+        }
+    }
+}
+
+/// Admission, scoring, MMR and the limit over the fetched candidates.
+fn rank(candidates: Vec<Candidate>, query: &EpisodicQuery, have_vector: bool, now: i64) -> Vec<EpisodicHit> {
+    let query_stems: BTreeSet<String> = if query.relevance_filter { keywords::stems(&query.text) } else { BTreeSet::new() };
+    let best_bm25 = candidates.iter().filter_map(|c| c.bm25).fold(0.0f64, f64::max);
+    let mut scored: Vec<(Candidate, ScoreBreakdown)> = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        let chars = candidate.row.text.chars().count();
+        let admitted = if !query.relevance_filter {
+            None
+        } else if candidate.cosine.is_some_and(|cosine| admit(cosine, chars)) {
+            Some(Admission::Cosine)
+        } else if query.mode == RetrievalMode::PureVector && have_vector {
+            continue;
+        } else if query.mode == RetrievalMode::PureVector {
+            // The specification's keyword rung: rows carry no cosine, nothing to gate on.
+            Some(Admission::Keyword)
+        } else if candidate.keyword_rank.is_some_and(|rank| rank <= KEYWORD_ADMISSION_MAX_RANK)
+            && coverage(&query_stems, &candidate.row) >= KEYWORD_ADMISSION_MIN_COVERAGE
+        {
+            Some(Admission::Keyword)
+        } else {
+            continue;
+        };
+        let age_days = (now - candidate.row.created_at) as f64 / MS_PER_DAY;
+        let importance = candidate.row.importance;
+        let (fused, score) = match (query.mode, have_vector) {
+            (RetrievalMode::PureVector, true) => {
+                let cosine = candidate.cosine.unwrap_or(0.0);
+                (f64::from(cosine), f64::from(decay_score(cosine, importance as f32, age_days as f32)))
+            }
+            (RetrievalMode::PureVector, false) => {
+                let fused = rrf_normalised(query.fusion, &[candidate.keyword_rank], 1);
+                (fused, fused * prior(1.0, importance, age_days))
+            }
+            (RetrievalMode::Keyword, _) | (RetrievalMode::Hybrid, false) => {
+                let fused = rrf_normalised(query.fusion, &[candidate.keyword_rank], 1);
+                (fused, fused * prior(query.prior_weight, importance, age_days))
+            }
+            (RetrievalMode::Hybrid, true) => {
+                let fused = match query.fusion {
+                    Fusion::Rrf { .. } => {
+                        rrf_normalised(query.fusion, &[candidate.vector_rank, candidate.keyword_rank], 2)
+                    }
+                    Fusion::Weighted { vector_weight } => {
+                        let w = vector_weight.clamp(0.0, 1.0);
+                        let cosine = f64::from(candidate.cosine.unwrap_or(0.0)).max(0.0);
+                        let keyword = match candidate.bm25 {
+                            Some(bm25) if best_bm25 > 0.0 => bm25 / best_bm25,
+                            _ => 0.0,
+                        };
+                        w * cosine + (1.0 - w) * keyword
+                    }
+                };
+                (fused, fused * prior(query.prior_weight, importance, age_days))
+            }
+        };
+        let breakdown = ScoreBreakdown {
+            cosine: candidate.cosine,
+            vector_rank: candidate.vector_rank,
+            keyword_rank: candidate.keyword_rank,
+            bm25: candidate.bm25,
+            fused,
+            importance,
+            age_days,
+            score,
+            admitted,
+        };
+        scored.push((candidate, breakdown));
+    }
+    let order: Vec<usize> = if query.mmr {
+        let texts: Vec<MmrCandidate<'_>> = scored
+            .iter()
+            .map(|(candidate, breakdown)| MmrCandidate { relevance: breakdown.score as f32, text: &candidate.row.text })
+            .collect();
+        mmr(&texts, MMR_LAMBDA, query.limit)
+    } else {
+        let mut order: Vec<usize> = (0..scored.len()).collect();
+        order.sort_by(|&a, &b| {
+            scored[b].1.score.total_cmp(&scored[a].1.score).then(scored[a].0.row.id.cmp(&scored[b].0.row.id))
+        });
+        order.truncate(query.limit);
+        order
+    };
+    let mut slots: Vec<Option<(Candidate, ScoreBreakdown)>> = scored.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .filter_map(|position| slots[position].take())
+        .map(|(candidate, score)| EpisodicHit {
+            id: candidate.row.id,
+            tags: serde_json::from_str(&candidate.row.tags).unwrap_or_default(),
+            text: candidate.row.text,
+            source_ref: candidate.row.source_ref,
+            created_at: candidate.row.created_at,
+            score,
+        })
+        .collect()
+}
+
+/// RRF over `ranks`, scaled so a row ranked first in all `lists` lists scores 1.
+fn rrf_normalised(fusion: Fusion, ranks: &[Option<usize>], lists: usize) -> f64 {
+    let k = match fusion {
+        Fusion::Rrf { k } => k.max(0.0),
+        Fusion::Weighted { .. } => crate::constants::RRF_K,
+    };
+    rrf(k, ranks) / (lists as f64 / (k + 1.0))
+}
+
+/// Share of the query's stems found in the row's text and tags.
+fn coverage(query_stems: &BTreeSet<String>, row: &Row) -> f64 {
+    if query_stems.is_empty() {
+        return 0.0;
+    }
+    let row_stems = keywords::stems(&format!("{} {}", row.text, row.tags));
+    query_stems.intersection(&row_stems).count() as f64 / query_stems.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitiser_neutralises_fts_syntax() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("", None),
+            ("   ", None),
+            ("a I x", None),
+            ("the and of", None),
+            ("\"unbalanced quote", Some("\"unbalanced\" OR \"quote\"")),
+            ("(tea AND (coffee", Some("\"tea\" OR \"coffee\"")),
+            ("tea NOT coffee", Some("\"tea\" OR \"coffee\"")),
+            ("col:umn ^start title*", Some("\"col\" OR \"umn\" OR \"start\" OR \"title\"")),
+            ("NEAR(a b, 3)", Some("\"near\"")),
+            ("Berlin berlin BERLIN", Some("\"berlin\"")),
+            ("über café", Some("\"über\" OR \"café\"")),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(sanitize_fts_query(input).as_deref(), *expected, "{input:?}");
+        }
+        let long: String = (0..100).map(|i| format!("word{i} ")).collect();
+        assert_eq!(sanitize_fts_query(&long).unwrap().matches(" OR ").count(), FTS_MAX_QUERY_TERMS - 1);
+    }
+
+    #[test]
+    fn rrf_matches_hand_computed_values() {
+        // Rank 1 in both lists at k = 60: 2/61.
+        assert!((rrf(60.0, &[Some(1), Some(1)]) - 2.0 / 61.0).abs() < 1e-12);
+        // Rank 3 in one list only: 1/63.
+        assert!((rrf(60.0, &[Some(3), None]) - 1.0 / 63.0).abs() < 1e-12);
+        // Ranks 2 and 10: 1/62 + 1/70.
+        assert!((rrf(60.0, &[Some(2), Some(10)]) - (1.0 / 62.0 + 1.0 / 70.0)).abs() < 1e-12);
+        assert_eq!(rrf(60.0, &[None, None]), 0.0);
+        // Normalised: first in both lists is 1; first in one list is 0.5.
+        let fusion = Fusion::Rrf { k: 60.0 };
+        assert!((rrf_normalised(fusion, &[Some(1), Some(1)], 2) - 1.0).abs() < 1e-12);
+        assert!((rrf_normalised(fusion, &[Some(1), None], 2) - 0.5).abs() < 1e-12);
+        // A row 2nd in both beats one that is 1st in one list only.
+        assert!(rrf(60.0, &[Some(2), Some(2)]) > rrf(60.0, &[Some(1), None]));
+    }
+
+    #[test]
+    fn prior_interpolates_to_the_specification_factor() {
+        assert!((prior(1.0, 0.8, 30.0) - 0.94 * (-0.9f64).exp()).abs() < 1e-5);
+        assert_eq!(prior(0.0, 0.0, 1000.0), 1.0);
+        let half = prior(0.5, 1.0, 0.0);
+        assert!((half - 1.0).abs() < 1e-6);
+        assert!((prior(0.25, 0.0, 1e9) - 0.75).abs() < 1e-6);
+    }
+}

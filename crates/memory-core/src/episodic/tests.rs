@@ -1,0 +1,68 @@
+//! Tests that need the crate's internals: a ghost vector left in the index,
+//! and a store written by schema version 1.
+
+use std::sync::Arc;
+
+use cairn_embedder::HashEmbedder;
+use rusqlite::Connection;
+
+use super::{EpisodicOutcome, EpisodicQuery, NewEpisode, RetrievalMode};
+use crate::{MemoryConfig, MemoryDb, SCHEMA_VERSION};
+
+fn store() -> (tempfile::TempDir, MemoryDb) {
+    let home = tempfile::tempdir().unwrap();
+    let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default())
+        .unwrap()
+        .with_embedder(Arc::new(HashEmbedder::new(64)));
+    (home, db)
+}
+
+#[test]
+fn a_tombstoned_vector_still_in_the_index_is_never_a_duplicate() {
+    let (_home, db) = store();
+    let text = "We hiked the ridge trail above the lake on Sunday";
+    let EpisodicOutcome::Inserted { id, .. } = db.write_episodic(&NewEpisode::new(text)).unwrap() else {
+        panic!("first write inserts");
+    };
+    // Tombstone the row behind the index's back, exactly as the
+    // specification's tombstone paths leave a ghost: the row is deleted,
+    // its vector stays in the index, the index still counts as current.
+    {
+        let connection = db.lock_writer();
+        connection.execute("UPDATE episodic_memories SET is_deleted = 1 WHERE id = ?1", [id]).unwrap();
+    }
+    let index = db.current_index().expect("the write built an index");
+    assert!(index.contains(id as u64), "the ghost is still in the index");
+    // Same meaning, different text (so the exact-text check does not fire).
+    let outcome = db.write_episodic(&NewEpisode::new(format!("{text}!"))).unwrap();
+    assert!(matches!(outcome, EpisodicOutcome::Inserted { .. }), "{outcome:?}");
+    // And the ghost never comes back from a search either.
+    let hits = db.search_episodic(&EpisodicQuery::new(text).mode(RetrievalMode::PureVector)).unwrap();
+    assert!(hits.iter().all(|hit| hit.id != id), "{hits:?}");
+}
+
+#[test]
+fn a_version_1_store_migrates_and_keeps_its_rows() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("memory.db");
+    {
+        let connection = Connection::open(&path).unwrap();
+        connection.execute_batch(crate::schema::migration(0)).unwrap();
+        connection.pragma_update(None, "user_version", 1).unwrap();
+        connection
+            .execute(
+                "INSERT INTO episodic_memories (text, tags, importance, created_at) VALUES (?1, '[\"trip\"]', 0.7, 0)",
+                ["Running the Lisbon half marathon in spring"],
+            )
+            .unwrap();
+    }
+    let db = MemoryDb::open(&path, MemoryConfig::default()).unwrap();
+    assert_eq!(db.stats().unwrap().schema_version, SCHEMA_VERSION);
+    let rows = db.list_episodic(10, 0).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].source_ref, None);
+    // The rebuilt keyword index stems: "runs" finds "Running".
+    let hits = db.search_episodic(&EpisodicQuery::new("who runs marathons").mode(RetrievalMode::Keyword)).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].id, rows[0].id);
+}

@@ -1,0 +1,551 @@
+//! Episodic writes: validation, screening, dedup, the cap, tombstones and
+//! stale retirement.
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::index::{IndexAccess, bump_episodic_revision, episodic_revision};
+use super::{EpisodicOutcome, EpisodicRecord, NewEpisode};
+use crate::constants::{
+    EPISODIC_DEDUP_COSINE, EPISODIC_DEFAULT_CAP, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS,
+    EPISODIC_MAX_TAG_CHARS, EPISODIC_MAX_TAGS, EPISODIC_MIN_CHARS, STALE_QUOTE_MIN_CHARS,
+};
+use crate::db::{EventRecord, MemoryDb, insert_event, now_ms, space_signature};
+use crate::error::{MemoryError, Rejected, Result};
+use crate::semantic::blob_vector;
+use crate::types::{AuditAction, DeleteOutcome};
+use crate::validate;
+
+pub(crate) const MEMORY_TYPE: &str = "episodic";
+/// Dedup looks at this many nearest vectors first, then widens while every
+/// one of them is a ghost above the threshold.
+const DEDUP_PROBE: usize = 8;
+
+/// The audit key of row `id`.
+pub(crate) fn audit_key(id: i64) -> String {
+    format!("episodic:{id}")
+}
+
+/// Lower-cased tags of `[a-z0-9_.:-]`, cut to 32 characters, deduplicated,
+/// at most 10; anything else in a tag is dropped.
+pub(crate) fn sanitize_tags(tags: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for tag in tags {
+        let clean: String = tag
+            .trim()
+            .to_lowercase()
+            .chars()
+            .map(|c| if c.is_whitespace() { '-' } else { c })
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
+            .take(EPISODIC_MAX_TAG_CHARS)
+            .collect();
+        let clean = clean.trim_matches('-').to_owned();
+        if !clean.is_empty() && !out.contains(&clean) {
+            out.push(clean);
+        }
+        if out.len() == EPISODIC_MAX_TAGS {
+            break;
+        }
+    }
+    out
+}
+
+/// A write that passed the rules.
+struct Checked {
+    text: String,
+    importance: f64,
+    tags_json: String,
+}
+
+fn check(episode: &NewEpisode) -> Result<Checked, Rejected> {
+    episode.source.validate()?;
+    let text = episode.text.trim();
+    let chars = text.chars().count();
+    if !(EPISODIC_MIN_CHARS..=EPISODIC_MAX_CHARS).contains(&chars) {
+        return Err(Rejected::TextLength { chars, min: EPISODIC_MIN_CHARS, max: EPISODIC_MAX_CHARS });
+    }
+    if episode.importance.is_nan() {
+        return Err(Rejected::InvalidImportance(episode.importance));
+    }
+    if let Some(source_ref) = &episode.source_ref
+        && (source_ref.chars().count() > EPISODIC_MAX_SOURCE_REF_CHARS || source_ref.chars().any(char::is_control))
+    {
+        return Err(Rejected::InvalidSourceRef { max: EPISODIC_MAX_SOURCE_REF_CHARS });
+    }
+    if let Some(finding) = cairn_guard::screen(text) {
+        return Err(Rejected::Injection { rule: finding.rule });
+    }
+    let tags = sanitize_tags(&episode.tags);
+    Ok(Checked {
+        text: text.to_owned(),
+        importance: episode.importance.clamp(0.0, 1.0),
+        tags_json: serde_json::to_string(&tags).expect("strings serialise"),
+    })
+}
+
+fn vector_blob(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The first active row whose vector is above the dedup threshold; ghosts
+/// (tombstoned rows whose vector an index still holds) are skipped.
+pub(crate) fn find_near_duplicate(
+    tx: &Connection,
+    access: &IndexAccess,
+    vector: &[f32],
+    space: &str,
+) -> Result<Option<(i64, f32)>> {
+    let operation = "checking for a near duplicate";
+    let is_active = |id: i64| -> Result<bool> {
+        tx.prepare_cached("SELECT is_deleted FROM episodic_memories WHERE id = ?1")
+            .and_then(|mut statement| statement.query_row([id], |row| row.get::<_, i64>(0)).optional())
+            .map_err(MemoryError::sqlite(operation))
+            .map(|deleted| deleted == Some(0))
+    };
+    match access {
+        IndexAccess::Ready(index) => {
+            let mut probe = DEDUP_PROBE;
+            loop {
+                let hits = index.search(vector, probe).map_err(|source| MemoryError::Index { operation, source })?;
+                for hit in &hits {
+                    if hit.cosine <= EPISODIC_DEDUP_COSINE {
+                        return Ok(None);
+                    }
+                    if is_active(hit.id as i64)? {
+                        return Ok(Some((hit.id as i64, hit.cosine)));
+                    }
+                }
+                if hits.len() < probe {
+                    return Ok(None);
+                }
+                probe *= 4;
+            }
+        }
+        IndexAccess::Scan => {
+            let mut statement = tx
+                .prepare_cached(
+                    "SELECT id, embedding FROM episodic_memories
+                     WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+                )
+                .map_err(MemoryError::sqlite(operation))?;
+            let mut rows = statement.query([space]).map_err(MemoryError::sqlite(operation))?;
+            let mut best: Option<(i64, f32)> = None;
+            while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
+                let id: i64 = row.get(0).map_err(MemoryError::sqlite(operation))?;
+                let blob: Vec<u8> = row.get(1).map_err(MemoryError::sqlite(operation))?;
+                let Some(stored) = blob_vector(&blob) else { continue };
+                if stored.len() != vector.len() {
+                    continue;
+                }
+                let cosine = cairn_memory_vector::dot(vector, &stored);
+                if cosine > EPISODIC_DEDUP_COSINE && best.is_none_or(|(_, b)| cosine > b) {
+                    best = Some((id, cosine));
+                }
+            }
+            Ok(best)
+        }
+    }
+}
+
+fn audit(
+    tx: &Transaction<'_>,
+    action: AuditAction,
+    id: i64,
+    old: Option<&str>,
+    new: Option<&str>,
+    source: &str,
+    detail: &str,
+) -> Result<()> {
+    let key = audit_key(id);
+    let old = old.map(validate::snippet);
+    let new = new.map(validate::snippet);
+    insert_event(
+        tx,
+        &EventRecord {
+            memory_type: MEMORY_TYPE,
+            action,
+            key: Some(&key),
+            old_value: old.as_deref(),
+            new_value: new.as_deref(),
+            source: Some(source),
+            confidence: None,
+            detail: Some(detail),
+        },
+    )
+}
+
+/// Tombstones `id` (if active) with an audit row; true when it was active.
+fn tombstone(tx: &Transaction<'_>, id: i64, source: &str, detail: &str) -> Result<bool> {
+    let text: Option<String> = tx
+        .prepare_cached("UPDATE episodic_memories SET is_deleted = 1 WHERE id = ?1 AND is_deleted = 0 RETURNING text")
+        .and_then(|mut statement| statement.query_row([id], |row| row.get(0)).optional())
+        .map_err(MemoryError::sqlite("tombstoning an episodic row"))?;
+    match text {
+        Some(text) => {
+            audit(tx, AuditAction::Deleted, id, Some(&text), None, source, detail)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+const RECORD_COLUMNS: &str =
+    "id, text, tags, importance, created_at, last_accessed, source_ref, source, embedding_space, embedding IS NOT NULL";
+
+fn record_from_row(row: &rusqlite::Row<'_>, space: Option<&str>) -> rusqlite::Result<EpisodicRecord> {
+    let tags: String = row.get(2)?;
+    let row_space: Option<String> = row.get(8)?;
+    let has_blob: bool = row.get(9)?;
+    Ok(EpisodicRecord {
+        id: row.get(0)?,
+        text: row.get(1)?,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        importance: row.get(3)?,
+        created_at: row.get(4)?,
+        last_accessed: row.get(5)?,
+        source_ref: row.get(6)?,
+        source: row.get(7)?,
+        has_vector: has_blob && space.is_some() && row_space.as_deref() == space,
+    })
+}
+
+impl MemoryDb {
+    /// Writes one episodic row (see [`NewEpisode`] for the fields).
+    ///
+    /// Rules, in order: source name, text length (10–2,000 characters),
+    /// importance a number (then clamped to `[0, 1]`), `source_ref` length,
+    /// injection screen (before any embedding), tags sanitised. A refusal
+    /// returns [`MemoryError::Rejected`] and records a `rejected` or
+    /// `injection_blocked` audit row with a redacted snippet.
+    ///
+    /// Then, in one `BEGIN IMMEDIATE` transaction: an active row with the
+    /// same text, or with a vector at cosine > 0.88, makes the write a
+    /// [`EpisodicOutcome::Duplicate`] (`conflict_skip` audit row); tombstoned
+    /// rows never count, even while an index still holds their vector. A
+    /// store at its cap evicts the lowest importance, then oldest rows
+    /// (`deleted` audit rows, detail `cap_eviction`), or, in preservation
+    /// mode, refuses with [`EpisodicOutcome::StoreFull`]. The row, its
+    /// vector and the index change together: an index failure rolls the
+    /// row back.
+    ///
+    /// The vector is computed before the lock. If the embedder was swapped
+    /// meanwhile, the row is stored without a vector for a later backfill.
+    pub fn write_episodic(&self, episode: &NewEpisode) -> Result<EpisodicOutcome> {
+        self.write_episodic_capped(episode, EPISODIC_DEFAULT_CAP)
+    }
+
+    /// [`write_episodic`](Self::write_episodic) with another active-row cap.
+    pub fn write_episodic_capped(&self, episode: &NewEpisode, cap: usize) -> Result<EpisodicOutcome> {
+        let _span = tracing::debug_span!("write_episodic").entered();
+        if cap == 0 {
+            return Err(MemoryError::InvalidConfig("the episodic cap must be at least 1".to_owned()));
+        }
+        let checked = match check(episode) {
+            Ok(checked) => checked,
+            Err(rejected) => {
+                return Err(self.refuse(
+                    MEMORY_TYPE,
+                    "episodic",
+                    &episode.text,
+                    episode.source.as_str(),
+                    None,
+                    rejected,
+                ));
+            }
+        };
+        // Embed first, outside every lock, remembering the space generation.
+        let (embedder, generation) = self.embedder_with_generation();
+        let mut embedded: Option<(Vec<f32>, String, usize)> = None;
+        if !episode.defer_embedding
+            && let Some(embedder) = &embedder
+            && embedder.is_ready()
+        {
+            match embedder.embed(&checked.text) {
+                Ok(mut vector) if vector.len() == embedder.dim() => {
+                    cairn_embedder::l2_normalize(&mut vector);
+                    embedded = Some((vector, space_signature(&**embedder), embedder.dim()));
+                }
+                Ok(vector) => tracing::warn!(got = vector.len(), "embedder returned a wrong-sized vector"),
+                Err(error) => tracing::debug!(%error, "embedding failed; storing without a vector"),
+            }
+        }
+        let created_at = episode.created_at.unwrap_or_else(now_ms);
+        let source = episode.source.as_str();
+
+        let mut connection = self.lock_writer();
+        if embedded.is_some() && self.space_generation() != generation {
+            tracing::debug!("embedding model swapped during the write; storing without a vector");
+            embedded = None;
+        }
+        let access = match &embedded {
+            Some((_, space, dim)) => Some(self.index_locked(&connection, space, *dim)?),
+            None => None,
+        };
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(MemoryError::sqlite("writing an episodic row"))?;
+        let before = episodic_revision(&tx)?;
+
+        let same_text: Option<i64> = tx
+            .prepare_cached("SELECT id FROM episodic_memories WHERE text = ?1 AND is_deleted = 0 ORDER BY id LIMIT 1")
+            .and_then(|mut statement| statement.query_row([&checked.text], |row| row.get(0)).optional())
+            .map_err(MemoryError::sqlite("checking for a duplicate"))?;
+        let duplicate = match (same_text, &embedded, &access) {
+            (Some(id), _, _) => Some((id, 1.0)),
+            (None, Some((vector, space, _)), Some(access)) => find_near_duplicate(&tx, access, vector, space)?,
+            _ => None,
+        };
+        if let Some((of, cosine)) = duplicate {
+            audit(
+                &tx,
+                AuditAction::ConflictSkip,
+                of,
+                None,
+                Some(&checked.text),
+                source,
+                &format!("duplicate_of:{of}"),
+            )?;
+            tx.commit().map_err(MemoryError::sqlite("writing an episodic row"))?;
+            return Ok(EpisodicOutcome::Duplicate { of, cosine });
+        }
+
+        let active: i64 = tx
+            .prepare_cached("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0")
+            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+            .map_err(MemoryError::sqlite("counting episodic rows"))?;
+        let mut evicted = Vec::new();
+        if active as usize >= cap {
+            if episode.preserve {
+                let snippet = validate::snippet(&checked.text);
+                insert_event(
+                    &tx,
+                    &EventRecord {
+                        memory_type: MEMORY_TYPE,
+                        action: AuditAction::Rejected,
+                        key: Some("episodic"),
+                        old_value: None,
+                        new_value: Some(&snippet),
+                        source: Some(source),
+                        confidence: None,
+                        detail: Some("store_full"),
+                    },
+                )?;
+                tx.commit().map_err(MemoryError::sqlite("writing an episodic row"))?;
+                return Ok(EpisodicOutcome::StoreFull { cap });
+            }
+            let excess = active as usize - cap + 1;
+            let victims: Vec<i64> = {
+                let mut statement = tx
+                    .prepare_cached(
+                        "SELECT id FROM episodic_memories WHERE is_deleted = 0
+                         ORDER BY importance ASC, created_at ASC, id ASC LIMIT ?1",
+                    )
+                    .map_err(MemoryError::sqlite("choosing rows to evict"))?;
+                let rows = statement
+                    .query_map([excess as i64], |row| row.get(0))
+                    .map_err(MemoryError::sqlite("choosing rows to evict"))?;
+                rows.collect::<Result<_, _>>().map_err(MemoryError::sqlite("choosing rows to evict"))?
+            };
+            for id in victims {
+                if tombstone(&tx, id, source, "cap_eviction")? {
+                    evicted.push(id);
+                }
+            }
+        }
+
+        let (blob, space) = match &embedded {
+            Some((vector, space, _)) => (Some(vector_blob(vector)), Some(space.as_str())),
+            None => (None, None),
+        };
+        tx.prepare_cached(
+            "INSERT INTO episodic_memories
+                (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref)
+             VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?8)",
+        )
+        .and_then(|mut statement| {
+            statement.execute(params![
+                checked.text,
+                checked.tags_json,
+                checked.importance,
+                source,
+                created_at,
+                blob,
+                space,
+                episode.source_ref
+            ])
+        })
+        .map_err(MemoryError::sqlite("writing an episodic row"))?;
+        let id = tx.last_insert_rowid();
+        audit(&tx, AuditAction::Created, id, None, Some(&checked.text), source, episode.source_ref.as_deref().unwrap_or(""))?;
+        let after = bump_episodic_revision(&tx)?;
+
+        // The index changes before the commit; a refusal rolls the row back.
+        if let Some(IndexAccess::Ready(index)) = &access {
+            for id in &evicted {
+                if index.contains(*id as u64) {
+                    index.remove(*id as u64).map_err(|source| MemoryError::Index { operation: "evicting", source })?;
+                }
+            }
+            if let Some((vector, _, _)) = &embedded
+                && let Err(source) = index.add(id as u64, vector)
+            {
+                drop(tx);
+                self.distrust_index();
+                return Err(MemoryError::Index { operation: "adding an episodic vector", source });
+            }
+        } else if !evicted.is_empty() {
+            self.distrust_index();
+        }
+        if let Err(error) = tx.commit() {
+            self.distrust_index();
+            return Err(MemoryError::sqlite("writing an episodic row")(error));
+        }
+        self.advance_revision(before, after);
+        Ok(EpisodicOutcome::Inserted { id, has_vector: embedded.is_some(), evicted })
+    }
+
+    /// Tombstones row `id` (a `deleted` audit row records it); its vector
+    /// leaves the index in the same critical section.
+    pub fn delete_episodic(&self, id: i64) -> Result<DeleteOutcome> {
+        let deleted = self.tombstone_episodic(&[id], "user_explicit", "deleted")?;
+        Ok(if deleted.is_empty() { DeleteOutcome::NotFound } else { DeleteOutcome::Deleted })
+    }
+
+    /// Tombstones the active rows among `ids`; returns those that were active.
+    pub(crate) fn tombstone_episodic(&self, ids: &[i64], source: &str, detail: &str) -> Result<Vec<i64>> {
+        let mut connection = self.lock_writer();
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(MemoryError::sqlite("tombstoning episodic rows"))?;
+        let before = episodic_revision(&tx)?;
+        let mut done = Vec::new();
+        for id in ids {
+            if tombstone(&tx, *id, source, detail)? {
+                done.push(*id);
+            }
+        }
+        if done.is_empty() {
+            return Ok(done);
+        }
+        let after = bump_episodic_revision(&tx)?;
+        tx.commit().map_err(MemoryError::sqlite("tombstoning episodic rows"))?;
+        // Still under the writer lock: the index never outlives a committed tombstone
+        // for longer than this critical section.
+        let index = self.current_index();
+        if let Some(index) = index {
+            for id in &done {
+                if index.contains(*id as u64)
+                    && let Err(error) = index.remove(*id as u64)
+                {
+                    tracing::warn!(%error, "could not drop a tombstoned vector");
+                    self.distrust_index();
+                }
+            }
+        }
+        self.advance_revision(before, after);
+        drop(connection);
+        Ok(done)
+    }
+
+    /// One row, active or not.
+    pub fn get_episodic(&self, id: i64) -> Result<Option<EpisodicRecord>> {
+        let space = self.space();
+        self.read("reading an episodic row", |tx| {
+            tx.prepare_cached(&format!("SELECT {RECORD_COLUMNS} FROM episodic_memories WHERE id = ?1 AND is_deleted = 0"))
+                .and_then(|mut statement| statement.query_row([id], |row| record_from_row(row, space.as_deref())).optional())
+                .map_err(MemoryError::sqlite("reading an episodic row"))
+        })
+    }
+
+    /// Active rows, newest first, `limit` from `offset`.
+    pub fn list_episodic(&self, limit: usize, offset: usize) -> Result<Vec<EpisodicRecord>> {
+        let space = self.space();
+        self.read("listing episodic rows", |tx| {
+            let mut statement = tx
+                .prepare_cached(&format!(
+                    "SELECT {RECORD_COLUMNS} FROM episodic_memories WHERE is_deleted = 0
+                     ORDER BY created_at DESC, id DESC LIMIT ?1 OFFSET ?2"
+                ))
+                .map_err(MemoryError::sqlite("listing episodic rows"))?;
+            let rows = statement
+                .query_map(params![limit as i64, offset as i64], |row| record_from_row(row, space.as_deref()))
+                .map_err(MemoryError::sqlite("listing episodic rows"))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("listing episodic rows"))
+        })
+    }
+
+    /// Tombstones the active episodic rows that quote `old_value` (a
+    /// superseded semantic value), matched case-insensitively as a whole
+    /// phrase; values under 4 characters retire nothing. Returns the ids.
+    pub fn retire_stale_episodic(&self, old_value: &str) -> Result<Vec<i64>> {
+        let needle = old_value.trim().to_lowercase();
+        if needle.chars().filter(|c| c.is_alphanumeric()).count() < STALE_QUOTE_MIN_CHARS {
+            return Ok(Vec::new());
+        }
+        let words: Vec<String> =
+            needle.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_owned).collect();
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Candidates from the keyword index (a phrase query), confirmed on the text itself.
+        let phrase = format!("\"{}\"", words.join(" "));
+        let candidates: Vec<(i64, String)> = self.read("finding stale episodic rows", |tx| {
+            let mut statement = tx
+                .prepare_cached(
+                    "SELECT m.id, m.text FROM episodic_fts f JOIN episodic_memories m ON m.id = f.rowid
+                     WHERE episodic_fts MATCH ?1 AND m.is_deleted = 0",
+                )
+                .map_err(MemoryError::sqlite("finding stale episodic rows"))?;
+            let rows = statement
+                .query_map([format!("text : {phrase}")], |row| Ok((row.get(0)?, row.get(1)?)))
+                .map_err(MemoryError::sqlite("finding stale episodic rows"))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("finding stale episodic rows"))
+        })?;
+        let quoting: Vec<i64> = candidates
+            .into_iter()
+            .filter(|(_, text)| contains_phrase(&text.to_lowercase(), &needle))
+            .map(|(id, _)| id)
+            .collect();
+        if quoting.is_empty() {
+            return Ok(quoting);
+        }
+        self.tombstone_episodic(&quoting, "stale_retirement", "stale_retirement")
+    }
+}
+
+/// Whether `needle` occurs in `haystack` on word boundaries.
+fn contains_phrase(haystack: &str, needle: &str) -> bool {
+    let mut start = 0;
+    while let Some(found) = haystack[start..].find(needle) {
+        let at = start + found;
+        let end = at + needle.len();
+        let before_ok = haystack[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+        let after_ok = haystack[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+        if before_ok && after_ok {
+            return true;
+        }
+        start = at + needle.chars().next().map_or(1, char::len_utf8);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_sanitised() {
+        let tags: Vec<String> =
+            ["  Trip ", "trip", "café au lait", "a\"b)c", "", "x".repeat(40).as_str()].iter().map(|t| t.to_string()).collect();
+        assert_eq!(sanitize_tags(&tags), vec!["trip", "caf-au-lait", "abc", &"x".repeat(32)]);
+        let many: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
+        assert_eq!(sanitize_tags(&many).len(), EPISODIC_MAX_TAGS);
+    }
+
+    #[test]
+    fn phrases_match_on_word_boundaries() {
+        assert!(contains_phrase("i moved to berlin last year", "berlin"));
+        assert!(!contains_phrase("i love berliners", "berlin"));
+        assert!(contains_phrase("berlin", "berlin"));
+        assert!(contains_phrase("xberlin, berlin.", "berlin"));
+    }
+}
