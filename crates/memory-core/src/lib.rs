@@ -58,8 +58,9 @@ mod tests;
 
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{
-    Admission, BackfillReport, EpisodicContext, EpisodicHit, EpisodicIndexStatus, EpisodicOutcome, EpisodicQuery, EpisodicRecord, Fusion,
-    NewEpisode, ReembedProgress, ReembedStep, RetrievalMode, ScoreBreakdown, sanitize_fts_query,
+    Admission, BackfillReport, EpisodicContext, EpisodicHit, EpisodicIndexStatus, EpisodicOutcome, EpisodicQuery,
+    EpisodicRecord, Fusion, NewEpisode, ReembedProgress, ReembedStep, RetrievalMode, ScoreBreakdown,
+    sanitize_fts_query,
 };
 pub use error::{MemoryError, Rejected, Result};
 pub use files::{

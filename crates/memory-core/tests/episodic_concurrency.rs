@@ -31,7 +31,9 @@ fn sentence(seed: usize) -> String {
 fn writers_and_searchers_never_see_tombstones() {
     let home = tempfile::tempdir().unwrap();
     let db = Arc::new(
-        MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap().with_embedder(Arc::new(HashEmbedder::new(48))),
+        MemoryDb::open_in_home(home.path(), MemoryConfig::default())
+            .unwrap()
+            .with_embedder(Arc::new(HashEmbedder::new(48))),
     );
     let tombstoned: Arc<RwLock<HashSet<i64>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
@@ -45,7 +47,8 @@ fn writers_and_searchers_never_see_tombstones() {
             let mut n = writer * 1_000_000;
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
-                let episode = NewEpisode::new(sentence(n)).importance((n % 10) as f64 / 10.0).defer_embedding(n % 7 == 0);
+                let episode =
+                    NewEpisode::new(sentence(n)).importance((n % 10) as f64 / 10.0).defer_embedding(n % 7 == 0);
                 match db.write_episodic_capped(&episode, CAP).unwrap() {
                     EpisodicOutcome::Inserted { id, evicted, .. } => {
                         tombstoned.write().unwrap().extend(evicted);
@@ -75,7 +78,8 @@ fn writers_and_searchers_never_see_tombstones() {
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
                 let before: HashSet<i64> = tombstoned.read().unwrap().clone();
-                let query = EpisodicQuery::new(sentence(n * 31)).mode(modes[n % 3]).limit(20).relevance_filter(n % 2 == 0);
+                let query =
+                    EpisodicQuery::new(sentence(n * 31)).mode(modes[n % 3]).limit(20).relevance_filter(n % 2 == 0);
                 for hit in db.search_episodic(&query).unwrap() {
                     assert!(!before.contains(&hit.id), "search returned tombstoned row {}", hit.id);
                 }
@@ -91,7 +95,7 @@ fn writers_and_searchers_never_see_tombstones() {
     for thread in threads {
         thread.join().unwrap();
     }
-    
+
     assert!(writes.load(Ordering::Relaxed) > 0 && searches.load(Ordering::Relaxed) > 0);
     let stats = db.stats().unwrap();
     assert!(stats.episodic_live as usize <= CAP);
@@ -100,7 +104,11 @@ fn writers_and_searchers_never_see_tombstones() {
     assert_eq!(status.index_len, status.active_with_vectors, "{status:?}");
     assert_eq!(status.active_with_vectors, status.active, "{status:?}");
     assert_eq!(db.integrity_check().unwrap(), vec!["ok"]);
-    eprintln!("{} writes, {} searches in {RUN_FOR:?}", writes.load(Ordering::Relaxed), searches.load(Ordering::Relaxed));
+    eprintln!(
+        "{} writes, {} searches in {RUN_FOR:?}",
+        writes.load(Ordering::Relaxed),
+        searches.load(Ordering::Relaxed)
+    );
 }
 
 #[test]
@@ -109,10 +117,13 @@ fn a_second_handle_sees_the_first_handles_changes() {
     // index and catches up through the revision counter.
     let home = tempfile::tempdir().unwrap();
     let open = || {
-        MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap().with_embedder(Arc::new(HashEmbedder::new(32)))
+        MemoryDb::open_in_home(home.path(), MemoryConfig::default())
+            .unwrap()
+            .with_embedder(Arc::new(HashEmbedder::new(32)))
     };
     let (a, b) = (open(), open());
-    let EpisodicOutcome::Inserted { id, .. } = a.write_episodic(&NewEpisode::new("the orchard behind the bakery")).unwrap()
+    let EpisodicOutcome::Inserted { id, .. } =
+        a.write_episodic(&NewEpisode::new("the orchard behind the bakery")).unwrap()
     else {
         panic!()
     };

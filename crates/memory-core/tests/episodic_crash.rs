@@ -97,7 +97,9 @@ fn parent() {
         }
     }
 
-    let db = MemoryDb::open(&path, MemoryConfig::default()).expect("reopen after the kill").with_embedder(Arc::new(HashEmbedder::new(32)));
+    let db = MemoryDb::open(&path, MemoryConfig::default())
+        .expect("reopen after the kill")
+        .with_embedder(Arc::new(HashEmbedder::new(32)));
     assert_eq!(db.integrity_check().unwrap(), vec!["ok"]);
     let live = db.stats().unwrap().episodic_live as usize;
     assert!(live >= reported.len() && live < ROWS, "killed mid-import: {live} rows, {} reported", reported.len());

@@ -9,7 +9,7 @@ use std::time::Duration;
 use cairn_embedder::{EmbedError, EmbeddingBackend, HashEmbedder};
 use cairn_memory_core::{
     Admission, AuditAction, DeleteOutcome, EpisodicOutcome, EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode,
-    Rejected, ReembedStep, RetrievalMode, Source,
+    ReembedStep, Rejected, RetrievalMode, Source,
 };
 use serde_json::json;
 
@@ -130,7 +130,9 @@ fn importance_is_clamped_and_nan_refused() {
 #[test]
 fn source_ref_is_stored_and_bounded() {
     let (_home, db) = hash_store();
-    let id = inserted(db.write_episodic(&NewEpisode::new("Caroline went to a support group").source_ref("conv-26:D1:3")).unwrap());
+    let id = inserted(
+        db.write_episodic(&NewEpisode::new("Caroline went to a support group").source_ref("conv-26:D1:3")).unwrap(),
+    );
     assert_eq!(db.get_episodic(id).unwrap().unwrap().source_ref.as_deref(), Some("conv-26:D1:3"));
     let hits = db.search_episodic(&EpisodicQuery::new("support group").now(NOW)).unwrap();
     assert_eq!(hits[0].source_ref.as_deref(), Some("conv-26:D1:3"));
@@ -263,13 +265,18 @@ fn preservation_mode_never_evicts_or_merges() {
     assert_eq!(write("third imported conversation turn").unwrap(), EpisodicOutcome::StoreFull { cap: 2 });
     let event = last_event(&db);
     assert_eq!((event.action, event.detail.as_deref()), (AuditAction::Rejected, Some("store_full")));
-    assert!(matches!(write("first imported conversation turn").unwrap(), EpisodicOutcome::Duplicate { of, .. } if of == first));
+    assert!(
+        matches!(write("first imported conversation turn").unwrap(), EpisodicOutcome::Duplicate { of, .. } if of == first)
+    );
     assert_eq!(db.stats().unwrap().episodic_live, 2);
     assert_eq!(db.stats().unwrap().episodic_deleted, 0);
 }
 
+/// (id, cosine to the query, importance, age in days) of a stored row.
+type RankedRow = (i64, f32, f64, f64);
+
 /// Five rows with chosen cosines, importances and ages.
-fn ranked_store() -> (tempfile::TempDir, MemoryDb, Vec<(i64, f32, f64, f64)>) {
+fn ranked_store() -> (tempfile::TempDir, MemoryDb, Vec<RankedRow>) {
     let rows: Vec<(&str, f32, f64, f64)> = vec![
         ("alpha memory about a red kite", 0.95, 0.2, 40.0),
         ("bravo memory about a blue boat", 0.80, 0.9, 2.0),
@@ -277,14 +284,17 @@ fn ranked_store() -> (tempfile::TempDir, MemoryDb, Vec<(i64, f32, f64, f64)>) {
         ("delta memory about a yellow car", 0.60, 1.0, 10.0),
         ("echo memory about a purple hat", 0.30, 0.0, 1.0),
     ];
-    let mut table: Vec<(&str, Vec<f32>)> = rows.iter().enumerate().map(|(i, r)| (r.0, at_cosine(r.1, 1 + i % 3))).collect();
+    let mut table: Vec<(&str, Vec<f32>)> =
+        rows.iter().enumerate().map(|(i, r)| (r.0, at_cosine(r.1, 1 + i % 3))).collect();
     table.push(("query", at_cosine(1.0, 1)));
     let (home, db) = open(Some(Arc::new(TableEmbedder::new(&table))));
     let mut out = Vec::new();
     for (text, cosine, importance, age) in rows {
         let id = inserted(
-            db.write_episodic(&NewEpisode::new(text).importance(importance).created_at(NOW - (age * DAY_MS as f64) as i64))
-                .unwrap(),
+            db.write_episodic(
+                &NewEpisode::new(text).importance(importance).created_at(NOW - (age * DAY_MS as f64) as i64),
+            )
+            .unwrap(),
         );
         out.push((id, cosine, importance, age));
     }
@@ -296,10 +306,8 @@ fn pure_vector_reproduces_the_specification_order() {
     let (_home, db, rows) = ranked_store();
     let query = EpisodicQuery::new("query").mode(RetrievalMode::PureVector).now(NOW).limit(10);
     // By hand: cos × (0.7 + 0.3 × importance) × exp(−0.03 × days).
-    let mut expected: Vec<(i64, f64)> = rows
-        .iter()
-        .map(|(id, c, i, d)| (*id, f64::from(*c) * (0.7 + 0.3 * i) * (-0.03 * d).exp()))
-        .collect();
+    let mut expected: Vec<(i64, f64)> =
+        rows.iter().map(|(id, c, i, d)| (*id, f64::from(*c) * (0.7 + 0.3 * i) * (-0.03 * d).exp())).collect();
     expected.sort_by(|a, b| b.1.total_cmp(&a.1));
     let hits = db.search_episodic(&query.clone().mmr(false)).unwrap();
     assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), expected.iter().map(|e| e.0).collect::<Vec<_>>());
@@ -313,7 +321,10 @@ fn pure_vector_reproduces_the_specification_order() {
         .map(|h| cairn_memory_vector::MmrCandidate { relevance: h.score.score as f32, text: &h.text })
         .collect();
     let order = cairn_memory_vector::mmr(&candidates, 0.6, 10);
-    assert_eq!(with_mmr.iter().map(|h| h.id).collect::<Vec<_>>(), order.iter().map(|&i| hits[i].id).collect::<Vec<_>>());
+    assert_eq!(
+        with_mmr.iter().map(|h| h.id).collect::<Vec<_>>(),
+        order.iter().map(|&i| hits[i].id).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -404,7 +415,10 @@ fn keyword_admission_lets_in_strong_bm25_hits_under_the_cosine_gate() {
     inserted(db.write_episodic(&NewEpisode::new("a different thing about support")).unwrap());
     let query = EpisodicQuery::new("When did Caroline go to the LGBTQ support group?").relevance_filter(true);
     let hits = db.search_episodic(&query).unwrap();
-    assert_eq!(hits.iter().map(|h| (h.id, h.score.admitted)).collect::<Vec<_>>(), vec![(strong, Some(Admission::Keyword))]);
+    assert_eq!(
+        hits.iter().map(|h| (h.id, h.score.admitted)).collect::<Vec<_>>(),
+        vec![(strong, Some(Admission::Keyword))]
+    );
     // Pure-vector mode keeps the specification's cosine-only gate.
     assert!(db.search_episodic(&query.mode(RetrievalMode::PureVector)).unwrap().is_empty());
 }
@@ -444,18 +458,23 @@ fn context_redacts_credentials() {
 fn deferred_rows_are_backfilled_with_progress() {
     let (_home, db) = hash_store();
     for i in 0..70 {
-        let outcome = db.write_episodic(&NewEpisode::new(format!("deferred row number {i} about kites")).defer_embedding(true)).unwrap();
+        let outcome = db
+            .write_episodic(&NewEpisode::new(format!("deferred row number {i} about kites")).defer_embedding(true))
+            .unwrap();
         assert!(matches!(outcome, EpisodicOutcome::Inserted { has_vector: false, .. }));
     }
     assert_eq!(db.episodic_index_status().unwrap().active_with_vectors, 0);
     let calls = std::sync::Mutex::new(Vec::new());
-    let report = db.backfill_missing_embeddings(Some(&|done, total| calls.lock().unwrap().push((done, total)))).unwrap();
+    let report =
+        db.backfill_missing_embeddings(Some(&|done, total| calls.lock().unwrap().push((done, total)))).unwrap();
     assert_eq!((report.embedded, report.remaining), (70, 0));
     assert_eq!(calls.lock().unwrap().last(), Some(&(70, 70)));
     let status = db.build_episodic_index().unwrap();
     assert_eq!((status.index_len, status.active_with_vectors), (70, 70));
     assert_eq!(db.recorded_episodic_space().unwrap().as_deref(), Some("hash-64#64"));
-    let hits = db.search_episodic(&EpisodicQuery::new("deferred row number 7 about kites").mode(RetrievalMode::PureVector)).unwrap();
+    let hits = db
+        .search_episodic(&EpisodicQuery::new("deferred row number 7 about kites").mode(RetrievalMode::PureVector))
+        .unwrap();
     assert!(hits[0].score.cosine.unwrap() > 0.99);
 }
 
@@ -554,7 +573,9 @@ fn a_model_swap_reembeds_everything_or_rolls_back() {
     assert_eq!(db.recorded_episodic_space().unwrap().as_deref(), Some("hash-24#24"));
     let status = db.build_episodic_index().unwrap();
     assert_eq!((status.active_with_vectors, status.index_len, status.space.as_deref()), (40, 40, Some("hash-24#24")));
-    let hits = db.search_episodic(&EpisodicQuery::new("swap row 3 about the mountains").mode(RetrievalMode::PureVector)).unwrap();
+    let hits = db
+        .search_episodic(&EpisodicQuery::new("swap row 3 about the mountains").mode(RetrievalMode::PureVector))
+        .unwrap();
     assert!(hits[0].score.cosine.unwrap() > 0.99);
 }
 

@@ -87,7 +87,10 @@ fn load_vectors(connection: &Connection, space: &str, only: Option<&[i64]>) -> R
                 .map_err(MemoryError::sqlite(operation))?;
             let mut rows = statement.query([space]).map_err(MemoryError::sqlite(operation))?;
             while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
-                push(row.get(0).map_err(MemoryError::sqlite(operation))?, row.get(1).map_err(MemoryError::sqlite(operation))?)?;
+                push(
+                    row.get(0).map_err(MemoryError::sqlite(operation))?,
+                    row.get(1).map_err(MemoryError::sqlite(operation))?,
+                )?;
             }
         }
         Some(ids) => {
@@ -136,7 +139,12 @@ impl MemoryDb {
     /// writer connection `connection` (whose lock the caller holds). Builds
     /// inline up to the flat/HNSW crossover; larger stores are built on a
     /// background thread while callers scan.
-    pub(crate) fn index_locked(self: &MemoryDb, connection: &Connection, space: &str, dim: usize) -> Result<IndexAccess> {
+    pub(crate) fn index_locked(
+        self: &MemoryDb,
+        connection: &Connection,
+        space: &str,
+        dim: usize,
+    ) -> Result<IndexAccess> {
         let revision = episodic_revision(connection)?;
         {
             let slot = self.episodic.slot.read();
@@ -177,7 +185,12 @@ impl MemoryDb {
             let rows = load_vectors(connection, space, None)?;
             let index = Arc::new(build_index(dim, &rows)?);
             let mut slot = self.episodic.slot.write();
-            *slot = Slot { index: Some(Arc::clone(&index)), space: Some(space.to_owned()), revision: Some(revision), building: false };
+            *slot = Slot {
+                index: Some(Arc::clone(&index)),
+                space: Some(space.to_owned()),
+                revision: Some(revision),
+                building: false,
+            };
             return Ok(IndexAccess::Ready(index));
         }
         self.start_background_build(space, dim);
@@ -209,7 +222,9 @@ impl MemoryDb {
             .spawn(move || {
                 let result = (|| {
                     let connection = Connection::open(&path).map_err(MemoryError::sqlite("opening memory.db"))?;
-                    connection.busy_timeout(Duration::from_secs(10)).map_err(MemoryError::sqlite("setting the busy timeout"))?;
+                    connection
+                        .busy_timeout(Duration::from_secs(10))
+                        .map_err(MemoryError::sqlite("setting the busy timeout"))?;
                     let rows = load_vectors(&connection, &build_space, None)?;
                     build_index(dim, &rows)
                 })();
@@ -275,6 +290,19 @@ impl MemoryDb {
             slot.revision = Some(after);
         } else {
             slot.revision = None;
+        }
+    }
+
+    /// The index for `space` if it is in step with the table, without
+    /// building or catching up.
+    fn index_if_current(&self, connection: &Connection, space: &str) -> Result<IndexAccess> {
+        let revision = episodic_revision(connection)?;
+        let slot = self.episodic.slot.read();
+        match &slot.index {
+            Some(index) if slot.space.as_deref() == Some(space) && slot.revision == Some(revision) => {
+                Ok(IndexAccess::Ready(Arc::clone(index)))
+            }
+            _ => Ok(IndexAccess::Scan),
         }
     }
 
@@ -369,14 +397,20 @@ impl MemoryDb {
                         Ok((row.get(0)?, row.get(1)?))
                     })
                     .map_err(MemoryError::sqlite("finding episodic rows without vectors"))?;
-                rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("finding episodic rows without vectors"))
+                rows.collect::<Result<Vec<_>, _>>()
+                    .map_err(MemoryError::sqlite("finding episodic rows without vectors"))
             })?;
             let Some((last, _)) = batch.last() else { break };
             after_id = *last;
             let texts: Vec<&str> = batch.iter().map(|(_, text)| text.as_str()).collect();
             let vectors = match embedder.embed_batch(&texts) {
                 Ok(vectors) if vectors.len() == texts.len() => vectors,
-                Ok(_) => return Err(MemoryError::Embedding { operation: "backfilling", reason: "wrong batch size".to_owned() }),
+                Ok(_) => {
+                    return Err(MemoryError::Embedding {
+                        operation: "backfilling",
+                        reason: "wrong batch size".to_owned(),
+                    });
+                }
                 Err(error) => {
                     tracing::warn!(%error, "backfill batch failed; rows stay without vectors");
                     failed += batch.len();
@@ -439,7 +473,9 @@ impl MemoryDb {
         if self.space_generation() != generation {
             return Ok(None);
         }
-        let access = self.index_locked(&connection, space, dim)?;
+        // Only an index already in step is updated; otherwise the next user
+        // builds one in one go from the stored vectors.
+        let access = self.index_if_current(&connection, space)?;
         let tx = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
@@ -508,7 +544,11 @@ impl MemoryDb {
     /// previous model back (and with it the previous vector width) and
     /// reports [`ReembedStep::Failed`]. Keyword search serves throughout.
     /// Only one swap runs at a time ([`MemoryError::ReembedInProgress`]).
-    pub fn swap_embedding_model(&self, next: Arc<dyn EmbeddingBackend>, ready_timeout: Duration) -> Result<ReembedProgress> {
+    pub fn swap_embedding_model(
+        &self,
+        next: Arc<dyn EmbeddingBackend>,
+        ready_timeout: Duration,
+    ) -> Result<ReembedProgress> {
         let Some(_single) = self.episodic.swap.try_lock() else { return Err(MemoryError::ReembedInProgress) };
         let _span = tracing::info_span!("swap_embedding_model", model = next.model_id()).entered();
         *self.episodic.progress.lock() = ReembedProgress { step: ReembedStep::Applying, ..ReembedProgress::default() };
@@ -541,7 +581,10 @@ impl MemoryDb {
 
     fn run_swap(&self, next: &Arc<dyn EmbeddingBackend>, ready_timeout: Duration) -> Result<()> {
         if !wait_ready(&**next, ready_timeout) {
-            return Err(MemoryError::Embedding { operation: "loading the new model", reason: "not ready in time".to_owned() });
+            return Err(MemoryError::Embedding {
+                operation: "loading the new model",
+                reason: "not ready in time".to_owned(),
+            });
         }
         let space = space_signature(&**next);
         let total = self.count_missing(Some(&space))?;

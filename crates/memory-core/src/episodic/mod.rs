@@ -31,8 +31,8 @@ mod write;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use index::EpisodicState;
 pub use context::EpisodicContext;
+pub(crate) use index::EpisodicState;
 pub use search::sanitize_fts_query;
 
 use serde::Serialize;

@@ -141,6 +141,9 @@ fn keyword_hits(tx: &Connection, fts_query: &str, k: usize) -> Result<Vec<(i64, 
     rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite(operation))
 }
 
+/// A row's (rank, cosine) in the vector list and (rank, bm25) in the keyword list.
+type ListPositions = (Option<(usize, f32)>, Option<(usize, f64)>);
+
 /// One candidate with everything scoring needs.
 struct Candidate {
     row: Row,
@@ -184,7 +187,7 @@ impl MemoryDb {
         let dim = embedder.as_ref().map_or(0, |embedder| embedder.dim());
 
         let candidates = self.read("searching episodic memory", |tx| {
-            let mut by_id: HashMap<i64, (Option<(usize, f32)>, Option<(usize, f64)>)> = HashMap::new();
+            let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
             if let (Some(vector), Some(space)) = (&query_vector, &space) {
                 let revision = episodic_revision(tx)?;
                 let access = self.index_for_read(revision, space, dim)?;
@@ -213,7 +216,7 @@ impl MemoryDb {
                 let k = if query.mode == RetrievalMode::Hybrid {
                     HYBRID_CANDIDATES
                 } else {
-                    query.limit.max(HYBRID_CANDIDATES).min(MMR_MAX_POOL)
+                    query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
                 };
                 for (rank, (id, bm25)) in keyword_hits(tx, fts_query, k)?.into_iter().enumerate() {
                     by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
@@ -262,7 +265,8 @@ impl MemoryDb {
     fn touch_episodic(&self, hits: &[EpisodicHit], at: i64) {
         let Some(connection) = self.try_lock_writer() else { return };
         let result = (|| -> rusqlite::Result<()> {
-            let mut statement = connection.prepare_cached("UPDATE episodic_memories SET last_accessed = ?2 WHERE id = ?1")?;
+            let mut statement =
+                connection.prepare_cached("UPDATE episodic_memories SET last_accessed = ?2 WHERE id = ?1")?;
             for hit in hits {
                 statement.execute(params![hit.id, at])?;
             }
@@ -276,7 +280,8 @@ impl MemoryDb {
 
 /// Admission, scoring, MMR and the limit over the fetched candidates.
 fn rank(candidates: Vec<Candidate>, query: &EpisodicQuery, have_vector: bool, now: i64) -> Vec<EpisodicHit> {
-    let query_stems: BTreeSet<String> = if query.relevance_filter { keywords::stems(&query.text) } else { BTreeSet::new() };
+    let query_stems: BTreeSet<String> =
+        if query.relevance_filter { keywords::stems(&query.text) } else { BTreeSet::new() };
     let best_bm25 = candidates.iter().filter_map(|c| c.bm25).fold(0.0f64, f64::max);
     let mut scored: Vec<(Candidate, ScoreBreakdown)> = Vec::with_capacity(candidates.len());
     for candidate in candidates {

@@ -375,7 +375,15 @@ impl MemoryDb {
         })
         .map_err(MemoryError::sqlite("writing an episodic row"))?;
         let id = tx.last_insert_rowid();
-        audit(&tx, AuditAction::Created, id, None, Some(&checked.text), source, episode.source_ref.as_deref().unwrap_or(""))?;
+        audit(
+            &tx,
+            AuditAction::Created,
+            id,
+            None,
+            Some(&checked.text),
+            source,
+            episode.source_ref.as_deref().unwrap_or(""),
+        )?;
         let after = bump_episodic_revision(&tx)?;
 
         // The index changes before the commit; a refusal rolls the row back.
@@ -450,9 +458,13 @@ impl MemoryDb {
     pub fn get_episodic(&self, id: i64) -> Result<Option<EpisodicRecord>> {
         let space = self.space();
         self.read("reading an episodic row", |tx| {
-            tx.prepare_cached(&format!("SELECT {RECORD_COLUMNS} FROM episodic_memories WHERE id = ?1 AND is_deleted = 0"))
-                .and_then(|mut statement| statement.query_row([id], |row| record_from_row(row, space.as_deref())).optional())
-                .map_err(MemoryError::sqlite("reading an episodic row"))
+            tx.prepare_cached(&format!(
+                "SELECT {RECORD_COLUMNS} FROM episodic_memories WHERE id = ?1 AND is_deleted = 0"
+            ))
+            .and_then(|mut statement| {
+                statement.query_row([id], |row| record_from_row(row, space.as_deref())).optional()
+            })
+            .map_err(MemoryError::sqlite("reading an episodic row"))
         })
     }
 
@@ -534,8 +546,10 @@ mod tests {
 
     #[test]
     fn tags_are_sanitised() {
-        let tags: Vec<String> =
-            ["  Trip ", "trip", "café au lait", "a\"b)c", "", "x".repeat(40).as_str()].iter().map(|t| t.to_string()).collect();
+        let tags: Vec<String> = ["  Trip ", "trip", "café au lait", "a\"b)c", "", "x".repeat(40).as_str()]
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
         assert_eq!(sanitize_tags(&tags), vec!["trip", "caf-au-lait", "abc", &"x".repeat(32)]);
         let many: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
         assert_eq!(sanitize_tags(&many).len(), EPISODIC_MAX_TAGS);
