@@ -19,6 +19,7 @@ use crate::frontmatter::{FrontmatterError, SkillMeta, parse_lenient, split};
 use crate::fsutil::{atomic_write, copy_dir_atomic};
 use crate::ledger::UsageLedger;
 use crate::name::{sanitize_name, validate_name};
+use crate::text::StemCache;
 use crate::triggers::TriggerIndex;
 
 /// Where a skill was found.
@@ -236,6 +237,7 @@ pub struct Catalog {
     write_lock: Mutex<()>,
     generation: AtomicU64,
     parsed: Mutex<HashMap<PathBuf, Arc<Skill>>>,
+    pub(crate) stems: StemCache,
 }
 
 impl Catalog {
@@ -261,6 +263,7 @@ impl Catalog {
             write_lock: Mutex::new(()),
             generation: AtomicU64::new(0),
             parsed: Mutex::new(HashMap::new()),
+            stems: StemCache::default(),
         }
     }
 

@@ -4,6 +4,15 @@
 /// (`skills.max_triggered`; 0 turns trigger flagging off).
 pub const MAX_TRIGGERED: usize = 3;
 
+/// Case-folded message words whose stems the trigger pass remembers
+/// (least recently used first out). Stemming dominates the per-message
+/// pass; a conversation's vocabulary fits easily.
+pub const STEM_CACHE_WORDS: usize = 8_192;
+
+/// Words longer than this (in bytes, case-folded) are stemmed each time,
+/// not remembered: they are tokens and blobs, not vocabulary.
+pub const STEM_CACHE_MAX_WORD_BYTES: usize = 40;
+
 /// Usage-ledger entries not touched for this long are dropped on load and
 /// on flush, so a stale skill stops occupying a top-K slot (30 days).
 pub const USAGE_TTL_SECS: u64 = 30 * 24 * 60 * 60;

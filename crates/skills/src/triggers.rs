@@ -12,7 +12,7 @@ use tracing::debug;
 use crate::audit::{AuditAction, AuditEvent};
 use crate::catalog::{Catalog, Screened, Skill};
 use crate::constants::{HINT_DESCRIPTION_CHARS, HINT_HEADER};
-use crate::text::{distinct_stems, truncate_chars};
+use crate::text::{StemCache, distinct_stems, truncate_chars};
 
 #[derive(Debug, Clone, Copy)]
 struct TriggerEntry {
@@ -22,11 +22,15 @@ struct TriggerEntry {
 }
 
 /// Inverted index from word stem to the trigger phrases that contain it,
-/// built once per catalog snapshot. Always-on skills are not indexed: their
-/// bodies are in every session already.
+/// built once per catalog snapshot (trigger phrases are stemmed here, never
+/// per message). Always-on skills are not indexed: their bodies are in every
+/// session already.
 #[derive(Debug, Default)]
 pub(crate) struct TriggerIndex {
-    postings: HashMap<String, Vec<u32>>,
+    /// Stem → position in `postings`.
+    stems: HashMap<Box<str>, u32>,
+    /// Per stem, the trigger entries containing it.
+    postings: Vec<Vec<u32>>,
     entries: Vec<TriggerEntry>,
 }
 
@@ -53,7 +57,12 @@ impl TriggerIndex {
                     negative,
                 });
                 for stem in stems {
-                    index.postings.entry(stem).or_default().push(id);
+                    let next = index.postings.len() as u32;
+                    let posting = *index.stems.entry(stem.into_boxed_str()).or_insert(next);
+                    if posting == next {
+                        index.postings.push(Vec::new());
+                    }
+                    index.postings[posting as usize].push(id);
                 }
             }
         }
@@ -66,23 +75,29 @@ impl TriggerIndex {
     /// A phrase matches when every word of it (stemmed, case-folded) occurs
     /// in the message; its score is its word count, so specific phrases
     /// outrank single words. Ties go to the name.
-    fn score(&self, message: &str, skills: &[Arc<Skill>]) -> Vec<(usize, u32)> {
+    fn score(&self, message: &str, skills: &[Arc<Skill>], stem_cache: &StemCache) -> Vec<(usize, u32)> {
         if self.entries.is_empty() {
             return Vec::new();
         }
         let mut counts = vec![0u16; self.entries.len()];
         let mut touched = Vec::new();
-        for stem in distinct_stems(message) {
-            if let Some(ids) = self.postings.get(&stem) {
-                for &id in ids {
-                    let count = &mut counts[id as usize];
-                    if *count == 0 {
-                        touched.push(id);
-                    }
-                    *count += 1;
-                }
+        // Each distinct stem counts once; stems outside every trigger are
+        // irrelevant, so only indexed ones need de-duplicating.
+        let mut seen_postings: Vec<u32> = Vec::new();
+        stem_cache.for_each_stem(message, |stem| {
+            let Some(&posting) = self.stems.get(stem) else { return };
+            if seen_postings.contains(&posting) {
+                return;
             }
-        }
+            seen_postings.push(posting);
+            for &id in &self.postings[posting as usize] {
+                let count = &mut counts[id as usize];
+                if *count == 0 {
+                    touched.push(id);
+                }
+                *count += 1;
+            }
+        });
         let mut excluded = HashSet::new();
         let mut scores: HashMap<u32, u32> = HashMap::new();
         for id in touched {
@@ -229,7 +244,7 @@ impl Catalog {
         } else {
             std::borrow::Cow::Borrowed(message)
         };
-        let mut ranked = snapshot.triggers.score(&message, &snapshot.skills);
+        let mut ranked = snapshot.triggers.score(&message, &snapshot.skills, &self.stems);
         ranked.truncate(max);
         ranked
             .into_iter()

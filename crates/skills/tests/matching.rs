@@ -239,3 +239,44 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Names the trigger pass picks for `message`, best first.
+fn triggered_names(fixture: &Fixture, message: &str) -> Vec<String> {
+    fixture.catalog.triggered(message).into_iter().map(|found| found.name).collect()
+}
+
+#[test]
+fn trigger_matching_follows_catalog_changes_after_words_were_seen() {
+    let fixture = Fixture::new();
+    let message = "Rotating the certificates before the migrations run";
+    // Every word of the message is stemmed (and remembered) with no trigger to match.
+    assert!(triggered_names(&fixture, message).is_empty());
+
+    // A skill created through the catalog matches at once, on the remembered words.
+    fixture.catalog.create("certs", &skill("certs", "d", "triggers: rotate certificate\n", "Rotate.")).unwrap();
+    assert_eq!(triggered_names(&fixture, message), ["certs"]);
+
+    // A new negative trigger on another skill does not touch `certs`; one on `certs` excludes it.
+    fixture.catalog.create("migrate", &skill("migrate", "d", "triggers: migration, !rotating\n", "M.")).unwrap();
+    assert_eq!(triggered_names(&fixture, message), ["certs"]);
+    fixture.catalog.update("certs", &skill("certs", "d", "triggers: rotate certificate, !migrations\n", "R.")).unwrap();
+    assert!(triggered_names(&fixture, message).is_empty());
+
+    // Files changed behind the catalog's back count once the file list is refreshed.
+    fixture.put("migrate", &skill("migrate", "d", "triggers: migrations\n", "M."));
+    assert_eq!(triggered_names(&fixture, message), ["migrate"]);
+    fixture.catalog.delete("migrate").unwrap();
+    assert!(triggered_names(&fixture, message).is_empty());
+    fixture.catalog.update("certs", &skill("certs", "d", "triggers: certificates run\n", "R.")).unwrap();
+    assert_eq!(fixture.catalog.triggered(message)[0].score, 2);
+}
+
+#[test]
+fn repeated_messages_match_like_the_first_time() {
+    let fixture = fixture(CATALOG, |_| {});
+    for _ in 0..3 {
+        assert_eq!(triggered_names(&fixture, "Please DEPLOY; logs: log-search, grep"), ["logs", "a1", "a2"]);
+        assert_eq!(triggered_names(&fixture, "deploy, but a dry run first"), ["a1", "a2"]);
+        assert!(triggered_names(&fixture, "nothing relevant here").is_empty());
+    }
+}
