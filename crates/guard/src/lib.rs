@@ -34,6 +34,7 @@ mod error;
 mod injection;
 mod normalize;
 mod paths;
+mod prefilter;
 mod secrets;
 mod urls;
 

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
 /// True for characters that render as nothing or only reorder text:
 /// zero-width spaces and joiners, bidi embeddings/overrides/isolates,
@@ -36,15 +36,25 @@ fn fold_punctuation(c: char) -> char {
 /// removed, typographic quotes and dashes folded to ASCII, lower case, and
 /// every run of whitespace collapsed to one space.
 ///
-/// ASCII input skips the NFKC pass (it is the identity there), which keeps
-/// the common case cheap.
+/// ASCII input skips the NFKC pass (it is the identity there), and so does
+/// text the quick check proves already in NFKC form, which keeps the common
+/// cases cheap.
 pub fn normalize(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         return fold_ascii(text);
     }
+    if is_nfkc_quick(text.chars()) == IsNormalized::Yes {
+        fold_unicode(text, text.chars())
+    } else {
+        fold_unicode(text, text.nfkc())
+    }
+}
+
+/// Folds the (NFKC) characters `chars` of `text`.
+fn fold_unicode(text: &str, chars: impl Iterator<Item = char>) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
-    for c in text.nfkc() {
+    for c in chars {
         if is_invisible(c) {
             continue;
         }
@@ -114,6 +124,10 @@ mod tests {
             ("don\u{2019}t tell", "don't tell"),
             ("  leading and trailing  ", "leading and trailing"),
             ("already folded", "already folded"),
+            ("Réunion\u{00A0}À  Paris ﬁn", "réunion à paris fin"),
+            ("Cafe\u{0301} déjà", "café déjà"),
+            ("彼は毎朝　六時に", "彼は毎朝 六時に"),
+            ("x\u{2019}y \u{FF21}\u{0301}", "x'y á"),
         ];
         for (input, expected) in cases {
             assert_eq!(normalize(input), expected, "input {input:?}");
