@@ -43,10 +43,13 @@ pub const HNSW_DEFAULT_M: usize = 16;
 pub const HNSW_DEFAULT_EF_CONSTRUCTION: usize = 200;
 /// Default HNSW `ef_search` (raised to `k` when `k` is larger).
 pub const HNSW_DEFAULT_EF_SEARCH: usize = 64;
-/// Largest `M` accepted (hnsw_rs stores link counts in a byte).
+/// Largest `M` accepted.
 pub const HNSW_MAX_M: usize = 128;
-/// Number of HNSW layers allocated (hnsw_rs's own maximum).
+/// Number of HNSW layers: node levels are capped at `HNSW_MAX_LAYERS - 1`.
 pub const HNSW_MAX_LAYERS: usize = 16;
+/// Seed of the hash that draws each HNSW node's level, so a build of the
+/// same vectors in the same order gives the same layers.
+pub const HNSW_LEVEL_SEED: u64 = 0x5eed_c0de_cafe_f00d;
 /// Fraction of tombstoned slots above which the graph is rebuilt from the
 /// live vectors.
 pub const HNSW_REBUILD_TOMBSTONE_RATIO: f32 = 0.2;
@@ -58,4 +61,4 @@ pub const HNSW_REBUILD_MIN_TOMBSTONES: usize = 64;
 pub const FLAT_PARALLEL_THRESHOLD: usize = 50_000;
 
 /// Version of the on-disk snapshot format written by this crate.
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;

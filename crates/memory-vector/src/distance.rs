@@ -153,30 +153,8 @@ pub(crate) fn scores_into(query: &[f32], rows: &[f32], dim: usize, out: &mut [f3
 #[cfg(test)]
 thread_local! {
     /// Test-only fault injection: when set to `Some(n)`, the `n`-th next
-    /// HNSW distance evaluation on this thread panics.
+    /// HNSW similarity evaluation on this thread panics.
     pub(crate) static FAIL_AFTER_EVALS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-}
-
-/// Cosine distance `1 − a·b` between unit vectors, clamped at zero so
-/// rounding never produces the negative distance hnsw_rs rejects.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CosineDistance;
-
-impl hnsw_rs::prelude::Distance<f32> for CosineDistance {
-    #[inline]
-    fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
-        #[cfg(test)]
-        FAIL_AFTER_EVALS.with(|cell| {
-            if let Some(left) = cell.get() {
-                if left == 0 {
-                    cell.set(None);
-                    panic!("injected distance failure");
-                }
-                cell.set(Some(left - 1));
-            }
-        });
-        (1.0 - dot(va, vb)).max(0.0)
-    }
 }
 
 #[cfg(test)]
@@ -221,13 +199,5 @@ mod tests {
         assert!(matches!(normalized(&[1.0, f32::NAN], 2), Err(Error::NonFinite { index: 1, .. })));
         assert!(matches!(normalized(&[f32::INFINITY, 0.0], 2), Err(Error::NonFinite { index: 0, .. })));
         assert!(matches!(normalized(&[0.0, 0.0], 2), Err(Error::ZeroVector)));
-    }
-
-    #[test]
-    fn cosine_distance_never_goes_negative() {
-        use hnsw_rs::prelude::Distance;
-        let v = normalized(&[0.1; 384], 384).unwrap();
-        assert!(CosineDistance.eval(&v, &v) >= 0.0);
-        assert!(CosineDistance.eval(&v, &v) < 1e-5);
     }
 }

@@ -1,26 +1,22 @@
-//! [`HnswIndex`]: approximate cosine search on an `hnsw_rs` graph.
+//! [`HnswIndex`]: approximate cosine search on an HNSW graph.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-
-use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
+use std::path::Path;
 
 use crate::constants::{
     AUTO_CROSSOVER, FLAT_PARALLEL_THRESHOLD, HNSW_DEFAULT_EF_CONSTRUCTION, HNSW_DEFAULT_EF_SEARCH, HNSW_DEFAULT_M,
-    HNSW_MAX_LAYERS, HNSW_MAX_M, HNSW_REBUILD_MIN_TOMBSTONES, HNSW_REBUILD_TOMBSTONE_RATIO, SNAPSHOT_FORMAT_VERSION,
+    HNSW_MAX_M, HNSW_REBUILD_MIN_TOMBSTONES, HNSW_REBUILD_TOMBSTONE_RATIO, SNAPSHOT_FORMAT_VERSION,
 };
-use crate::distance::{CosineDistance, dot, normalized};
+use crate::distance::{dot, normalized};
 use crate::error::{Error, Result};
+use crate::graph::Graph;
 use crate::index::{Hit, TopK, VectorIndex};
 use crate::snapshot::{
-    Decoder, Encoder, SnapshotExpectation, SnapshotHeader, SnapshotKind, id_checksum, parent_dir, read_snapshot,
-    sync_dir, write_snapshot,
+    Decoder, Encoder, SnapshotExpectation, SnapshotHeader, SnapshotKind, id_checksum, read_snapshot,
+    write_snapshot,
 };
-
-type Graph = Hnsw<'static, f32, CosineDistance>;
 
 /// HNSW parameters. The defaults were measured on MiniLM vectors (see
 /// `BENCHMARKS.md`): they reach recall@10 ≥ 0.99 at 10k and 100k.
@@ -112,8 +108,8 @@ impl IndexConfig {
     }
 }
 
-/// Runs a closure that calls into hnsw_rs, turning a panic inside the
-/// library into a typed error.
+/// Runs a closure that changes the graph, turning a panic inside it into a
+/// typed error.
 fn guarded<T>(operation: &'static str, f: impl FnOnce() -> T) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         let message = if let Some(s) = payload.downcast_ref::<&str>() {
@@ -123,16 +119,17 @@ fn guarded<T>(operation: &'static str, f: impl FnOnce() -> T) -> Result<T> {
         } else {
             "panic without message".to_owned()
         };
-        tracing::warn!(operation, %message, "hnsw_rs failed");
+        tracing::warn!(operation, %message, "hnsw graph operation failed");
         Error::Graph { operation, message }
     })
 }
 
-fn new_graph(config: &HnswConfig, capacity: usize) -> Graph {
-    Hnsw::new(config.m, capacity.max(1), HNSW_MAX_LAYERS, config.ef_construction, CosineDistance)
+fn new_graph(dim: usize, config: &HnswConfig) -> Graph {
+    Graph::new(dim, config.m, config.ef_construction)
 }
 
-/// Approximate cosine index on an `hnsw_rs` graph.
+/// Approximate cosine index on an HNSW graph (see the `graph` module:
+/// flat vector and link arrays, per-thread reusable search state).
 ///
 /// Graph nodes are numbered by *slot*; a slot table maps them to the
 /// caller's ids. Removal tombstones the slot (searches over-fetch and filter
@@ -168,7 +165,7 @@ impl HnswIndex {
             return Err(Error::ZeroDimension);
         }
         config.validate()?;
-        let graph = new_graph(&config, 1024);
+        let graph = new_graph(dim, &config);
         Ok(HnswIndex {
             dim,
             config,
@@ -205,9 +202,7 @@ impl HnswIndex {
     pub(crate) fn from_normalized(dim: usize, config: HnswConfig, ids: Vec<u64>, data: &[f32]) -> Result<Self> {
         config.validate()?;
         debug_assert_eq!(ids.len() * dim, data.len());
-        let graph = new_graph(&config, ids.len());
-        let batch: Vec<(&[f32], usize)> = data.chunks_exact(dim).zip(0..).collect();
-        guarded("bulk inserting", || graph.parallel_insert_slice(&batch))?;
+        let graph = guarded("bulk inserting", || Graph::build(dim, config.m, config.ef_construction, data))?;
         let slots = ids.iter().enumerate().map(|(slot, &id)| (id, slot)).collect();
         Ok(HnswIndex { dim, config, graph, live: vec![true; ids.len()], slot_ids: ids, slots, tombstones: 0 })
     }
@@ -233,28 +228,13 @@ impl HnswIndex {
             && self.tombstones as f32 > self.config.rebuild_tombstone_ratio * self.slot_ids.len() as f32
     }
 
-    /// Every node of the graph. (hnsw_rs's iterator assumes a non-empty
-    /// graph, hence the guard.)
-    fn nodes(&self) -> impl Iterator<Item = std::sync::Arc<hnsw_rs::prelude::Point<'static, f32>>> + '_ {
-        let non_empty = self.graph.get_nb_point() > 0;
-        non_empty.then(|| self.graph.get_point_indexation().into_iter()).into_iter().flatten()
-    }
-
     /// Live ids and their normalised vectors (row-major), in slot order.
     pub(crate) fn live_vectors(&self) -> (Vec<u64>, Vec<f32>) {
-        let mut rows = Vec::with_capacity(self.slots.len());
-        for point in self.nodes() {
-            let slot = point.get_origin_id();
-            if self.live.get(slot).copied().unwrap_or(false) {
-                rows.push((slot, point));
-            }
-        }
-        rows.sort_unstable_by_key(|(slot, _)| *slot);
-        let mut ids = Vec::with_capacity(rows.len());
-        let mut data = Vec::with_capacity(rows.len() * self.dim);
-        for (slot, point) in rows {
+        let mut ids = Vec::with_capacity(self.slots.len());
+        let mut data = Vec::with_capacity(self.slots.len() * self.dim);
+        for slot in (0..self.graph.len()).filter(|&slot| self.live[slot]) {
             ids.push(self.slot_ids[slot]);
-            data.extend_from_slice(point.get_v());
+            data.extend_from_slice(self.graph.vector(slot));
         }
         (ids, data)
     }
@@ -269,16 +249,7 @@ impl HnswIndex {
 
     /// Approximate heap bytes of vectors, links and slot tables.
     pub fn memory_bytes(&self) -> usize {
-        let mut bytes = 0usize;
-        for point in self.nodes() {
-            // Point: Arc header + data Vec + per-layer neighbour Vecs.
-            bytes += 64 + self.dim * 4;
-            for layer in point.get_neighborhood_id() {
-                // Each link: pointer in the Vec + an Arc<PointWithOrder>.
-                bytes += 24 + layer.len() * (8 + 40);
-            }
-        }
-        bytes + self.slot_ids.capacity() * 9 + self.slots.capacity() * 24
+        self.graph.memory_bytes() + self.slot_ids.capacity() * 9 + self.slots.capacity() * 24
     }
 
     fn normalized_query(&self, query: &[f32]) -> Result<Vec<f32>> {
@@ -291,7 +262,8 @@ impl HnswIndex {
             return Err(Error::DuplicateId(id));
         }
         let slot = self.slot_ids.len();
-        let outcome = guarded("inserting", || self.graph.insert_slice((unit, slot)));
+        let outcome = guarded("inserting", || self.graph.insert(unit));
+        debug_assert_eq!(self.graph.len(), slot + 1);
         // Whether or not the library finished, the slot is now taken: a
         // failed insert may have left a half-linked node carrying it.
         self.slot_ids.push(id);
@@ -326,8 +298,9 @@ impl HnswIndex {
             let neighbours = self.graph.search(unit, fetch, ef);
             let mut hits: Vec<Hit> = neighbours
                 .iter()
-                .filter(|n| self.live.get(n.d_id).copied().unwrap_or(false))
-                .map(|n| Hit { id: self.slot_ids[n.d_id], cosine: 1.0 - n.distance })
+                .map(|n| (n.node as usize, n.sim))
+                .filter(|&(slot, _)| self.live.get(slot).copied().unwrap_or(false))
+                .map(|(slot, cosine)| Hit { id: self.slot_ids[slot], cosine })
                 .collect();
             if hits.len() >= want {
                 hits.sort_by(Hit::rank_cmp);
@@ -348,11 +321,8 @@ impl HnswIndex {
     /// Exact scan over the live vectors stored in the graph.
     pub(crate) fn exact_search(&self, unit: &[f32], k: usize) -> Vec<Hit> {
         let mut top = TopK::new(k);
-        for point in self.nodes() {
-            let slot = point.get_origin_id();
-            if self.live.get(slot).copied().unwrap_or(false) {
-                top.push(Hit { id: self.slot_ids[slot], cosine: dot(unit, point.get_v()) });
-            }
+        for slot in (0..self.graph.len()).filter(|&slot| self.live[slot]) {
+            top.push(Hit { id: self.slot_ids[slot], cosine: dot(unit, self.graph.vector(slot)) });
         }
         top.into_sorted()
     }
@@ -378,16 +348,12 @@ impl HnswIndex {
         let m = d.u32("m")? as usize;
         let ef_construction = d.u32("ef_construction")? as usize;
         let _ef_search_at_snapshot = d.u32("ef_search")?;
-        let basename = d.str("graph file name")?;
         let n_slots = d.usize("slot count")?;
         let mut slot_ids = Vec::with_capacity(n_slots.min(1 << 28));
         let mut live = Vec::with_capacity(n_slots.min(1 << 28));
         for _ in 0..n_slots {
             slot_ids.push(d.u64("slot id")?);
             live.push(d.u8("slot state")? == 1);
-        }
-        if !d.is_empty() {
-            return Err(Error::corrupt(path, "trailing bytes in body"));
         }
         let config = HnswConfig { m, ef_construction, ..config };
         config.validate().map_err(|e| Error::corrupt(path, e.to_string()))?;
@@ -401,69 +367,15 @@ impl HnswIndex {
             return Err(Error::corrupt(path, "slot table does not match the header"));
         }
         let tombstones = n_slots - slots.len();
-        let graph =
-            if n_slots == 0 { new_graph(&config, 1024) } else { load_graph(&parent_dir(path), &basename, path)? };
-        // The graph must hold exactly one node per slot.
-        if graph.get_nb_point() != n_slots {
-            return Err(Error::corrupt(
-                path,
-                format!("graph holds {} nodes, slot table {}", graph.get_nb_point(), n_slots),
-            ));
-        }
-        let mut seen = vec![false; n_slots];
-        let nodes = (n_slots > 0).then(|| graph.get_point_indexation().into_iter()).into_iter().flatten();
-        for point in nodes {
-            let slot = point.get_origin_id();
-            if slot >= n_slots || std::mem::replace(&mut seen[slot], true) || point.get_v().len() != header.dim {
-                return Err(Error::corrupt(path, format!("graph node for slot {slot} is invalid or repeated")));
-            }
+        let values = n_slots.checked_mul(header.dim).ok_or_else(|| Error::corrupt(path, "vector count overflows"))?;
+        let vectors = d.f32s(values, "vectors")?;
+        // The graph holds exactly one node per slot.
+        let graph = Graph::decode(header.dim, m, ef_construction, vectors, &mut d)
+            .map_err(|reason| Error::corrupt(path, format!("graph: {reason}")))?;
+        if !d.is_empty() {
+            return Err(Error::corrupt(path, "trailing bytes in body"));
         }
         Ok(HnswIndex { dim: header.dim, config, graph, slot_ids, live, slots, tombstones })
-    }
-}
-
-/// Loads the two hnsw_rs files `dir/basename.hnsw.{graph,data}`.
-fn load_graph(dir: &Path, basename: &str, manifest: &Path) -> Result<Graph> {
-    for suffix in ["hnsw.graph", "hnsw.data"] {
-        let file = dir.join(format!("{basename}.{suffix}"));
-        if !file.is_file() {
-            return Err(Error::corrupt(manifest, format!("graph file {} is missing", file.display())));
-        }
-    }
-    // hnsw_rs ties the loaded graph's lifetime to its loader (which can
-    // memory-map the data file). Cairn never maps: the loaded nodes own
-    // their vectors, and the loader — a directory path and a file name,
-    // around a hundred bytes — is leaked once per load to get a `'static`
-    // graph without unsafe code.
-    let loader: &'static HnswIo = Box::leak(Box::new(HnswIo::new(dir, basename)));
-    guarded("loading the graph", || loader.load_hnsw_with_dist::<f32, CosineDistance>(CosineDistance))
-        .map_err(|e| Error::corrupt(manifest, e.to_string()))?
-        .map_err(|e| Error::corrupt(manifest, format!("hnsw_rs could not load the graph: {e}")))
-}
-
-/// Makes graph-file generation names unique within one process.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-fn graph_prefix(path: &Path) -> Result<String> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| Error::InvalidConfig(format!("snapshot path {} has no UTF-8 file name", path.display())))?;
-    Ok(format!("{name}.g"))
-}
-
-/// Deletes graph files of older generations of the snapshot at `path`.
-fn remove_stale_generations(dir: &Path, prefix: &str, keep: &str) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some(base) = name.strip_suffix(".hnsw.graph").or_else(|| name.strip_suffix(".hnsw.data")) else {
-            continue;
-        };
-        if base.starts_with(prefix) && base != keep {
-            let _ = std::fs::remove_file(entry.path());
-        }
     }
 }
 
@@ -526,36 +438,10 @@ impl VectorIndex for HnswIndex {
         Ok(self.search_normalized(&unit, k))
     }
 
-    /// Writes the graph files (`<file name>.g<generation>.hnsw.graph` and
-    /// `.hnsw.data`, beside `path`) first, then the manifest at `path`
-    /// atomically; the manifest names the generation it belongs to, so a
-    /// crash at any point leaves the previous snapshot intact. Older
-    /// generations are deleted afterwards.
+    /// Writes one file, atomically: the header, the slot table, the
+    /// vectors and the links.
     fn snapshot(&self, path: &Path, space: &str) -> Result<SnapshotHeader> {
         let _span = tracing::debug_span!("hnsw_snapshot", n = self.slot_ids.len()).entered();
-        let dir: PathBuf = parent_dir(path);
-        let prefix = graph_prefix(path)?;
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let basename =
-            format!("{prefix}{:x}-{}-{}", nanos, std::process::id(), GENERATION.fetch_add(1, AtomicOrdering::Relaxed));
-        if !self.slot_ids.is_empty() {
-            let written = guarded("writing the graph", || self.graph.file_dump(&dir, &basename))?
-                .map_err(|e| Error::Graph { operation: "writing the graph", message: e.to_string() })?;
-            if written != basename {
-                return Err(Error::Graph {
-                    operation: "writing the graph",
-                    message: format!("hnsw_rs wrote {written} instead of {basename}"),
-                });
-            }
-            for suffix in ["hnsw.graph", "hnsw.data"] {
-                let file = dir.join(format!("{basename}.{suffix}"));
-                std::fs::File::open(&file)
-                    .and_then(|f| f.sync_all())
-                    .map_err(|e| Error::io("syncing graph file", &file, e))?;
-            }
-            sync_dir(&dir);
-        }
         let header = SnapshotHeader {
             format_version: SNAPSHOT_FORMAT_VERSION,
             kind: SnapshotKind::Hnsw,
@@ -564,18 +450,19 @@ impl VectorIndex for HnswIndex {
             id_checksum: id_checksum(self.slots.keys().copied()),
             space: space.to_owned(),
         };
-        let mut body = Encoder::with_capacity(64 + self.slot_ids.len() * 9);
+        let n = self.slot_ids.len();
+        let mut body = Encoder::with_capacity(64 + n * (9 + self.dim * 4 + (2 * self.config.m + 2) * 4));
         body.u32(self.config.m as u32);
         body.u32(self.config.ef_construction as u32);
         body.u32(self.config.ef_search as u32);
-        body.str(&basename);
-        body.u64(self.slot_ids.len() as u64);
+        body.u64(n as u64);
         for (&id, &is_live) in self.slot_ids.iter().zip(&self.live) {
             body.u64(id);
             body.u8(u8::from(is_live));
         }
+        body.f32s(self.graph.vectors());
+        self.graph.encode_links(&mut body);
         write_snapshot(path, &header, &body.bytes)?;
-        remove_stale_generations(&dir, &prefix, &basename);
         Ok(header)
     }
 
@@ -630,7 +517,7 @@ mod tests {
         assert!(matches!(index.add(1, &[0.0, 1.0, 0.0]), Err(Error::DuplicateId(1))));
         assert!(matches!(index.remove(7), Err(Error::UnknownId(7))));
         assert!(matches!(index.search(&[1.0, 0.0], 1), Err(Error::DimensionMismatch { .. })));
-        assert_eq!((index.len(), index.slot_ids.len(), index.graph.get_nb_point()), (1, 1, 1));
+        assert_eq!((index.len(), index.slot_ids.len(), index.graph.len()), (1, 1, 1));
     }
 
     #[test]
@@ -676,7 +563,7 @@ mod tests {
         index.remove(25).unwrap();
         assert_eq!(index.tombstones(), 0);
         assert_eq!(index.slot_ids.len(), 74);
-        assert_eq!(index.graph.get_nb_point(), 74);
+        assert_eq!(index.graph.len(), 74);
         let hits = index.search(&vector(3, dim), 5).unwrap();
         assert_eq!(hits.len(), 5);
         assert!(hits.iter().all(|h| h.id > 25));
@@ -703,7 +590,7 @@ mod tests {
         assert!(matches!(err, Error::Graph { .. }), "{err}");
         assert!(!index.contains(99));
         assert_eq!(index.len(), 50);
-        assert_eq!(index.slot_ids.len(), index.graph.get_nb_point());
+        assert_eq!(index.slot_ids.len(), index.graph.len());
         for q in 0..10u64 {
             let hits = index.search(&vector(99 + q, dim), 60).unwrap();
             assert_eq!(hits.len(), 50);
@@ -712,7 +599,7 @@ mod tests {
         // The id can be added again and is then found.
         index.add(99, &vector(99, dim)).unwrap();
         assert_eq!(index.search(&vector(99, dim), 1).unwrap()[0].id, 99);
-        assert_eq!(index.slot_ids.len(), index.graph.get_nb_point());
+        assert_eq!(index.slot_ids.len(), index.graph.len());
     }
 
     #[test]
@@ -731,7 +618,7 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_round_trip_with_tombstones_and_generations() {
+    fn snapshot_round_trip_with_tombstones() {
         let dim = 16;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("episodic.cvi");
@@ -746,38 +633,41 @@ mod tests {
         }
         let header = index.snapshot(&path, "test/16").unwrap();
         assert_eq!(header.count, 140);
-        // Only the newest generation's two graph files remain, plus the manifest.
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+        // One file, replaced atomically: no temporary or older file remains.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 
         let expected = SnapshotExpectation::from_ids("test/16", dim, 10..150u64);
         let back = HnswIndex::restore_with_config(&path, &expected, config).unwrap();
         assert_eq!(back.len(), 140);
         assert_eq!(back.tombstones(), 10);
+        assert_eq!(back.live_vectors(), index.live_vectors());
         for q in 0..10u64 {
             let query = vector(q, dim);
             assert_eq!(back.search(&query, 10).unwrap(), index.search(&query, 10).unwrap());
         }
+        // The restored graph keeps growing like the original.
+        let mut back = back;
+        index.add(500, &vector(500, dim)).unwrap();
+        back.add(500, &vector(500, dim)).unwrap();
+        assert_eq!(back.search(&vector(500, dim), 5).unwrap(), index.search(&vector(500, dim), 5).unwrap());
 
         let stale = SnapshotExpectation::from_ids("test/16", dim, 0..150u64);
         assert!(matches!(HnswIndex::restore(&path, &stale), Err(Error::SnapshotMismatch { .. })));
         let other_model = SnapshotExpectation { space: "other/16".into(), ..expected.clone() };
         assert!(matches!(HnswIndex::restore(&path, &other_model), Err(Error::SnapshotMismatch { .. })));
 
-        // A damaged graph file is reported, not a panic.
-        let graph_file = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.to_string_lossy().ends_with(".hnsw.graph"))
-            .unwrap();
-        let bytes = std::fs::read(&graph_file).unwrap();
-        std::fs::write(&graph_file, &bytes[..bytes.len() / 2]).unwrap();
+        // A damaged or truncated file is reported, not a panic.
+        let bytes = std::fs::read(&path).unwrap();
+        let mut flipped = bytes.clone();
+        flipped[bytes.len() / 2] ^= 0x40;
+        std::fs::write(&path, &flipped).unwrap();
         assert!(matches!(HnswIndex::restore(&path, &expected), Err(Error::CorruptSnapshot { .. })));
-        std::fs::remove_file(&graph_file).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
         assert!(matches!(HnswIndex::restore(&path, &expected), Err(Error::CorruptSnapshot { .. })));
     }
 
     #[test]
-    fn empty_index_snapshots_without_graph_files() {
+    fn empty_index_snapshots_and_restores() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("empty.cvi");
         HnswIndex::new(4, small_config()).unwrap().snapshot(&path, "s").unwrap();

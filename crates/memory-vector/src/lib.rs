@@ -3,7 +3,7 @@
 //! The part of recall that runs on every message: a [`VectorIndex`] seam
 //! with an exact implementation ([`FlatIndex`], a vectorised scan that is
 //! also the oracle for recall tests) and an approximate one ([`HnswIndex`],
-//! on `hnsw_rs`), an [`AutoIndex`] that picks between them by size and can
+//! a hierarchical navigable small-world graph), an [`AutoIndex`] that picks between them by size and can
 //! be shared between threads, and the ranking math of episodic memory:
 //! [`decay_score`], [`admit`] and [`mmr`].
 //!
@@ -40,13 +40,14 @@ pub mod constants;
 mod distance;
 mod error;
 mod flat;
+mod graph;
 mod hnsw;
 mod index;
 mod ranking;
 mod snapshot;
 
 pub use auto::{AutoIndex, Backend, OpenOutcome};
-pub use distance::{CosineDistance, dot, kernel_name};
+pub use distance::{dot, kernel_name};
 pub use error::{Error, Result};
 pub use flat::FlatIndex;
 pub use hnsw::{HnswConfig, HnswIndex, IndexConfig};

@@ -1,0 +1,708 @@
+//! The HNSW graph behind [`HnswIndex`](crate::HnswIndex): hierarchical
+//! navigable small-world search (Malkov & Yashunin) over unit vectors,
+//! scored by dot product (the cosine).
+//!
+//! Layout, chosen for the search walk: vectors in one node-major `Vec<f32>`,
+//! ground-layer links in one flat array with a fixed stride per node
+//! (`[count, id, id, ...]`), upper-layer links (a few percent of nodes) in
+//! per-node lists. Nodes are numbered `0..len` in insertion order; the
+//! index's slot table gives them meaning. A search keeps its visited marks,
+//! candidate heaps and result buffer in per-thread scratch space reused from
+//! one query to the next, so a query allocates only its answer.
+//!
+//! Insertion takes `&self`: ground-layer links are atomics written under a
+//! per-node lock, so a bulk build inserts from many threads at once.
+
+use std::cell::RefCell;
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+use rayon::prelude::*;
+
+use crate::constants::{HNSW_LEVEL_SEED, HNSW_MAX_LAYERS};
+use crate::distance::dot;
+
+/// A node and its similarity to the current query. Ordered by similarity,
+/// then by node number, so every heap operation is deterministic.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Scored {
+    pub(crate) sim: f32,
+    pub(crate) node: u32,
+}
+
+impl Eq for Scored {}
+
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        self.sim.total_cmp(&other.sim).then_with(|| other.node.cmp(&self.node))
+    }
+}
+
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Reverse order, so a `BinaryHeap<Worst>` pops the least similar first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Worst(Scored);
+
+impl Ord for Worst {
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        other.0.cmp(&self.0)
+    }
+}
+
+impl PartialOrd for Worst {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Per-thread search state, reused across queries and graphs.
+#[derive(Default)]
+struct Scratch {
+    /// `marks[node] == epoch` means visited in the current walk.
+    marks: Vec<u32>,
+    epoch: u32,
+    candidates: BinaryHeap<Scored>,
+    results: BinaryHeap<Worst>,
+    neighbours: Vec<u32>,
+}
+
+impl Scratch {
+    /// Starts a walk over a graph of `len` nodes with nothing visited.
+    fn begin(&mut self, len: usize) {
+        if self.marks.len() < len {
+            self.marks.resize(len, 0);
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.marks.iter_mut().for_each(|mark| *mark = 0);
+            self.epoch = 1;
+        }
+        self.candidates.clear();
+        self.results.clear();
+    }
+
+    /// Marks `node` visited; false when it already was.
+    #[inline]
+    fn visit(&mut self, node: u32) -> bool {
+        let mark = &mut self.marks[node as usize];
+        if *mark == self.epoch {
+            return false;
+        }
+        *mark = self.epoch;
+        true
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Similarity of two unit vectors. Tests can make it fail on purpose to
+/// exercise an insert that stops half-way.
+#[inline]
+fn similarity(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(test)]
+    crate::distance::FAIL_AFTER_EVALS.with(|cell| {
+        if let Some(left) = cell.get() {
+            if left == 0 {
+                cell.set(None);
+                panic!("injected distance failure");
+            }
+            cell.set(Some(left - 1));
+        }
+    });
+    dot(a, b)
+}
+
+/// The level of node `node`: geometric with ratio `1 / m`, drawn from a
+/// hash of the node number so a build is reproducible.
+fn level_of(node: usize, level_mult: f64) -> u8 {
+    let mut x = (node as u64) ^ HNSW_LEVEL_SEED;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    // Uniform in (0, 1]: never zero, so the logarithm is finite.
+    let uniform = ((x >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    let level = (-uniform.ln() * level_mult).floor();
+    (level as usize).min(HNSW_MAX_LAYERS - 1) as u8
+}
+
+/// Entry point of the walk: the node on the highest layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    node: u32,
+    level: u8,
+}
+
+/// The graph. See the module documentation for the layout.
+pub(crate) struct Graph {
+    dim: usize,
+    m: usize,
+    m0: usize,
+    ef_construction: usize,
+    level_mult: f64,
+    vectors: Vec<f32>,
+    levels: Vec<u8>,
+    /// Per node `1 + m0` slots: the link count, then the links.
+    links0: Vec<AtomicU32>,
+    /// Per node, its links on layers `1..=level` (empty for most nodes).
+    upper: Vec<RwLock<Vec<Vec<u32>>>>,
+    /// Serialises link edits of one node.
+    locks: Vec<Mutex<()>>,
+    entry: RwLock<Option<Entry>>,
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("dim", &self.dim)
+            .field("m", &self.m)
+            .field("len", &self.len())
+            .field("entry", &*self.entry.read())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Graph {
+    /// An empty graph for `dim`-dimensional vectors with `m` links per node
+    /// (`2 × m` on the ground layer).
+    pub(crate) fn new(dim: usize, m: usize, ef_construction: usize) -> Self {
+        Graph {
+            dim,
+            m,
+            m0: 2 * m,
+            ef_construction,
+            level_mult: 1.0 / (m.max(2) as f64).ln(),
+            vectors: Vec::new(),
+            levels: Vec::new(),
+            links0: Vec::new(),
+            upper: Vec::new(),
+            locks: Vec::new(),
+            entry: RwLock::new(None),
+        }
+    }
+
+    /// Number of nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The stored (unit) vector of `node`.
+    #[inline]
+    pub(crate) fn vector(&self, node: usize) -> &[f32] {
+        &self.vectors[node * self.dim..(node + 1) * self.dim]
+    }
+
+    /// All vectors, node-major.
+    pub(crate) fn vectors(&self) -> &[f32] {
+        &self.vectors
+    }
+
+    fn stride(&self) -> usize {
+        self.m0 + 1
+    }
+
+    /// Appends the storage of nodes for `data` (row-major unit vectors)
+    /// without linking them.
+    fn push_nodes(&mut self, data: &[f32]) {
+        let first = self.len();
+        let added = data.len() / self.dim;
+        self.vectors.extend_from_slice(data);
+        self.links0.extend((0..added * self.stride()).map(|_| AtomicU32::new(0)));
+        for node in first..first + added {
+            let level = level_of(node, self.level_mult);
+            self.levels.push(level);
+            self.upper.push(RwLock::new(vec![Vec::new(); level as usize]));
+            self.locks.push(Mutex::new(()));
+        }
+    }
+
+    /// Adds one node and links it. A panic inside leaves the node stored
+    /// and possibly half-linked, which searches tolerate.
+    pub(crate) fn insert(&mut self, unit: &[f32]) {
+        debug_assert_eq!(unit.len(), self.dim);
+        self.push_nodes(unit);
+        self.link(self.len() - 1);
+    }
+
+    /// Builds a graph over `data` (row-major unit vectors), linking nodes in
+    /// parallel on the current rayon pool.
+    pub(crate) fn build(dim: usize, m: usize, ef_construction: usize, data: &[f32]) -> Self {
+        let mut graph = Graph::new(dim, m, ef_construction);
+        graph.push_nodes(data);
+        let len = graph.len();
+        if len > 0 {
+            graph.link(0);
+            // The first few hundred nodes alone set up the upper layers.
+            let serial = len.min(256);
+            (1..serial).for_each(|node| graph.link(node));
+            (serial..len).into_par_iter().for_each(|node| graph.link(node));
+        }
+        graph
+    }
+
+    /// The ground-layer links of `node`, written into `out`.
+    #[inline]
+    fn links0_into(&self, node: u32, out: &mut Vec<u32>) {
+        out.clear();
+        let base = node as usize * self.stride();
+        let count = (self.links0[base].load(Ordering::Acquire) as usize).min(self.m0);
+        out.extend(self.links0[base + 1..base + 1 + count].iter().map(|link| link.load(Ordering::Relaxed)));
+    }
+
+    /// The links of `node` on `layer`, written into `out`.
+    #[inline]
+    fn links_into(&self, node: u32, layer: u8, out: &mut Vec<u32>) {
+        if layer == 0 {
+            self.links0_into(node, out);
+        } else {
+            out.clear();
+            if let Some(links) = self.upper[node as usize].read().get(layer as usize - 1) {
+                out.extend_from_slice(links);
+            }
+        }
+    }
+
+    fn set_links(&self, node: u32, layer: u8, links: &[u32]) {
+        if layer == 0 {
+            let base = node as usize * self.stride();
+            let count = links.len().min(self.m0);
+            for (slot, &link) in self.links0[base + 1..base + 1 + count].iter().zip(links) {
+                slot.store(link, Ordering::Relaxed);
+            }
+            self.links0[base].store(count as u32, Ordering::Release);
+        } else if let Some(list) = self.upper[node as usize].write().get_mut(layer as usize - 1) {
+            list.clear();
+            list.extend_from_slice(links);
+        }
+    }
+
+    /// Greedy descent on one layer from `from` towards `query`.
+    fn greedy(&self, query: &[f32], mut from: Scored, layer: u8, buffer: &mut Vec<u32>) -> Scored {
+        loop {
+            let mut moved = false;
+            self.links_into(from.node, layer, buffer);
+            for &next in buffer.iter() {
+                let sim = similarity(query, self.vector(next as usize));
+                let candidate = Scored { sim, node: next };
+                if candidate > from {
+                    from = candidate;
+                    moved = true;
+                }
+            }
+            if !moved {
+                return from;
+            }
+        }
+    }
+
+    /// Best-first search of one layer from `start`, keeping the `ef` most
+    /// similar nodes in `scratch.results`.
+    fn search_layer(&self, query: &[f32], start: Scored, ef: usize, layer: u8, scratch: &mut Scratch) {
+        scratch.begin(self.len());
+        scratch.visit(start.node);
+        scratch.candidates.push(start);
+        scratch.results.push(Worst(start));
+        let mut neighbours = std::mem::take(&mut scratch.neighbours);
+        while let Some(current) = scratch.candidates.pop() {
+            let worst = scratch.results.peek().map_or(f32::NEG_INFINITY, |w| w.0.sim);
+            if current.sim < worst && scratch.results.len() >= ef {
+                break;
+            }
+            self.links_into(current.node, layer, &mut neighbours);
+            for &next in &neighbours {
+                if !scratch.visit(next) {
+                    continue;
+                }
+                let sim = similarity(query, self.vector(next as usize));
+                let full = scratch.results.len() >= ef;
+                if full && sim <= scratch.results.peek().map_or(f32::NEG_INFINITY, |w| w.0.sim) {
+                    continue;
+                }
+                let scored = Scored { sim, node: next };
+                scratch.candidates.push(scored);
+                scratch.results.push(Worst(scored));
+                if scratch.results.len() > ef {
+                    scratch.results.pop();
+                }
+            }
+        }
+        scratch.neighbours = neighbours;
+    }
+
+    /// Walks from the entry point down to layer 1 greedily.
+    fn descend(&self, query: &[f32], entry: Entry, down_to: u8, buffer: &mut Vec<u32>) -> Scored {
+        let mut at = Scored { sim: similarity(query, self.vector(entry.node as usize)), node: entry.node };
+        let mut layer = entry.level;
+        while layer > down_to {
+            at = self.greedy(query, at, layer, buffer);
+            layer -= 1;
+        }
+        at
+    }
+
+    /// The `k` nodes most similar to `query` (a unit vector), best first,
+    /// exploring `ef` candidates on the ground layer.
+    pub(crate) fn search(&self, query: &[f32], k: usize, ef: usize) -> Vec<Scored> {
+        let Some(entry) = *self.entry.read() else { return Vec::new() };
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            let scratch = &mut *scratch;
+            let mut buffer = std::mem::take(&mut scratch.neighbours);
+            let start = self.descend(query, entry, 0, &mut buffer);
+            scratch.neighbours = buffer;
+            self.search_layer(query, start, ef.max(k), 0, scratch);
+            let mut found: Vec<Scored> = scratch.results.drain().map(|w| w.0).collect();
+            found.sort_unstable_by(|a, b| b.cmp(a));
+            found.truncate(k);
+            found
+        })
+    }
+
+    /// Links node `node` (already stored) into the graph.
+    fn link(&self, node: usize) {
+        let node32 = node as u32;
+        let level = self.levels[node];
+        let entry = {
+            let current = *self.entry.read();
+            match current {
+                Some(entry) => entry,
+                None => {
+                    let mut slot = self.entry.write();
+                    match *slot {
+                        Some(entry) => entry,
+                        None => {
+                            *slot = Some(Entry { node: node32, level });
+                            return;
+                        }
+                    }
+                }
+            }
+        };
+        let query = self.vector(node);
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            let scratch = &mut *scratch;
+            let mut buffer = std::mem::take(&mut scratch.neighbours);
+            let mut at = self.descend(query, entry, level, &mut buffer);
+            scratch.neighbours = buffer;
+            let mut candidates: Vec<Scored> = Vec::with_capacity(self.ef_construction);
+            for layer in (0..=level.min(entry.level)).rev() {
+                self.search_layer(query, at, self.ef_construction, layer, scratch);
+                candidates.clear();
+                candidates.extend(scratch.results.drain().map(|w| w.0));
+                candidates.retain(|c| c.node != node32);
+                candidates.sort_unstable_by(|a, b| b.cmp(a));
+                if let Some(&best) = candidates.first() {
+                    at = best;
+                }
+                let chosen = self.select(&candidates, self.m);
+                {
+                    let _lock = self.locks[node].lock();
+                    self.set_links(node32, layer, &chosen);
+                }
+                let cap = if layer == 0 { self.m0 } else { self.m };
+                for &neighbour in &chosen {
+                    self.add_link(neighbour, node32, layer, cap);
+                }
+            }
+        });
+        if level > entry.level {
+            let mut slot = self.entry.write();
+            if slot.is_none_or(|current| level > current.level) {
+                *slot = Some(Entry { node: node32, level });
+            }
+        }
+    }
+
+    /// The neighbour-selection heuristic: walking `candidates` best first,
+    /// keep one only when it is closer to the base node than to every node
+    /// already kept, so links spread in different directions. Fewer
+    /// candidates than `limit` are all kept.
+    fn select(&self, candidates: &[Scored], limit: usize) -> Vec<u32> {
+        if candidates.len() < limit {
+            return candidates.iter().map(|c| c.node).collect();
+        }
+        let mut kept: Vec<u32> = Vec::with_capacity(limit);
+        for candidate in candidates {
+            if kept.len() >= limit {
+                break;
+            }
+            let vector = self.vector(candidate.node as usize);
+            let diverse =
+                kept.iter().all(|&other| similarity(vector, self.vector(other as usize)) < candidate.sim);
+            if diverse {
+                kept.push(candidate.node);
+            }
+        }
+        kept
+    }
+
+    /// Adds the back link `from → to` on `layer`, pruning `from`'s list
+    /// with the heuristic when it is full.
+    fn add_link(&self, from: u32, to: u32, layer: u8, cap: usize) {
+        let _lock = self.locks[from as usize].lock();
+        let mut links = Vec::with_capacity(cap + 1);
+        self.links_into(from, layer, &mut links);
+        if links.contains(&to) {
+            return;
+        }
+        if links.len() < cap {
+            links.push(to);
+            self.set_links(from, layer, &links);
+            return;
+        }
+        let base = self.vector(from as usize);
+        let mut scored: Vec<Scored> = links
+            .iter()
+            .chain(std::iter::once(&to))
+            .map(|&node| Scored { sim: similarity(base, self.vector(node as usize)), node })
+            .collect();
+        scored.sort_unstable_by(|a, b| b.cmp(a));
+        let kept = self.select(&scored, cap);
+        self.set_links(from, layer, &kept);
+    }
+
+    /// Approximate heap bytes.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let upper: usize = self
+            .upper
+            .iter()
+            .map(|lists| {
+                let lists = lists.read();
+                lists.iter().map(|l| 24 + l.capacity() * 4).sum::<usize>() + 8
+            })
+            .sum();
+        self.vectors.capacity() * 4
+            + self.links0.capacity() * 4
+            + self.levels.capacity()
+            + self.locks.capacity() * std::mem::size_of::<Mutex<()>>()
+            + self.upper.capacity() * std::mem::size_of::<RwLock<Vec<Vec<u32>>>>()
+            + upper
+    }
+
+    /// Serialises the graph's structure (not its vectors) for a snapshot.
+    pub(crate) fn encode_links(&self, out: &mut crate::snapshot::Encoder) {
+        match *self.entry.read() {
+            Some(entry) => {
+                out.u8(1);
+                out.u32(entry.node);
+                out.u8(entry.level);
+            }
+            None => out.u8(0),
+        }
+        let mut links = Vec::new();
+        for node in 0..self.len() {
+            let level = self.levels[node];
+            out.u8(level);
+            for layer in 0..=level {
+                self.links_into(node as u32, layer, &mut links);
+                out.u32(links.len() as u32);
+                for &link in &links {
+                    out.u32(link);
+                }
+            }
+        }
+    }
+
+    /// Rebuilds a graph from [`Graph::encode_links`] output and its vectors,
+    /// checking every count and link against the node count.
+    pub(crate) fn decode(
+        dim: usize,
+        m: usize,
+        ef_construction: usize,
+        vectors: Vec<f32>,
+        d: &mut crate::snapshot::Decoder<'_>,
+    ) -> std::result::Result<Self, String> {
+        let len = vectors.len() / dim;
+        let mut graph = Graph::new(dim, m, ef_construction);
+        let entry = match d.u8("entry flag").map_err(|e| e.to_string())? {
+            0 => None,
+            1 => {
+                let node = d.u32("entry node").map_err(|e| e.to_string())?;
+                let level = d.u8("entry level").map_err(|e| e.to_string())?;
+                Some(Entry { node, level })
+            }
+            other => return Err(format!("bad entry flag {other}")),
+        };
+        graph.vectors = vectors;
+        graph.links0 = (0..len * graph.stride()).map(|_| AtomicU32::new(0)).collect();
+        graph.levels.reserve(len);
+        graph.upper.reserve(len);
+        graph.locks.reserve(len);
+        for node in 0..len {
+            let level = d.u8("node level").map_err(|e| e.to_string())?;
+            if level as usize >= HNSW_MAX_LAYERS {
+                return Err(format!("node {node} has level {level}"));
+            }
+            let mut upper = Vec::with_capacity(level as usize);
+            for layer in 0..=level {
+                let count = d.u32("link count").map_err(|e| e.to_string())? as usize;
+                let cap = if layer == 0 { graph.m0 } else { graph.m };
+                if count > cap {
+                    return Err(format!("node {node} has {count} links on layer {layer}, at most {cap} allowed"));
+                }
+                let mut links = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let link = d.u32("link").map_err(|e| e.to_string())?;
+                    if link as usize >= len {
+                        return Err(format!("node {node} links to missing node {link}"));
+                    }
+                    links.push(link);
+                }
+                if layer == 0 {
+                    let base = node * graph.stride();
+                    graph.links0[base].store(count as u32, Ordering::Relaxed);
+                    for (slot, link) in graph.links0[base + 1..].iter().zip(links) {
+                        slot.store(link, Ordering::Relaxed);
+                    }
+                } else {
+                    upper.push(links);
+                }
+            }
+            graph.levels.push(level);
+            graph.upper.push(RwLock::new(upper));
+            graph.locks.push(Mutex::new(()));
+        }
+        match entry {
+            Some(entry) if entry.node as usize >= len || graph.levels[entry.node as usize] != entry.level => {
+                return Err(format!("entry node {} is not on layer {}", entry.node, entry.level));
+            }
+            None if len > 0 => return Err("a non-empty graph has no entry node".into()),
+            _ => {}
+        }
+        *graph.entry.get_mut() = entry;
+        Ok(graph)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distance::normalized;
+
+    fn unit(seed: u64, dim: usize) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let raw: Vec<f32> = (0..dim)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        normalized(&raw, dim).unwrap()
+    }
+
+    fn exact(data: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<u32> {
+        let mut all: Vec<Scored> =
+            data.chunks_exact(dim).enumerate().map(|(i, v)| Scored { sim: dot(query, v), node: i as u32 }).collect();
+        all.sort_unstable_by(|a, b| b.cmp(a));
+        all.into_iter().take(k).map(|s| s.node).collect()
+    }
+
+    #[test]
+    fn levels_are_geometric_and_reproducible() {
+        let mult = 1.0 / 16f64.ln();
+        let levels: Vec<u8> = (0..100_000).map(|n| level_of(n, mult)).collect();
+        assert_eq!(levels, (0..100_000).map(|n| level_of(n, mult)).collect::<Vec<_>>());
+        let above0 = levels.iter().filter(|&&l| l > 0).count() as f64 / levels.len() as f64;
+        assert!((above0 - 1.0 / 16.0).abs() < 0.01, "share above layer 0: {above0}");
+        assert!(levels.iter().all(|&l| (l as usize) < HNSW_MAX_LAYERS));
+    }
+
+    #[test]
+    fn built_and_incremental_graphs_find_the_true_neighbours() {
+        let dim = 24;
+        let data: Vec<f32> = (0..2_000u64).flat_map(|i| unit(i, dim)).collect();
+        let built = Graph::build(dim, 8, 64, &data);
+        let mut grown = Graph::new(dim, 8, 64);
+        for row in data.chunks_exact(dim) {
+            grown.insert(row);
+        }
+        for graph in [&built, &grown] {
+            assert_eq!(graph.len(), 2_000);
+            let mut overlap = 0;
+            for q in 0..50u64 {
+                let query = unit(10_000 + q, dim);
+                let found = graph.search(&query, 10, 64);
+                assert_eq!(found.len(), 10);
+                assert!(found.windows(2).all(|w| w[0].sim >= w[1].sim), "best first");
+                let truth = exact(&data, dim, &query, 10);
+                overlap += found.iter().filter(|s| truth.contains(&s.node)).count();
+            }
+            assert!(overlap >= 475, "recall@10 {}", overlap as f64 / 500.0);
+        }
+        // Every node is reachable as its own nearest neighbour.
+        for node in (0..2_000).step_by(97) {
+            assert_eq!(built.search(built.vector(node), 1, 32)[0].node, node as u32);
+        }
+    }
+
+    #[test]
+    fn links_respect_their_caps_and_point_at_nodes() {
+        let dim = 8;
+        let data: Vec<f32> = (0..600u64).flat_map(|i| unit(i, dim)).collect();
+        let graph = Graph::build(dim, 4, 32, &data);
+        let mut links = Vec::new();
+        for node in 0..graph.len() as u32 {
+            for layer in 0..=graph.levels[node as usize] {
+                graph.links_into(node, layer, &mut links);
+                assert!(links.len() <= if layer == 0 { 8 } else { 4 });
+                assert!(links.iter().all(|&l| (l as usize) < graph.len() && l != node));
+            }
+        }
+    }
+
+    #[test]
+    fn encoded_links_round_trip_and_bad_links_are_refused() {
+        let dim = 8;
+        let data: Vec<f32> = (0..300u64).flat_map(|i| unit(i, dim)).collect();
+        let graph = Graph::build(dim, 4, 32, &data);
+        let mut out = crate::snapshot::Encoder::default();
+        graph.encode_links(&mut out);
+        let path = std::path::Path::new("test");
+        let back = Graph::decode(dim, 4, 32, data.clone(), &mut crate::snapshot::Decoder::new(&out.bytes, path)).unwrap();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for node in 0..300u32 {
+            assert_eq!(back.levels[node as usize], graph.levels[node as usize]);
+            for layer in 0..=graph.levels[node as usize] {
+                graph.links_into(node, layer, &mut a);
+                back.links_into(node, layer, &mut b);
+                assert_eq!(a, b);
+            }
+        }
+        assert_eq!(back.search(&unit(7, dim), 5, 16), graph.search(&unit(7, dim), 5, 16));
+        // Layout: entry flag, entry node, entry level, then node 0's level,
+        // its ground-layer link count and its first link (at byte 11).
+        let decode = |bytes: &[u8]| {
+            Graph::decode(dim, 4, 32, data.clone(), &mut crate::snapshot::Decoder::new(bytes, path)).unwrap_err()
+        };
+        let mut bad = out.bytes.clone();
+        bad[11..15].copy_from_slice(&300u32.to_le_bytes());
+        assert!(decode(&bad).contains("missing node 300"), "{}", decode(&bad));
+        let mut bad = out.bytes.clone();
+        bad[1..5].copy_from_slice(&299u32.to_le_bytes());
+        bad[5] = 9;
+        assert!(decode(&bad).contains("entry node 299"), "{}", decode(&bad));
+        let short = &out.bytes[..out.bytes.len() - 2];
+        assert!(Graph::decode(dim, 4, 32, data, &mut crate::snapshot::Decoder::new(short, path)).is_err());
+    }
+
+    #[test]
+    fn empty_and_single_node_graphs() {
+        let mut graph = Graph::new(3, 4, 16);
+        assert!(graph.search(&[1.0, 0.0, 0.0], 5, 10).is_empty());
+        graph.insert(&[0.0, 1.0, 0.0]);
+        let found = graph.search(&[1.0, 0.0, 0.0], 5, 10);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].node, 0);
+    }
+}
