@@ -32,11 +32,19 @@ pub(crate) struct TriggerIndex {
     /// Per stem, the trigger entries containing it.
     postings: Vec<Vec<u32>>,
     entries: Vec<TriggerEntry>,
+    /// Per skill, its position in name order (the tie-break of the ranking).
+    name_rank: Vec<u32>,
 }
 
 impl TriggerIndex {
     pub(crate) fn build(skills: &[Arc<Skill>]) -> Self {
         let mut index = Self::default();
+        let mut by_name: Vec<usize> = (0..skills.len()).collect();
+        by_name.sort_by(|&a, &b| skills[a].name.cmp(&skills[b].name));
+        index.name_rank = vec![0; skills.len()];
+        for (rank, skill) in by_name.into_iter().enumerate() {
+            index.name_rank[skill] = rank as u32;
+        }
         for (skill_index, skill) in skills.iter().enumerate() {
             if skill.meta.always {
                 continue;
@@ -70,13 +78,14 @@ impl TriggerIndex {
     }
 
     /// Skills whose positive triggers all-words-match the message and no
-    /// negative trigger matches, best first: `(skill index, score)`.
+    /// negative trigger matches, best first, at most `limit`:
+    /// `(skill index, score)`.
     ///
     /// A phrase matches when every word of it (stemmed, case-folded) occurs
     /// in the message; its score is its word count, so specific phrases
     /// outrank single words. Ties go to the name.
-    fn score(&self, message: &str, skills: &[Arc<Skill>], stem_cache: &StemCache) -> Vec<(usize, u32)> {
-        if self.entries.is_empty() {
+    fn score(&self, message: &str, stem_cache: &StemCache, limit: usize) -> Vec<(usize, u32)> {
+        if self.entries.is_empty() || limit == 0 {
             return Vec::new();
         }
         let mut counts = vec![0u16; self.entries.len()];
@@ -98,26 +107,40 @@ impl TriggerIndex {
                 *count += 1;
             }
         });
-        let mut excluded = HashSet::new();
-        let mut scores: HashMap<u32, u32> = HashMap::new();
+        let skills = self.name_rank.len();
+        let mut excluded = vec![false; skills];
+        let mut scores = vec![0u32; skills];
+        let mut scored: Vec<u32> = Vec::new();
         for id in touched {
             let entry = self.entries[id as usize];
             if counts[id as usize] < entry.words {
                 continue;
             }
+            let skill = entry.skill as usize;
             if entry.negative {
-                excluded.insert(entry.skill);
+                excluded[skill] = true;
             } else {
-                *scores.entry(entry.skill).or_default() += u32::from(entry.words);
+                if scores[skill] == 0 {
+                    scored.push(entry.skill);
+                }
+                scores[skill] += u32::from(entry.words);
             }
         }
-        let mut ranked: Vec<(usize, u32)> = scores
-            .into_iter()
-            .filter(|(skill, _)| !excluded.contains(skill))
-            .map(|(skill, score)| (skill as usize, score))
-            .collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| skills[a.0].name.cmp(&skills[b.0].name)));
-        ranked
+        // The best `limit` by (score desc, name asc), kept sorted.
+        let before = |a: (usize, u32), b: (usize, u32)| {
+            b.1.cmp(&a.1).then_with(|| self.name_rank[a.0].cmp(&self.name_rank[b.0])).is_lt()
+        };
+        let mut best: Vec<(usize, u32)> = Vec::with_capacity(limit + 1);
+        for skill in scored.into_iter().map(|skill| skill as usize).filter(|&skill| !excluded[skill]) {
+            let candidate = (skill, scores[skill]);
+            if best.len() == limit && !before(candidate, best[limit - 1]) {
+                continue;
+            }
+            let at = best.iter().position(|&kept| before(candidate, kept)).unwrap_or(best.len());
+            best.insert(at, candidate);
+            best.truncate(limit);
+        }
+        best
     }
 }
 
@@ -244,8 +267,7 @@ impl Catalog {
         } else {
             std::borrow::Cow::Borrowed(message)
         };
-        let mut ranked = snapshot.triggers.score(&message, &snapshot.skills, &self.stems);
-        ranked.truncate(max);
+        let ranked = snapshot.triggers.score(&message, &self.stems, max);
         ranked
             .into_iter()
             .map(|(index, score)| TriggerMatch { name: snapshot.skills[index].name.clone(), score })

@@ -280,3 +280,39 @@ fn repeated_messages_match_like_the_first_time() {
         assert!(triggered_names(&fixture, "nothing relevant here").is_empty());
     }
 }
+
+#[test]
+fn the_cap_keeps_a_prefix_of_the_full_ranking() {
+    let words = ["alpha", "beta", "gamma", "delta", "omega"];
+    let fixture = Fixture::with(|config| config.max_triggered = 100);
+    for index in 0..30usize {
+        let first = words[index % 5];
+        let second = words[(index / 5) % 5];
+        let negative = if index % 7 == 0 { ", !omega" } else { "" };
+        let triggers = format!("triggers: {first} {second}, {second}{negative}\n");
+        fixture.put(&format!("s{index:02}"), &skill(&format!("s{index:02}"), "d", &triggers, "B."));
+    }
+    let message = "alpha beta gamma delta and omega";
+    let full = fixture.catalog.triggered(message);
+    assert!(full.len() > 10, "{full:?}");
+    assert!(
+        full.windows(2).all(|w| w[0].score > w[1].score || (w[0].score == w[1].score && w[0].name < w[1].name)),
+        "{full:?}"
+    );
+    assert!(full.iter().all(|found| !["s00", "s07", "s14", "s21", "s28"].contains(&found.name.as_str())));
+    for cap in [1, 3, 12] {
+        let capped = fixture_with(cap, &fixture).catalog.triggered(message);
+        assert_eq!(capped, full[..cap], "cap {cap}");
+    }
+}
+
+/// A second catalog over the same home with another trigger cap.
+fn fixture_with(cap: usize, base: &Fixture) -> Fixture {
+    let fixture = Fixture::with(|config| config.max_triggered = cap);
+    for entry in std::fs::read_dir(base.skills_dir()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        fixture.put(&name, &std::fs::read_to_string(entry.path().join("SKILL.md")).unwrap());
+    }
+    fixture
+}
