@@ -140,7 +140,8 @@ fn new_graph(dim: usize, config: &HnswConfig) -> Graph {
 pub struct HnswIndex {
     dim: usize,
     config: HnswConfig,
-    graph: Graph,
+    /// Boxed: the graph's tables are large to move around by value.
+    graph: Box<Graph>,
     slot_ids: Vec<u64>,
     live: Vec<bool>,
     slots: HashMap<u64, usize>,
@@ -165,7 +166,7 @@ impl HnswIndex {
             return Err(Error::ZeroDimension);
         }
         config.validate()?;
-        let graph = new_graph(dim, &config);
+        let graph = Box::new(new_graph(dim, &config));
         Ok(HnswIndex {
             dim,
             config,
@@ -202,7 +203,7 @@ impl HnswIndex {
     pub(crate) fn from_normalized(dim: usize, config: HnswConfig, ids: Vec<u64>, data: &[f32]) -> Result<Self> {
         config.validate()?;
         debug_assert_eq!(ids.len() * dim, data.len());
-        let graph = guarded("bulk inserting", || Graph::build(dim, config.m, config.ef_construction, data))?;
+        let graph = Box::new(guarded("bulk inserting", || Graph::build(dim, config.m, config.ef_construction, data))?);
         let slots = ids.iter().enumerate().map(|(slot, &id)| (id, slot)).collect();
         Ok(HnswIndex { dim, config, graph, live: vec![true; ids.len()], slot_ids: ids, slots, tombstones: 0 })
     }
@@ -370,8 +371,10 @@ impl HnswIndex {
         let values = n_slots.checked_mul(header.dim).ok_or_else(|| Error::corrupt(path, "vector count overflows"))?;
         let vectors = d.f32s(values, "vectors")?;
         // The graph holds exactly one node per slot.
-        let graph = Graph::decode(header.dim, m, ef_construction, vectors, &mut d)
-            .map_err(|reason| Error::corrupt(path, format!("graph: {reason}")))?;
+        let graph = Box::new(
+            Graph::decode(header.dim, m, ef_construction, vectors, &mut d)
+                .map_err(|reason| Error::corrupt(path, format!("graph: {reason}")))?,
+        );
         if !d.is_empty() {
             return Err(Error::corrupt(path, "trailing bytes in body"));
         }
