@@ -11,13 +11,13 @@
 //!    shape of an in-the-wild jailbreak.
 //!
 //! Patterns run over [`normalize`]d text and use ASCII word boundaries so the
-//! regex engine can stay on its fast DFA path. A literal prefilter (see
-//! `prefilter`) skips the patterns whose leading words do not occur.
+//! regex engine can stay on its fast DFA path.
 
 use std::sync::LazyLock;
 
+use regex::{RegexSet, RegexSetBuilder};
+
 use crate::normalize::{ascii_pattern, normalize};
-use crate::prefilter::PatternList;
 
 /// What kind of attack a rule detects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -192,19 +192,21 @@ const SIGNALS: &[(&str, &str)] = &[
 ];
 
 struct Screener {
-    rules: PatternList,
-    signals: PatternList,
+    rules: RegexSet,
+    signals: RegexSet,
 }
 
-/// Compiled-program and lazy-DFA cache limit of each pattern.
-const PATTERN_SIZE_LIMIT: usize = 64 << 20;
-
 static SCREENER: LazyLock<Screener> = LazyLock::new(|| {
-    let rules: Vec<String> = RULES.iter().map(|r| ascii_pattern(r.pattern)).collect();
-    let signals: Vec<String> = SIGNALS.iter().map(|(_, p)| ascii_pattern(p)).collect();
+    let build = |patterns: Vec<String>| {
+        RegexSetBuilder::new(patterns)
+            .size_limit(64 << 20)
+            .dfa_size_limit(64 << 20)
+            .build()
+            .expect("built-in injection patterns compile")
+    };
     Screener {
-        rules: PatternList::new(&rules, Some(PATTERN_SIZE_LIMIT)),
-        signals: PatternList::new(&signals, Some(PATTERN_SIZE_LIMIT)),
+        rules: build(RULES.iter().map(|r| ascii_pattern(r.pattern)).collect()),
+        signals: build(SIGNALS.iter().map(|(_, p)| ascii_pattern(p)).collect()),
     }
 });
 
@@ -226,11 +228,11 @@ pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     let screener = &*SCREENER;
     let mut findings: Vec<InjectionFinding> = screener
         .rules
-        .matching(&normalized)
+        .matches(&normalized)
         .into_iter()
         .map(|index| InjectionFinding { rule: RULES[index].name, category: RULES[index].category })
         .collect();
-    if screener.signals.matching(&normalized).len() >= PERSONA_JAILBREAK_MIN_SIGNALS {
+    if screener.signals.matches(&normalized).iter().count() >= PERSONA_JAILBREAK_MIN_SIGNALS {
         findings.push(InjectionFinding { rule: PERSONA_JAILBREAK_RULE, category: C::Jailbreak });
     }
     if !findings.is_empty() {

@@ -34,7 +34,6 @@ mod error;
 mod injection;
 mod normalize;
 mod paths;
-mod prefilter;
 mod secrets;
 mod urls;
 

@@ -12,17 +12,16 @@
 //! - **Containers**: base64 blobs that decode to a credential, and the
 //!   `data:` entries of a Kubernetes `Secret` manifest.
 //!
-//! All patterns are compiled once; a literal prefilter (see `prefilter`)
-//! decides which rules need their capture groups run at all.
+//! All patterns are compiled once; a [`RegexSet`] pass decides which rules
+//! need their capture groups run at all.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use base64::Engine as _;
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 use crate::normalize::ascii_pattern;
-use crate::prefilter::PatternList;
 
 /// A credential found in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +149,8 @@ const BASE64_RULE: &str = "base64-credential";
 const KUBERNETES_RULE: &str = "kubernetes-secret-data";
 
 struct Compiled {
-    rules: PatternList,
+    set: RegexSet,
+    regexes: Vec<Regex>,
     base64: Regex,
     kubernetes_kind: Regex,
 }
@@ -158,7 +158,8 @@ struct Compiled {
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     let patterns: Vec<String> = RULES.iter().map(|r| ascii_pattern(r.pattern)).collect();
     Compiled {
-        rules: PatternList::new(&patterns, None),
+        set: RegexSet::new(&patterns).expect("built-in credential patterns compile"),
+        regexes: patterns.iter().map(|p| Regex::new(p).expect("credential pattern compiles")).collect(),
         base64: Regex::new(BASE64_CANDIDATE).expect("base64 pattern compiles"),
         kubernetes_kind: Regex::new(r#"(?im)^\s*kind:\s*["']?secret["']?\s*$"#).expect("kind pattern compiles"),
     }
@@ -208,9 +209,9 @@ pub(crate) fn splice(text: &str, findings: &[CredentialFinding]) -> String {
 
 fn collect(text: &str, look_inside_base64: bool, findings: &mut Vec<CredentialFinding>) {
     let compiled = &*COMPILED;
-    for index in compiled.rules.possibly_matching(text) {
+    for index in compiled.set.matches(text).iter() {
         let rule = &RULES[index];
-        for captures in compiled.rules.regex(index).captures_iter(text) {
+        for captures in compiled.regexes[index].captures_iter(text) {
             let whole = captures.get(0).expect("group 0 always participates");
             let secret = captures.iter().skip(1).flatten().next().unwrap_or(whole);
             let quoted = is_quoted(text, secret.start(), secret.end());
