@@ -436,8 +436,7 @@ impl Graph {
                 break;
             }
             let vector = self.vector(candidate.node as usize);
-            let diverse =
-                kept.iter().all(|&other| similarity(vector, self.vector(other as usize)) < candidate.sim);
+            let diverse = kept.iter().all(|&other| similarity(vector, self.vector(other as usize)) < candidate.sim);
             if diverse {
                 kept.push(candidate.node);
             }
@@ -669,7 +668,8 @@ mod tests {
         let mut out = crate::snapshot::Encoder::default();
         graph.encode_links(&mut out);
         let path = std::path::Path::new("test");
-        let back = Graph::decode(dim, 4, 32, data.clone(), &mut crate::snapshot::Decoder::new(&out.bytes, path)).unwrap();
+        let back =
+            Graph::decode(dim, 4, 32, data.clone(), &mut crate::snapshot::Decoder::new(&out.bytes, path)).unwrap();
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for node in 0..300u32 {
             assert_eq!(back.levels[node as usize], graph.levels[node as usize]);

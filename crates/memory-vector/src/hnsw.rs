@@ -14,8 +14,7 @@ use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::index::{Hit, TopK, VectorIndex};
 use crate::snapshot::{
-    Decoder, Encoder, SnapshotExpectation, SnapshotHeader, SnapshotKind, id_checksum, read_snapshot,
-    write_snapshot,
+    Decoder, Encoder, SnapshotExpectation, SnapshotHeader, SnapshotKind, id_checksum, read_snapshot, write_snapshot,
 };
 
 /// HNSW parameters. The defaults were measured on MiniLM vectors (see
