@@ -511,9 +511,9 @@ impl ContextBuilder {
                     .notices
                     .push(format!("skill {} withheld by the injection screen ({})", withheld.name, withheld.rule));
             }
-            let text = view.render();
-            let over = chars(text.trim_end()) > caps.skills;
-            assembly.push(SectionName::Skills, text, Some(caps.skills), view.omitted > 0 || over);
+            // With lazy_load off the full index is listed even past the cap
+            // (the breakdown shows it); only the global ceiling cuts it.
+            assembly.push(SectionName::Skills, view.render(), Some(caps.skills), view.omitted > 0);
         }
 
         let built = assembly.finish(caps, Some(ceiling), None);

@@ -48,6 +48,9 @@ pub(crate) enum Command {
     Memory(crate::commands::memory::MemoryCommand),
     /// Run the local gateway: HTTP API, heartbeat, embedding model in the background.
     Serve(crate::serve::ServeArgs),
+    /// The context builder: what a session or message would get, section by section.
+    #[command(subcommand)]
+    Context(crate::commands::context::ContextCommand),
 }
 
 #[derive(Debug, Subcommand)]

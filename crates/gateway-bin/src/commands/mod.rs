@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 pub(crate) mod agents;
+pub(crate) mod context;
 mod embed;
 mod guard;
 pub(crate) mod hooks;
@@ -18,6 +19,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Guard(GuardCommand::Scan(args)) => guard::scan(args),
         Command::Hooks(command) => hooks::run(&cli, command),
         Command::Memory(command) => memory::run(&cli, command),
+        Command::Context(command) => context::run(&cli, command),
         Command::Model(ModelCommand::Status(args)) => model::status(&cli, args),
         Command::Model(ModelCommand::Fetch) => model::fetch(&cli),
         Command::Embed(args) => embed::embed(&cli, args),

@@ -3,6 +3,7 @@
 use std::process::Command;
 
 mod agents;
+mod context;
 mod embed;
 mod guard;
 mod hooks;
