@@ -1,6 +1,7 @@
 //! context: `build_message` and `build_session_context` on a realistic
-//! home (1,000 semantic entries with vectors, 50 lessons, 180 days of
-//! history, 200 skills, a full channel buffer, hooks), next to the same
+//! home (10,000 episodic rows and 1,000 semantic entries with 384-dim hash
+//! vectors, 50 lessons, 180 days of history, 200 skills, a full channel
+//! buffer, hooks), next to the same
 //! sources called directly without assembly (the peer: what the builder
 //! adds on top of its sources).
 //!
@@ -11,14 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_context::{
-    AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicFragment, EpisodicMemory,
-    EpisodicQuery, ManualClock, MessageRequest, RecalledFragments, RuntimeIdentity, SessionRequest, Surface,
-    ThreadMessage, resolve_caps,
+    AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicMemory, EpisodicQuery,
+    ManualClock, MessageRequest, RuntimeIdentity, SectionName, SessionRequest, Surface, ThreadMessage, resolve_caps,
 };
 use cairn_embedder::{EmbeddingBackend, HashEmbedder};
 use cairn_hooks::{ConfigHooks, HooksConfig};
 use cairn_memory_core::{
-    FilesContextCaps, LessonCategory, ManualClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, Source,
+    FilesContextCaps, LessonCategory, ManualClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, NewEpisode,
+    Source,
 };
 use cairn_skills::{Catalog, SkillsConfig};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -26,6 +27,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+const EPISODIC_ROWS: usize = 10_000;
 const SEMANTIC_ENTRIES: usize = 1_000;
 const LESSONS: usize = 50;
 const HISTORY_DAYS: i64 = 180;
@@ -37,6 +39,21 @@ const WORDS: &[&str] = &[
     "timezone", "berlin", "project", "gateway", "memory", "skills", "hooks", "latency", "budget", "prompt",
 ];
 const MESSAGE: &str = "can we deploy the gateway release on friday after the review?";
+
+/// A conversation fragment over a 3,000-word vocabulary (so rows are not
+/// near-duplicates of each other), sprinkled with the common words.
+fn fragment(rng: &mut StdRng) -> String {
+    (0..rng.random_range(15..40))
+        .map(|index| {
+            if index % 4 == 0 {
+                WORDS[rng.random_range(0..WORDS.len())].to_owned()
+            } else {
+                format!("w{}", rng.random_range(0..3_000))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 fn sentence(rng: &mut StdRng, words: usize) -> String {
     (0..words).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect::<Vec<_>>().join(" ")
@@ -50,7 +67,7 @@ struct Fixture {
     skills: Arc<Catalog>,
     hooks: Arc<ConfigHooks>,
     channels: Arc<ChannelHistory>,
-    episodic: Arc<RecalledFragments>,
+    episodic_text: String,
     agent: AgentContext,
     runtime: RuntimeIdentity,
     thread: Vec<ThreadMessage>,
@@ -62,9 +79,8 @@ fn fixture() -> Fixture {
     let mut rng = StdRng::seed_from_u64(12);
     let embedder = Arc::new(HashEmbedder::new(384));
 
-    let database = Arc::new(
-        MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap().with_embedder(embedder.clone()),
-    );
+    let database =
+        Arc::new(MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap().with_embedder(embedder.clone()));
     let prefixes = ["pref", "project", "user"];
     for index in 0..SEMANTIC_ENTRIES {
         let key = format!("{}.{}_{index}", prefixes[index % 3], WORDS[index % WORDS.len()]);
@@ -76,6 +92,27 @@ fn fixture() -> Fixture {
         database.write_lesson(&rule, None, LessonCategory::Tool, Source::UserExplicit).unwrap();
     }
     assert_eq!(database.get_lessons(100).unwrap().len(), LESSONS);
+    let day = 86_400_000;
+    let start = 1_767_225_600_000; // 2026-01-01
+    let mut episodic_text = String::new();
+    let mut inserted = 0;
+    for index in 0..EPISODIC_ROWS * 2 {
+        if inserted == EPISODIC_ROWS {
+            break;
+        }
+        let text = fragment(&mut rng);
+        let episode = NewEpisode::new(&text)
+            .created_at(start + (index as i64 % 180) * day)
+            .importance(rng.random_range(0.0..1.0))
+            .source_ref(format!("conv-{}", index / 20));
+        if let cairn_memory_core::EpisodicOutcome::Inserted { .. } = database.write_episodic(&episode).unwrap() {
+            inserted += 1;
+            if inserted == 4_321 {
+                episodic_text = text;
+            }
+        }
+    }
+    assert_eq!(inserted, EPISODIC_ROWS);
 
     let clock = Arc::new(FilesClock::new("2026-01-01T09:00:00+00:00[UTC]".parse().unwrap()));
     let files = MemoryFiles::open(home.path()).unwrap().with_clock(clock.clone());
@@ -128,18 +165,16 @@ fn fixture() -> Fixture {
         Arc::new(ManualClock::new(1_780_000_000_000)),
     ));
     for index in 0..60 {
-        channels.record("C1", &format!("user{}", index % 5), &sentence(&mut rng, 25), Authorization::Authorized).unwrap();
+        channels
+            .record("C1", &format!("user{}", index % 5), &sentence(&mut rng, 25), Authorization::Authorized)
+            .unwrap();
     }
-
-    let episodic = Arc::new(RecalledFragments(
-        (0..8).map(|index| EpisodicFragment { text: sentence(&mut rng, 60), citation: Some(format!("conv-{index}")) }).collect(),
-    ));
 
     let builder = ContextBuilder::new()
         .with_markdown(files.clone())
         .with_semantic(database.clone())
         .with_lessons(database.clone())
-        .with_episodic(episodic.clone())
+        .with_episodic(database.clone())
         .with_skills(skills.clone())
         .with_hooks(hooks.clone())
         .with_channels(channels.clone());
@@ -148,7 +183,8 @@ fn fixture() -> Fixture {
     runtime.channel = Some("C1".into());
     runtime.date = Some("2026-06-29".into());
     let thread = (0..30).map(|_| ThreadMessage::user(sentence(&mut rng, 80))).collect();
-    let query_vector = embedder.embed(MESSAGE).unwrap();
+    // The message's vector, from a message that retells one stored fragment.
+    let query_vector = embedder.embed(&format!("{MESSAGE} {episodic_text}")).unwrap();
     Fixture {
         _home: home,
         builder,
@@ -157,7 +193,7 @@ fn fixture() -> Fixture {
         skills,
         hooks,
         channels,
-        episodic,
+        episodic_text,
         agent,
         runtime,
         thread,
@@ -180,16 +216,22 @@ fn bench(c: &mut Criterion) {
         interactive: true,
         runtime: Some(&fixture.runtime),
     };
+    let first = fixture.builder.build_message(&message);
+    assert!(
+        first.section(SectionName::Episodic).is_some() && first.text.contains(&fixture.episodic_text),
+        "the retold fragment is recalled"
+    );
     group.bench_function("build_message_first", |b| b.iter(|| black_box(fixture.builder.build_message(&message))));
     let follow_up = MessageRequest { first_in_session: false, ..message };
-    group.bench_function("build_message_follow_up", |b| b.iter(|| black_box(fixture.builder.build_message(&follow_up))));
+    group
+        .bench_function("build_message_follow_up", |b| b.iter(|| black_box(fixture.builder.build_message(&follow_up))));
     // Peer: the per-message sources alone, no assembly, neutralisation or accounting.
     group.bench_function("message_sources_only", |b| {
         b.iter(|| {
             let hooks = fixture.hooks.process_message(MESSAGE);
             let channel = fixture.channels.entries("C1");
             let episodic = fixture
-                .episodic
+                .database
                 .recall(&EpisodicQuery { text: MESSAGE, vector: Some(&fixture.query_vector), limit: 8 })
                 .unwrap();
             let skills = fixture.skills.match_message(MESSAGE);

@@ -179,6 +179,33 @@ impl EpisodicMemory for RecalledFragments {
     }
 }
 
+/// Episodic memory from `memory.db`: the relevance-filtered, ranked
+/// search the store offers for context (admission on the raw cosine, decay,
+/// MMR), with the host's query vector when it has one. Each fragment is
+/// cited with its date (UTC) and the caller's reference.
+impl EpisodicMemory for MemoryDb {
+    fn recall(&self, query: &EpisodicQuery<'_>) -> Result<Vec<EpisodicFragment>> {
+        let mut search = cairn_memory_core::EpisodicQuery::new(query.text).limit(query.limit).relevance_filter(true);
+        search.vector = query.vector.map(<[f32]>::to_vec);
+        let hits = self
+            .search_episodic(&search)
+            .map_err(|source| ContextError::Memory { section: "episodic memory", source })?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| {
+                let date = jiff::Timestamp::from_millisecond(hit.created_at)
+                    .ok()
+                    .map(|timestamp| timestamp.to_zoned_datetime(jiff::tz::TimeZone::UTC).date().to_string());
+                let citation = match (date, hit.source_ref) {
+                    (Some(date), Some(reference)) => Some(format!("{date}, {reference}")),
+                    (date, reference) => date.or(reference),
+                };
+                EpisodicFragment { text: hit.text, citation }
+            })
+            .collect())
+    }
+}
+
 /// One steering file, read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SteeringDoc {

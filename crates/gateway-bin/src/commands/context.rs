@@ -196,7 +196,8 @@ fn print(built: &BuiltContext, window: Option<u64>, json: bool) {
         return;
     }
     println!("{}", built.text);
-    let window = window.map_or_else(|| "reference window (1,000,000 tokens)".to_owned(), |tokens| format!("{tokens} tokens"));
+    let window =
+        window.map_or_else(|| "reference window (1,000,000 tokens)".to_owned(), |tokens| format!("{tokens} tokens"));
     println!("\n--- breakdown: {window}");
     print!("{}", built.render_breakdown());
     for notice in &built.notices {

@@ -8,11 +8,7 @@ use crate::cairn;
 
 fn run(home: &Path, args: &[&str]) -> (bool, String, String) {
     let output = cairn().arg("--home").arg(home).args(args).output().unwrap();
-    (
-        output.status.success(),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
+    (output.status.success(), String::from_utf8(output.stdout).unwrap(), String::from_utf8(output.stderr).unwrap())
 }
 
 fn preview_json(home: &Path, args: &[&str]) -> Value {
@@ -96,7 +92,8 @@ fn text_preview_prints_the_breakdown_and_includes_the_agent() {
     let home = fixture_home();
     let agents = home.path().join("agents");
     std::fs::create_dir_all(&agents).unwrap();
-    std::fs::write(agents.join("reviewer.json"), r#"{"name": "reviewer", "prompt": "Review diffs carefully."}"#).unwrap();
+    std::fs::write(agents.join("reviewer.json"), r#"{"name": "reviewer", "prompt": "Review diffs carefully."}"#)
+        .unwrap();
     let agents_dir = agents.to_str().unwrap();
     let (ok, stdout, stderr) =
         run(home.path(), &["context", "preview", "--agent", "reviewer", "--agents-dir", agents_dir]);
