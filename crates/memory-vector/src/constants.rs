@@ -26,12 +26,12 @@ pub const MMR_MAX_POOL: usize = 1_000;
 /// Live-vector count above which [`AutoIndex`](crate::AutoIndex) moves from
 /// the exact scan to HNSW.
 ///
-/// Measured with `examples/ann_bench.rs` on the peer corpus's MiniLM
-/// vectors (single query thread pinned with `taskset`, 2026-11-30, see
-/// `BENCHMARKS.md`): at 10,000 vectors the exact scan's p50 (1.57 ms) and
-/// the HNSW p50 at recall@10 ≥ 0.99 (M 16, ef 64: 1.52 ms) meet, so the
-/// graph only pays off above that size on this machine.
-pub const AUTO_CROSSOVER: usize = 10_000;
+/// Measured with `examples/ann_bench.rs --sweep` on the peer corpus's
+/// MiniLM vectors (single query thread pinned with `taskset`, 2026-11-30,
+/// see `BENCHMARKS.md`): the exact scan's p50 and the HNSW p50 at recall@10
+/// ≥ 0.99 meet at about 5,000 vectors (246 vs 222 µs), the exact scan wins
+/// below (69 vs 93 µs at 2,000) and loses above (1,196 vs 319 µs at 10,000).
+pub const AUTO_CROSSOVER: usize = 5_000;
 /// [`AutoIndex`](crate::AutoIndex) goes back to the exact scan when the live
 /// count falls below `AUTO_CROSSOVER / AUTO_HYSTERESIS_DIVISOR`, so a count
 /// hovering around the crossover does not rebuild the graph again and again.
