@@ -31,6 +31,9 @@ pub(crate) enum MemoryCommand {
     Audit(AuditArgs),
     /// Counts of entries, lessons, tombstones, vectors and audit events.
     Stats(OutputArgs),
+    /// The Markdown memory: preferences, projects, daily history, keyword search.
+    #[command(subcommand)]
+    Files(super::memory_files::FilesCommand),
 }
 
 /// `cairn memory semantic ...`
@@ -141,6 +144,7 @@ const EXIT_REFUSED: u8 = 2;
 pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode> {
     let home = cli.home_dir();
     match command {
+        MemoryCommand::Files(command) => super::memory_files::run(&home, command),
         MemoryCommand::Semantic(command) => semantic(&open(&home)?, command),
         MemoryCommand::Lessons(command) => lessons(&home, command),
         MemoryCommand::Audit(args) => {

@@ -8,6 +8,7 @@ mod embed;
 mod guard;
 mod hooks;
 mod memory;
+mod memory_files;
 mod serve;
 mod skills;
 
