@@ -140,3 +140,27 @@ pub const FTS_MAX_QUERY_TERMS: usize = 32;
 pub const FTS_MIN_TERM_CHARS: usize = 2;
 /// Shortest old semantic value (in characters) whose quotes retire episodic rows.
 pub const STALE_QUOTE_MIN_CHARS: usize = 4;
+/// New messages in a session that fire the preferences consolidation path.
+pub const CONSOLIDATION_MESSAGE_THRESHOLD: usize = 30;
+/// Idle time after which the history consolidation path fires (3 h).
+pub const CONSOLIDATION_IDLE_SECS: u64 = 3 * 60 * 60;
+/// Semantic items one consolidation may write.
+pub const MAX_SEMANTIC_PER_CONSOLIDATION: usize = 20;
+/// Episodic items one consolidation may write.
+pub const MAX_EPISODIC_PER_CONSOLIDATION: usize = 10;
+/// Lessons one consolidation may write.
+pub const MAX_LESSONS_PER_CONSOLIDATION: usize = 10;
+/// Characters of transcript a consolidation prompt carries (the newest messages win).
+pub const MAX_PROMPT_TRANSCRIPT_CHARS: usize = 60_000;
+/// File name of the persisted consolidation and migration state, inside Cairn's home.
+pub const MEMORY_STATE_FILE_NAME: &str = "memory_state.json";
+/// Lock file serialising updates of the state file.
+pub const MEMORY_STATE_LOCK_FILE_NAME: &str = "memory_state.lock";
+/// Confidence of a preference carried over from `preferences.md`.
+pub const MIGRATION_SEMANTIC_CONFIDENCE: f64 = 0.85;
+/// Importance of an episodic row carried over from a history day file.
+pub const MIGRATION_EPISODIC_IMPORTANCE: f64 = 0.4;
+/// File name of the import provenance ledger (content hashes), inside Cairn's home.
+pub const IMPORT_LEDGER_FILE_NAME: &str = "import_ledger.txt";
+/// Lessons one import may add (the JSONL store keeps only 200).
+pub const MAX_IMPORTED_LESSONS: usize = 50;

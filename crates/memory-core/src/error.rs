@@ -81,6 +81,22 @@ pub enum MemoryError {
     /// A model swap is already running; only one may run at a time.
     #[error("an embedding model swap is already running")]
     ReembedInProgress,
+    /// The model behind consolidation failed to answer.
+    #[error("the summarizer failed: {source}")]
+    Summarizer {
+        /// The summarizer's error.
+        #[source]
+        source: crate::consolidate::SummarizerError,
+    },
+    /// An import document is not one this build can read.
+    #[error("cannot import: {0}")]
+    InvalidImport(String),
+    /// The model's consolidation reply has no usable JSON object; nothing was written.
+    #[error("consolidation reply refused: {reason}")]
+    InvalidReply {
+        /// What was wrong with it.
+        reason: String,
+    },
 }
 
 /// Result alias of the crate.

@@ -27,6 +27,13 @@
 //! assert_eq!(block, "[Semantic Memory]\npref.editor: helix");
 //! ```
 //!
+//! The human-editable half of memory is [`MemoryFiles`]: `preferences.md`,
+//! `projects.md` (replaced atomically) and one append-only history file per
+//! day under `<home>/memory/`, rendered into context with decaying age tiers
+//! ([`MemoryFiles::recent_history`], [`MemoryFiles::get_context`]) and
+//! searchable through a self-healing FTS5 index in `<home>/memory_index.db`
+//! ([`MemoryFiles::search_files`]).
+//!
 //! Vectors come from any [`cairn_embedder::EmbeddingBackend`] given with
 //! [`MemoryDb::with_embedder`]; this crate only uses the trait and never
 //! pulls in a model runtime. A model that is not ready yet means entries are
@@ -39,14 +46,17 @@
 
 #![warn(missing_docs)]
 
+mod consolidate;
 pub mod constants;
 mod db;
 mod episodic;
 mod error;
+mod export;
 mod files;
 mod jsonl;
 mod keywords;
 mod lessons;
+mod migrate;
 mod schema;
 mod search;
 mod semantic;
@@ -56,6 +66,10 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+pub use consolidate::{
+    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, RefusedItem, SkillProposal,
+    SkillProposalKind, SkillProposer, Summarizer, SummarizerError, TranscriptMessage,
+};
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{
     Admission, BackfillReport, EpisodicContext, EpisodicHit, EpisodicIndexStatus, EpisodicOutcome, EpisodicQuery,
@@ -63,6 +77,10 @@ pub use episodic::{
     sanitize_fts_query,
 };
 pub use error::{MemoryError, Rejected, Result};
+pub use export::{
+    EXPORT_FORMAT, EXPORT_VERSION, ExportDocument, ExportedEpisode, ExportedFiles, ExportedLesson, ExportedSemantic,
+    ImportReport, ImportRow, export_memory, import_memory,
+};
 pub use files::{
     Clock, ContextSection, FileHit, FilesContext, FilesContextCaps, HISTORY_DIR, HistoryAppend, IndexReport,
     MEMORY_DIR, ManualClock, MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE, PruneReport, RecentHistory, SystemClock,
@@ -71,6 +89,7 @@ pub use jsonl::{JsonlLessonStore, LessonBook};
 pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,
 };
+pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_from_markdown};
 pub use schema::SCHEMA_VERSION;
 pub use types::{
     AuditAction, AuditEvent, DeleteOutcome, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source, WriteOutcome,

@@ -214,6 +214,8 @@ pub enum AuditAction {
     InjectionBlocked,
     /// The write broke a validation rule and was refused.
     Rejected,
+    /// Markdown memory was migrated into the store (counts in `new_value`).
+    Migration,
 }
 
 impl AuditAction {
@@ -226,6 +228,7 @@ impl AuditAction {
             AuditAction::ConflictSkip => "conflict_skip",
             AuditAction::InjectionBlocked => "injection_blocked",
             AuditAction::Rejected => "rejected",
+            AuditAction::Migration => "migration",
         }
     }
 
@@ -237,6 +240,7 @@ impl AuditAction {
             "conflict_skip" => AuditAction::ConflictSkip,
             "injection_blocked" => AuditAction::InjectionBlocked,
             "rejected" => AuditAction::Rejected,
+            "migration" => AuditAction::Migration,
             _ => return None,
         })
     }

@@ -34,6 +34,12 @@ pub(crate) enum MemoryCommand {
     /// The Markdown memory: preferences, projects, daily history, keyword search.
     #[command(subcommand)]
     Files(super::memory_files::FilesCommand),
+    /// Bring Markdown memory and lessons.jsonl into memory.db (once; `--force` reruns).
+    Migrate(super::memory_transfer::MigrateArgs),
+    /// Write the whole memory as one versioned JSON document.
+    Export(super::memory_transfer::ExportArgs),
+    /// Read an export document through the normal writers.
+    Import(super::memory_transfer::ImportArgs),
 }
 
 /// `cairn memory semantic ...`
@@ -145,6 +151,9 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
     let home = cli.home_dir();
     match command {
         MemoryCommand::Files(command) => super::memory_files::run(&home, command),
+        MemoryCommand::Migrate(args) => super::memory_transfer::migrate(&home, args),
+        MemoryCommand::Export(args) => super::memory_transfer::export(&home, args),
+        MemoryCommand::Import(args) => super::memory_transfer::import(&home, args),
         MemoryCommand::Semantic(command) => semantic(&open(&home)?, command),
         MemoryCommand::Lessons(command) => lessons(&home, command),
         MemoryCommand::Audit(args) => {

@@ -7,6 +7,7 @@ mod guard;
 pub(crate) mod hooks;
 pub(crate) mod memory;
 pub(crate) mod memory_files;
+pub(crate) mod memory_transfer;
 mod model;
 pub(crate) mod skills;
 

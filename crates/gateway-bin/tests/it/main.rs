@@ -9,6 +9,7 @@ mod guard;
 mod hooks;
 mod memory;
 mod memory_files;
+mod memory_transfer;
 mod serve;
 mod skills;
 

@@ -38,8 +38,10 @@ use crate::constants::{
     PREFERENCES_CAP_CHARS, PROJECTS_CAP_CHARS, TRUNCATION_MARKER,
 };
 use crate::error::{MemoryError, Rejected, Result};
-use history::{day_file_name, escape_entry_text, format_entry, parse_day_file_name, render_day, tier_for_age};
+use history::{day_file_name, escape_entry_text, format_entry, render_day, tier_for_age};
 use index::KeywordIndex;
+
+pub(crate) use history::{parse_day_file_name, split_entries};
 
 /// Directory of the Markdown files inside Cairn's home.
 pub const MEMORY_DIR: &str = "memory";

@@ -1,0 +1,149 @@
+//! `cairn memory migrate|export|import`: bringing Markdown memory into
+//! `memory.db`, and moving a whole memory home out and back in.
+//!
+//! Exit status: 0 on success (rows skipped or refused during an import are
+//! reported, not failures), 1 when the input cannot be read or is not an
+//! export document. With `--json` every command prints one JSON object.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use cairn_memory_core::{
+    ExportDocument, MemoryConfig, MemoryDb, MemoryFiles, MigrationSource, export_memory, import_memory,
+    migrate_from_markdown,
+};
+use jiff::tz::TimeZone;
+
+/// `cairn memory migrate`
+#[derive(Debug, clap::Args)]
+pub(crate) struct MigrateArgs {
+    /// Where the Markdown memory lives: a Cairn home or a `~/.kiro/crew`
+    /// tree (default: this home).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) from: Option<PathBuf>,
+    /// Run even when the home is already marked migrated.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `cairn memory export`
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportArgs {
+    /// Write here instead of stdout.
+    pub(crate) file: Option<PathBuf>,
+}
+
+/// `cairn memory import`
+#[derive(Debug, clap::Args)]
+pub(crate) struct ImportArgs {
+    /// An export document.
+    pub(crate) file: PathBuf,
+    /// Report what would change without writing anything.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+fn open(home: &std::path::Path) -> anyhow::Result<(MemoryDb, MemoryFiles)> {
+    let db = MemoryDb::open_in_home(home, MemoryConfig::default())
+        .with_context(|| format!("opening the memory database in {}", home.display()))?;
+    let files = MemoryFiles::open(home).with_context(|| format!("opening the memory files of {}", home.display()))?;
+    Ok((db, files))
+}
+
+pub(crate) fn migrate(home: &std::path::Path, args: &MigrateArgs) -> anyhow::Result<ExitCode> {
+    let (db, _files) = open(home)?;
+    let source = MigrationSource::discover(args.from.as_deref().unwrap_or(home));
+    let report = migrate_from_markdown(&db, home, &source, args.force, &TimeZone::system())
+        .with_context(|| format!("migrating {}", source.memory_dir.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_value(&report)?);
+    } else if report.already_migrated {
+        println!("already migrated (use --force to run again)");
+    } else {
+        println!(
+            "migrated {}: {} semantic, {} episodic, {} lessons written; {} refused",
+            source.memory_dir.display(),
+            report.semantic_written,
+            report.episodic_written,
+            report.lessons_written,
+            report.refused.len()
+        );
+        for item in &report.refused {
+            eprintln!("refused {} ({}): {}", item.kind, item.code, item.message);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn export(home: &std::path::Path, args: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let (db, files) = open(home)?;
+    let document = export_memory(&db, &files)?;
+    let text = serde_json::to_string_pretty(&document)?;
+    match &args.file {
+        Some(path) => {
+            let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            let mut temp =
+                tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing {}", path.display()))?;
+            std::io::Write::write_all(&mut temp, text.as_bytes())?;
+            temp.persist(path).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!(
+                "exported {} semantic entries, {} lessons, {} episodic rows, {} day files to {}",
+                document.semantic.len(),
+                document.lessons.len(),
+                document.episodic.len(),
+                document.files.history.len(),
+                path.display()
+            );
+        }
+        None => println!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn import(home: &std::path::Path, args: &ImportArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let document: ExportDocument = match serde_json::from_str(&text) {
+        Ok(document) => document,
+        Err(error) => {
+            eprintln!("{} is not a Cairn export document: {error}", args.file.display());
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let (db, files) = open(home)?;
+    let report = match import_memory(&db, &files, home, &document, args.dry_run) {
+        Ok(report) => report,
+        Err(error @ cairn_memory_core::MemoryError::InvalidImport(_)) => {
+            eprintln!("{error}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    if args.json {
+        println!("{}", serde_json::to_value(&report)?);
+    } else {
+        let verb = if report.dry_run { "would write" } else { "wrote" };
+        println!(
+            "{verb} {} semantic, {} lessons, {} episodic, {} day files; {} skipped, {} refused",
+            report.semantic_written,
+            report.lessons_written,
+            report.episodic_written,
+            report.files_written,
+            report.skipped.len(),
+            report.rejected.len()
+        );
+        for row in &report.skipped {
+            println!("skipped {} {} ({}): {}", row.kind, row.id, row.code, row.message);
+        }
+        for row in &report.rejected {
+            println!("refused {} {} ({}): {}", row.kind, row.id, row.code, row.message);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

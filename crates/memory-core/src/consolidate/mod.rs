@@ -1,0 +1,610 @@
+//! Consolidation: turning conversations into durable memory through a
+//! model behind the [`Summarizer`] trait (this crate never does network
+//! I/O), on two paths with independent triggers.
+//!
+//! - **Preferences path** ([`Consolidator::maybe_consolidate`]): once 30 new
+//!   messages arrived since an in-memory offset for the session, asks for
+//!   `semantic` facts (≤ 20) and, while the store is not migrated, whole-file
+//!   `preferences_update` / `projects_update` replacements.
+//! - **History path** ([`Consolidator::check_idle_sessions`], called by the
+//!   heartbeat): after 3 h without activity, when messages exist past the
+//!   session's *persisted* `last_consolidated` marker, asks for a `history`
+//!   summary (appended to today's day file), `episodic` items (≤ 10),
+//!   implicit `lessons` (≤ 10) and, when enabled, a `new_skill` /
+//!   `refined_skill` proposal handed to a [`SkillProposer`]; then advances
+//!   the marker. The preferences path never moves it.
+//!
+//! The caps are written into the prompt and enforced on the reply (extra
+//! items are dropped and logged). The reply is parsed leniently (code
+//! fences, prose around the JSON), but a reply without a valid JSON object
+//! writes nothing and leaves offsets and markers where they were, so the
+//! next trigger retries. Every item goes through the normal writers with
+//! source `consolidation`. One session never consolidates twice at once.
+
+mod reply;
+pub(crate) mod state;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::constants::{
+    CONSOLIDATION_IDLE_SECS, CONSOLIDATION_MESSAGE_THRESHOLD, EPISODIC_DEFAULT_IMPORTANCE,
+    MAX_EPISODIC_PER_CONSOLIDATION, MAX_LESSONS_PER_CONSOLIDATION, MAX_PROMPT_TRANSCRIPT_CHARS,
+    MAX_SEMANTIC_PER_CONSOLIDATION,
+};
+use crate::error::{MemoryError, Result};
+use crate::files::MemoryFiles;
+use crate::lessons::LessonCategory;
+use crate::{EpisodicOutcome, MemoryDb, NewEpisode, Source, WriteOutcome};
+use state::StateFile;
+
+/// Turns a prompt into text: the model seam of consolidation. The binary
+/// implements it with an LLM client; tests play scripted replies.
+pub trait Summarizer: Send + Sync {
+    /// The model's reply to `prompt`.
+    fn summarize(&self, prompt: &str) -> std::result::Result<String, SummarizerError>;
+}
+
+/// A [`Summarizer`] failure, as text the implementation chose.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SummarizerError(pub String);
+
+/// Whether a proposed skill is new or a refinement of an existing one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkillProposalKind {
+    /// The reply's `new_skill`.
+    New,
+    /// The reply's `refined_skill`.
+    Refined,
+}
+
+/// A skill the history path extracted, as the model wrote it (a JSON
+/// object); the receiver validates it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SkillProposal {
+    /// New or refined.
+    pub kind: SkillProposalKind,
+    /// The model's object.
+    pub skill: Value,
+    /// The session it came from.
+    pub session_key: String,
+}
+
+/// Receives skill proposals from consolidation (the skills crate, wired by the binary).
+pub trait SkillProposer: Send + Sync {
+    /// Accepts or refuses one proposal; a refusal is reported, not fatal.
+    fn propose(&self, proposal: &SkillProposal) -> std::result::Result<(), String>;
+}
+
+/// One message of a session transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptMessage {
+    /// `user`, `assistant`, ...
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl TranscriptMessage {
+    /// A message.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        TranscriptMessage { role: role.into(), content: content.into() }
+    }
+}
+
+/// Settings of a [`Consolidator`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsolidatorConfig {
+    /// New messages that fire the preferences path.
+    pub message_threshold: usize,
+    /// Inactivity after which the history path fires.
+    pub idle: Duration,
+    /// Ask for `new_skill` / `refined_skill` on the history path.
+    pub skills_enabled: bool,
+}
+
+impl Default for ConsolidatorConfig {
+    fn default() -> Self {
+        ConsolidatorConfig {
+            message_threshold: CONSOLIDATION_MESSAGE_THRESHOLD,
+            idle: Duration::from_secs(CONSOLIDATION_IDLE_SECS),
+            skills_enabled: false,
+        }
+    }
+}
+
+/// Which path ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsolidationPath {
+    /// 30 messages: semantic facts and the Markdown top-level files.
+    Preferences,
+    /// 3 h idle: history, episodic, lessons, skills.
+    History,
+}
+
+/// An item of the reply that was not stored, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedItem {
+    /// `semantic`, `episodic`, `lesson`, `skill`, `history`, `preferences_update`, ...
+    pub kind: &'static str,
+    /// Stable reason code (a rejection code, `malformed`, ...).
+    pub code: String,
+    /// Human-readable reason.
+    pub message: String,
+}
+
+/// What one consolidation run did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsolidationReport {
+    /// The path that ran.
+    pub path: ConsolidationPath,
+    /// The session.
+    pub session_key: String,
+    /// Messages the prompt covered.
+    pub messages: usize,
+    /// Semantic entries created or updated.
+    pub semantic_written: usize,
+    /// Semantic writes the conflict ladder skipped or found unchanged.
+    pub semantic_kept: usize,
+    /// Episodic rows inserted.
+    pub episodic_written: usize,
+    /// Episodic items the store already held (duplicates) or had no room for.
+    pub episodic_kept: usize,
+    /// Lessons created or updated.
+    pub lessons_written: usize,
+    /// Lessons skipped as duplicates of stored ones.
+    pub lessons_kept: usize,
+    /// True when a history entry was appended.
+    pub history_appended: bool,
+    /// True when `preferences.md` was replaced.
+    pub preferences_replaced: bool,
+    /// True when `projects.md` was replaced.
+    pub projects_replaced: bool,
+    /// Skill proposals the receiver accepted.
+    pub skills_proposed: usize,
+    /// Items dropped for exceeding the caps, per kind.
+    pub dropped_over_cap: HashMap<&'static str, usize>,
+    /// Items refused by a writer or malformed.
+    pub refused: Vec<RefusedItem>,
+}
+
+impl ConsolidationReport {
+    fn new(path: ConsolidationPath, session_key: &str, messages: usize) -> Self {
+        ConsolidationReport {
+            path,
+            session_key: session_key.to_owned(),
+            messages,
+            semantic_written: 0,
+            semantic_kept: 0,
+            episodic_written: 0,
+            episodic_kept: 0,
+            lessons_written: 0,
+            lessons_kept: 0,
+            history_appended: false,
+            preferences_replaced: false,
+            projects_replaced: false,
+            skills_proposed: 0,
+            dropped_over_cap: HashMap::new(),
+            refused: Vec::new(),
+        }
+    }
+
+    fn refuse(&mut self, kind: &'static str, error: &MemoryError) {
+        let code = error.rejection().map(|rejected| rejected.code().to_owned()).unwrap_or_else(|| "error".to_owned());
+        self.refused.push(RefusedItem { kind, code, message: error.to_string() });
+    }
+
+    fn malformed(&mut self, kind: &'static str, message: impl Into<String>) {
+        self.refused.push(RefusedItem { kind, code: "malformed".to_owned(), message: message.into() });
+    }
+}
+
+/// A session the history path should look at: key, transcript, run lock.
+type DueSession = (String, Arc<Vec<TranscriptMessage>>, Arc<Mutex<()>>);
+
+#[derive(Default)]
+struct SessionState {
+    prefs_offset: usize,
+    last_activity_ms: i64,
+    messages: Arc<Vec<TranscriptMessage>>,
+    running: Arc<Mutex<()>>,
+}
+
+/// Runs both consolidation paths for every session of one home.
+pub struct Consolidator {
+    db: Arc<MemoryDb>,
+    files: Arc<MemoryFiles>,
+    summarizer: Arc<dyn Summarizer>,
+    skills: Option<Arc<dyn SkillProposer>>,
+    config: ConsolidatorConfig,
+    state: StateFile,
+    sessions: Mutex<HashMap<String, SessionState>>,
+}
+
+impl std::fmt::Debug for Consolidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consolidator").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Consolidator {
+    /// A consolidator over the stores of `home`, asking `summarizer`.
+    pub fn new(
+        home: &Path,
+        db: Arc<MemoryDb>,
+        files: Arc<MemoryFiles>,
+        summarizer: Arc<dyn Summarizer>,
+        config: ConsolidatorConfig,
+    ) -> Self {
+        Consolidator {
+            db,
+            files,
+            summarizer,
+            skills: None,
+            config,
+            state: StateFile::in_home(home),
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Hands skill proposals to `skills` (only asked for when the config enables them).
+    pub fn with_skill_proposer(mut self, skills: Arc<dyn SkillProposer>) -> Self {
+        self.skills = Some(skills);
+        self
+    }
+
+    /// The persisted history-path marker of a session: how many of its
+    /// messages have been consolidated into history.
+    pub fn last_consolidated(&self, session_key: &str) -> Result<usize> {
+        Ok(self.state.load()?.sessions.get(session_key).map(|marker| marker.last_consolidated).unwrap_or(0))
+    }
+
+    /// True once Markdown memory was migrated (the preferences path then
+    /// leaves `preferences.md` and `projects.md` alone).
+    pub fn is_migrated(&self) -> Result<bool> {
+        Ok(self.state.load()?.migrated)
+    }
+
+    /// Records activity for `session_key` with its whole transcript so far
+    /// (`now_ms`: Unix milliseconds) and runs the preferences path when 30
+    /// messages arrived since its last run. Returns the run's report, or
+    /// `None` when it did not fire (or the session is already consolidating).
+    pub fn maybe_consolidate(
+        &self,
+        session_key: &str,
+        messages: &[TranscriptMessage],
+        now_ms: i64,
+    ) -> Result<Option<ConsolidationReport>> {
+        let (offset, running, messages) = {
+            let mut sessions = self.sessions.lock();
+            let session = sessions.entry(session_key.to_owned()).or_default();
+            session.last_activity_ms = now_ms;
+            session.messages = Arc::new(messages.to_vec());
+            if session.prefs_offset > messages.len() {
+                // The transcript was reset; start counting again.
+                session.prefs_offset = 0;
+            }
+            if messages.len() - session.prefs_offset < self.config.message_threshold {
+                return Ok(None);
+            }
+            (session.prefs_offset, session.running.clone(), session.messages.clone())
+        };
+        let Some(_guard) = running.try_lock() else { return Ok(None) };
+        let report = self.run_preferences(session_key, &messages[offset..])?;
+        if let Some(session) = self.sessions.lock().get_mut(session_key) {
+            session.prefs_offset = session.prefs_offset.max(messages.len());
+        }
+        Ok(Some(report))
+    }
+
+    /// Runs the history path for every session idle longer than the
+    /// configured time with messages past its persisted marker. A session
+    /// whose run fails (summarizer error, reply without JSON) keeps its
+    /// marker and is retried on the next call; its error is returned in the
+    /// list beside the successful reports.
+    pub fn check_idle_sessions(&self, now_ms: i64) -> Vec<(String, Result<ConsolidationReport>)> {
+        let idle_ms = self.config.idle.as_millis() as i64;
+        let due: Vec<DueSession> = self
+            .sessions
+            .lock()
+            .iter()
+            .filter(|(_, session)| now_ms - session.last_activity_ms > idle_ms)
+            .map(|(key, session)| (key.clone(), session.messages.clone(), session.running.clone()))
+            .collect();
+        let mut results = Vec::new();
+        for (key, messages, running) in due {
+            let Some(_guard) = running.try_lock() else { continue };
+            let marker = match self.last_consolidated(&key) {
+                Ok(marker) => marker.min(messages.len()),
+                Err(error) => {
+                    results.push((key, Err(error)));
+                    continue;
+                }
+            };
+            if marker >= messages.len() {
+                continue;
+            }
+            let result = self.run_history(&key, &messages[marker..]).and_then(|report| {
+                self.set_marker(&key, messages.len())?;
+                Ok(report)
+            });
+            results.push((key, result));
+        }
+        results
+    }
+
+    /// Runs both paths now over `messages` regardless of the triggers (the
+    /// CLI's `memory consolidate`). The history marker advances on success.
+    pub fn consolidate_now(
+        &self,
+        session_key: &str,
+        messages: &[TranscriptMessage],
+    ) -> Result<(ConsolidationReport, ConsolidationReport)> {
+        let running = self.sessions.lock().entry(session_key.to_owned()).or_default().running.clone();
+        let _guard = running.lock();
+        let preferences = self.run_preferences(session_key, messages)?;
+        let marker = self.last_consolidated(session_key)?.min(messages.len());
+        let history = self.run_history(session_key, &messages[marker..])?;
+        self.set_marker(session_key, messages.len())?;
+        Ok((preferences, history))
+    }
+
+    fn set_marker(&self, session_key: &str, value: usize) -> Result<()> {
+        self.state.update(|state| {
+            state.sessions.entry(session_key.to_owned()).or_default().last_consolidated = value;
+        })
+    }
+
+    fn ask(&self, prompt: &str) -> Result<Map<String, Value>> {
+        let reply = self.summarizer.summarize(prompt).map_err(|source| MemoryError::Summarizer { source })?;
+        reply::extract_object(&reply).map_err(|reason| {
+            tracing::warn!(%reason, "consolidation reply is not a JSON object; nothing written");
+            MemoryError::InvalidReply { reason }
+        })
+    }
+
+    fn run_preferences(&self, session_key: &str, messages: &[TranscriptMessage]) -> Result<ConsolidationReport> {
+        let _span = tracing::debug_span!("consolidate_preferences", messages = messages.len()).entered();
+        let migrated = self.is_migrated()?;
+        let prompt = preferences_prompt(
+            &transcript(messages),
+            (!migrated)
+                .then(|| (self.files.preferences().unwrap_or_default(), self.files.projects().unwrap_or_default())),
+        );
+        let object = self.ask(&prompt)?;
+        // Validate the shape of everything before the first write.
+        let (semantic, dropped) =
+            reply::capped_array(&object, "semantic", MAX_SEMANTIC_PER_CONSOLIDATION).map_err(invalid)?;
+        let preferences_update = reply::optional_text(&object, "preferences_update").map_err(invalid)?;
+        let projects_update = reply::optional_text(&object, "projects_update").map_err(invalid)?;
+
+        let mut report = ConsolidationReport::new(ConsolidationPath::Preferences, session_key, messages.len());
+        note_dropped(&mut report, "semantic", dropped);
+        self.write_semantic_items(&mut report, &semantic);
+        if !migrated {
+            if let Some(text) = preferences_update {
+                match self.files.write_preferences(&text) {
+                    Ok(()) => report.preferences_replaced = true,
+                    Err(error) => report.refuse("preferences_update", &error),
+                }
+            }
+            if let Some(text) = projects_update {
+                match self.files.write_projects(&text) {
+                    Ok(()) => report.projects_replaced = true,
+                    Err(error) => report.refuse("projects_update", &error),
+                }
+            }
+        }
+        tracing::debug!(?report, "preferences consolidation done");
+        Ok(report)
+    }
+
+    fn run_history(&self, session_key: &str, messages: &[TranscriptMessage]) -> Result<ConsolidationReport> {
+        let _span = tracing::debug_span!("consolidate_history", messages = messages.len()).entered();
+        let skills = self.config.skills_enabled && self.skills.is_some();
+        let prompt = history_prompt(&transcript(messages), skills);
+        let object = self.ask(&prompt)?;
+        let history = reply::optional_text(&object, "history").map_err(invalid)?;
+        let (episodic, episodic_dropped) =
+            reply::capped_array(&object, "episodic", MAX_EPISODIC_PER_CONSOLIDATION).map_err(invalid)?;
+        let (lessons, lessons_dropped) =
+            reply::capped_array(&object, "lessons", MAX_LESSONS_PER_CONSOLIDATION).map_err(invalid)?;
+
+        let mut report = ConsolidationReport::new(ConsolidationPath::History, session_key, messages.len());
+        note_dropped(&mut report, "episodic", episodic_dropped);
+        note_dropped(&mut report, "lessons", lessons_dropped);
+        if let Some(history) = history {
+            match self.files.append_history(&history) {
+                Ok(_) => report.history_appended = true,
+                Err(error) => report.refuse("history", &error),
+            }
+        }
+        for item in &episodic {
+            self.write_episodic_item(&mut report, session_key, item);
+        }
+        for item in &lessons {
+            self.write_lesson_item(&mut report, item);
+        }
+        if skills && let Some(receiver) = &self.skills {
+            for (key, kind) in [("new_skill", SkillProposalKind::New), ("refined_skill", SkillProposalKind::Refined)] {
+                match object.get(key) {
+                    None | Some(Value::Null) => {}
+                    Some(skill @ Value::Object(_)) => {
+                        let proposal =
+                            SkillProposal { kind, skill: skill.clone(), session_key: session_key.to_owned() };
+                        match receiver.propose(&proposal) {
+                            Ok(()) => report.skills_proposed += 1,
+                            Err(message) => {
+                                report.refused.push(RefusedItem { kind: "skill", code: "refused".to_owned(), message })
+                            }
+                        }
+                    }
+                    Some(_) => report.malformed("skill", format!("\"{key}\" must be an object")),
+                }
+            }
+        }
+        tracing::debug!(?report, "history consolidation done");
+        Ok(report)
+    }
+
+    fn write_semantic_items(&self, report: &mut ConsolidationReport, items: &[Value]) {
+        for item in items {
+            let key = item.get("key").and_then(Value::as_str);
+            let value = item.get("value");
+            let confidence = item.get("confidence").and_then(Value::as_f64);
+            let (Some(key), Some(value), Some(confidence)) = (key, value, confidence) else {
+                report.malformed("semantic", "a semantic item needs \"key\", \"value\" and a numeric \"confidence\"");
+                continue;
+            };
+            match self.db.write_semantic(key, value, confidence, Source::Consolidation) {
+                Ok(outcome) if outcome.is_change() => report.semantic_written += 1,
+                Ok(_) => report.semantic_kept += 1,
+                Err(error) => report.refuse("semantic", &error),
+            }
+        }
+    }
+
+    fn write_episodic_item(&self, report: &mut ConsolidationReport, session_key: &str, item: &Value) {
+        let Some(text) = item.get("text").and_then(Value::as_str) else {
+            report.malformed("episodic", "an episodic item needs a \"text\"");
+            return;
+        };
+        let importance = item.get("importance").and_then(Value::as_f64).unwrap_or(EPISODIC_DEFAULT_IMPORTANCE);
+        let tags: Vec<String> = item
+            .get("tags")
+            .and_then(Value::as_array)
+            .map(|tags| tags.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let episode = NewEpisode::new(text)
+            .importance(importance)
+            .tags(tags)
+            .source_ref(format!("session:{session_key}"))
+            .source(Source::Consolidation);
+        match self.db.write_episodic(&episode) {
+            Ok(EpisodicOutcome::Inserted { .. }) => report.episodic_written += 1,
+            Ok(_) => report.episodic_kept += 1,
+            Err(error) => report.refuse("episodic", &error),
+        }
+    }
+
+    fn write_lesson_item(&self, report: &mut ConsolidationReport, item: &Value) {
+        let rule = item.get("rule").and_then(Value::as_str);
+        let not = item.get("not").and_then(Value::as_str);
+        let category = item.get("category").and_then(Value::as_str).unwrap_or("preference");
+        let Some(rule) = rule else {
+            report.malformed("lesson", "a lesson needs a \"rule\"");
+            return;
+        };
+        let category = match category.parse::<LessonCategory>() {
+            Ok(category) => category,
+            Err(rejected) => {
+                report.refuse("lesson", &MemoryError::Rejected(rejected));
+                return;
+            }
+        };
+        match self.db.write_lesson(rule, not, category, Source::Consolidation) {
+            Ok(outcome) => match outcome.outcome {
+                WriteOutcome::Created { .. } | WriteOutcome::Updated { .. } => report.lessons_written += 1,
+                _ => report.lessons_kept += 1,
+            },
+            Err(error) => report.refuse("lesson", &error),
+        }
+    }
+}
+
+fn invalid(reason: String) -> MemoryError {
+    tracing::warn!(%reason, "consolidation reply has the wrong shape; nothing written");
+    MemoryError::InvalidReply { reason }
+}
+
+fn note_dropped(report: &mut ConsolidationReport, kind: &'static str, dropped: usize) {
+    if dropped > 0 {
+        tracing::warn!(kind, dropped, "consolidation reply exceeded its cap; extra items dropped");
+        report.dropped_over_cap.insert(kind, dropped);
+    }
+}
+
+/// The transcript as the prompt shows it: newest messages kept when it is
+/// too long, credentials and exfiltration links redacted, messages the
+/// injection screen flags withheld.
+fn transcript(messages: &[TranscriptMessage]) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut total = 0;
+    for message in messages.iter().rev() {
+        let content = match cairn_guard::screen(&message.content) {
+            Some(finding) => format!("[message withheld: flagged by the injection screen ({})]", finding.rule),
+            None => cairn_guard::redact_all(message.content.trim()).into_owned(),
+        };
+        let line = format!("[{}] {}", message.role, content);
+        total += line.len() + 1;
+        if total > MAX_PROMPT_TRANSCRIPT_CHARS && !lines.is_empty() {
+            break;
+        }
+        lines.push(line);
+    }
+    lines.reverse();
+    lines.join("\n")
+}
+
+fn preferences_prompt(transcript: &str, markdown: Option<(String, String)>) -> String {
+    let mut prompt = String::from(
+        "You maintain a user's long-term memory. Read the conversation below and reply with ONE JSON object and nothing else.\n\nKeys:\n",
+    );
+    let _ = writeln!(
+        prompt,
+        "- \"semantic\": an array of at most {MAX_SEMANTIC_PER_CONSOLIDATION} durable facts, each {{\"key\": \"pref.<topic>\" | \"project.<name>\" | \"user.<attribute>\", \"value\": <JSON>, \"confidence\": 0.0-1.0}}. Keys are lower case and match ^[a-z][a-z0-9_.]*[a-z0-9]$. Only facts likely to matter in future conversations; confidence below 0.8 is discarded."
+    );
+    if let Some((preferences, projects)) = &markdown {
+        prompt.push_str(
+            "- \"preferences_update\": the COMPLETE new text of preferences.md (a Markdown list of `key: value` bullets), or null to leave it unchanged.\n",
+        );
+        prompt
+            .push_str("- \"projects_update\": the COMPLETE new text of projects.md, or null to leave it unchanged.\n");
+        let _ = write!(
+            prompt,
+            "\nCurrent preferences.md:\n<<<\n{}\n>>>\n\nCurrent projects.md:\n<<<\n{}\n>>>\n",
+            cairn_guard::redact_all(preferences.trim()),
+            cairn_guard::redact_all(projects.trim())
+        );
+    }
+    let _ = write!(prompt, "\nConversation:\n<<<\n{transcript}\n>>>\n");
+    prompt
+}
+
+fn history_prompt(transcript: &str, skills: bool) -> String {
+    let mut prompt = String::from(
+        "You summarise a finished conversation into a user's long-term memory. Reply with ONE JSON object and nothing else.\n\nKeys:\n",
+    );
+    prompt.push_str("- \"history\": two to five sentences on what happened and what was decided, or null.\n");
+    let _ = writeln!(
+        prompt,
+        "- \"episodic\": an array of at most {MAX_EPISODIC_PER_CONSOLIDATION} self-contained fragments worth recalling later, each {{\"text\": 10-2000 characters, \"importance\": 0.0-1.0, \"tags\": [\"...\"]}}."
+    );
+    let _ = writeln!(
+        prompt,
+        "- \"lessons\": an array of at most {MAX_LESSONS_PER_CONSOLIDATION} implicit corrections the user made without saying \"remember\", each {{\"rule\": \"what to do\", \"not\": \"what not to do\" or null, \"category\": \"tool\" | \"preference\" | \"knowledge\"}}."
+    );
+    if skills {
+        prompt.push_str(
+            "- \"new_skill\": a reusable procedure this conversation established, as {\"name\": \"slug\", \"description\": \"...\", \"procedure\": \"...\"}, or null.\n",
+        );
+        prompt.push_str(
+            "- \"refined_skill\": an improvement to an existing skill, as {\"name\": \"slug\", \"procedure\": \"...\"}, or null.\n",
+        );
+    }
+    let _ = write!(prompt, "\nConversation:\n<<<\n{transcript}\n>>>\n");
+    prompt
+}
+
+#[cfg(test)]
+mod tests;
