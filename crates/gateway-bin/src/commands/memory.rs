@@ -40,6 +40,8 @@ pub(crate) enum MemoryCommand {
     Export(super::memory_transfer::ExportArgs),
     /// Read an export document through the normal writers.
     Import(super::memory_transfer::ImportArgs),
+    /// Run both consolidation paths now over a transcript, with the configured LLM.
+    Consolidate(super::memory_consolidate::ConsolidateArgs),
 }
 
 /// `cairn memory semantic ...`
@@ -154,6 +156,7 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
         MemoryCommand::Migrate(args) => super::memory_transfer::migrate(&home, args),
         MemoryCommand::Export(args) => super::memory_transfer::export(&home, args),
         MemoryCommand::Import(args) => super::memory_transfer::import(&home, args),
+        MemoryCommand::Consolidate(args) => super::memory_consolidate::run(&home, args),
         MemoryCommand::Semantic(command) => semantic(&open(&home)?, command),
         MemoryCommand::Lessons(command) => lessons(&home, command),
         MemoryCommand::Audit(args) => {

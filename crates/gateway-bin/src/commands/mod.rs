@@ -6,6 +6,7 @@ mod embed;
 mod guard;
 pub(crate) mod hooks;
 pub(crate) mod memory;
+pub(crate) mod memory_consolidate;
 pub(crate) mod memory_files;
 pub(crate) mod memory_transfer;
 mod model;

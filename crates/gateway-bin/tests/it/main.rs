@@ -8,6 +8,7 @@ mod embed;
 mod guard;
 mod hooks;
 mod memory;
+mod memory_consolidate;
 mod memory_files;
 mod memory_transfer;
 mod serve;

@@ -1,0 +1,130 @@
+//! `cairn memory consolidate --session KEY --transcript FILE.jsonl`: runs
+//! both consolidation paths now over a transcript, asking the LLM configured
+//! in `config.json` (`llm.base_url`, `llm.model`) or given on the command
+//! line.
+//!
+//! Exit status: 0 when both paths ran (items a writer refused are reported,
+//! not failures), 1 when the transcript cannot be read, no LLM is
+//! configured, the LLM fails, or its reply has no usable JSON (nothing is
+//! written then and the session's history marker stays where it was).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use cairn_memory_core::{
+    Consolidator, ConsolidatorConfig, MemoryConfig, MemoryDb, MemoryError, MemoryFiles, Summarizer, SummarizerError,
+    TranscriptMessage,
+};
+use serde_json::json;
+
+use crate::serve::config::{GatewayConfig, Overrides};
+use crate::serve::llm::{ChatMessage, LlmClient};
+
+/// `cairn memory consolidate`
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConsolidateArgs {
+    /// The session the transcript belongs to.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) session: String,
+    /// One `{"role": ..., "content": ...}` object per line.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub(crate) transcript: PathBuf,
+    /// OpenAI-compatible base URL (instead of `llm.base_url` in config.json).
+    #[arg(long, env = "CAIRN_LLM_BASE_URL", value_name = "URL")]
+    pub(crate) llm_base_url: Option<String>,
+    /// Model name (instead of `llm.model`).
+    #[arg(long, env = "CAIRN_LLM_MODEL", value_name = "NAME")]
+    pub(crate) llm_model: Option<String>,
+    /// API key sent as a bearer token.
+    #[arg(long, env = "CAIRN_LLM_API_KEY", hide_env_values = true, value_name = "KEY")]
+    pub(crate) llm_api_key: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// The gateway's chat-completions client as consolidation's model.
+struct LlmSummarizer(LlmClient);
+
+impl Summarizer for LlmSummarizer {
+    fn summarize(&self, prompt: &str) -> Result<String, SummarizerError> {
+        self.0.complete(&[ChatMessage::user(prompt)]).map_err(|error| SummarizerError(error.to_string()))
+    }
+}
+
+fn read_transcript(path: &std::path::Path) -> anyhow::Result<Vec<TranscriptMessage>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| {
+            serde_json::from_str::<TranscriptMessage>(line)
+                .with_context(|| format!("{}:{}: not a {{\"role\", \"content\"}} object", path.display(), index + 1))
+        })
+        .collect()
+}
+
+pub(crate) fn run(home: &std::path::Path, args: &ConsolidateArgs) -> anyhow::Result<ExitCode> {
+    let messages = match read_transcript(&args.transcript) {
+        Ok(messages) => messages,
+        Err(error) => {
+            eprintln!("{error:#}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let overrides = Overrides {
+        llm_base_url: args.llm_base_url.clone().filter(|url| !url.trim().is_empty()),
+        llm_model: args.llm_model.clone(),
+        llm_api_key: args.llm_api_key.clone(),
+        ..Overrides::default()
+    };
+    let config = GatewayConfig::load(home, &overrides)?;
+    let Some(client) = LlmClient::from_config(&config.llm) else {
+        eprintln!(
+            "no LLM configured: set llm.base_url and llm.model in config.json or pass --llm-base-url and --llm-model"
+        );
+        return Ok(ExitCode::from(1));
+    };
+    let db = Arc::new(MemoryDb::open_in_home(home, MemoryConfig::default())?);
+    let files = Arc::new(MemoryFiles::open(home)?);
+    let consolidator_config = ConsolidatorConfig {
+        idle: Duration::from_secs_f64(config.memory.history_idle_hours.max(0.0) * 3600.0),
+        ..ConsolidatorConfig::default()
+    };
+    let consolidator = Consolidator::new(home, db, files, Arc::new(LlmSummarizer(client)), consolidator_config);
+    match consolidator.consolidate_now(&args.session, &messages) {
+        Ok((preferences, history)) => {
+            if args.json {
+                println!("{}", json!({"preferences": preferences, "history": history}));
+            } else {
+                for report in [&preferences, &history] {
+                    println!(
+                        "{:?} path over {} messages: {} semantic, {} episodic, {} lessons written; history appended: {}; {} refused",
+                        report.path,
+                        report.messages,
+                        report.semantic_written,
+                        report.episodic_written,
+                        report.lessons_written,
+                        report.history_appended,
+                        report.refused.len()
+                    );
+                    for item in &report.refused {
+                        println!("refused {} ({}): {}", item.kind, item.code, item.message);
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error @ (MemoryError::InvalidReply { .. } | MemoryError::Summarizer { .. })) => {
+            if args.json {
+                println!("{}", json!({"outcome": "failed", "message": error.to_string()}));
+            }
+            eprintln!("{error}");
+            Ok(ExitCode::from(1))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
