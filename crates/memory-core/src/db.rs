@@ -12,7 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_AUDIT_EVENTS, MAX_IDLE_READERS};
-use crate::episodic::EpisodicState;
+use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::schema;
 use crate::search::SnapshotCache;
@@ -42,6 +42,14 @@ pub struct MemoryConfig {
     pub durability: Durability,
     /// How long a write waits for another process's transaction.
     pub busy_timeout: Duration,
+    /// Active episodic rows kept; writes beyond it evict (10,000 by default).
+    pub episodic_cap: usize,
+    /// Retrieval mode of [`MemoryDb::episodic_context`] (hybrid by default).
+    pub episodic_mode: RetrievalMode,
+    /// Fusion of hybrid episodic retrieval (RRF, k 60, by default).
+    pub episodic_fusion: Fusion,
+    /// Weight of importance × age in hybrid episodic retrieval, 0 to 1.
+    pub episodic_prior_weight: f64,
 }
 
 impl Default for MemoryConfig {
@@ -50,6 +58,10 @@ impl Default for MemoryConfig {
             extra_prefixes: Vec::new(),
             durability: Durability::Normal,
             busy_timeout: Duration::from_millis(BUSY_TIMEOUT_MS),
+            episodic_cap: crate::constants::EPISODIC_DEFAULT_CAP,
+            episodic_mode: RetrievalMode::Hybrid,
+            episodic_fusion: Fusion::default(),
+            episodic_prior_weight: crate::constants::HYBRID_PRIOR_WEIGHT,
         }
     }
 }
@@ -100,6 +112,16 @@ pub struct MemoryDb {
     space_generation: AtomicU64,
     pub(crate) snapshot: SnapshotCache,
     pub(crate) episodic: EpisodicState,
+    pub(crate) episodic_config: EpisodicConfig,
+}
+
+/// The episodic settings of a [`MemoryConfig`], validated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EpisodicConfig {
+    pub(crate) cap: usize,
+    pub(crate) mode: RetrievalMode,
+    pub(crate) fusion: Fusion,
+    pub(crate) prior_weight: f64,
 }
 
 impl fmt::Debug for MemoryDb {
@@ -141,6 +163,25 @@ impl MemoryDb {
                 prefixes.push(prefix.clone());
             }
         }
+        if config.episodic_cap == 0 {
+            return Err(MemoryError::InvalidConfig("episodic_cap must be at least 1".to_owned()));
+        }
+        if !(0.0..=1.0).contains(&config.episodic_prior_weight) {
+            return Err(MemoryError::InvalidConfig("episodic_prior_weight must be between 0 and 1".to_owned()));
+        }
+        let valid_fusion = match config.episodic_fusion {
+            Fusion::Rrf { k } => k.is_finite() && k >= 0.0,
+            Fusion::Weighted { vector_weight } => (0.0..=1.0).contains(&vector_weight),
+        };
+        if !valid_fusion {
+            return Err(MemoryError::InvalidConfig(format!("invalid episodic fusion {:?}", config.episodic_fusion)));
+        }
+        let episodic_config = EpisodicConfig {
+            cap: config.episodic_cap,
+            mode: config.episodic_mode,
+            fusion: config.episodic_fusion,
+            prior_weight: config.episodic_prior_weight,
+        };
         let mut writer = open_connection(path, config.busy_timeout)?;
         // WAL lets readers run while a writer commits; the mode is stored in the file.
         let mode: String = writer
@@ -165,6 +206,7 @@ impl MemoryDb {
             space_generation: AtomicU64::new(1),
             snapshot: SnapshotCache::default(),
             episodic: EpisodicState::default(),
+            episodic_config,
         })
     }
 

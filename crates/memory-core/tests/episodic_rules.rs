@@ -616,3 +616,25 @@ fn a_swap_is_single_flight() {
     assert!(matches!(error, cairn_memory_core::MemoryError::ReembedInProgress), "{error}");
     assert_eq!(first.join().unwrap().step, ReembedStep::Failed);
 }
+
+#[test]
+fn the_configuration_sets_the_cap_and_the_retrieval_and_is_validated() {
+    let home = tempfile::tempdir().unwrap();
+    let config = MemoryConfig { episodic_cap: 2, episodic_mode: RetrievalMode::Keyword, ..MemoryConfig::default() };
+    let db = MemoryDb::open_in_home(home.path(), config).unwrap().with_embedder(Arc::new(HashEmbedder::new(32)));
+    for text in ["first row about sailing", "second row about cooking", "third row about sailing"] {
+        db.write_episodic(&NewEpisode::new(text)).unwrap();
+    }
+    assert_eq!(db.stats().unwrap().episodic_live, 2);
+    let query = db.episodic_query("sailing");
+    assert_eq!(query.mode, RetrievalMode::Keyword);
+    assert!(db.search_episodic(&query).unwrap().iter().all(|hit| hit.score.cosine.is_none()));
+    for bad in [
+        MemoryConfig { episodic_cap: 0, ..MemoryConfig::default() },
+        MemoryConfig { episodic_prior_weight: 1.5, ..MemoryConfig::default() },
+        MemoryConfig { episodic_fusion: cairn_memory_core::Fusion::Rrf { k: f64::NAN }, ..MemoryConfig::default() },
+    ] {
+        let error = MemoryDb::open_in_home(home.path(), bad).unwrap_err();
+        assert!(matches!(error, cairn_memory_core::MemoryError::InvalidConfig(_)), "{error}");
+    }
+}

@@ -50,8 +50,17 @@ impl MemoryDb {
     /// the specification) that pass the relevance filter, each at most
     /// 1,500 characters, the whole block at most `min(3,000, cap)`
     /// characters. Empty when nothing is admitted.
+    /// Retrieval follows the store's configuration
+    /// ([`crate::MemoryConfig::episodic_mode`] and the fusion settings).
     pub fn episodic_context(&self, query: &str, limit: usize, cap: usize) -> Result<String> {
-        Ok(self.episodic_context_for(&EpisodicQuery::new(query).limit(limit), cap)?.block)
+        Ok(self.episodic_context_for(&self.episodic_query(query).limit(limit), cap)?.block)
+    }
+
+    /// An [`EpisodicQuery`] for `text` with this store's configured mode,
+    /// fusion and prior weight.
+    pub fn episodic_query(&self, text: impl Into<String>) -> EpisodicQuery {
+        let config = self.episodic_config;
+        EpisodicQuery::new(text).mode(config.mode).fusion(config.fusion).prior_weight(config.prior_weight)
     }
 
     /// [`episodic_context`](Self::episodic_context) with full search options

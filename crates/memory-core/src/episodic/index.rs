@@ -235,9 +235,34 @@ impl MemoryDb {
         *self.episodic.pending.lock() = Some((space, receiver));
     }
 
+    /// Blocks until a running background build has finished and installs it.
+    fn wait_for_background_build(&self) {
+        let finished = {
+            let pending = self.episodic.pending.lock();
+            match pending.as_ref() {
+                Some((_, receiver)) => receiver.recv().ok(),
+                None => return,
+            }
+        };
+        let mut pending = self.episodic.pending.lock();
+        let Some((space, _)) = pending.take() else { return };
+        let mut slot = self.episodic.slot.write();
+        slot.building = false;
+        match finished {
+            Some(Ok(index)) => {
+                slot.index = Some(Arc::new(index));
+                slot.space = Some(space);
+                slot.revision = None;
+            }
+            Some(Err(error)) => tracing::warn!(%error, "episodic index build failed; searches keep scanning"),
+            None => {}
+        }
+    }
+
     /// Installs a finished background build, if one is waiting.
     pub(crate) fn collect_background_build(&self) {
-        let mut pending = self.episodic.pending.lock();
+        // A caller waiting for the build holds the lock; searches go on scanning.
+        let Some(mut pending) = self.episodic.pending.try_lock() else { return };
         let Some((space, receiver)) = pending.as_ref() else { return };
         match receiver.try_recv() {
             Ok(result) => {
@@ -348,6 +373,7 @@ impl MemoryDb {
     /// whatever its size) and returns its status. Start-up code that can
     /// afford to wait calls this; searches never need to.
     pub fn build_episodic_index(&self) -> Result<EpisodicIndexStatus> {
+        self.wait_for_background_build();
         if let Some(embedder) = self.embedder() {
             let space = space_signature(&*embedder);
             let connection = self.lock_writer();

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use super::index::{IndexAccess, bump_episodic_revision, episodic_revision};
 use super::{EpisodicOutcome, EpisodicRecord, NewEpisode};
 use crate::constants::{
-    EPISODIC_DEDUP_COSINE, EPISODIC_DEFAULT_CAP, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS,
+    EPISODIC_DEDUP_COSINE, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS,
     EPISODIC_MAX_TAG_CHARS, EPISODIC_MAX_TAGS, EPISODIC_MIN_CHARS, STALE_QUOTE_MIN_CHARS,
 };
 use crate::db::{EventRecord, MemoryDb, insert_event, now_ms, space_signature};
@@ -230,10 +230,11 @@ impl MemoryDb {
     /// The vector is computed before the lock. If the embedder was swapped
     /// meanwhile, the row is stored without a vector for a later backfill.
     pub fn write_episodic(&self, episode: &NewEpisode) -> Result<EpisodicOutcome> {
-        self.write_episodic_capped(episode, EPISODIC_DEFAULT_CAP)
+        self.write_episodic_capped(episode, self.episodic_config.cap)
     }
 
-    /// [`write_episodic`](Self::write_episodic) with another active-row cap.
+    /// [`write_episodic`](Self::write_episodic) with another active-row cap
+    /// than the configured one ([`crate::MemoryConfig::episodic_cap`]).
     pub fn write_episodic_capped(&self, episode: &NewEpisode, cap: usize) -> Result<EpisodicOutcome> {
         let _span = tracing::debug_span!("write_episodic").entered();
         if cap == 0 {
