@@ -427,23 +427,39 @@ fn read_json(path: &Path) -> Result<Value, ConfigError> {
     }
 }
 
-/// Writes the memory settings into the file's `memory` section, keeping
+/// Sets (or, with `None`, removes) keys of one section of the file, keeping
 /// every other key, through a temporary file renamed over the original.
-pub(crate) fn persist_memory_settings(path: &Path, settings: &MemorySettings) -> Result<(), ConfigError> {
+pub(crate) fn persist_keys(path: &Path, section: &str, keys: &[(&str, Option<Value>)]) -> Result<(), ConfigError> {
     let mut root = read_json(path)?;
     if !root.is_object() {
         return Err(invalid(path, "(top level)", "must be a JSON object"));
     }
-    let memory =
-        root.as_object_mut().expect("checked above").entry("memory").or_insert_with(|| Value::Object(Map::new()));
-    let Some(memory) = memory.as_object_mut() else {
-        return Err(invalid(path, "memory", "must be a JSON object"));
+    let entry =
+        root.as_object_mut().expect("checked above").entry(section).or_insert_with(|| Value::Object(Map::new()));
+    let Some(map) = entry.as_object_mut() else {
+        return Err(invalid(path, section, "must be a JSON object"));
     };
-    memory.insert("history_idle_hours".to_owned(), serde_json::json!(settings.history_idle_hours));
-    memory.insert("history_max_days".to_owned(), serde_json::json!(settings.history_max_days));
+    for (key, value) in keys {
+        match value {
+            Some(value) => map.insert((*key).to_owned(), value.clone()),
+            None => map.remove(*key),
+        };
+    }
     let mut text = serde_json::to_string_pretty(&root).expect("JSON values serialise");
     text.push('\n');
     atomic_write(path, text.as_bytes())
+}
+
+/// Writes the memory settings into the file's `memory` section.
+pub(crate) fn persist_memory_settings(path: &Path, settings: &MemorySettings) -> Result<(), ConfigError> {
+    persist_keys(
+        path,
+        "memory",
+        &[
+            ("history_idle_hours", Some(serde_json::json!(settings.history_idle_hours))),
+            ("history_max_days", Some(serde_json::json!(settings.history_max_days))),
+        ],
+    )
 }
 
 /// Writes `bytes` to a temporary sibling, syncs it, and renames it over `path`.

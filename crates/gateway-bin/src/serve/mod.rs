@@ -111,6 +111,10 @@ pub(crate) struct AppState {
     pub(crate) skills: Arc<Catalog>,
     pub(crate) agents: AgentsHandle,
     pub(crate) model: Arc<ModelLifecycle>,
+    /// The model folder came from the command line or the environment.
+    pub(crate) model_env_override: bool,
+    /// A model change is running.
+    pub(crate) swap_in_flight: Arc<std::sync::atomic::AtomicBool>,
     pub(crate) pool: Arc<EmbedPool>,
     pub(crate) settings: Arc<RwLock<MemorySettings>>,
     pub(crate) settings_write: tokio::sync::Mutex<()>,
@@ -222,6 +226,8 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             write_lock: tokio::sync::Mutex::new(()),
         },
         model: Arc::clone(&lifecycle),
+        model_env_override: args.model_path.is_some(),
+        swap_in_flight: Arc::default(),
         pool: Arc::clone(&pool),
         settings: Arc::new(RwLock::new(config.memory.clone())),
         settings_write: tokio::sync::Mutex::new(()),
@@ -324,20 +330,23 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
         at_start: true,
         run: Arc::new(move || {
             let state = &backfill_state;
-            if !state.model.embedder().is_ready() {
+            if !state.memory.embedder().is_some_and(|embedder| embedder.is_ready()) {
                 return Ok("model not ready; nothing to do".to_owned());
             }
-            let missing = state.memory.stats()?.semantic_missing_vectors;
-            if missing == 0 {
-                return Ok("every entry has a vector".to_owned());
-            }
+            let stats = state.memory.stats()?;
+            let missing = stats.semantic_missing_vectors;
             let memory = Arc::clone(&state.memory);
-            match state.pool.try_submit(move || memory.backfill_vectors(BACKFILL_BATCH)) {
+            let job = move || -> anyhow::Result<(usize, usize)> {
+                let semantic = if missing > 0 { memory.backfill_vectors(BACKFILL_BATCH)? } else { 0 };
+                let episodic = memory.backfill_missing_embeddings(None)?;
+                Ok((semantic, episodic.embedded))
+            };
+            match state.pool.try_submit(job) {
                 Ok(answer) => {
-                    let added = answer.blocking_recv().map_err(|_| PoolError::Lost)??;
-                    Ok(format!("added {added} vectors ({} were missing)", missing))
+                    let (semantic, episodic) = answer.blocking_recv().map_err(|_| PoolError::Lost)??;
+                    Ok(format!("added {semantic} semantic and {episodic} episodic vectors"))
                 }
-                Err(PoolError::Full { .. }) => Ok(format!("embed pool busy; {missing} vectors wait for the next tick")),
+                Err(PoolError::Full { .. }) => Ok("embed pool busy; vectors wait for the next tick".to_owned()),
                 Err(error) => Err(error.into()),
             }
         }),

@@ -142,6 +142,11 @@ impl ModelLifecycle {
         self.phase.lock().clone()
     }
 
+    /// Where the default model is (or will be) installed.
+    pub(crate) fn default_model_dir(&self) -> PathBuf {
+        self.manager.install_dir()
+    }
+
     pub(crate) fn download_status(&self) -> DownloadStatus {
         self.manager.status()
     }

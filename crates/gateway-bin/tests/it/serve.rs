@@ -765,3 +765,67 @@ fn serve_lessons_endpoints() {
     assert_eq!(gateway.delete(&format!("/api/memory/lessons/{key}")).status, 200);
     assert_eq!(gateway.delete(&format!("/api/memory/lessons/{key}")).code(), "lesson_not_found");
 }
+
+#[test]
+fn serve_episodic_endpoints_and_a_background_model_change() {
+    let models = tempfile::tempdir().unwrap();
+    let first = tiny_model(models.path());
+    let second = models.path().join("tiny-bert-b");
+    cairn_embedder::testing::write_tiny_bert(&second, 9).unwrap();
+    let gateway = start_with_config(json!({"embedding": {"model_path": first}}), &[]);
+    gateway.wait_for("/api/memory/embedding-status", "the first model", |body| body["setup_step"] == "done");
+
+    let text = "the cat sat on the mat and the dog sat on the rug";
+    let stored =
+        gateway.send("POST", "/api/memory/episodic", &json!({"text": text, "importance": 0.8, "tags": ["pets"]}));
+    assert_eq!(stored.status, 200, "{}", stored.body);
+    assert_eq!(stored.body["result"]["outcome"], "inserted");
+    let id = stored.body["result"]["id"].as_i64().unwrap();
+    let again = gateway.send("POST", "/api/memory/episodic", &json!({"text": text}));
+    assert_eq!(again.body["result"]["outcome"], "duplicate", "{}", again.body);
+    let short = gateway.send("POST", "/api/memory/episodic", &json!({"text": "hi"}));
+    assert_eq!(short.status, 422, "{}", short.body);
+    let listed = gateway.get("/api/memory/episodic?limit=10");
+    assert_eq!(listed.body["episodes"].as_array().unwrap().len(), 1);
+    assert_eq!(listed.body["episodes"][0]["tags"], json!(["pets"]));
+    let found = gateway.get("/api/memory/episodic/search?q=cat%20mat");
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert_eq!(found.body["results"][0]["id"], id);
+    assert_eq!(gateway.get("/api/memory/episodic/search").code(), "missing_query");
+    assert_eq!(gateway.get("/api/memory/episodic?limit=0").code(), "invalid_limit");
+
+    let checked = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": second, "validate_only": true}));
+    assert_eq!(checked.status, 200, "{}", checked.body);
+    assert_eq!(checked.body["model"]["model_id"], "tiny-bert-b");
+    assert!(checked.body["model"]["size_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(gateway.get("/api/memory/embedding-status").body["model_id"], "tiny-bert", "validation changes nothing");
+    let bogus = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": models.path().join("nothing")}));
+    assert_eq!((bogus.status, bogus.code()), (422, "invalid_model"));
+
+    let applied = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": second}));
+    assert_eq!(applied.status, 200, "{}", applied.body);
+    assert_eq!(applied.body["status"], "applying");
+    let status =
+        gateway.wait_for("/api/memory/embedding-status", "the re-embed", |body| body["reembed"]["step"] == "done");
+    assert_eq!(status["model_id"], "tiny-bert-b");
+    assert_eq!(status["reembed"]["total"], 1);
+    let on_disk: Value =
+        serde_json::from_str(&std::fs::read_to_string(gateway.home().join("config.json")).unwrap()).unwrap();
+    assert_eq!(on_disk["embedding"]["model_path"], second.display().to_string());
+    assert_eq!(gateway.get("/api/memory/episodic/search?q=cat").body["results"][0]["id"], id);
+
+    assert_eq!(gateway.delete(&format!("/api/memory/episodic/{id}")).status, 200);
+    assert_eq!(gateway.delete(&format!("/api/memory/episodic/{id}")).code(), "episode_not_found");
+    assert_eq!(gateway.delete("/api/memory/episodic/abc").code(), "invalid_id");
+}
+
+#[test]
+fn serve_refuses_a_model_change_under_an_explicit_model_path() {
+    let models = tempfile::tempdir().unwrap();
+    let first = tiny_model(models.path());
+    let gateway = start(&["--model-path", first.to_str().unwrap()]);
+    let refused = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": first}));
+    assert_eq!((refused.status, refused.code()), (409, "env_override_active"));
+    let validated = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": first, "validate_only": true}));
+    assert_eq!(validated.status, 200);
+}

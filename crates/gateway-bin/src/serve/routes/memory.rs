@@ -7,7 +7,6 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use cairn_context::{ContextBuilder, MessageRequest, SessionRequest};
-use cairn_embedder::EmbeddingBackend as _;
 use cairn_embedder::manager::DownloadStep;
 use cairn_memory_core::{DeleteOutcome, Source};
 use serde::Deserialize;
@@ -50,7 +49,8 @@ pub(crate) async fn list_semantic(State(state): State<Arc<AppState>>, Query(quer
     let memory = Arc::clone(&state.memory);
     match query.q.filter(|q| !q.trim().is_empty()) {
         Some(q) => {
-            let mode = if state.model.embedder().is_ready() { "hybrid" } else { "keyword" };
+            let ready = state.memory.embedder().is_some_and(|embedder| embedder.is_ready());
+            let mode = if ready { "hybrid" } else { "keyword" };
             let hits = blocking(move || memory.search_semantic(&q, limit).map_err(memory_error)).await?;
             Ok(Json(json!({"ok": true, "mode": mode, "results": hits})))
         }
@@ -125,9 +125,11 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> ApiResult {
 /// the legacy (`setup_step`) and raw (`download_step`) vocabularies.
 pub(crate) async fn embedding_status(State(state): State<Arc<AppState>>) -> ApiResult {
     let lifecycle = Arc::clone(&state.model);
+    let memory = Arc::clone(&state.memory);
     let status = blocking(move || {
         let download = lifecycle.download_status();
-        let embedder = lifecycle.embedder();
+        let embedder: Arc<dyn cairn_embedder::EmbeddingBackend> =
+            memory.embedder().unwrap_or_else(|| lifecycle.embedder());
         let ready = embedder.is_ready();
         let phase = lifecycle.phase();
         let load_error = if ready { None } else { lifecycle.load_error() };
@@ -165,7 +167,7 @@ pub(crate) async fn embedding_status(State(state): State<Arc<AppState>>) -> ApiR
             "model_dim": embedder.dim(),
             "phase": phase,
             "error": error.map(|error| cairn_guard::redact_all(&error).into_owned()),
-            "reembed": {"step": "idle", "done": 0, "total": 0, "error": Value::Null},
+            "reembed": memory.reembed_progress(),
         }))
     })
     .await?;

@@ -2,6 +2,7 @@
 //! size limit, JSON errors for unknown routes and methods.
 
 mod agents;
+mod episodic;
 mod memory;
 mod skills;
 
@@ -95,6 +96,10 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/memory/lessons", get(memory::list_lessons).post(memory::add_lesson))
         .route("/api/memory/lessons/{key}", axum::routing::delete(memory::delete_lesson))
         .route("/api/memory/stats", get(memory::stats))
+        .route("/api/memory/episodic", get(episodic::list).post(episodic::write))
+        .route("/api/memory/episodic/search", get(episodic::search))
+        .route("/api/memory/episodic/{id}", axum::routing::delete(episodic::delete))
+        .route("/api/memory/embedding-model", post(episodic::change_model))
         .route("/api/memory/embedding-status", get(memory::embedding_status))
         .route("/api/memory/enable-embeddings", post(memory::enable_embeddings))
         .route("/api/memory/disable-embeddings", post(memory::disable_embeddings))
