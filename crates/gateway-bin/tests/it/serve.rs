@@ -809,9 +809,17 @@ fn serve_episodic_endpoints_and_a_background_model_change() {
         gateway.wait_for("/api/memory/embedding-status", "the re-embed", |body| body["reembed"]["step"] == "done");
     assert_eq!(status["model_id"], "tiny-bert-b");
     assert_eq!(status["reembed"]["total"], 1);
-    let on_disk: Value =
-        serde_json::from_str(&std::fs::read_to_string(gateway.home().join("config.json")).unwrap()).unwrap();
-    assert_eq!(on_disk["embedding"]["model_path"], second.display().to_string());
+    // The new model folder is persisted right after the swap reports done.
+    let started = Instant::now();
+    loop {
+        let on_disk: Value =
+            serde_json::from_str(&std::fs::read_to_string(gateway.home().join("config.json")).unwrap()).unwrap();
+        if on_disk["embedding"]["model_path"] == second.display().to_string() {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "config.json was not updated: {on_disk}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
     assert_eq!(gateway.get("/api/memory/episodic/search?q=cat").body["results"][0]["id"], id);
 
     assert_eq!(gateway.delete(&format!("/api/memory/episodic/{id}")).status, 200);
