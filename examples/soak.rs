@@ -206,7 +206,7 @@ fn load(server: &Server, options: &Options, seconds: u64, stop: &AtomicBool, pre
                         WORDS[(ticket.wrapping_mul(2_654_435_761).wrapping_add(salt) % WORDS.len() as u64) as usize]
                     };
                     let sent = Instant::now();
-                    let (kind, key, result) = if ticket % 2 == 0 {
+                    let (kind, key, result) = if ticket.is_multiple_of(2) {
                         let query = format!("{}%20{}", word(1), word(7));
                         let url = format!("{}/api/memory/semantic?q={query}&limit=8", server.base);
                         ("search", None, agent.get(&url).header("Authorization", &auth).call())
@@ -226,10 +226,10 @@ fn load(server: &Server, options: &Options, seconds: u64, stop: &AtomicBool, pre
                         }
                         Err(_) => "transport_error".to_owned(),
                     };
-                    if status.starts_with('2') {
-                        if let Some(key) = key {
-                            local.acknowledged.push(key);
-                        }
+                    if status.starts_with('2')
+                        && let Some(key) = key
+                    {
+                        local.acknowledged.push(key);
                     }
                     *local.statuses.entry(format!("{kind} {status}")).or_default() += 1;
                     match kind {
