@@ -516,12 +516,13 @@ fn serve_refuses_bad_config_and_non_loopback_addresses() {
 
 #[test]
 fn serve_returns_503_with_retry_after_when_the_embed_pool_is_full() {
-    let gateway = start_with_config(json!({"embedding": {"pool_workers": 1, "pool_queue": 0}}), &[]);
+    let gateway = start_with_config(json!({"embedding": {"pool_workers": 1, "pool_queue": 1}}), &[]);
     assert_eq!(gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.warm", "value": 1})).status, 200);
+    gateway.wait_for("/api/health", "an idle pool", |body| body["embed_pool"]["running"] == 0);
     // Another process holds the write lock, so the one worker blocks on it.
     let holder = rusqlite::Connection::open(gateway.home().join("memory.db")).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let slow = {
+    let put_in_background = |key: &'static str| {
         let base = gateway.base.clone();
         let auth = gateway.auth();
         std::thread::spawn(move || {
@@ -529,25 +530,32 @@ fn serve_returns_503_with_retry_after_when_the_embed_pool_is_full() {
                 http_agent()
                     .put(&format!("{base}/api/memory/semantic"))
                     .header("Authorization", &auth)
-                    .send_json(json!({"key": "pref.slow", "value": "waited"}))
+                    .send_json(json!({"key": key, "value": "waited"}))
                     .unwrap(),
             )
         })
     };
-    gateway.wait_for("/api/health", "the worker to take the write", |body| body["embed_pool"]["running"] == 1);
+    let slow = put_in_background("pref.slow");
+    gateway.wait_for("/api/health", "the worker to take the write", |body| {
+        body["embed_pool"]["running"] == 1 && body["embed_pool"]["queued"] == 0
+    });
+    let queued = put_in_background("pref.queued");
+    gateway.wait_for("/api/health", "the queue to fill", |body| body["embed_pool"]["queued"] == 1);
     let refused = gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.refused", "value": 1}));
     assert_eq!((refused.status, refused.code()), (503, "embed_pool_full"), "{}", refused.body);
     assert_eq!(refused.header("retry-after"), Some("1"));
     // Reads do not use the pool and still answer.
     assert_eq!(gateway.get("/api/memory/stats").status, 200);
     holder.execute_batch("COMMIT").unwrap();
-    let slow = slow.join().unwrap();
-    assert_eq!(slow.status, 200, "{}", slow.body);
+    for writer in [slow, queued] {
+        let answer = writer.join().unwrap();
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
     let after = gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.after", "value": 1}));
-    assert_eq!(after.status, 200);
+    assert_eq!(after.status, 200, "{}", after.body);
     let keys = gateway.get("/api/memory/semantic").body;
     let keys: Vec<&str> = keys["entries"].as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["pref.after", "pref.slow", "pref.warm"]);
+    assert_eq!(keys, ["pref.after", "pref.queued", "pref.slow", "pref.warm"]);
     assert!(gateway.get("/api/health").body["embed_pool"]["refused"].as_u64().unwrap() >= 1);
 }
 
