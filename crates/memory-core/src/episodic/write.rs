@@ -6,8 +6,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use super::index::{IndexAccess, bump_episodic_revision, episodic_revision};
 use super::{EpisodicOutcome, EpisodicRecord, NewEpisode};
 use crate::constants::{
-    EPISODIC_DEDUP_COSINE, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS,
-    EPISODIC_MAX_TAG_CHARS, EPISODIC_MAX_TAGS, EPISODIC_MIN_CHARS, STALE_QUOTE_MIN_CHARS,
+    EPISODIC_DEDUP_COSINE, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS, EPISODIC_MAX_TAG_CHARS,
+    EPISODIC_MAX_TAGS, EPISODIC_MIN_CHARS, STALE_QUOTE_MIN_CHARS,
 };
 use crate::db::{EventRecord, MemoryDb, insert_event, now_ms, space_signature};
 use crate::error::{MemoryError, Rejected, Result};
