@@ -103,7 +103,6 @@ fn writers_and_searchers_never_see_tombstones() {
     let status = db.build_episodic_index().unwrap();
     assert_eq!(status.index_len, status.active_with_vectors, "{status:?}");
     assert_eq!(status.active_with_vectors, status.active, "{status:?}");
-    assert_eq!(db.integrity_check().unwrap(), vec!["ok"]);
     eprintln!(
         "{} writes, {} searches in {RUN_FOR:?}",
         writes.load(Ordering::Relaxed),
