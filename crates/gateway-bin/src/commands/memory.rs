@@ -42,6 +42,15 @@ pub(crate) enum MemoryCommand {
     Import(super::memory_transfer::ImportArgs),
     /// Run both consolidation paths now over a transcript, with the configured LLM.
     Consolidate(super::memory_consolidate::ConsolidateArgs),
+    /// Conversation fragments: add, list, delete.
+    #[command(subcommand)]
+    Episodic(super::memory_episodic::EpisodicCommand),
+    /// Search episodic memory (hybrid by default), or show its context block.
+    Search(super::memory_episodic::SearchArgs),
+    /// Import episodic rows from JSONL, then embed them.
+    ImportEpisodic(super::memory_episodic::ImportArgs),
+    /// Embed episodic rows stored without a vector.
+    Backfill(super::memory_episodic::BackfillArgs),
 }
 
 /// `cairn memory semantic ...`
@@ -178,6 +187,10 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             }
             Ok(ExitCode::SUCCESS)
         }
+        MemoryCommand::Episodic(command) => super::memory_episodic::episodic(cli, command),
+        MemoryCommand::Search(args) => super::memory_episodic::search(cli, args),
+        MemoryCommand::ImportEpisodic(args) => super::memory_episodic::import(cli, args),
+        MemoryCommand::Backfill(args) => super::memory_episodic::backfill(cli, args),
         MemoryCommand::Stats(output) => {
             let stats = open(&home)?.stats()?;
             let value = serde_json::to_value(&stats)?;

@@ -9,6 +9,7 @@ pub(crate) mod memory;
 pub(crate) mod memory_consolidate;
 pub(crate) mod memory_files;
 pub(crate) mod memory_transfer;
+mod memory_episodic;
 mod model;
 pub(crate) mod skills;
 

@@ -11,6 +11,7 @@ mod memory;
 mod memory_consolidate;
 mod memory_files;
 mod memory_transfer;
+mod memory_episodic;
 mod serve;
 mod skills;
 

@@ -1,0 +1,157 @@
+//! Episodic recall latency: `episodic_context` with the query vector given
+//! (so the embedder's cost is not measured), pure-vector and hybrid, on
+//! stores of 10,000 and 100,000 rows, plus the first search after opening
+//! a 100,000-row store (exact scan while the index builds).
+//!
+//! Rows are synthetic sentences over a 2,000-word vocabulary, embedded by
+//! the 384-wide hash embedder; every query is the text of a stored row
+//! with two words changed, so both the cosine gate and the keyword path
+//! have something to admit.
+//!
+//! `cargo bench -p cairn-dev --bench episodic` (`EPISODIC_BENCH_SIZES=10000` for the small store only)
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn_embedder::{EmbeddingBackend, HashEmbedder};
+use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode, RetrievalMode};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const DIM: usize = 384;
+const VOCABULARY: usize = 2_000;
+
+fn word(i: usize) -> String {
+    const SYLLABLES: &[&str] = &["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "pe", "da", "zu", "gra"];
+    let mut out = String::new();
+    let mut n = i + 1;
+    while n > 0 {
+        out.push_str(SYLLABLES[n % SYLLABLES.len()]);
+        n /= SYLLABLES.len();
+    }
+    out
+}
+
+fn sentence(seed: usize) -> String {
+    let mut state = seed as u64 * 6_364_136_223_846_793_005 + 1_442_695_040_888_963_407;
+    let mut words = Vec::new();
+    for _ in 0..12 {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        words.push(word((state >> 33) as usize % VOCABULARY));
+    }
+    format!("{} (entry {seed})", words.join(" "))
+}
+
+/// A store of `rows` rows with vectors and a built index.
+fn store(rows: usize) -> (tempfile::TempDir, MemoryDb) {
+    let home = tempfile::tempdir().unwrap();
+    let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default())
+        .unwrap()
+        .with_embedder(Arc::new(HashEmbedder::new(DIM)));
+    let started = Instant::now();
+    for seed in 0..rows {
+        let episode = NewEpisode::new(sentence(seed))
+            .importance((seed % 10) as f64 / 10.0)
+            .created_at(1_700_000_000_000 - (seed as i64 % 400) * 86_400_000)
+            .defer_embedding(true);
+        db.write_episodic_capped(&episode, rows + 1).unwrap();
+    }
+    let report = db.backfill_missing_embeddings(None).unwrap();
+    assert_eq!(report.remaining, 0);
+    let status = db.build_episodic_index().unwrap();
+    assert_eq!(status.index_len, rows);
+    eprintln!("built a {rows}-row store in {:.1?}", started.elapsed());
+    (home, db)
+}
+
+fn queries(rows: usize) -> Vec<(String, Vec<f32>)> {
+    let embedder = HashEmbedder::new(DIM);
+    (0..64)
+        .map(|i| {
+            let seed = (i * 7_919) % rows;
+            let mut words: Vec<String> = sentence(seed).split(' ').map(str::to_owned).collect();
+            words[1] = word(i);
+            words[5] = word(i + 1);
+            let text = words.join(" ");
+            let vector = embedder.embed(&text).unwrap();
+            (text, vector)
+        })
+        .collect()
+}
+
+fn bench_size(c: &mut Criterion, rows: usize) -> tempfile::TempDir {
+    let (home, db) = store(rows);
+    let queries = queries(rows);
+    let mut group = c.benchmark_group(format!("episodic_context/{rows}"));
+    group.sample_size(50).measurement_time(Duration::from_secs(8));
+    for (name, mode) in [("pure_vector", RetrievalMode::PureVector), ("hybrid", RetrievalMode::Hybrid)] {
+        let mut n = 0usize;
+        let admitted: usize = queries
+            .iter()
+            .map(|(text, vector)| {
+                let query = EpisodicQuery::new(text.clone()).vector(vector.clone()).mode(mode);
+                db.episodic_context_for(&query, 3_000).unwrap().hits.len()
+            })
+            .sum();
+        eprintln!("{rows} rows, {name}: {:.2} hits admitted per query", admitted as f64 / queries.len() as f64);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let (text, vector) = &queries[n % queries.len()];
+                n += 1;
+                let query = EpisodicQuery::new(text.clone()).vector(vector.clone()).mode(mode);
+                black_box(db.episodic_context_for(&query, 3_000).unwrap())
+            })
+        });
+    }
+    group.finish();
+    home
+}
+
+/// Store sizes to run, from `EPISODIC_BENCH_SIZES` (default `10000,100000`).
+fn sizes() -> Vec<usize> {
+    std::env::var("EPISODIC_BENCH_SIZES")
+        .unwrap_or_else(|_| "10000,100000".to_owned())
+        .split(',')
+        .filter_map(|size| size.trim().parse().ok())
+        .collect()
+}
+
+fn episodic_context(c: &mut Criterion) {
+    for rows in sizes() {
+        let home = bench_size(c, rows);
+        if rows >= 100_000 {
+            first_search_after_open(&home.path().join("memory.db"), rows);
+        }
+    }
+}
+
+/// Opening a large store and serving the first search: the index is built
+/// in the background while the exact scan answers. One shot (each open
+/// starts a full index build), timed and printed, three times.
+fn first_search_after_open(path: &std::path::Path, rows: usize) {
+    let (text, vector) = queries_for_open();
+    for round in 1..=3 {
+        let started = Instant::now();
+        let db = MemoryDb::open(path, MemoryConfig::default()).unwrap().with_embedder(Arc::new(HashEmbedder::new(DIM)));
+        let query = EpisodicQuery::new(text.clone()).vector(vector.clone());
+        let context = db.episodic_context_for(&query, 3_000).unwrap();
+        let first = started.elapsed();
+        let status = db.build_episodic_index().unwrap();
+        eprintln!(
+            "open {rows} rows, round {round}: first context in {first:.1?} ({} hits, scan while building); \
+             background index ready {:.1?} after open ({} vectors)",
+            context.hits.len(),
+            started.elapsed(),
+            status.index_len
+        );
+    }
+}
+
+fn queries_for_open() -> (String, Vec<f32>) {
+    let text = sentence(4_242);
+    let vector = HashEmbedder::new(DIM).embed(&text).unwrap();
+    (text, vector)
+}
+
+criterion_group!(benches, episodic_context);
+criterion_main!(benches);

@@ -1,0 +1,466 @@
+//! `cairn memory episodic|search|import-episodic|backfill`: episodic memory
+//! from the command line.
+//!
+//! The embedding model is used when it is installed (or named by
+//! `CAIRN_EMBED_MODEL_PATH`); without it every command still works, and
+//! search answers from keywords. Exit status as for the other memory
+//! commands: 2 when a write is refused by a rule, 1 when a row to delete
+//! does not exist.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use cairn_embedder::{EmbeddingBackend, ModelInfo, ModelManager};
+use cairn_memory_core::{
+    DeleteOutcome, EpisodicOutcome, EpisodicQuery, Fusion, MemoryDb, NewEpisode, RetrievalMode, Source, constants,
+};
+use serde_json::{Value, json};
+
+use crate::cli::Cli;
+
+/// `cairn memory episodic ...`
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum EpisodicCommand {
+    /// Write one episodic memory.
+    Add(EpisodicAddArgs),
+    /// List active episodic memories, newest first.
+    List(EpisodicListArgs),
+    /// Tombstone an episodic memory by id.
+    Delete(EpisodicDeleteArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EpisodicAddArgs {
+    /// The fragment (10 to 2,000 characters).
+    pub(crate) text: String,
+    /// Importance, 0 to 1.
+    #[arg(long, default_value_t = constants::EPISODIC_DEFAULT_IMPORTANCE)]
+    pub(crate) importance: f64,
+    /// Comma-separated tags.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) tags: Vec<String>,
+    /// Where it came from (any string, e.g. `conv-26:D1:3`).
+    #[arg(long)]
+    pub(crate) source_ref: Option<String>,
+    /// When it happened (RFC 3339; a time without zone is UTC).
+    #[arg(long)]
+    pub(crate) created_at: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EpisodicListArgs {
+    /// At most this many.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub(crate) limit: usize,
+    /// Skip this many first.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) offset: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EpisodicDeleteArgs {
+    /// The row id.
+    pub(crate) id: i64,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `cairn memory search`
+#[derive(Debug, clap::Args)]
+pub(crate) struct SearchArgs {
+    /// The query (or use `--queries`).
+    #[arg(required_unless_present = "queries")]
+    pub(crate) query: Option<String>,
+    /// A JSONL file of queries (`query` or `question`, optional `id` and
+    /// `now`); one JSON result line per row.
+    #[arg(long, conflicts_with = "query")]
+    pub(crate) queries: Option<PathBuf>,
+    /// Most results.
+    #[arg(short = 'n', long, default_value_t = constants::EPISODIC_CONTEXT_LIMIT)]
+    pub(crate) limit: usize,
+    /// Only what the `[Episodic Memory]` context block admits, and the block.
+    #[arg(long)]
+    pub(crate) context: bool,
+    /// Character cap of the context block.
+    #[arg(long, default_value_t = constants::EPISODIC_INJECT_CAP)]
+    pub(crate) cap: usize,
+    /// "Now" for ages (RFC 3339; a time without zone is UTC).
+    #[arg(long)]
+    pub(crate) now: Option<String>,
+    /// `hybrid` (default), `vector` (the specification's pure-vector ranking) or `keyword`.
+    #[arg(long, default_value = "hybrid")]
+    pub(crate) mode: String,
+    /// Hybrid fusion: `rrf` (default) or `weighted`.
+    #[arg(long, default_value = "rrf")]
+    pub(crate) fusion: String,
+    /// Weight of importance × age in hybrid and keyword modes (0 to 1).
+    #[arg(long, default_value_t = constants::HYBRID_PRIOR_WEIGHT)]
+    pub(crate) prior_weight: f64,
+    /// Turn MMR diversification off.
+    #[arg(long)]
+    pub(crate) no_mmr: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `cairn memory import-episodic`
+#[derive(Debug, clap::Args)]
+pub(crate) struct ImportArgs {
+    /// JSONL rows with `text` and optional `created_at`, `importance`, `tags`, `source_ref`.
+    pub(crate) file: PathBuf,
+    /// Skip the backfill of vectors after the import.
+    #[arg(long)]
+    pub(crate) no_backfill: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `cairn memory backfill`
+#[derive(Debug, clap::Args)]
+pub(crate) struct BackfillArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+const EXIT_NOT_FOUND: u8 = 1;
+const EXIT_REFUSED: u8 = 2;
+
+/// The installed embedding model, if there is one; `None` means keyword search.
+fn load_embedder(cli: &Cli) -> Option<Arc<dyn EmbeddingBackend>> {
+    let manager = ModelManager::new(super::model::manager_config(cli, None).ok()?);
+    let resolved = match manager.resolve() {
+        Ok(Some(resolved)) => resolved,
+        Ok(None) => return None,
+        Err(error) => {
+            eprintln!("warning: embedding model unusable ({error}); keyword search only");
+            return None;
+        }
+    };
+    let loaded = ModelInfo::read(&resolved.dir).map_err(anyhow::Error::from).and_then(|info| Ok(info.load()?));
+    match loaded {
+        Ok(backend) => Some(Arc::from(backend)),
+        Err(error) => {
+            eprintln!("warning: could not load the embedding model ({error:#}); keyword search only");
+            None
+        }
+    }
+}
+
+fn open(cli: &Cli, with_model: bool) -> anyhow::Result<MemoryDb> {
+    let home = cli.home_dir();
+    let db = MemoryDb::open_in_home(&home, cairn_memory_core::MemoryConfig::default())
+        .with_context(|| format!("opening {}", home.join(constants::DB_FILE_NAME).display()))?;
+    Ok(match with_model.then(|| load_embedder(cli)).flatten() {
+        Some(embedder) => db.with_embedder(embedder),
+        None => db,
+    })
+}
+
+/// Unix milliseconds of an RFC 3339 timestamp; a date-time without zone is UTC.
+pub(crate) fn parse_time(text: &str) -> anyhow::Result<i64> {
+    let text = text.trim();
+    if let Ok(timestamp) = text.parse::<jiff::Timestamp>() {
+        return Ok(timestamp.as_millisecond());
+    }
+    let civil: jiff::civil::DateTime =
+        text.parse().with_context(|| format!("{text:?} is not an RFC 3339 date-time"))?;
+    Ok(jiff::tz::TimeZone::UTC.to_timestamp(civil)?.as_millisecond())
+}
+
+fn refused(error: cairn_memory_core::MemoryError, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(rejected) = error.rejection() else { return Err(error.into()) };
+    if json {
+        println!("{}", json!({"outcome": "rejected", "code": rejected.code(), "message": rejected.to_string()}));
+    } else {
+        eprintln!("refused: {rejected}");
+    }
+    Ok(ExitCode::from(EXIT_REFUSED))
+}
+
+pub(crate) fn episodic(cli: &Cli, command: &EpisodicCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        EpisodicCommand::Add(args) => {
+            let db = open(cli, true)?;
+            let mut episode = NewEpisode::new(args.text.clone())
+                .importance(args.importance)
+                .tags(args.tags.iter().cloned())
+                .source(Source::UserExplicit);
+            if let Some(source_ref) = &args.source_ref {
+                episode = episode.source_ref(source_ref.clone());
+            }
+            if let Some(created_at) = &args.created_at {
+                episode = episode.created_at(parse_time(created_at)?);
+            }
+            match db.write_episodic(&episode) {
+                Ok(outcome) => {
+                    if args.json {
+                        println!("{}", serde_json::to_value(&outcome)?);
+                    } else {
+                        match &outcome {
+                            EpisodicOutcome::Inserted { id, evicted, .. } => {
+                                println!("inserted {id}");
+                                for id in evicted {
+                                    println!("evicted {id}");
+                                }
+                            }
+                            EpisodicOutcome::Duplicate { of, cosine } => {
+                                println!("duplicate of {of} (cosine {cosine:.3})")
+                            }
+                            other => println!("{other:?}"),
+                        }
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => refused(error, args.json),
+            }
+        }
+        EpisodicCommand::List(args) => {
+            let rows = open(cli, false)?.list_episodic(args.limit, args.offset)?;
+            if args.json {
+                println!("{}", serde_json::to_value(&rows)?);
+            } else {
+                for row in &rows {
+                    let reference = row.source_ref.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default();
+                    println!("{:>6}  {:.2}{}  {}", row.id, row.importance, reference, row.text);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        EpisodicCommand::Delete(args) => {
+            let outcome = open(cli, false)?.delete_episodic(args.id)?;
+            if args.json {
+                println!("{}", json!({"outcome": outcome, "id": args.id}));
+            } else if outcome == DeleteOutcome::Deleted {
+                println!("deleted {}", args.id);
+            } else {
+                eprintln!("no active episodic memory {}", args.id);
+            }
+            Ok(if outcome == DeleteOutcome::Deleted { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_FOUND) })
+        }
+    }
+}
+
+fn build_query(args: &SearchArgs, text: &str, now: Option<i64>) -> anyhow::Result<EpisodicQuery> {
+    let Some(mode) = RetrievalMode::parse(&args.mode) else {
+        bail!("--mode must be hybrid, vector or keyword, not {:?}", args.mode)
+    };
+    let fusion = match args.fusion.as_str() {
+        "rrf" => Fusion::Rrf { k: constants::RRF_K },
+        "weighted" => Fusion::Weighted { vector_weight: constants::WEIGHTED_FUSION_VECTOR_WEIGHT },
+        other => bail!("--fusion must be rrf or weighted, not {other:?}"),
+    };
+    if !(0.0..=1.0).contains(&args.prior_weight) {
+        bail!("--prior-weight must be between 0 and 1");
+    }
+    let mut query = EpisodicQuery::new(text)
+        .limit(args.limit)
+        .mode(mode)
+        .fusion(fusion)
+        .prior_weight(args.prior_weight)
+        .mmr(!args.no_mmr)
+        .relevance_filter(args.context);
+    if let Some(now) = now {
+        query = query.now(now);
+    }
+    Ok(query)
+}
+
+/// One query's answer as JSON.
+fn answer(db: &MemoryDb, args: &SearchArgs, query: &EpisodicQuery) -> anyhow::Result<Value> {
+    if args.context {
+        let context = db.episodic_context_for(query, args.cap)?;
+        Ok(json!({"block": context.block, "hits": context.hits}))
+    } else {
+        Ok(json!({"hits": db.search_episodic(query)?}))
+    }
+}
+
+pub(crate) fn search(cli: &Cli, args: &SearchArgs) -> anyhow::Result<ExitCode> {
+    let now = args.now.as_deref().map(parse_time).transpose()?;
+    let db = open(cli, args.mode != "keyword")?;
+    if let Some(path) = &args.queries {
+        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let stdout = std::io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        for (index, line) in BufReader::new(file).lines().enumerate() {
+            let line = line.with_context(|| format!("reading line {}", index + 1))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let row: Value = match serde_json::from_str(&line) {
+                Ok(row) => row,
+                Err(error) => {
+                    writeln!(out, "{}", json!({"line": index + 1, "error": error.to_string()}))?;
+                    continue;
+                }
+            };
+            let text = row.get("query").or_else(|| row.get("question")).and_then(Value::as_str);
+            let Some(text) = text else {
+                writeln!(out, "{}", json!({"line": index + 1, "error": "no `query` or `question` string"}))?;
+                continue;
+            };
+            let row_now = match row.get("now").and_then(Value::as_str) {
+                Some(now) => Some(parse_time(now)?),
+                None => now,
+            };
+            let query = build_query(args, text, row_now)?;
+            let mut result = answer(&db, args, &query)?;
+            result["id"] = row.get("id").cloned().unwrap_or(Value::Null);
+            result["query"] = Value::String(text.to_owned());
+            writeln!(out, "{result}")?;
+        }
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = args.query.as_deref().unwrap_or_default();
+    let query = build_query(args, text, now)?;
+    let result = answer(&db, args, &query)?;
+    if args.json {
+        println!("{result}");
+    } else if args.context {
+        println!("{}", result["block"].as_str().unwrap_or_default());
+    } else {
+        for hit in result["hits"].as_array().into_iter().flatten() {
+            let score = &hit["score"];
+            println!(
+                "{:>6}  score {:.4}  cos {}  kw#{}  {}",
+                hit["id"],
+                score["score"].as_f64().unwrap_or(0.0),
+                score["cosine"].as_f64().map_or("-".to_owned(), |c| format!("{c:.3}")),
+                score["keyword_rank"].as_u64().map_or("-".to_owned(), |r| r.to_string()),
+                hit["text"].as_str().unwrap_or_default()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses one import row.
+fn import_row(row: &Value) -> Result<NewEpisode, String> {
+    let text = row.get("text").and_then(Value::as_str).ok_or("no `text` string")?;
+    let mut episode = NewEpisode::new(text).defer_embedding(true).preserve(true).source(Source::Import);
+    match row.get("created_at") {
+        None | Some(Value::Null) => {}
+        Some(Value::Number(ms)) => episode = episode.created_at(ms.as_i64().ok_or("`created_at` is not an integer")?),
+        Some(Value::String(text)) => episode = episode.created_at(parse_time(text).map_err(|e| e.to_string())?),
+        Some(_) => return Err("`created_at` must be RFC 3339 text or Unix milliseconds".to_owned()),
+    }
+    if let Some(importance) = row.get("importance").filter(|v| !v.is_null()) {
+        episode = episode.importance(importance.as_f64().ok_or("`importance` is not a number")?);
+    }
+    if let Some(tags) = row.get("tags").filter(|v| !v.is_null()) {
+        let tags = tags.as_array().ok_or("`tags` is not an array")?;
+        episode = episode.tags(tags.iter().filter_map(Value::as_str).map(str::to_owned));
+    }
+    if let Some(source_ref) = row.get("source_ref").filter(|v| !v.is_null()) {
+        episode = episode.source_ref(source_ref.as_str().ok_or("`source_ref` is not a string")?);
+    }
+    Ok(episode)
+}
+
+pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> anyhow::Result<ExitCode> {
+    let db = open(cli, !args.no_backfill)?;
+    let file = File::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+    let (mut inserted, mut duplicates, mut full, mut rejected, mut malformed) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("reading line {}", index + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let episode = serde_json::from_str::<Value>(&line).map_err(|e| e.to_string()).and_then(|row| import_row(&row));
+        let episode = match episode {
+            Ok(episode) => episode,
+            Err(error) => {
+                eprintln!("line {}: {error}", index + 1);
+                malformed += 1;
+                continue;
+            }
+        };
+        match db.write_episodic(&episode) {
+            Ok(EpisodicOutcome::Inserted { .. }) => inserted += 1,
+            Ok(EpisodicOutcome::Duplicate { .. }) => duplicates += 1,
+            Ok(EpisodicOutcome::StoreFull { .. }) => full += 1,
+            Ok(other) => bail!("unexpected outcome {other:?}"),
+            Err(error) => match error.rejection() {
+                Some(reason) => {
+                    eprintln!("line {}: refused: {reason}", index + 1);
+                    rejected += 1;
+                }
+                None => return Err(error.into()),
+            },
+        }
+    }
+    let mut summary = json!({
+        "inserted": inserted, "duplicates": duplicates, "store_full": full,
+        "rejected": rejected, "malformed": malformed,
+    });
+    if !args.no_backfill {
+        summary["backfill"] = backfill_with_progress(&db)?;
+    }
+    if args.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "imported {inserted}, {duplicates} duplicates, {full} refused by the cap, {rejected} refused, {malformed} malformed"
+        );
+        if let Some(backfill) = summary.get("backfill") {
+            println!("backfill: {} embedded, {} without vectors", backfill["embedded"], backfill["remaining"]);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn backfill_with_progress(db: &MemoryDb) -> anyhow::Result<Value> {
+    if db.embedder().is_none() {
+        eprintln!("no embedding model installed; rows stay keyword-searchable until `cairn memory backfill`");
+    }
+    let progress = |done: usize, total: usize| {
+        let width = 30;
+        let filled = if total == 0 { width } else { done * width / total };
+        eprint!("\rbackfill [{}{}] {done}/{total}", "#".repeat(filled), "-".repeat(width - filled));
+    };
+    let report = db.backfill_missing_embeddings(Some(&progress))?;
+    if report.embedded > 0 {
+        eprintln!();
+    }
+    Ok(serde_json::to_value(report)?)
+}
+
+pub(crate) fn backfill(cli: &Cli, args: &BackfillArgs) -> anyhow::Result<ExitCode> {
+    let db = open(cli, true)?;
+    let report = backfill_with_progress(&db)?;
+    if args.json {
+        println!("{report}");
+    } else {
+        println!("backfill: {} embedded, {} without vectors", report["embedded"], report["remaining"]);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_with_and_without_zone() {
+        assert_eq!(parse_time("2023-05-08T13:56:00Z").unwrap(), 1_683_554_160_000);
+        assert_eq!(parse_time("2023-05-08T13:56:00").unwrap(), 1_683_554_160_000);
+        assert_eq!(parse_time("2023-05-08T15:56:00+02:00").unwrap(), 1_683_554_160_000);
+        assert!(parse_time("8 May 2023").is_err());
+    }
+}
