@@ -7,9 +7,9 @@ mod guard;
 pub(crate) mod hooks;
 pub(crate) mod memory;
 pub(crate) mod memory_consolidate;
+mod memory_episodic;
 pub(crate) mod memory_files;
 pub(crate) mod memory_transfer;
-mod memory_episodic;
 mod model;
 pub(crate) mod skills;
 

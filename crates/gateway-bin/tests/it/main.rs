@@ -9,9 +9,9 @@ mod guard;
 mod hooks;
 mod memory;
 mod memory_consolidate;
+mod memory_episodic;
 mod memory_files;
 mod memory_transfer;
-mod memory_episodic;
 mod serve;
 mod skills;
 
