@@ -431,7 +431,7 @@ fn backfill_with_progress(db: &MemoryDb) -> anyhow::Result<Value> {
     }
     let progress = |done: usize, total: usize| {
         let width = 30;
-        let filled = if total == 0 { width } else { done * width / total };
+        let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
         eprint!("\rbackfill [{}{}] {done}/{total}", "#".repeat(filled), "-".repeat(width - filled));
     };
     let report = db.backfill_missing_embeddings(Some(&progress))?;
