@@ -1,7 +1,7 @@
 //! Session and message assembly on a fixture home: snapshots of both
 //! builds, the breakdown, overflow behaviours and the resume rule.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +19,10 @@ use cairn_skills::{Catalog, SkillsConfig};
 use expect_test::expect_file;
 use serde_json::json;
 
+/// Relative to the package root (the working directory of `cargo test`), so
+/// the snapshots' character counts do not depend on where the checkout lives.
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    PathBuf::from("tests/fixtures")
 }
 
 fn fixture_text(name: &str) -> String {
