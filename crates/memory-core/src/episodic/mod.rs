@@ -54,7 +54,7 @@ pub struct NewEpisode {
     pub created_at: Option<i64>,
     /// The caller's reference to where it came from (e.g. `conv-26:D1:3`).
     pub source_ref: Option<String>,
-    /// Store without a vector now; [`MemoryDb::backfill_missing_embeddings`] adds it.
+    /// Store without a vector now; [`crate::MemoryDb::backfill_missing_embeddings`] adds it.
     pub defer_embedding: bool,
     /// Import mode: a similar row or a full store refuses the new row; it
     /// never evicts.
