@@ -100,7 +100,7 @@ fn fetch_row(tx: &Connection, id: i64, space: Option<&str>, with_vector: bool) -
 }
 
 /// Exact scan over the stored vectors of `space`: the ladder's middle rung.
-fn scan(tx: &Connection, space: &str, query: &[f32], k: usize) -> Result<Vec<Hit>> {
+pub(super) fn scan(tx: &Connection, space: &str, query: &[f32], k: usize) -> Result<Vec<Hit>> {
     let operation = "scanning episodic vectors";
     let mut statement = tx
         .prepare_cached(

@@ -11,7 +11,6 @@ use crate::constants::{
 };
 use crate::db::{EventRecord, MemoryDb, insert_event, now_ms, space_signature};
 use crate::error::{MemoryError, Rejected, Result};
-use crate::semantic::blob_vector;
 use crate::types::{AuditAction, DeleteOutcome};
 use crate::validate;
 
@@ -121,27 +120,8 @@ pub(crate) fn find_near_duplicate(
             }
         }
         IndexAccess::Scan => {
-            let mut statement = tx
-                .prepare_cached(
-                    "SELECT id, embedding FROM episodic_memories
-                     WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
-                )
-                .map_err(MemoryError::sqlite(operation))?;
-            let mut rows = statement.query([space]).map_err(MemoryError::sqlite(operation))?;
-            let mut best: Option<(i64, f32)> = None;
-            while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
-                let id: i64 = row.get(0).map_err(MemoryError::sqlite(operation))?;
-                let blob: Vec<u8> = row.get(1).map_err(MemoryError::sqlite(operation))?;
-                let Some(stored) = blob_vector(&blob) else { continue };
-                if stored.len() != vector.len() {
-                    continue;
-                }
-                let cosine = cairn_memory_vector::dot(vector, &stored);
-                if cosine > EPISODIC_DEDUP_COSINE && best.is_none_or(|(_, b)| cosine > b) {
-                    best = Some((id, cosine));
-                }
-            }
-            Ok(best)
+            let best = super::search::scan(tx, space, vector, 1)?.into_iter().next();
+            Ok(best.filter(|hit| hit.cosine > EPISODIC_DEDUP_COSINE).map(|hit| (hit.id as i64, hit.cosine)))
         }
     }
 }
