@@ -32,15 +32,8 @@ pub(crate) struct ConsolidateArgs {
     /// One `{"role": ..., "content": ...}` object per line.
     #[arg(long, value_name = "FILE.jsonl")]
     pub(crate) transcript: PathBuf,
-    /// OpenAI-compatible base URL (instead of `llm.base_url` in config.json).
-    #[arg(long, env = "CAIRN_LLM_BASE_URL", value_name = "URL")]
-    pub(crate) llm_base_url: Option<String>,
-    /// Model name (instead of `llm.model`).
-    #[arg(long, env = "CAIRN_LLM_MODEL", value_name = "NAME")]
-    pub(crate) llm_model: Option<String>,
-    /// API key sent as a bearer token.
-    #[arg(long, env = "CAIRN_LLM_API_KEY", hide_env_values = true, value_name = "KEY")]
-    pub(crate) llm_api_key: Option<String>,
+    #[command(flatten)]
+    pub(crate) llm: crate::serve::LlmArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -76,9 +69,9 @@ pub(crate) fn run(home: &std::path::Path, args: &ConsolidateArgs) -> anyhow::Res
         }
     };
     let overrides = Overrides {
-        llm_base_url: args.llm_base_url.clone().filter(|url| !url.trim().is_empty()),
-        llm_model: args.llm_model.clone(),
-        llm_api_key: args.llm_api_key.clone(),
+        llm_base_url: args.llm.llm_base_url.clone().filter(|url| !url.trim().is_empty()),
+        llm_model: args.llm.llm_model.clone(),
+        llm_api_key: args.llm.llm_api_key.clone(),
         ..Overrides::default()
     };
     let config = GatewayConfig::load(home, &overrides)?;

@@ -81,13 +81,21 @@ pub(crate) struct ServeArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub(crate) skip_download: bool,
-    /// OpenAI-compatible API base URL for consolidation (e.g. http://127.0.0.1:11434/v1).
+    #[command(flatten)]
+    pub(crate) llm: LlmArgs,
+}
+
+/// The OpenAI-compatible endpoint used for consolidation; flags win over
+/// the environment, which wins over `llm` in config.json.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct LlmArgs {
+    /// OpenAI-compatible API base URL (e.g. http://127.0.0.1:11434/v1).
     #[arg(long, env = "CAIRN_LLM_BASE_URL", value_name = "URL")]
     pub(crate) llm_base_url: Option<String>,
-    /// Chat model name for consolidation.
+    /// Chat model name.
     #[arg(long, env = "CAIRN_LLM_MODEL", value_name = "NAME")]
     pub(crate) llm_model: Option<String>,
-    /// API key for the LLM endpoint.
+    /// API key sent as a bearer token.
     #[arg(long, env = "CAIRN_LLM_API_KEY", hide_env_values = true, value_name = "KEY")]
     pub(crate) llm_api_key: Option<String>,
 }
@@ -133,9 +141,9 @@ fn overrides(args: &ServeArgs) -> Overrides {
         model_path: args.model_path.clone(),
         model_url: args.model_url.clone().filter(|url| !url.trim().is_empty()),
         skip_download: args.skip_download,
-        llm_base_url: args.llm_base_url.clone().filter(|url| !url.trim().is_empty()),
-        llm_model: args.llm_model.clone().filter(|model| !model.trim().is_empty()),
-        llm_api_key: args.llm_api_key.clone().filter(|key| !key.trim().is_empty()),
+        llm_base_url: args.llm.llm_base_url.clone().filter(|url| !url.trim().is_empty()),
+        llm_model: args.llm.llm_model.clone().filter(|model| !model.trim().is_empty()),
+        llm_api_key: args.llm.llm_api_key.clone().filter(|key| !key.trim().is_empty()),
     }
 }
 
