@@ -3,7 +3,7 @@
 //!
 //! The seam is [`EmbeddingBackend`]. Around it this crate provides:
 //!
-//! - [`HashEmbedder`], a deterministic model-free backend for tests;
+//! - [`HashEmbedder`] and [`WordVectorEmbedder`], deterministic model-free backends for tests and benchmarks;
 //! - with the `candle` feature (on by default), [`CandleBert`] for
 //!   sentence-transformers BERT folders (the default model is
 //!   all-MiniLM-L6-v2, 384-dim, mean pooling) and [`Qwen3Embedder`]
@@ -60,7 +60,7 @@ pub use cache::{CacheStats, CachedEmbedder};
 pub use candle::{CandleBert, CandleBertOptions, Pooling, Qwen3Embedder, Qwen3Options, format_query};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{EmbedError, Result};
-pub use hash::HashEmbedder;
+pub use hash::{HashEmbedder, WordVectorEmbedder};
 pub use lazy::{LazyEmbedder, LoadFn};
 pub use manager::{ManagerConfig, ModelManager};
 pub use model_dir::{ModelInfo, ModelKind};

@@ -57,6 +57,10 @@ pub const AUDIT_SNIPPET_CHARS: usize = 200;
 pub const BUSY_TIMEOUT_MS: u64 = 10_000;
 /// Idle read connections kept open for reuse.
 pub const MAX_IDLE_READERS: usize = 8;
+/// Bytes of `memory.db` each connection maps into memory (`PRAGMA mmap_size`).
+pub const MMAP_BYTES: i64 = 1 << 30;
+/// Page cache per connection, in KiB (`PRAGMA cache_size = -N`).
+pub const PAGE_CACHE_KIB: i64 = 32 * 1024;
 /// File name of the database inside Cairn's home.
 pub const DB_FILE_NAME: &str = "memory.db";
 /// File name of the JSONL lesson fallback inside Cairn's home.
@@ -136,6 +140,10 @@ pub const KEYWORD_ADMISSION_MAX_RANK: usize = 3;
 pub const KEYWORD_ADMISSION_MIN_COVERAGE: f64 = 0.5;
 /// Query terms kept by the keyword sanitiser (the first ones, in query order).
 pub const FTS_MAX_QUERY_TERMS: usize = 32;
+/// Active episodic rows up to which the in-memory keyword index is built
+/// inline by the first keyword search; larger stores build it on a
+/// background thread while keyword search runs on FTS5.
+pub const KEYWORD_INLINE_BUILD: usize = 20_000;
 /// Shortest query word kept by the keyword sanitiser, in characters.
 pub const FTS_MIN_TERM_CHARS: usize = 2;
 /// Shortest old semantic value (in characters) whose quotes retire episodic rows.

@@ -38,6 +38,11 @@ pub(crate) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .filter(|word| STOPWORDS.binary_search(&word.as_str()).is_err())
 }
 
+/// The Snowball stem of `word` (lower case).
+pub(crate) fn stem(word: &str) -> String {
+    STEMMER.stem(word).into_owned()
+}
+
 /// The distinct terms of `text`, in sorted order.
 pub(crate) fn terms(text: &str) -> Vec<Term> {
     let set: BTreeSet<Term> = words(text)

@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+mod bm25;
 mod consolidate;
 pub mod constants;
 mod db;

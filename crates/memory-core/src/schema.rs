@@ -115,6 +115,38 @@ const MIGRATIONS: &[&str] = &[
         INSERT INTO episodic_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
     END;
     "#,
+    // 3: the keyword index holds active rows only, in a contentless table
+    // whose rows are deleted by rowid. A keyword search then never reads
+    // the (vector-carrying) episodic rows to drop tombstones, and keeping
+    // the index in step no longer depends on replaying a row's old text.
+    r#"
+    DROP TRIGGER episodic_fts_insert;
+    DROP TRIGGER episodic_fts_delete;
+    DROP TRIGGER episodic_fts_update;
+    DROP TABLE episodic_fts;
+    CREATE VIRTUAL TABLE episodic_fts USING fts5(
+        text, tags, content='', contentless_delete=1, tokenize='porter unicode61'
+    );
+    INSERT INTO episodic_fts(rowid, text, tags)
+        SELECT id, text, tags FROM episodic_memories WHERE is_deleted = 0;
+    -- Bumped on every change to the active rows' text, so in-memory
+    -- keyword indexes (in any process) know when they are behind.
+    INSERT INTO meta(name, value) VALUES ('episodic_text_revision', 0);
+    CREATE TRIGGER episodic_fts_insert AFTER INSERT ON episodic_memories WHEN new.is_deleted = 0 BEGIN
+        INSERT INTO episodic_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
+        UPDATE meta SET value = value + 1 WHERE name = 'episodic_text_revision';
+    END;
+    CREATE TRIGGER episodic_fts_delete AFTER DELETE ON episodic_memories WHEN old.is_deleted = 0 BEGIN
+        DELETE FROM episodic_fts WHERE rowid = old.id;
+        UPDATE meta SET value = value + 1 WHERE name = 'episodic_text_revision';
+    END;
+    CREATE TRIGGER episodic_fts_update AFTER UPDATE OF text, tags, is_deleted ON episodic_memories
+    WHEN old.is_deleted = 0 OR new.is_deleted = 0 BEGIN
+        DELETE FROM episodic_fts WHERE rowid = old.id AND old.is_deleted = 0;
+        INSERT INTO episodic_fts(rowid, text, tags) SELECT new.id, new.text, new.tags WHERE new.is_deleted = 0;
+        UPDATE meta SET value = value + 1 WHERE name = 'episodic_text_revision';
+    END;
+    "#,
 ];
 
 /// The schema version this build writes.

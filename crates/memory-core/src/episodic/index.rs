@@ -11,6 +11,7 @@ use cairn_memory_vector::{AutoIndex, IndexConfig};
 use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::keyword::KeywordState;
 use super::{BackfillReport, EpisodicIndexStatus, ReembedProgress, ReembedStep};
 use crate::constants::EPISODIC_BACKFILL_BATCH;
 use crate::db::{MemoryDb, space_signature};
@@ -41,6 +42,8 @@ pub(crate) struct EpisodicState {
     pending: Mutex<Option<(String, Receiver<Result<AutoIndex>>)>>,
     progress: Mutex<ReembedProgress>,
     swap: Mutex<()>,
+    /// The in-memory keyword index.
+    pub(crate) keywords: KeywordState,
 }
 
 /// A usable index for one space, or the reason to scan instead.
@@ -358,6 +361,7 @@ impl MemoryDb {
             .map_err(MemoryError::sqlite("counting episodic rows"))?;
         drop(connection);
         self.collect_background_build();
+        let keyword_index_len = self.keyword_index_len();
         let slot = self.episodic.slot.read();
         Ok(EpisodicIndexStatus {
             index_len: slot.index.as_ref().map_or(0, |index| index.len()),
@@ -366,6 +370,7 @@ impl MemoryDb {
             ready: slot.index.is_some() && slot.space == space && slot.revision.is_some(),
             building: slot.building,
             space: slot.space.clone(),
+            keyword_index_len,
         })
     }
 
@@ -374,6 +379,8 @@ impl MemoryDb {
     /// afford to wait calls this; searches never need to.
     pub fn build_episodic_index(&self) -> Result<EpisodicIndexStatus> {
         self.wait_for_background_build();
+        self.wait_for_keyword_index();
+        self.keywords_locked(&self.lock_writer(), true)?;
         if let Some(embedder) = self.embedder() {
             let space = space_signature(&*embedder);
             let connection = self.lock_writer();

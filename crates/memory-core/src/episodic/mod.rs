@@ -25,6 +25,7 @@
 
 mod context;
 mod index;
+mod keyword;
 mod search;
 mod write;
 
@@ -429,4 +430,6 @@ pub struct EpisodicIndexStatus {
     pub building: bool,
     /// The space the index holds.
     pub space: Option<String>,
+    /// Rows in the in-memory keyword index (`None` before it is built).
+    pub keyword_index_len: Option<usize>,
 }

@@ -8,6 +8,7 @@ use cairn_memory_vector::{Hit, MmrCandidate, admit, decay_score, mmr};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::index::{IndexAccess, episodic_revision};
+use super::keyword::text_revision;
 use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown};
 use crate::constants::{
     FTS_MAX_QUERY_TERMS, FTS_MIN_TERM_CHARS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK,
@@ -15,13 +16,13 @@ use crate::constants::{
 };
 use crate::db::{MemoryDb, now_ms, space_signature};
 use crate::error::{MemoryError, Result};
-use crate::keywords;
 use crate::semantic::blob_vector;
+use crate::{bm25, keywords};
 
 const MS_PER_DAY: f64 = 86_400_000.0;
-/// First vector probe of a relevance-filtered search; widened to the full
-/// pool only while the probe's last hit could still be admitted.
-const FILTERED_PROBE: usize = 64;
+/// Vector probes of a relevance-filtered search: each is tried only while
+/// the previous probe's last hit could still be admitted (the pool caps it).
+const FILTERED_PROBES: [usize; 3] = [64, 256, 1_024];
 
 /// Turns free text into a safe FTS5 query: lower-cased alphanumeric words
 /// of at least 2 characters, stop words dropped, each quoted as a string
@@ -124,15 +125,14 @@ pub(super) fn scan(tx: &Connection, space: &str, query: &[f32], k: usize) -> Res
     Ok(hits)
 }
 
-/// FTS5 bm25 top-`k` among active rows: `(id, bm25 negated so higher is better)`.
+/// FTS5 bm25 top-`k`: `(id, bm25 negated so higher is better)`. The
+/// keyword index holds active rows only (schema migration 3).
 fn keyword_hits(tx: &Connection, fts_query: &str, k: usize) -> Result<Vec<(i64, f64)>> {
     let operation = "searching episodic keywords";
     let mut statement = tx
         .prepare_cached(
-            "SELECT m.id, bm25(episodic_fts) AS rank FROM episodic_fts
-             JOIN episodic_memories m ON m.id = episodic_fts.rowid
-             WHERE episodic_fts MATCH ?1 AND m.is_deleted = 0
-             ORDER BY rank, m.id LIMIT ?2",
+            "SELECT rowid, bm25(episodic_fts) AS rank FROM episodic_fts
+             WHERE episodic_fts MATCH ?1 ORDER BY rank, rowid LIMIT ?2",
         )
         .map_err(MemoryError::sqlite(operation))?;
     let rows = statement
@@ -200,11 +200,19 @@ impl MemoryDb {
                     }
                 };
                 let pool = if query.mode == RetrievalMode::Hybrid { HYBRID_CANDIDATES } else { MMR_MAX_POOL };
-                let hits = if query.relevance_filter && pool > FILTERED_PROBE {
-                    let probe = search(FILTERED_PROBE)?;
-                    let widen = probe.len() == FILTERED_PROBE
-                        && probe.last().is_some_and(|hit| hit.cosine >= LONG_TEXT_RELEVANCE_THRESHOLD);
-                    if widen { search(pool)? } else { probe }
+                let hits = if query.relevance_filter {
+                    // Hits come in cosine order: once a probe ends below the
+                    // lowest gate, a wider one adds nothing admissible.
+                    let mut hits = Vec::new();
+                    for k in FILTERED_PROBES.map(|k| k.min(pool)) {
+                        hits = search(k)?;
+                        let may_continue = hits.len() == k
+                            && hits.last().is_some_and(|hit| hit.cosine >= LONG_TEXT_RELEVANCE_THRESHOLD);
+                        if !may_continue || k == pool {
+                            break;
+                        }
+                    }
+                    hits
                 } else {
                     search(pool)?
                 };
@@ -218,7 +226,15 @@ impl MemoryDb {
                 } else {
                     query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
                 };
-                for (rank, (id, bm25)) in keyword_hits(tx, fts_query, k)?.into_iter().enumerate() {
+                let hits = match self.keyword_index_for_read(text_revision(tx)?)? {
+                    Some(index) => index
+                        .search(&bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS), k)
+                        .into_iter()
+                        .map(|(id, score)| (id as i64, score))
+                        .collect(),
+                    None => keyword_hits(tx, fts_query, k)?,
+                };
+                for (rank, (id, bm25)) in hits.into_iter().enumerate() {
                     by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
                 }
             }

@@ -4,6 +4,7 @@
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::index::{IndexAccess, bump_episodic_revision, episodic_revision};
+use super::keyword::text_revision;
 use super::{EpisodicOutcome, EpisodicRecord, NewEpisode};
 use crate::constants::{
     EPISODIC_DEDUP_COSINE, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS, EPISODIC_MAX_TAG_CHARS,
@@ -265,6 +266,7 @@ impl MemoryDb {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(MemoryError::sqlite("writing an episodic row"))?;
         let before = episodic_revision(&tx)?;
+        let text_before = text_revision(&tx)?;
 
         let same_text: Option<i64> = tx
             .prepare_cached("SELECT id FROM episodic_memories WHERE text = ?1 AND is_deleted = 0 ORDER BY id LIMIT 1")
@@ -366,6 +368,7 @@ impl MemoryDb {
             episode.source_ref.as_deref().unwrap_or(""),
         )?;
         let after = bump_episodic_revision(&tx)?;
+        let text_after = text_revision(&tx)?;
 
         // The index changes before the commit; a refusal rolls the row back.
         if let Some(IndexAccess::Ready(index)) = &access {
@@ -389,6 +392,7 @@ impl MemoryDb {
             return Err(MemoryError::sqlite("writing an episodic row")(error));
         }
         self.advance_revision(before, after);
+        self.keywords_after_write(text_before, text_after, Some((id, &checked.text, &checked.tags_json)), &evicted);
         Ok(EpisodicOutcome::Inserted { id, has_vector: embedded.is_some(), evicted })
     }
 
@@ -406,6 +410,7 @@ impl MemoryDb {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(MemoryError::sqlite("tombstoning episodic rows"))?;
         let before = episodic_revision(&tx)?;
+        let text_before = text_revision(&tx)?;
         let mut done = Vec::new();
         for id in ids {
             if tombstone(&tx, *id, source, detail)? {
@@ -416,6 +421,7 @@ impl MemoryDb {
             return Ok(done);
         }
         let after = bump_episodic_revision(&tx)?;
+        let text_after = text_revision(&tx)?;
         tx.commit().map_err(MemoryError::sqlite("tombstoning episodic rows"))?;
         // Still under the writer lock: the index never outlives a committed tombstone
         // for longer than this critical section.
@@ -431,6 +437,7 @@ impl MemoryDb {
             }
         }
         self.advance_revision(before, after);
+        self.keywords_after_write(text_before, text_after, None, &done);
         drop(connection);
         Ok(done)
     }

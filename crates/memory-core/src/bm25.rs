@@ -1,0 +1,300 @@
+//! An in-memory BM25 index over stemmed words: the fast path of keyword
+//! search. FTS5 scores every row a query matches through its auxiliary
+//! function API (microseconds a row), so a query holding a word found in
+//! half the store costs milliseconds; here the same ranking is a walk over
+//! integer postings. The SQLite FTS5 table stays the durable index and the
+//! fallback while this one is being built.
+//!
+//! Documents are the caller's `u64` ids; a text's terms are its
+//! lower-cased words of two characters or more, stopwords dropped, each
+//! reduced to its Snowball stem. Scoring is Okapi BM25 with FTS5's
+//! constants and idf floor, so the ranking matches `bm25()` on one column.
+
+use std::collections::HashMap;
+
+use parking_lot::RwLock;
+
+use crate::keywords;
+
+/// Term-frequency saturation (FTS5's `k1`).
+pub(crate) const K1: f64 = 1.2;
+/// Length normalisation (FTS5's `b`).
+pub(crate) const B: f64 = 0.75;
+/// Smallest idf a matching term contributes (FTS5 clamps the same way).
+const MIN_IDF: f64 = 1e-6;
+
+/// The stemmed terms of `text`, in order, with repeats.
+pub(crate) fn terms(text: &str) -> Vec<String> {
+    keywords::words(text).map(|word| keywords::stem(&word)).collect()
+}
+
+/// The distinct stemmed terms of a query, at most `max` of them, in first-seen order.
+pub(crate) fn query_terms(text: &str, max: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for term in terms(text) {
+        if !out.contains(&term) {
+            out.push(term);
+            if out.len() == max {
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy)]
+struct Posting {
+    slot: u32,
+    tf: u32,
+}
+
+#[derive(Default)]
+struct Inner {
+    term_ids: HashMap<String, u32>,
+    /// Postings by term id, in no particular order.
+    postings: Vec<Vec<Posting>>,
+    /// Slot of each document id.
+    slots: HashMap<u64, u32>,
+    /// By slot: the document id, its length in terms and its distinct term ids.
+    docs: Vec<Option<(u64, u32, Vec<u32>)>>,
+    free: Vec<u32>,
+    total_len: u64,
+}
+
+/// A thread-safe BM25 index: many searches at once, one change at a time.
+#[derive(Default)]
+pub(crate) struct Bm25Index {
+    inner: RwLock<Inner>,
+}
+
+impl Bm25Index {
+    /// An index over `docs` (id and text).
+    pub(crate) fn build<'a>(docs: impl IntoIterator<Item = (u64, &'a str)>) -> Self {
+        let index = Self::default();
+        {
+            let mut inner = index.inner.write();
+            for (id, text) in docs {
+                inner.insert(id, &terms(text));
+            }
+        }
+        index
+    }
+
+    /// Adds (or replaces) document `id`.
+    pub(crate) fn add(&self, id: u64, text: &str) {
+        let terms = terms(text);
+        let mut inner = self.inner.write();
+        inner.remove(id);
+        inner.insert(id, &terms);
+    }
+
+    /// Removes document `id`; `false` when it was not there.
+    pub(crate) fn remove(&self, id: u64) -> bool {
+        self.inner.write().remove(id)
+    }
+
+    /// Number of documents.
+    pub(crate) fn len(&self) -> usize {
+        self.inner.read().slots.len()
+    }
+
+    /// Every document id, unordered.
+    pub(crate) fn ids(&self) -> Vec<u64> {
+        self.inner.read().slots.keys().copied().collect()
+    }
+
+    /// The `k` best documents for `query_terms` (stemmed, distinct), as
+    /// `(id, score)` with the best first and ties broken by the lower id.
+    /// Documents matching no term are not returned.
+    pub(crate) fn search(&self, query_terms: &[String], k: usize) -> Vec<(u64, f64)> {
+        let inner = self.inner.read();
+        let count = inner.slots.len();
+        if count == 0 || k == 0 {
+            return Vec::new();
+        }
+        let average = inner.total_len as f64 / count as f64;
+        let mut scores = vec![0.0f64; inner.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for term in query_terms {
+            let Some(&term_id) = inner.term_ids.get(term) else { continue };
+            let postings = &inner.postings[term_id as usize];
+            if postings.is_empty() {
+                continue;
+            }
+            let df = postings.len() as f64;
+            let idf = ((count as f64 - df + 0.5) / (df + 0.5)).ln().max(MIN_IDF);
+            for posting in postings {
+                let length = inner.docs[posting.slot as usize].as_ref().map_or(0, |(_, length, _)| *length);
+                let tf = f64::from(posting.tf);
+                let norm = K1 * (1.0 - B + B * f64::from(length) / average.max(f64::MIN_POSITIVE));
+                let score = &mut scores[posting.slot as usize];
+                if *score == 0.0 {
+                    touched.push(posting.slot);
+                }
+                *score += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+        let id_of = |slot: u32| inner.docs[slot as usize].as_ref().map_or(u64::MAX, |(id, _, _)| *id);
+        let order = |a: &u32, b: &u32| {
+            scores[*b as usize].total_cmp(&scores[*a as usize]).then_with(|| id_of(*a).cmp(&id_of(*b)))
+        };
+        if touched.len() > k {
+            touched.select_nth_unstable_by(k - 1, order);
+            touched.truncate(k);
+        }
+        touched.sort_unstable_by(order);
+        touched.into_iter().map(|slot| (id_of(slot), scores[slot as usize])).collect()
+    }
+}
+
+impl Inner {
+    fn insert(&mut self, id: u64, terms: &[String]) {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.docs.push(None);
+                (self.docs.len() - 1) as u32
+            }
+        };
+        let mut counts: Vec<(u32, u32)> = Vec::new();
+        for term in terms {
+            let next = self.term_ids.len() as u32;
+            let term_id = *self.term_ids.entry(term.clone()).or_insert(next);
+            if term_id as usize == self.postings.len() {
+                self.postings.push(Vec::new());
+            }
+            match counts.iter_mut().find(|(seen, _)| *seen == term_id) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((term_id, 1)),
+            }
+        }
+        for (term_id, tf) in &counts {
+            self.postings[*term_id as usize].push(Posting { slot, tf: *tf });
+        }
+        let length = terms.len() as u32;
+        self.total_len += u64::from(length);
+        self.docs[slot as usize] = Some((id, length, counts.into_iter().map(|(term_id, _)| term_id).collect()));
+        self.slots.insert(id, slot);
+    }
+
+    fn remove(&mut self, id: u64) -> bool {
+        let Some(slot) = self.slots.remove(&id) else { return false };
+        if let Some((_, length, term_ids)) = self.docs[slot as usize].take() {
+            self.total_len -= u64::from(length);
+            for term_id in term_ids {
+                let postings = &mut self.postings[term_id as usize];
+                if let Some(position) = postings.iter().position(|posting| posting.slot == slot) {
+                    postings.swap_remove(position);
+                }
+            }
+        }
+        self.free.push(slot);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(text: &str) -> Vec<String> {
+        query_terms(text, 32)
+    }
+
+    #[test]
+    fn scores_match_hand_computed_bm25() {
+        // Three documents; "tea" is in two of them.
+        let index = Bm25Index::build([(1, "green tea tea"), (2, "black tea with milk"), (3, "coffee beans")]);
+        // Terms: [green, tea, tea] (3), [black, tea, milk] (3; "with" is a stopword), [coffe, bean] (2).
+        let average = 8.0 / 3.0;
+        let idf = ((3.0 - 2.0 + 0.5) / (2.0 + 0.5f64)).ln().max(MIN_IDF);
+        let expect = |tf: f64, length: f64| idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * length / average));
+        let hits = index.search(&q("tea"), 10);
+        assert_eq!(hits.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1, 2]);
+        assert!((hits[0].1 - expect(2.0, 3.0)).abs() < 1e-12);
+        assert!((hits[1].1 - expect(1.0, 3.0)).abs() < 1e-12);
+        // A term in one document of three has a positive idf.
+        let milk = index.search(&q("milk"), 10);
+        assert_eq!(milk.len(), 1);
+        assert!(milk[0].1 > hits[0].1);
+    }
+
+    #[test]
+    fn stems_join_inflections_and_stopwords_never_match() {
+        let index = Bm25Index::build([(7, "Deploying the gateways"), (8, "the and of")]);
+        assert_eq!(index.search(&q("deploy gateway"), 5).first().map(|(id, _)| *id), Some(7));
+        assert!(index.search(&q("the of"), 5).is_empty());
+        assert!(index.search(&[], 5).is_empty());
+    }
+
+    #[test]
+    fn removed_documents_never_surface_and_slots_are_reused() {
+        let index = Bm25Index::build((1..=100u64).map(|id| (id, if id % 2 == 0 { "even tide" } else { "odd tide" })));
+        for id in (2..=100).step_by(2) {
+            assert!(index.remove(id));
+        }
+        assert!(!index.remove(2));
+        assert_eq!(index.len(), 50);
+        assert!(index.search(&q("even"), 100).is_empty());
+        assert!(index.search(&q("tide"), 100).iter().all(|(id, _)| id % 2 == 1));
+        index.add(1_000, "even again");
+        assert_eq!(index.search(&q("even"), 10), vec![(1_000, index.search(&q("even"), 10)[0].1)]);
+        assert_eq!(index.inner.read().docs.len(), 100, "a freed slot is reused");
+        // Re-adding an id replaces its text.
+        index.add(1_000, "odd now");
+        assert!(index.search(&q("even"), 10).is_empty());
+    }
+
+    #[test]
+    fn top_k_is_the_head_of_the_full_order_with_ties_by_id() {
+        let docs: Vec<(u64, String)> = (0..500u64)
+            .map(|id| (id, format!("alpha {} beta{}", "gamma ".repeat((id % 7) as usize), id % 3)))
+            .collect();
+        let index = Bm25Index::build(docs.iter().map(|(id, text)| (*id, text.as_str())));
+        let all = index.search(&q("alpha gamma beta1"), usize::MAX);
+        assert_eq!(all.len(), 500);
+        for window in all.windows(2) {
+            assert!(window[0].1 > window[1].1 || (window[0].1 == window[1].1 && window[0].0 < window[1].0));
+        }
+        assert_eq!(index.search(&q("alpha gamma beta1"), 17), all[..17]);
+    }
+
+    #[test]
+    fn concurrent_changes_and_searches_keep_postings_consistent() {
+        let index = std::sync::Arc::new(Bm25Index::default());
+        std::thread::scope(|scope| {
+            for writer in 0..4u64 {
+                let index = &index;
+                scope.spawn(move || {
+                    for i in 0..500u64 {
+                        let id = writer * 1_000 + i;
+                        index.add(id, &format!("shared word{} writer{writer}", i % 10));
+                        if i % 3 == 0 {
+                            index.remove(id);
+                        }
+                    }
+                });
+            }
+            for _ in 0..4 {
+                let index = &index;
+                scope.spawn(move || {
+                    for _ in 0..200 {
+                        let hits = index.search(&q("shared word3"), 50);
+                        assert!(hits.iter().all(|(_, score)| *score > 0.0));
+                        assert!(hits.windows(2).all(|pair| pair[0].1 >= pair[1].1));
+                    }
+                });
+            }
+        });
+        // At rest: every kept document is found, no removed one is.
+        let hits = index.search(&q("shared"), usize::MAX);
+        let expected = 4 * (500 - 167);
+        assert_eq!(hits.len(), expected);
+        assert_eq!(index.len(), expected);
+        assert!(hits.iter().all(|(id, _)| id % 1_000 % 3 != 0));
+        let inner = index.inner.read();
+        let postings: usize = inner.postings.iter().map(Vec::len).sum();
+        let expected_postings: usize = inner.docs.iter().flatten().map(|(_, _, terms)| terms.len()).sum();
+        assert_eq!(postings, expected_postings);
+    }
+}

@@ -1,0 +1,263 @@
+//! The in-memory keyword index of active episodic rows ([`Bm25Index`]),
+//! kept in step with the table through `episodic_text_revision`, a counter
+//! the schema's triggers bump whenever an active row's text or tags change
+//! or a row becomes active or inactive, whichever process writes.
+//!
+//! Writes through this store update the index in their critical section;
+//! anything else (another process) is caught up by diffing row ids before
+//! the next search trusts it. While a large store's index is first built
+//! on a background thread, keyword search runs on FTS5 instead.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::bm25::Bm25Index;
+use crate::constants::KEYWORD_INLINE_BUILD;
+use crate::db::MemoryDb;
+use crate::error::{MemoryError, Result};
+
+#[derive(Default)]
+struct Slot {
+    index: Option<Arc<Bm25Index>>,
+    /// The `episodic_text_revision` the index reflects.
+    revision: Option<i64>,
+    building: bool,
+}
+
+/// A finished build: the index and the text revision it reflects.
+type Built = Result<(Bm25Index, i64)>;
+
+/// Per-store keyword index state.
+#[derive(Default)]
+pub(crate) struct KeywordState {
+    slot: RwLock<Slot>,
+    pending: Mutex<Option<Receiver<Built>>>,
+}
+
+pub(crate) fn text_revision(connection: &Connection) -> Result<i64> {
+    connection
+        .prepare_cached("SELECT value FROM meta WHERE name = 'episodic_text_revision'")
+        .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
+        .map_err(MemoryError::sqlite("reading the episodic text revision"))
+        .map(|value| value.unwrap_or(0))
+}
+
+/// What the keyword index holds for a row: its text and its tags.
+pub(crate) fn document(text: &str, tags_json: &str) -> String {
+    format!("{text} {tags_json}")
+}
+
+/// Active rows (all, or those among `only`) as `(id, document)`.
+fn load_documents(connection: &Connection, only: Option<&[u64]>) -> Result<Vec<(u64, String)>> {
+    let operation = "loading episodic texts";
+    let read = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(u64, String)> {
+        let id: i64 = row.get(0)?;
+        let text: String = row.get(1)?;
+        let tags: String = row.get(2)?;
+        Ok((id as u64, document(&text, &tags)))
+    };
+    match only {
+        None => {
+            let mut statement = connection
+                .prepare_cached("SELECT id, text, tags FROM episodic_memories WHERE is_deleted = 0")
+                .map_err(MemoryError::sqlite(operation))?;
+            let rows = statement.query_map([], read).map_err(MemoryError::sqlite(operation))?;
+            rows.collect::<Result<_, _>>().map_err(MemoryError::sqlite(operation))
+        }
+        Some(ids) => {
+            let mut statement = connection
+                .prepare_cached("SELECT id, text, tags FROM episodic_memories WHERE id = ?1 AND is_deleted = 0")
+                .map_err(MemoryError::sqlite(operation))?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(document) =
+                    statement.query_row(params![*id as i64], read).optional().map_err(MemoryError::sqlite(operation))?
+                {
+                    out.push(document);
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// A full index and the revision it reflects, read inside the caller's
+/// transaction (one snapshot).
+fn build(tx: &Connection) -> Built {
+    let revision = text_revision(tx)?;
+    let documents = load_documents(tx, None)?;
+    let index = Bm25Index::build(documents.iter().map(|(id, text)| (*id, text.as_str())));
+    Ok((index, revision))
+}
+
+impl MemoryDb {
+    /// The keyword index in step with `revision` (the caller's snapshot),
+    /// brought there under the writer lock; `None` while a first build
+    /// runs in the background (search FTS5 instead).
+    pub(crate) fn keyword_index_for_read(&self, revision: i64) -> Result<Option<Arc<Bm25Index>>> {
+        self.collect_keyword_build();
+        {
+            let slot = self.episodic.keywords.slot.read();
+            if slot.revision == Some(revision)
+                && let Some(index) = &slot.index
+            {
+                return Ok(Some(Arc::clone(index)));
+            }
+            if slot.building {
+                return Ok(None);
+            }
+        }
+        let connection = self.lock_writer();
+        self.keywords_locked(&connection, false)
+    }
+
+    /// Brings the index in step with the table through the writer
+    /// connection (whose lock the caller holds), building it when missing:
+    /// inline when small or `inline`, else on a background thread.
+    pub(crate) fn keywords_locked(&self, connection: &Connection, inline: bool) -> Result<Option<Arc<Bm25Index>>> {
+        let tx = connection.unchecked_transaction().map_err(MemoryError::sqlite("syncing the keyword index"))?;
+        let revision = text_revision(&tx)?;
+        let existing = {
+            let slot = self.episodic.keywords.slot.read();
+            if slot.building {
+                return Ok(None);
+            }
+            match &slot.index {
+                Some(index) if slot.revision == Some(revision) => return Ok(Some(Arc::clone(index))),
+                Some(index) => Some(Arc::clone(index)),
+                None => None,
+            }
+        };
+        if let Some(index) = existing {
+            // Changes made elsewhere: diff the ids.
+            let operation = "listing active episodic rows";
+            let wanted: HashSet<u64> = tx
+                .prepare_cached("SELECT id FROM episodic_memories WHERE is_deleted = 0")
+                .and_then(|mut statement| {
+                    statement.query_map([], |row| row.get::<_, i64>(0).map(|id| id as u64))?.collect()
+                })
+                .map_err(MemoryError::sqlite(operation))?;
+            let have: HashSet<u64> = index.ids().into_iter().collect();
+            for id in have.difference(&wanted) {
+                index.remove(*id);
+            }
+            let missing: Vec<u64> = wanted.difference(&have).copied().collect();
+            for (id, text) in load_documents(&tx, Some(&missing))? {
+                index.add(id, &text);
+            }
+            self.episodic.keywords.slot.write().revision = Some(revision);
+            return Ok(Some(index));
+        }
+        let count: i64 = tx
+            .prepare_cached("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0")
+            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+            .map_err(MemoryError::sqlite("counting episodic rows"))?;
+        if inline || count as usize <= KEYWORD_INLINE_BUILD {
+            let (index, revision) = build(&tx)?;
+            let index = Arc::new(index);
+            *self.episodic.keywords.slot.write() =
+                Slot { index: Some(Arc::clone(&index)), revision: Some(revision), building: false };
+            return Ok(Some(index));
+        }
+        self.start_keyword_build();
+        Ok(None)
+    }
+
+    fn start_keyword_build(&self) {
+        {
+            let mut slot = self.episodic.keywords.slot.write();
+            if slot.building {
+                return;
+            }
+            slot.building = true;
+        }
+        let path = self.path().to_owned();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new().name("cairn-keyword-index".to_owned()).spawn(move || {
+            let result = (|| {
+                let connection = Connection::open(&path).map_err(MemoryError::sqlite("opening memory.db"))?;
+                connection
+                    .busy_timeout(Duration::from_secs(10))
+                    .map_err(MemoryError::sqlite("setting the busy timeout"))?;
+                let tx = connection.unchecked_transaction().map_err(MemoryError::sqlite("reading episodic texts"))?;
+                build(&tx)
+            })();
+            let _ = sender.send(result);
+        });
+        match spawned {
+            Ok(_) => *self.episodic.keywords.pending.lock() = Some(receiver),
+            Err(error) => {
+                tracing::warn!(%error, "could not start the keyword index build");
+                self.episodic.keywords.slot.write().building = false;
+            }
+        }
+    }
+
+    /// Installs a finished background build, if one is waiting.
+    fn collect_keyword_build(&self) {
+        let Some(mut pending) = self.episodic.keywords.pending.try_lock() else { return };
+        let Some(receiver) = pending.as_ref() else { return };
+        let finished = match receiver.try_recv() {
+            Ok(result) => Some(result),
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => None,
+        };
+        *pending = None;
+        let mut slot = self.episodic.keywords.slot.write();
+        slot.building = false;
+        match finished {
+            Some(Ok((index, revision))) => {
+                slot.index = Some(Arc::new(index));
+                slot.revision = Some(revision);
+            }
+            Some(Err(error)) => tracing::warn!(%error, "keyword index build failed; keyword search stays on FTS5"),
+            None => {}
+        }
+    }
+
+    /// Documents in the keyword index, if there is one.
+    pub(crate) fn keyword_index_len(&self) -> Option<usize> {
+        self.episodic.keywords.slot.read().index.as_ref().map(|index| index.len())
+    }
+
+    /// Blocks until a background keyword build has finished and installs it.
+    pub(crate) fn wait_for_keyword_index(&self) {
+        loop {
+            self.collect_keyword_build();
+            if !self.episodic.keywords.slot.read().building {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Records a committed write made under the writer lock that moved the
+    /// text revision from `before` to `after`: rows `removed` left the
+    /// active set and `added` (id, text, tags) joined it. An index that was
+    /// not in step stays behind (the next search catches it up).
+    pub(crate) fn keywords_after_write(
+        &self,
+        before: i64,
+        after: i64,
+        added: Option<(i64, &str, &str)>,
+        removed: &[i64],
+    ) {
+        let mut slot = self.episodic.keywords.slot.write();
+        if slot.revision != Some(before) {
+            return;
+        }
+        let Some(index) = slot.index.clone() else { return };
+        for id in removed {
+            index.remove(*id as u64);
+        }
+        if let Some((id, text, tags)) = added {
+            index.add(id as u64, &document(text, tags));
+        }
+        slot.revision = Some(after);
+    }
+}
