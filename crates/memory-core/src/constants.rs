@@ -88,7 +88,7 @@ pub const TRUNCATION_MARKER: &str = "…[truncated]";
 /// File name of the keyword index over the Markdown files, inside Cairn's home.
 pub const INDEX_FILE_NAME: &str = "memory_index.db";
 /// Schema version of the keyword index; another value means "rebuild".
-pub const INDEX_SCHEMA_VERSION: &str = "1";
+pub const INDEX_SCHEMA_VERSION: &str = "2";
 /// Distinct terms of a keyword query kept; the rest are ignored.
 pub const MAX_SEARCH_QUERY_TERMS: usize = 32;
 /// Heartbeat ticks between full rebuilds of the keyword index.

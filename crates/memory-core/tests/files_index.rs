@@ -211,3 +211,27 @@ fn a_replaced_index_heals_while_another_handle_is_open() {
     assert_eq!(hits.len(), 1);
     assert!(log.contains("damaged"), "{log}");
 }
+
+#[test]
+fn a_second_handle_s_writes_reach_the_first_handle_s_ranking() {
+    // Two handles on one home stand for two processes: the first ranks in
+    // memory, the second appends; the first sees the new entry at once.
+    let home = populated();
+    let first = files_at(home.path(), 29);
+    assert!(first.search_files("lighthouse", 10).unwrap().is_empty());
+    assert_eq!(first.search_files("gateway staging", 10).unwrap().len(), 1);
+    let second = files_at(home.path(), 29);
+    second.append_history("Painted the lighthouse next to the gateway.").unwrap();
+    let hits = first.search_files("lighthouse", 10).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(hits[0].snippet.contains("[lighthouse]"), "{}", hits[0].snippet);
+    // Ranked best first: both gateway entries, the one with both terms ahead.
+    let hits = first.search_files("gateway lighthouse", 10).unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert!(hits[0].snippet.contains("lighthouse") && hits[0].score <= hits[1].score, "{hits:?}");
+    // A full rebuild by the second handle reuses no rowid the first still holds.
+    second.rebuild_index().unwrap();
+    let hits = first.search_files("lighthouse", 10).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(hits[0].snippet.contains("lighthouse"), "{hits:?}");
+}

@@ -4,15 +4,23 @@
 //! or unreadable index is moved aside and rebuilt instead of failing the
 //! caller. One chunk per history entry and per paragraph of the preferences
 //! and projects files, each with its file, date, time and first line.
+//!
+//! Ranking runs on an in-memory BM25 copy of the chunks ([`Bm25Index`]):
+//! FTS5's `bm25()` costs microseconds per matching chunk, too slow when a
+//! query word is in half a year of history. The copy follows the table by
+//! rowid, caught up after this handle's writes and whenever
+//! `PRAGMA data_version` says another connection committed; FTS5 still
+//! renders the snippets of the hits.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::history::{parse_day_file_name, split_entries};
+use crate::bm25::Bm25Index;
 use crate::constants::{BUSY_TIMEOUT_MS, INDEX_SCHEMA_VERSION, MAX_SEARCH_QUERY_TERMS};
 use crate::error::{MemoryError, Result};
 
@@ -58,11 +66,24 @@ pub(crate) struct KeywordIndex {
     path: PathBuf,
     memory_dir: PathBuf,
     connection: Mutex<Option<Connection>>,
+    /// The in-memory ranking copy; only touched with `connection` locked.
+    ranking: Mutex<Option<Ranking>>,
+}
+
+/// The BM25 copy of the chunks and the `data_version` it was synced at.
+struct Ranking {
+    index: Bm25Index,
+    data_version: i64,
+    /// Set by this handle's own writes, which `data_version` does not count.
+    dirty: bool,
 }
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
+-- Hands out chunk rowids that are never reused (AUTOINCREMENT), so the
+-- in-memory ranking can follow the table by rowid alone.
+CREATE TABLE IF NOT EXISTS chunk_ids (id INTEGER PRIMARY KEY AUTOINCREMENT);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks USING fts5(
     text, path UNINDEXED, date UNINDEXED, time UNINDEXED, line UNINDEXED,
     tokenize = 'porter unicode61'
@@ -76,7 +97,7 @@ enum Opened {
 
 impl KeywordIndex {
     pub(crate) fn new(path: PathBuf, memory_dir: PathBuf) -> Self {
-        KeywordIndex { path, memory_dir, connection: Mutex::new(None) }
+        KeywordIndex { path, memory_dir, connection: Mutex::new(None), ranking: Mutex::new(None) }
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -90,6 +111,8 @@ impl KeywordIndex {
         let mut healed = false;
         for attempt in 0..2 {
             if slot.is_none() {
+                // A new connection (or a rebuilt file): the copy starts over.
+                *self.ranking.lock() = None;
                 match self.open_connection() {
                     Ok((mut connection, opened)) => {
                         if let Opened::NeedsBuild { healed: moved } = opened {
@@ -245,6 +268,7 @@ impl KeywordIndex {
         )
         .map_err(MemoryError::sqlite(operation))?;
         tx.commit().map_err(MemoryError::sqlite(operation))?;
+        self.mark_changed();
         tracing::debug!(?report, "keyword index rebuilt");
         Ok(report)
     }
@@ -259,7 +283,9 @@ impl KeywordIndex {
             // The file is read inside the write transaction, so the last of
             // several concurrent updaters always indexes the newest content.
             index_file_on(&tx, &self.memory_dir, relative, true)?;
-            tx.commit().map_err(MemoryError::sqlite(operation))
+            tx.commit().map_err(MemoryError::sqlite(operation))?;
+            self.mark_changed();
+            Ok(())
         })
         .map(|_| ())
     }
@@ -285,9 +311,10 @@ impl KeywordIndex {
                 .map_err(MemoryError::sqlite(operation))?;
             tx.execute("DELETE FROM chunks WHERE path = ?1 AND line = ?2", params![relative, line as i64])
                 .map_err(MemoryError::sqlite(operation))?;
+            let id = next_chunk_id(&tx)?;
             tx.execute(
-                "INSERT INTO chunks (text, path, date, time, line) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![text, relative, date, time, line as i64],
+                "INSERT INTO chunks (rowid, text, path, date, time, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, text, relative, date, time, line as i64],
             )
             .map_err(MemoryError::sqlite(operation))?;
             let stored: Option<(i64, i64)> = tx
@@ -312,7 +339,9 @@ impl KeywordIndex {
                 )
                 .map_err(MemoryError::sqlite(operation))?;
             }
-            tx.commit().map_err(MemoryError::sqlite(operation))
+            tx.commit().map_err(MemoryError::sqlite(operation))?;
+            self.mark_changed();
+            Ok(())
         })
         .map(|_| ())
     }
@@ -330,9 +359,70 @@ impl KeywordIndex {
             for relative in relatives {
                 delete_file_rows(&tx, relative)?;
             }
-            tx.commit().map_err(MemoryError::sqlite(operation))
+            tx.commit().map_err(MemoryError::sqlite(operation))?;
+            self.mark_changed();
+            Ok(())
         })
         .map(|_| ())
+    }
+
+    /// Records that this handle changed the table.
+    fn mark_changed(&self) {
+        if let Some(ranking) = self.ranking.lock().as_mut() {
+            ranking.dirty = true;
+        }
+    }
+
+    /// Brings the ranking copy in step with the table (by rowid) and runs
+    /// `search` on it.
+    fn ranked<T>(&self, connection: &Connection, search: impl FnOnce(&Bm25Index) -> T) -> Result<T> {
+        let operation = "syncing the keyword ranking";
+        let data_version: i64 = connection
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(MemoryError::sqlite(operation))?;
+        let mut ranking = self.ranking.lock();
+        let ranking = ranking.get_or_insert_with(|| Ranking { index: Bm25Index::default(), data_version, dirty: true });
+        if ranking.dirty || ranking.data_version != data_version {
+            let tx = connection.unchecked_transaction().map_err(MemoryError::sqlite(operation))?;
+            let wanted: std::collections::HashSet<u64> = tx
+                .prepare_cached("SELECT rowid FROM chunks")
+                .and_then(|mut statement| {
+                    statement.query_map([], |row| row.get::<_, i64>(0).map(|id| id as u64))?.collect()
+                })
+                .map_err(MemoryError::sqlite(operation))?;
+            let have: std::collections::HashSet<u64> = ranking.index.ids().into_iter().collect();
+            for id in have.difference(&wanted) {
+                ranking.index.remove(*id);
+            }
+            let missing: std::collections::HashSet<u64> = wanted.difference(&have).copied().collect();
+            if missing.len() > 64 {
+                // Many (a first sync): one pass over the table beats point reads.
+                let mut statement =
+                    tx.prepare_cached("SELECT rowid, text FROM chunks").map_err(MemoryError::sqlite(operation))?;
+                let mut rows = statement.query([]).map_err(MemoryError::sqlite(operation))?;
+                while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
+                    let id = row.get::<_, i64>(0).map_err(MemoryError::sqlite(operation))? as u64;
+                    if missing.contains(&id) {
+                        ranking.index.add(
+                            id,
+                            row.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(MemoryError::sqlite(operation))?,
+                        );
+                    }
+                }
+            } else {
+                let mut statement = tx
+                    .prepare_cached("SELECT text FROM chunks WHERE rowid = ?1")
+                    .map_err(MemoryError::sqlite(operation))?;
+                for id in missing {
+                    let text: String =
+                        statement.query_row([id as i64], |row| row.get(0)).map_err(MemoryError::sqlite(operation))?;
+                    ranking.index.add(id, &text);
+                }
+            }
+            ranking.data_version = data_version;
+            ranking.dirty = false;
+        }
+        Ok(search(&ranking.index))
     }
 
     /// bm25-ranked search; the query is reduced to quoted terms so user text
@@ -342,8 +432,17 @@ impl KeywordIndex {
         if limit == 0 {
             return Ok((Vec::new(), false));
         }
+        let terms = crate::bm25::query_terms(query, MAX_SEARCH_QUERY_TERMS);
         self.with_index(|connection| {
             let operation = "searching the keyword index";
+            if !terms.is_empty() {
+                let ranked = self.ranked(connection, |index| index.search(&terms, limit))?;
+                return ranked
+                    .into_iter()
+                    .map(|(rowid, score)| hit(connection, &match_expression, rowid, score))
+                    .collect();
+            }
+            // Only stopwords: FTS5 ranks them itself.
             let mut statement = connection
                 .prepare_cached(
                     "SELECT path, date, time, line, snippet(chunks, 0, '[', ']', '…', 16), bm25(chunks)
@@ -367,6 +466,41 @@ impl KeywordIndex {
             rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite(operation))
         })
     }
+}
+
+/// One ranked chunk as a hit: FTS5 renders the snippet (a chunk it does not
+/// match under its own stemmer gets its opening words instead).
+fn hit(connection: &Connection, match_expression: &str, rowid: u64, score: f64) -> Result<FileHit> {
+    let operation = "reading a keyword hit";
+    let (file, date, time, line, text): (String, String, String, i64, String) = connection
+        .prepare_cached("SELECT path, date, time, line, text FROM chunks WHERE rowid = ?1")
+        .and_then(|mut statement| {
+            statement
+                .query_row([rowid as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))
+        })
+        .map_err(MemoryError::sqlite(operation))?;
+    let snippet: Option<String> = connection
+        .prepare_cached("SELECT snippet(chunks, 0, '[', ']', '…', 16) FROM chunks WHERE chunks MATCH ?1 AND rowid = ?2")
+        .and_then(|mut statement| {
+            statement.query_row(params![match_expression, rowid as i64], |row| row.get(0)).optional()
+        })
+        .map_err(MemoryError::sqlite(operation))?;
+    let snippet = snippet.unwrap_or_else(|| {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let mut opening = words[..words.len().min(16)].join(" ");
+        if words.len() > 16 {
+            opening.push('…');
+        }
+        opening
+    });
+    Ok(FileHit {
+        file,
+        date: (!date.is_empty()).then_some(date),
+        time: (!time.is_empty()).then_some(time),
+        line: line as usize,
+        snippet,
+        score: -score,
+    })
 }
 
 /// True for SQLite errors that mean the file is not a usable index.
@@ -421,6 +555,19 @@ fn delete_file_rows(tx: &rusqlite::Transaction<'_>, relative: &str) -> Result<()
 
 /// Replaces the rows of one file with its current chunks; a missing file
 /// just loses its rows. Returns the number of chunks written.
+/// A chunk rowid never used before in this file.
+fn next_chunk_id(tx: &rusqlite::Transaction<'_>) -> Result<i64> {
+    let operation = "numbering a chunk";
+    tx.prepare_cached("INSERT INTO chunk_ids DEFAULT VALUES")
+        .and_then(|mut statement| statement.execute([]))
+        .map_err(MemoryError::sqlite(operation))?;
+    let id = tx.last_insert_rowid();
+    tx.prepare_cached("DELETE FROM chunk_ids")
+        .and_then(|mut statement| statement.execute([]))
+        .map_err(MemoryError::sqlite(operation))?;
+    Ok(id)
+}
+
 fn index_file_on(
     tx: &rusqlite::Transaction<'_>,
     memory_dir: &Path,
@@ -444,7 +591,7 @@ fn index_file_on(
         .and_then(parse_day_file_name)
         .map(|date| date.to_string());
     let mut insert = tx
-        .prepare_cached("INSERT INTO chunks (text, path, date, time, line) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .prepare_cached("INSERT INTO chunks (rowid, text, path, date, time, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
         .map_err(MemoryError::sqlite(operation))?;
     let mut written = 0;
     let chunks: Vec<(usize, &str, Option<&str>)> = if date.is_some() {
@@ -453,8 +600,9 @@ fn index_file_on(
         split_paragraphs(&content).into_iter().map(|(line, text)| (line, text, None)).collect()
     };
     for (line, text, time) in chunks {
+        let id = next_chunk_id(tx)?;
         insert
-            .execute(params![text, relative, date.as_deref().unwrap_or(""), time.unwrap_or(""), line as i64])
+            .execute(params![id, text, relative, date.as_deref().unwrap_or(""), time.unwrap_or(""), line as i64])
             .map_err(MemoryError::sqlite(operation))?;
         written += 1;
     }
