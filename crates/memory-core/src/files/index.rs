@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::history::{parse_day_file_name, split_entries};
@@ -437,10 +437,7 @@ impl KeywordIndex {
             let operation = "searching the keyword index";
             if !terms.is_empty() {
                 let ranked = self.ranked(connection, |index| index.search(&terms, limit))?;
-                return ranked
-                    .into_iter()
-                    .map(|(rowid, score)| hit(connection, &match_expression, rowid, score))
-                    .collect();
+                return ranked.into_iter().map(|(rowid, score)| hit(connection, &terms, rowid, score)).collect();
             }
             // Only stopwords: FTS5 ranks them itself.
             let mut statement = connection
@@ -468,9 +465,11 @@ impl KeywordIndex {
     }
 }
 
-/// One ranked chunk as a hit: FTS5 renders the snippet (a chunk it does not
-/// match under its own stemmer gets its opening words instead).
-fn hit(connection: &Connection, match_expression: &str, rowid: u64, score: f64) -> Result<FileHit> {
+/// Tokens of a snippet: at most this many words around the best matches.
+const SNIPPET_WORDS: usize = 16;
+
+/// One ranked chunk as a hit, its snippet cut around the matching words.
+fn hit(connection: &Connection, terms: &[String], rowid: u64, score: f64) -> Result<FileHit> {
     let operation = "reading a keyword hit";
     let (file, date, time, line, text): (String, String, String, i64, String) = connection
         .prepare_cached("SELECT path, date, time, line, text FROM chunks WHERE rowid = ?1")
@@ -479,28 +478,71 @@ fn hit(connection: &Connection, match_expression: &str, rowid: u64, score: f64) 
                 .query_row([rowid as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))
         })
         .map_err(MemoryError::sqlite(operation))?;
-    let snippet: Option<String> = connection
-        .prepare_cached("SELECT snippet(chunks, 0, '[', ']', '…', 16) FROM chunks WHERE chunks MATCH ?1 AND rowid = ?2")
-        .and_then(|mut statement| {
-            statement.query_row(params![match_expression, rowid as i64], |row| row.get(0)).optional()
-        })
-        .map_err(MemoryError::sqlite(operation))?;
-    let snippet = snippet.unwrap_or_else(|| {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let mut opening = words[..words.len().min(16)].join(" ");
-        if words.len() > 16 {
-            opening.push('…');
-        }
-        opening
-    });
     Ok(FileHit {
         file,
         date: (!date.is_empty()).then_some(date),
         time: (!time.is_empty()).then_some(time),
         line: line as usize,
-        snippet,
+        snippet: snippet(&text, terms),
         score: -score,
     })
+}
+
+/// The window of [`SNIPPET_WORDS`] words of `text` holding the most words
+/// whose stem is among `terms` (the earliest such window), matches in
+/// `[` `]`, `…` where the text was cut, the text between words kept.
+pub(crate) fn snippet(text: &str, terms: &[String]) -> String {
+    let mut words: Vec<(usize, usize, bool)> = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(from)) => {
+                let word = text[from..at].to_lowercase();
+                let matched = terms.contains(&crate::keywords::stem(&word));
+                words.push((from, at, matched));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if words.is_empty() {
+        return String::new();
+    }
+    let width = SNIPPET_WORDS.min(words.len());
+    let mut best = (0, 0);
+    let mut count = words[..width].iter().filter(|word| word.2).count();
+    best.1 = count;
+    for first in 1..=words.len() - width {
+        count = count + usize::from(words[first + width - 1].2) - usize::from(words[first - 1].2);
+        if count > best.1 {
+            best = (first, count);
+        }
+    }
+    let window = &words[best.0..best.0 + width];
+    let mut out = String::new();
+    if best.0 > 0 {
+        out.push('…');
+    }
+    // An uncut edge keeps the text before the first or after the last word.
+    let mut cursor = if best.0 == 0 { 0 } else { window[0].0 };
+    for &(from, to, matched) in window {
+        out.push_str(&text[cursor..from]);
+        if matched {
+            out.push('[');
+            out.push_str(&text[from..to]);
+            out.push(']');
+        } else {
+            out.push_str(&text[from..to]);
+        }
+        cursor = to;
+    }
+    if best.0 + width < words.len() {
+        out.push('…');
+    } else {
+        out.push_str(text[cursor..].trim_end());
+    }
+    out
 }
 
 /// True for SQLite errors that mean the file is not a usable index.
@@ -687,6 +729,20 @@ pub(crate) fn sanitize_query(query: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snippets_cut_around_the_densest_window_and_mark_stems() {
+        let terms = crate::bm25::query_terms("deploy gateway", 8);
+        assert_eq!(snippet("Deploying the gateway, twice.", &terms), "[Deploying] the [gateway], twice.");
+        let long: String = (0..40).map(|i| format!("w{i} ")).collect::<String>() + "deploys the gateways today";
+        assert_eq!(
+            snippet(&long, &terms),
+            "…w27 w28 w29 w30 w31 w32 w33 w34 w35 w36 w37 w38 w39 [deploys] the [gateways]…"
+        );
+        assert_eq!(snippet("no match here", &terms), "no match here");
+        assert_eq!(snippet("", &terms), "");
+        assert_eq!(snippet("¿Qué? über-deploy!", &terms), "¿Qué? über-[deploy]!");
+    }
 
     #[test]
     fn queries_become_quoted_terms_only() {
