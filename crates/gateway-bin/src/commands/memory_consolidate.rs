@@ -15,13 +15,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use cairn_memory_core::{
-    Consolidator, ConsolidatorConfig, MemoryConfig, MemoryDb, MemoryError, MemoryFiles, Summarizer, SummarizerError,
-    TranscriptMessage,
+    Consolidator, ConsolidatorConfig, MemoryConfig, MemoryDb, MemoryError, MemoryFiles, TranscriptMessage,
 };
 use serde_json::json;
 
 use crate::serve::config::{GatewayConfig, Overrides};
-use crate::serve::llm::{ChatMessage, LlmClient};
+use crate::serve::llm::{LlmClient, LlmSummarizer};
 
 /// `cairn memory consolidate`
 #[derive(Debug, clap::Args)]
@@ -37,15 +36,6 @@ pub(crate) struct ConsolidateArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-}
-
-/// The gateway's chat-completions client as consolidation's model.
-struct LlmSummarizer(LlmClient);
-
-impl Summarizer for LlmSummarizer {
-    fn summarize(&self, prompt: &str) -> Result<String, SummarizerError> {
-        self.0.complete(&[ChatMessage::user(prompt)]).map_err(|error| SummarizerError(error.to_string()))
-    }
 }
 
 fn read_transcript(path: &std::path::Path) -> anyhow::Result<Vec<TranscriptMessage>> {

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use cairn_memory_core::{Summarizer, SummarizerError};
+
 use super::config::LlmSection;
 
 /// First delay between retries; doubles per retry.
@@ -50,6 +52,7 @@ pub(crate) struct ChatMessage {
 }
 
 impl ChatMessage {
+    #[cfg(test)]
     pub(crate) fn system(content: impl Into<String>) -> Self {
         Self { role: "system", content: content.into() }
     }
@@ -174,6 +177,17 @@ impl LlmClient {
             .and_then(Value::as_str)
             .map(str::to_owned)
             .ok_or_else(|| LlmError::BadResponse("no choices[0].message.content".to_owned()))
+    }
+}
+
+/// The chat-completions client as consolidation's model: the prompt goes
+/// out as one user message and the first choice comes back.
+#[derive(Debug, Clone)]
+pub(crate) struct LlmSummarizer(pub(crate) LlmClient);
+
+impl Summarizer for LlmSummarizer {
+    fn summarize(&self, prompt: &str) -> Result<String, SummarizerError> {
+        self.0.complete(&[ChatMessage::user(prompt)]).map_err(|error| SummarizerError(error.to_string()))
     }
 }
 

@@ -8,12 +8,11 @@ pub(crate) mod auth;
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod heartbeat;
-// The chat client is driven by consolidation; health reports its configuration.
-#[allow(dead_code)]
 pub(crate) mod llm;
 pub(crate) mod model;
 pub(crate) mod pool;
 mod routes;
+pub(crate) mod sessions;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -37,6 +36,7 @@ use self::heartbeat::{HeartbeatStatus, Job};
 use self::llm::LlmClient;
 use self::model::ModelLifecycle;
 use self::pool::{EmbedPool, PoolError};
+use self::sessions::Consolidation;
 use crate::cli::Cli;
 
 /// Vectors the backfill job computes per heartbeat tick.
@@ -112,6 +112,8 @@ pub(crate) struct AgentsHandle {
 
 /// Everything a handler can reach.
 pub(crate) struct AppState {
+    /// The Cairn home (memory, state and import ledger live here).
+    pub(crate) home: PathBuf,
     pub(crate) config_path: PathBuf,
     pub(crate) token: ApiToken,
     pub(crate) memory: Arc<MemoryDb>,
@@ -128,6 +130,10 @@ pub(crate) struct AppState {
     pub(crate) settings_write: tokio::sync::Mutex<()>,
     pub(crate) heartbeat: HeartbeatStatus,
     pub(crate) llm: Option<LlmClient>,
+    /// Session transcripts and the Consolidator; `None` without an LLM.
+    pub(crate) consolidation: Option<Arc<Consolidation>>,
+    /// One migration or import at a time.
+    pub(crate) transfer_lock: Arc<tokio::sync::Mutex<()>>,
     pub(crate) config_warnings: Vec<String>,
     pub(crate) started: Instant,
 }
@@ -217,9 +223,14 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             .context("starting the embed pool threads")?,
     );
     let llm = LlmClient::from_config(&config.llm);
+    let consolidation = llm.clone().map(|client| {
+        let idle = sessions::idle_from_hours(config.memory.history_idle_hours);
+        Arc::new(Consolidation::new(&home, Arc::clone(&memory), Arc::clone(&files), client, idle))
+    });
     let heartbeat = HeartbeatStatus::default();
 
     let state = Arc::new(AppState {
+        home: home.clone(),
         config_path: config.path.clone(),
         token,
         memory,
@@ -241,6 +252,8 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         settings_write: tokio::sync::Mutex::new(()),
         heartbeat: heartbeat.clone(),
         llm,
+        consolidation,
+        transfer_lock: Arc::default(),
         config_warnings: config.warnings.clone(),
         started: Instant::now(),
     });
@@ -371,12 +384,37 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
         }),
     });
 
-    let consolidation_reason = if state.llm.is_some() {
-        "idle-session consolidation is not available in this build"
-    } else {
-        "no LLM configured"
-    };
-    state.heartbeat.disable("check_idle_sessions", consolidation_reason);
+    match &state.consolidation {
+        Some(consolidation) => {
+            let idle_state = Arc::clone(state);
+            let consolidation = Arc::clone(consolidation);
+            jobs.push(Job {
+                name: "check_idle_sessions",
+                every_ticks: 1,
+                at_start: false,
+                run: Arc::new(move || {
+                    // Read at run time, so a settings change applies to the next run.
+                    let idle = sessions::idle_from_hours(idle_state.settings.read().history_idle_hours);
+                    let consolidation = Arc::clone(&consolidation);
+                    let now = sessions::now_ms();
+                    match idle_state.pool.try_submit(move || consolidation.check_idle(now, idle)) {
+                        Ok(answer) => {
+                            let results = answer.blocking_recv().map_err(|_| PoolError::Lost)?;
+                            sessions::describe_idle_run(&results)
+                        }
+                        Err(PoolError::Full { .. }) => {
+                            Ok("embed pool busy; idle sessions wait for the next tick".to_owned())
+                        }
+                        Err(error) => Err(error.into()),
+                    }
+                }),
+            });
+        }
+        None => state.heartbeat.disable(
+            "check_idle_sessions",
+            "no LLM configured (set llm.base_url and llm.model in config.json, or CAIRN_LLM_BASE_URL and CAIRN_LLM_MODEL)",
+        ),
+    }
 
     let index_state = Arc::clone(state);
     jobs.push(Job {

@@ -13,6 +13,8 @@ mod memory_episodic;
 mod memory_files;
 mod memory_transfer;
 mod serve;
+mod serve_sessions;
+mod serve_transfer;
 mod skills;
 
 pub(crate) fn cairn() -> Command {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::cairn;
 
 /// How long a test waits for the server to reach a state before failing.
-const PATIENCE: Duration = Duration::from_secs(60);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
 pub(crate) struct Gateway {
     pub(crate) home: tempfile::TempDir,
@@ -89,16 +89,16 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
-    fn code(&self) -> &str {
+    pub(crate) fn code(&self) -> &str {
         self.body["code"].as_str().unwrap_or("")
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
     }
 }
 
-fn reply(response: ureq::http::Response<ureq::Body>) -> Reply {
+pub(crate) fn reply(response: ureq::http::Response<ureq::Body>) -> Reply {
     let status = response.status().as_u16();
     let headers = response
         .headers()
@@ -115,7 +115,7 @@ impl Gateway {
         format!("{}{path}", self.base)
     }
 
-    fn auth(&self) -> String {
+    pub(crate) fn auth(&self) -> String {
         format!("Bearer {}", self.token)
     }
 
@@ -631,7 +631,7 @@ fn serve_sigkill_loses_no_acknowledged_write() {
     );
 }
 
-fn tiny_model(dir: &Path) -> PathBuf {
+pub(crate) fn tiny_model(dir: &Path) -> PathBuf {
     let model = dir.join("tiny-bert");
     cairn_embedder::testing::write_tiny_bert(&model, 7).unwrap();
     model

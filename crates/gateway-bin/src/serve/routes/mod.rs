@@ -4,7 +4,9 @@
 mod agents;
 mod episodic;
 mod memory;
+mod sessions;
 mod skills;
+mod transfer;
 
 use std::sync::Arc;
 
@@ -105,6 +107,9 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/memory/disable-embeddings", post(memory::disable_embeddings))
         .route("/api/memory/settings", get(memory::get_settings).put(memory::put_settings))
         .route("/api/memory/context-preview", get(memory::context_preview))
+        .route("/api/memory/migrate", post(transfer::migrate))
+        .route("/api/memory/import", post(transfer::import))
+        .route("/api/sessions/{key}/messages", post(sessions::post_messages))
         .route("/api/skills", get(skills::list).post(skills::create))
         .route("/api/skills/-/inject-on-trigger", post(skills::inject_on_trigger))
         .route("/api/skills/{*name}", get(skills::get).put(skills::replace).delete(skills::delete))

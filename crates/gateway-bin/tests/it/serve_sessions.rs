@@ -1,0 +1,225 @@
+//! `cairn serve` consolidation: `POST /api/sessions/{key}/messages` and the
+//! heartbeat's idle-session job, against a loopback server playing an
+//! OpenAI-compatible LLM.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::serve::{start, start_with_config};
+
+/// How long the idle-session test waits: the shortest idle threshold the
+/// config accepts is 0.01 h (36 s), plus heartbeat ticks.
+const IDLE_PATIENCE: Duration = Duration::from_secs(300);
+
+const PREFERENCES_REPLY: &str = r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95}]}"#;
+const HISTORY_REPLY: &str = r#"Here you go:
+```json
+{"history": "Planned the billing service release for Tuesday.",
+ "episodic": [{"text": "The billing service is released only on Tuesdays, after the team standup.", "importance": 0.8, "tags": ["deploy"]}],
+ "lessons": [{"rule": "Schedule releases for Tuesday mornings", "not": "Release on Fridays", "category": "preference"}]}
+```"#;
+
+/// A loopback chat-completions server: answers the preferences prompt and
+/// the history prompt with scripted replies and reports which kind it saw.
+struct FakeLlm {
+    base_url: String,
+    seen: mpsc::Receiver<&'static str>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeLlm {
+    fn start() -> Self {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let base_url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
+        let (seen_tx, seen) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(50)) else { continue };
+                assert_eq!(request.url(), "/v1/chat/completions");
+                let mut body = String::new();
+                request.as_reader().read_to_string(&mut body).unwrap();
+                let body: Value = serde_json::from_str(&body).unwrap();
+                assert_eq!(body["model"], "scripted");
+                let prompt = body["messages"][0]["content"].as_str().unwrap();
+                let (kind, reply) = if prompt.starts_with("You maintain a user's long-term memory") {
+                    ("preferences", PREFERENCES_REPLY)
+                } else if prompt.starts_with("You summarise a finished conversation") {
+                    ("history", HISTORY_REPLY)
+                } else {
+                    ("unknown", "no JSON here")
+                };
+                let _ = seen_tx.send(kind);
+                let answer = json!({"choices": [{"message": {"role": "assistant", "content": reply}}]});
+                let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
+                request.respond(tiny_http::Response::from_string(answer.to_string()).with_header(header)).unwrap();
+            }
+        });
+        Self { base_url, seen, stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn messages(range: std::ops::Range<usize>) -> Value {
+    let messages: Vec<Value> = range
+        .map(|index| {
+            json!({
+                "role": if index % 2 == 0 { "user" } else { "assistant" },
+                "content": format!("turn {index}: we release the billing service on Tuesdays"),
+            })
+        })
+        .collect();
+    json!({ "messages": messages })
+}
+
+#[test]
+fn serve_session_messages_consolidate_on_the_threshold_and_when_idle() {
+    let llm = FakeLlm::start();
+    let gateway = start_with_config(
+        json!({
+            "llm": {"base_url": llm.base_url, "model": "scripted", "max_retries": 0},
+            "memory": {"history_idle_hours": 0.01},
+        }),
+        &["--heartbeat-secs", "1"],
+    );
+    let health = gateway.get("/api/health").body;
+    assert_eq!(health["consolidation"]["enabled"], true, "{health}");
+    assert!(health["heartbeat"]["disabled"].get("check_idle_sessions").is_none(), "{health}");
+
+    // Below the 30-message threshold: recorded, not consolidated.
+    let first = gateway.send("POST", "/api/sessions/chat-1/messages", &messages(0..10));
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!((&first.body["appended"], &first.body["messages"]), (&json!(10), &json!(10)));
+    assert_eq!(first.body["consolidation"]["status"], "not_due");
+    assert!(gateway.get("/api/memory/semantic?prefix=pref.").body["entries"].as_array().unwrap().is_empty());
+
+    // The 30th message fires the preferences path within the request.
+    let second = gateway.send("POST", "/api/sessions/chat-1/messages", &messages(10..30));
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.body["messages"], 30);
+    let consolidation = &second.body["consolidation"];
+    assert_eq!(consolidation["status"], "done", "{consolidation}");
+    assert_eq!(consolidation["report"]["path"], "preferences");
+    assert_eq!(consolidation["report"]["messages"], 30);
+    assert_eq!(consolidation["report"]["semantic_written"], 1, "{consolidation}");
+    assert_eq!(llm.seen.recv().unwrap(), "preferences");
+    let entries = gateway.get("/api/memory/semantic?prefix=pref.").body;
+    assert_eq!(entries["entries"][0]["key"], "pref.deploy_day", "{entries}");
+    assert_eq!(entries["entries"][0]["value"], "tuesday");
+    assert_eq!(entries["entries"][0]["source"], "consolidation");
+
+    // Once the session is idle past memory.history_idle_hours, the heartbeat
+    // runs the history path: episodic rows, a lesson and a history entry.
+    let started = Instant::now();
+    let episodes = loop {
+        let body = gateway.get("/api/memory/episodic").body;
+        if !body["episodes"].as_array().unwrap().is_empty() {
+            break body;
+        }
+        assert!(
+            started.elapsed() < IDLE_PATIENCE,
+            "the idle session was not consolidated: {}",
+            gateway.get("/api/health").body
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let episode = &episodes["episodes"][0];
+    assert!(episode["text"].as_str().unwrap().contains("only on Tuesdays"), "{episode}");
+    assert_eq!(episode["source_ref"], "session:chat-1");
+    assert_eq!(episode["source"], "consolidation");
+    assert_eq!(episode["tags"], json!(["deploy"]));
+    let lessons =
+        gateway.wait_for("/api/memory/lessons", "the lesson", |body| !body["lessons"].as_array().unwrap().is_empty());
+    assert_eq!(lessons["lessons"][0]["rule"], "Schedule releases for Tuesday mornings", "{lessons}");
+    assert_eq!(llm.seen.recv().unwrap(), "history");
+    // The persisted marker moves once the run is done.
+    let state = gateway.home().join("memory_state.json");
+    let started = Instant::now();
+    loop {
+        let marker = std::fs::read_to_string(&state)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .map(|state| state["sessions"]["chat-1"]["last_consolidated"].clone());
+        if marker == Some(json!(30)) {
+            break;
+        }
+        assert!(started.elapsed() < IDLE_PATIENCE, "the history marker did not move: {marker:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let history = std::fs::read_dir(gateway.home().join("memory").join("history")).unwrap().count();
+    assert_eq!(history, 1, "today's day file holds the history entry");
+    let health = gateway.wait_for("/api/health", "the idle job's record", |body| {
+        body["heartbeat"]["jobs"]["check_idle_sessions"]["running"] == false
+    });
+    let job = &health["heartbeat"]["jobs"]["check_idle_sessions"];
+    assert_eq!(job["failures"], 0, "{job}");
+
+    // Later ticks ask the LLM nothing more for this session.
+    let runs = health["heartbeat"]["jobs"]["check_idle_sessions"]["runs"].as_u64().unwrap();
+    gateway.wait_for("/api/health", "two more idle-job runs", |body| {
+        body["heartbeat"]["jobs"]["check_idle_sessions"]["runs"].as_u64().unwrap_or(0) >= runs + 2
+    });
+    assert!(llm.seen.try_recv().is_err(), "nothing more was asked");
+}
+
+#[test]
+fn serve_session_messages_are_refused_without_an_llm_or_when_malformed() {
+    let off = start(&["--heartbeat-secs", "3600"]);
+    let refused = off.send("POST", "/api/sessions/chat-1/messages", &messages(0..2));
+    assert_eq!((refused.status, refused.code()), (409, "consolidation_off"), "{}", refused.body);
+    let health = off.get("/api/health").body;
+    assert!(health["heartbeat"]["disabled"]["check_idle_sessions"].as_str().unwrap().contains("no LLM"), "{health}");
+    drop(off);
+
+    let llm = FakeLlm::start();
+    let gateway = start_with_config(
+        json!({"llm": {"base_url": llm.base_url, "model": "scripted"}, "server": {"heartbeat_secs": 3600}}),
+        &[],
+    );
+    let cases = [
+        ("/api/sessions/chat-1/messages", json!({"messages": []}), 400, "no_messages"),
+        (
+            "/api/sessions/chat-1/messages",
+            json!({"messages": [{"role": "wizard", "content": "hi"}]}),
+            400,
+            "invalid_role",
+        ),
+        (
+            "/api/sessions/chat-1/messages",
+            json!({"messages": [{"role": "user", "content": "  "}]}),
+            400,
+            "empty_message",
+        ),
+        ("/api/sessions/chat-1/messages", json!({"messages": [{"role": "user"}]}), 422, "invalid_body"),
+        (
+            "/api/sessions/chat%201/messages",
+            json!({"messages": [{"role": "user", "content": "hi"}]}),
+            400,
+            "invalid_session_key",
+        ),
+    ];
+    for (path, body, status, code) in cases {
+        let answer = gateway.send("POST", path, &body);
+        assert_eq!((answer.status, answer.code()), (status, code), "{path} {body}: {}", answer.body);
+    }
+    // Nothing refused was recorded: the session starts from zero.
+    let ok = gateway.send("POST", "/api/sessions/chat-1/messages", &messages(0..1));
+    assert_eq!((ok.status, &ok.body["messages"]), (200, &json!(1)), "{}", ok.body);
+    let other = gateway.send("POST", "/api/sessions/other.session:2/messages", &messages(0..3));
+    assert_eq!((other.status, &other.body["messages"]), (200, &json!(3)), "{}", other.body);
+    assert!(llm.seen.try_recv().is_err(), "no consolidation was due");
+}

@@ -1,0 +1,293 @@
+//! `cairn serve`: `POST /api/memory/migrate`, `POST /api/memory/import`,
+//! and a model change refused while a re-embed runs, over real HTTP.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::serve::{Gateway, PATIENCE, http_agent, reply, start, start_in, start_with_config, tiny_model};
+
+/// Today's history day file name, so the heartbeat's prune keeps it.
+fn today_file() -> String {
+    format!("{}.md", jiff::ZonedDateTime::now().date())
+}
+
+fn export_document(semantic: Value, lessons: Value, episodic: Value) -> Value {
+    json!({
+        "format": "cairn-memory-export",
+        "version": 1,
+        "schema_version": 3,
+        "exported_at": 1_767_225_600_000_i64,
+        "semantic": semantic,
+        "lessons": lessons,
+        "episodic": episodic,
+        "files": {"preferences": "", "projects": "", "history": {}},
+    })
+}
+
+fn semantic_keys(gateway: &Gateway, prefix: &str) -> Vec<String> {
+    let body = gateway.get(&format!("/api/memory/semantic?prefix={prefix}")).body;
+    body["entries"].as_array().unwrap().iter().map(|entry| entry["key"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn serve_migrate_brings_markdown_in_once_and_then_reports_already_migrated() {
+    let home = tempfile::tempdir().unwrap();
+    let memory = home.path().join("memory");
+    std::fs::create_dir_all(memory.join("history")).unwrap();
+    std::fs::write(memory.join("preferences.md"), "- editor: helix\n- theme: dark\n").unwrap();
+    std::fs::write(memory.join("history").join(today_file()), "\n#### 09:15\nSet up the Cairn repository today.\n")
+        .unwrap();
+    std::fs::write(
+        home.path().join("lessons.jsonl"),
+        "{\"rule\": \"Run cargo fmt before committing\", \"category\": \"tool\"}\n",
+    )
+    .unwrap();
+    let gateway = start_in(home, &["--heartbeat-secs", "3600"], &[]);
+
+    let first = gateway.send("POST", "/api/memory/migrate", &json!({}));
+    assert_eq!(first.status, 200, "{}", first.body);
+    let report = &first.body["report"];
+    assert_eq!(report["already_migrated"], false, "{report}");
+    assert_eq!(
+        (&report["semantic_written"], &report["episodic_written"], &report["lessons_written"]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{report}"
+    );
+    assert_eq!(report["refused"], json!([]));
+    assert_eq!(semantic_keys(&gateway, "pref."), ["pref.editor", "pref.theme"]);
+    let episodes = gateway.get("/api/memory/episodic").body;
+    assert!(episodes["episodes"][0]["text"].as_str().unwrap().contains("Cairn repository"), "{episodes}");
+    assert_eq!(gateway.get("/api/memory/lessons").body["lessons"].as_array().unwrap().len(), 1);
+
+    // The library answers a second run with a report that says so.
+    let second = gateway.send("POST", "/api/memory/migrate", &json!({}));
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.body["report"]["already_migrated"], true);
+    assert_eq!(second.body["report"]["semantic_written"], 0);
+
+    // Forced, it runs again and the writers find everything in place.
+    let forced = gateway.send("POST", "/api/memory/migrate?force=true", &json!({}));
+    assert_eq!(forced.status, 200, "{}", forced.body);
+    let report = &forced.body["report"];
+    assert_eq!(report["already_migrated"], false);
+    assert_eq!((&report["semantic_written"], &report["semantic_kept"]), (&json!(0), &json!(2)), "{report}");
+    assert_eq!((&report["episodic_written"], &report["episodic_kept"]), (&json!(0), &json!(1)), "{report}");
+    assert_eq!(gateway.get("/api/memory/stats").body["stats"]["semantic_live"], 3, "two preferences and a lesson");
+
+    let bad = gateway.send("POST", "/api/memory/migrate?force=perhaps", &json!({}));
+    assert_eq!((bad.status, bad.code()), (400, "invalid_query"), "{}", bad.body);
+}
+
+#[test]
+fn serve_import_reports_dry_runs_writes_once_and_refuses_what_is_not_a_bundle() {
+    let gateway = start(&["--heartbeat-secs", "3600"]);
+    let document = export_document(
+        json!([
+            {"key": "pref.editor", "value": "helix", "confidence": 0.9, "source": "user_explicit", "updated_at": 1},
+            {"key": "project.cairn", "value": {"lang": "rust"}, "confidence": 1.0, "source": "user_explicit", "updated_at": 2},
+        ]),
+        json!([{"rule": "Run cargo fmt before committing", "category": "tool", "source": "user_explicit"}]),
+        json!([{
+            "text": "Set up the Cairn repository and its CI on the first day.",
+            "importance": 0.6, "tags": ["setup"], "created_at": 1_767_225_600_000_i64, "source": "user_explicit",
+        }]),
+    );
+
+    let dry = gateway.send("POST", "/api/memory/import?dry_run=true", &document);
+    assert_eq!(dry.status, 200, "{}", dry.body);
+    let report = &dry.body["report"];
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(
+        (&report["semantic_written"], &report["lessons_written"], &report["episodic_written"]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{report}"
+    );
+    assert_eq!(gateway.get("/api/memory/stats").body["stats"]["semantic_live"], 0, "a dry run writes nothing");
+
+    let imported = gateway.send("POST", "/api/memory/import", &document);
+    assert_eq!(imported.status, 200, "{}", imported.body);
+    let report = &imported.body["report"];
+    assert_eq!(report["dry_run"], false);
+    assert_eq!(
+        (&report["semantic_written"], &report["lessons_written"], &report["episodic_written"]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{report}"
+    );
+    assert_eq!(semantic_keys(&gateway, "p"), ["pref.editor", "project.cairn"]);
+    let episodes = gateway.get("/api/memory/episodic").body;
+    assert_eq!(episodes["episodes"][0]["tags"], json!(["setup"]), "{episodes}");
+
+    let again = gateway.send("POST", "/api/memory/import", &document);
+    assert_eq!(again.status, 200, "{}", again.body);
+    let report = &again.body["report"];
+    assert_eq!((&report["semantic_written"], &report["episodic_written"]), (&json!(0), &json!(0)), "{report}");
+    let codes: Vec<&str> =
+        report["skipped"].as_array().unwrap().iter().map(|row| row["code"].as_str().unwrap()).collect();
+    assert!(codes.len() >= 4 && codes.iter().all(|code| *code == "already_imported"), "{report}");
+
+    let not_a_bundle = gateway.send("POST", "/api/memory/import", &json!({"hello": 1}));
+    assert_eq!((not_a_bundle.status, not_a_bundle.code()), (400, "invalid_bundle"), "{}", not_a_bundle.body);
+    let mut wrong_format = document.clone();
+    wrong_format["format"] = json!("someone-elses-export");
+    let refused = gateway.send("POST", "/api/memory/import", &wrong_format);
+    assert_eq!((refused.status, refused.code()), (400, "invalid_bundle"), "{}", refused.body);
+    let mut future = document.clone();
+    future["version"] = json!(99);
+    let refused = gateway.send("POST", "/api/memory/import", &future);
+    assert_eq!((refused.status, refused.code()), (400, "invalid_bundle"), "{}", refused.body);
+    let bad_query = gateway.send("POST", "/api/memory/import?dry_run=perhaps", &document);
+    assert_eq!((bad_query.status, bad_query.code()), (400, "invalid_query"), "{}", bad_query.body);
+    let broken = reply(
+        http_agent()
+            .post(&gateway.url("/api/memory/import"))
+            .header("Authorization", &gateway.auth())
+            .header("Content-Type", "application/json")
+            .send("{\"format\": ")
+            .unwrap(),
+    );
+    assert_eq!((broken.status, broken.code()), (400, "invalid_json"), "{}", broken.body);
+    assert_eq!(gateway.get("/api/memory/stats").body["stats"]["semantic_live"], 3, "nothing refused was written");
+}
+
+#[test]
+fn serve_migrate_and_import_answer_503_when_the_embed_pool_is_full_and_import_respects_the_body_limit() {
+    let gateway = start_with_config(
+        json!({"embedding": {"pool_workers": 1, "pool_queue": 1}, "server": {"max_body_bytes": 2048, "heartbeat_secs": 3600}}),
+        &[],
+    );
+    assert_eq!(gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.warm", "value": 1})).status, 200);
+    gateway.wait_for("/api/health", "an idle pool", |body| body["embed_pool"]["running"] == 0);
+    // Another process holds the write lock, so the one worker blocks on it.
+    let holder = rusqlite::Connection::open(gateway.home().join("memory.db")).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let put_in_background = |key: &'static str| {
+        let base = gateway.base.clone();
+        let auth = gateway.auth();
+        std::thread::spawn(move || {
+            reply(
+                http_agent()
+                    .put(&format!("{base}/api/memory/semantic"))
+                    .header("Authorization", &auth)
+                    .send_json(json!({"key": key, "value": "waited"}))
+                    .unwrap(),
+            )
+        })
+    };
+    let slow = put_in_background("pref.slow");
+    gateway.wait_for("/api/health", "the worker to take the write", |body| {
+        body["embed_pool"]["running"] == 1 && body["embed_pool"]["queued"] == 0
+    });
+    let queued = put_in_background("pref.queued");
+    gateway.wait_for("/api/health", "the queue to fill", |body| body["embed_pool"]["queued"] == 1);
+    let empty = export_document(json!([]), json!([]), json!([]));
+    for (path, body) in [("/api/memory/migrate", json!({})), ("/api/memory/import", empty.clone())] {
+        let refused = gateway.send("POST", path, &body);
+        assert_eq!((refused.status, refused.code()), (503, "embed_pool_full"), "{path}: {}", refused.body);
+        assert_eq!(refused.header("retry-after"), Some("1"), "{path}");
+        assert_eq!(refused.body["retry_after_secs"], 1, "{path}");
+    }
+    holder.execute_batch("COMMIT").unwrap();
+    for writer in [slow, queued] {
+        let answer = writer.join().unwrap();
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    // A refusal held no lock: both run now.
+    let migrated = gateway.send("POST", "/api/memory/migrate", &json!({}));
+    assert_eq!(migrated.status, 200, "{}", migrated.body);
+    let imported = gateway.send("POST", "/api/memory/import", &empty);
+    assert_eq!(imported.status, 200, "{}", imported.body);
+
+    let big = export_document(
+        json!([{"key": "pref.big", "value": "x".repeat(4096), "confidence": 1.0, "source": "user_explicit", "updated_at": 1}]),
+        json!([]),
+        json!([]),
+    );
+    let too_big = gateway.send("POST", "/api/memory/import", &big);
+    assert_eq!((too_big.status, too_big.code()), (413, "body_too_large"), "{}", too_big.body);
+    assert!(gateway.get("/api/memory/semantic?prefix=pref.big").body["entries"].as_array().unwrap().is_empty());
+}
+
+/// A copy of the tiny model whose `config.json` is a named pipe: reading it
+/// waits until the test writes the file's text into the pipe.
+fn gated_model(models: &Path) -> (std::path::PathBuf, Vec<u8>) {
+    let model = models.join("tiny-bert-gated");
+    cairn_embedder::testing::write_tiny_bert(&model, 11).unwrap();
+    let config = model.join("config.json");
+    let text = std::fs::read(&config).unwrap();
+    std::fs::remove_file(&config).unwrap();
+    let status = Command::new("mkfifo").arg(&config).status().unwrap();
+    assert!(status.success(), "mkfifo failed");
+    (model, text)
+}
+
+/// Writes `text` into the pipe once a reader opens it (blocks until then).
+fn feed(pipe: &Path, text: &[u8]) {
+    std::fs::write(pipe, text).unwrap();
+}
+
+#[test]
+fn serve_refuses_a_second_model_change_while_a_reembed_runs() {
+    let models = tempfile::tempdir().unwrap();
+    let first = tiny_model(models.path());
+    let (gated, config_text) = gated_model(models.path());
+    let gateway =
+        start_with_config(json!({"embedding": {"model_path": first}, "server": {"heartbeat_secs": 3600}}), &[]);
+    gateway.wait_for("/api/memory/embedding-status", "the first model", |body| body["setup_step"] == "done");
+    let stored = gateway.send(
+        "POST",
+        "/api/memory/episodic",
+        &json!({"text": "the cat sat on the mat and the dog sat on the rug"}),
+    );
+    assert_eq!(stored.status, 200, "{}", stored.body);
+
+    // The request validates the folder (one read of config.json); the swap
+    // thread's load reads it again and waits there until fed a second time.
+    let pipe = gated.join("config.json");
+    let feeder = {
+        let (pipe, text) = (pipe.clone(), config_text.clone());
+        std::thread::spawn(move || feed(&pipe, &text))
+    };
+    let applied = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": gated}));
+    assert_eq!(applied.status, 200, "{}", applied.body);
+    assert_eq!(applied.body["status"], "applying");
+    feeder.join().unwrap();
+
+    // (Only the ungated folder is sent again: another read of the pipe would race the swap's.)
+    let refused = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": first}));
+    assert_eq!((refused.status, refused.code()), (409, "reembed_in_progress"), "{}", refused.body);
+    // The swap waits for the new model to load; it cannot get past that.
+    let status = gateway.wait_for("/api/memory/embedding-status", "the swap to start applying", |body| {
+        body["reembed"]["step"] == "applying"
+    });
+    assert_eq!(status["model_id"], "tiny-bert-gated", "{status}");
+    assert_eq!(status["model_loaded"], false, "{status}");
+    let refused = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": first}));
+    assert_eq!((refused.status, refused.code()), (409, "reembed_in_progress"), "{}", refused.body);
+    // Validation alone is still answered while the swap runs.
+    let validated = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": first, "validate_only": true}));
+    assert_eq!(validated.status, 200, "{}", validated.body);
+
+    // Let the load finish: the re-embed completes and a new change is taken.
+    feed(&pipe, &config_text);
+    let status =
+        gateway.wait_for("/api/memory/embedding-status", "the re-embed", |body| body["reembed"]["step"] == "done");
+    assert_eq!(status["model_id"], "tiny-bert-gated");
+    assert_eq!(status["reembed"]["total"], 1, "{status}");
+    // The swap thread ends right after (it persists the folder first); then a new change is taken.
+    let started = Instant::now();
+    loop {
+        let change = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": first}));
+        if change.status == 200 {
+            break;
+        }
+        assert_eq!((change.status, change.code()), (409, "reembed_in_progress"), "{}", change.body);
+        assert!(started.elapsed() < PATIENCE, "the finished swap still blocks a new change");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    gateway.wait_for("/api/memory/embedding-status", "the change back", |body| {
+        body["model_id"] == "tiny-bert" && body["reembed"]["step"] == "done"
+    });
+}
