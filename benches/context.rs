@@ -1,6 +1,7 @@
 //! context: `build_message` and `build_session_context` on a realistic
-//! home (10,000 episodic rows and 1,000 semantic entries with 384-dim hash
-//! vectors, 50 lessons, 180 days of history, 200 skills, a full channel
+//! home (10,000 episodic rows and 1,000 semantic entries with 384-dim
+//! word vectors (`WordVectorEmbedder`: unrelated texts near-orthogonal, as
+//! with a sentence model), 50 lessons, 180 days of history, 200 skills, a full channel
 //! buffer, hooks), next to the same
 //! sources called directly without assembly (the peer: what the builder
 //! adds on top of its sources).
@@ -15,7 +16,7 @@ use cairn_context::{
     AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicMemory, EpisodicQuery,
     ManualClock, MessageRequest, RuntimeIdentity, SectionName, SessionRequest, Surface, ThreadMessage, resolve_caps,
 };
-use cairn_embedder::{EmbeddingBackend, HashEmbedder};
+use cairn_embedder::{EmbeddingBackend, WordVectorEmbedder};
 use cairn_hooks::{ConfigHooks, HooksConfig};
 use cairn_memory_core::{
     FilesContextCaps, LessonCategory, ManualClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, NewEpisode,
@@ -77,7 +78,7 @@ struct Fixture {
 fn fixture() -> Fixture {
     let home = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(12);
-    let embedder = Arc::new(HashEmbedder::new(384));
+    let embedder = Arc::new(WordVectorEmbedder::new(384));
 
     let database =
         Arc::new(MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap().with_embedder(embedder.clone()));

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::history::{parse_day_file_name, split_entries};
@@ -437,7 +437,8 @@ impl KeywordIndex {
             let operation = "searching the keyword index";
             if !terms.is_empty() {
                 let ranked = self.ranked(connection, |index| index.search(&terms, limit))?;
-                return ranked.into_iter().map(|(rowid, score)| hit(connection, &terms, rowid, score)).collect();
+                let hits = ranked.into_iter().map(|(rowid, score)| hit(connection, &terms, rowid, score));
+                return hits.filter_map(Result::transpose).collect();
             }
             // Only stopwords: FTS5 ranks them itself.
             let mut statement = connection
@@ -469,23 +470,26 @@ impl KeywordIndex {
 const SNIPPET_WORDS: usize = 16;
 
 /// One ranked chunk as a hit, its snippet cut around the matching words.
-fn hit(connection: &Connection, terms: &[String], rowid: u64, score: f64) -> Result<FileHit> {
+/// `None` when another process removed the chunk since the ranking synced.
+fn hit(connection: &Connection, terms: &[String], rowid: u64, score: f64) -> Result<Option<FileHit>> {
     let operation = "reading a keyword hit";
-    let (file, date, time, line, text): (String, String, String, i64, String) = connection
+    let row: Option<(String, String, String, i64, String)> = connection
         .prepare_cached("SELECT path, date, time, line, text FROM chunks WHERE rowid = ?1")
         .and_then(|mut statement| {
             statement
                 .query_row([rowid as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))
+                .optional()
         })
         .map_err(MemoryError::sqlite(operation))?;
-    Ok(FileHit {
+    let Some((file, date, time, line, text)) = row else { return Ok(None) };
+    Ok(Some(FileHit {
         file,
         date: (!date.is_empty()).then_some(date),
         time: (!time.is_empty()).then_some(time),
         line: line as usize,
         snippet: snippet(&text, terms),
         score: -score,
-    })
+    }))
 }
 
 /// The window of [`SNIPPET_WORDS`] words of `text` holding the most words
