@@ -43,14 +43,30 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         return fold_ascii(text);
     }
-    if is_nfkc_quick(text.chars()) == IsNormalized::Yes {
-        fold_unicode(text, text.chars())
-    } else {
-        fold_unicode(text, text.nfkc())
-    }
+    if is_nfkc_quick_yes(text) { Cow::Owned(fold_bytes::<true>(text)) } else { fold_unicode(text, text.nfkc()) }
 }
 
-/// Folds the (NFKC) characters `chars` of `text`.
+/// `is_nfkc_quick(text.chars()) == IsNormalized::Yes`, checking only the
+/// non-ASCII runs: the quick check resets its state on every ASCII character
+/// (always allowed, combining class 0), so the runs between them can be
+/// checked on their own and the ASCII bytes skipped.
+fn is_nfkc_quick_yes(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while let Some(offset) = bytes[start..].iter().position(|b| !b.is_ascii()) {
+        let run = start + offset;
+        let end = bytes[run..].iter().position(u8::is_ascii).map_or(bytes.len(), |offset| run + offset);
+        if is_nfkc_quick(text[run..end].chars()) != IsNormalized::Yes {
+            return false;
+        }
+        start = end;
+    }
+    true
+}
+
+/// Folds the (NFKC) characters `chars` of `text`. The reference form of the
+/// fold; [`fold_bytes`] computes the same string faster when `chars` is
+/// `text.chars()`.
 fn fold_unicode(text: &str, chars: impl Iterator<Item = char>) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
@@ -76,6 +92,91 @@ fn fold_unicode(text: &str, chars: impl Iterator<Item = char>) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// What [`fold_bytes`] does with an input byte: below 0x80 the (lower-cased,
+/// backtick-folded) byte to write, or one of the markers below.
+const SPACE: u8 = 0x80;
+const NON_ASCII: u8 = 0x81;
+
+/// The byte classes of [`fold_bytes`]. `unicode_space` counts the vertical
+/// tab as whitespace, as `char::is_whitespace` does and
+/// `u8::is_ascii_whitespace` does not.
+const fn byte_classes(unicode_space: bool) -> [u8; 256] {
+    let mut table = [NON_ASCII; 256];
+    let mut b = 0;
+    while b < 0x80 {
+        table[b] = match b as u8 {
+            b'\t' | b'\n' | 0x0C | b'\r' | b' ' => SPACE,
+            0x0B if unicode_space => SPACE,
+            b'`' => b'\'',
+            c => c.to_ascii_lowercase(),
+        };
+        b += 1;
+    }
+    table
+}
+
+const ASCII_CLASSES: [u8; 256] = byte_classes(false);
+const UNICODE_CLASSES: [u8; 256] = byte_classes(true);
+
+/// The fold of [`fold_unicode`] over `text.chars()` (with `UNICODE = true`),
+/// or the ASCII fold of [`fold_ascii`] (with `UNICODE = false`, where only
+/// ASCII whitespace counts), one table look-up per ASCII byte.
+fn fold_bytes<const UNICODE: bool>(text: &str) -> String {
+    let table = if UNICODE { &UNICODE_CLASSES } else { &ASCII_CLASSES };
+    let bytes = text.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(text.len());
+    let mut pending_space = false;
+    let mut index = 0;
+    while index < bytes.len() {
+        let class = table[usize::from(bytes[index])];
+        if class < SPACE {
+            if pending_space {
+                out.push(b' ');
+                pending_space = false;
+            }
+            out.push(class);
+            index += 1;
+            continue;
+        }
+        if class == SPACE {
+            pending_space = !out.is_empty();
+            index += 1;
+            continue;
+        }
+        let c = text[index..].chars().next().expect("index is on a char boundary");
+        index += c.len_utf8();
+        if is_invisible(c) {
+            continue;
+        }
+        if c.is_whitespace() {
+            pending_space = !out.is_empty();
+            continue;
+        }
+        if pending_space {
+            out.push(b' ');
+            pending_space = false;
+        }
+        let c = fold_punctuation(c);
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase() as u8);
+        } else if is_caseless(c) {
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        } else {
+            for lower in c.to_lowercase() {
+                out.extend_from_slice(lower.encode_utf8(&mut [0; 4]).as_bytes());
+            }
+        }
+    }
+    String::from_utf8(out).expect("only whole chars and ASCII bytes are written")
+}
+
+/// Blocks with no lower-case mapping (CJK punctuation, kana, CJK ideographs,
+/// Yi, Hangul syllables): `to_lowercase` is the identity there, and skipping
+/// its table search matters for CJK text. A test checks every char.
+fn is_caseless(c: char) -> bool {
+    matches!(c, '\u{3000}'..='\u{A63F}' | '\u{AC00}'..='\u{D7FF}')
+}
+
 fn fold_ascii(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
     let already_folded = !bytes.iter().any(u8::is_ascii_uppercase)
@@ -86,20 +187,7 @@ fn fold_ascii(text: &str) -> Cow<'_, str> {
     if already_folded {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len());
-    let mut pending_space = false;
-    for &b in bytes {
-        if b.is_ascii_whitespace() {
-            pending_space = !out.is_empty();
-            continue;
-        }
-        if pending_space {
-            out.push(' ');
-            pending_space = false;
-        }
-        out.push(if b == b'`' { '\'' } else { b.to_ascii_lowercase() as char });
-    }
-    Cow::Owned(out)
+    Cow::Owned(fold_bytes::<false>(text))
 }
 
 /// Rewrites Unicode `\b` and `\w` into ASCII classes. The lazy DFA cannot
@@ -112,7 +200,9 @@ pub(crate) fn ascii_pattern(pattern: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::normalize;
+    use unicode_normalization::{IsNormalized, is_nfkc_quick};
+
+    use super::{fold_bytes, fold_unicode, is_caseless, is_nfkc_quick_yes, normalize};
 
     #[test]
     fn folds_case_space_and_obfuscation() {
@@ -138,5 +228,105 @@ mod tests {
     fn ascii_lowercase_input_is_borrowed() {
         assert!(matches!(normalize("plain text"), std::borrow::Cow::Borrowed(_)));
         assert!(matches!(normalize("Plain text"), std::borrow::Cow::Owned(_)));
+    }
+
+    /// Texts that exercise every branch of the fold: ASCII and Unicode
+    /// whitespace (the vertical tab included), invisibles, look-alike
+    /// punctuation, multi-char lower-case mappings, caseless scripts.
+    fn mixed_texts() -> Vec<String> {
+        let atoms = [
+            "a",
+            "Z",
+            "Ignore",
+            " ",
+            "  ",
+            "\t",
+            "\n",
+            "\u{0B}",
+            "\u{0C}",
+            "\r",
+            "\u{1C}",
+            "\u{7F}",
+            "`",
+            "\u{85}",
+            "\u{A0}",
+            "\u{2028}",
+            "\u{3000}",
+            "\u{2019}",
+            "\u{201C}",
+            "\u{2014}",
+            "\u{AB}",
+            "\u{AD}",
+            "\u{200B}",
+            "\u{202E}",
+            "\u{FEFF}",
+            "\u{FF29}",
+            "e\u{301}",
+            "\u{327}\u{301}",
+            "\u{FB01}",
+            "\u{212A}",
+            "\u{130}",
+            "\u{1C5}",
+            "\u{1E9E}",
+            "\u{3A3}",
+            "\u{2160}",
+            "彼は",
+            "ｶﾀｶﾅ",
+            "\u{1D400}",
+            "\u{1F600}",
+            "À",
+            "\u{10400}",
+        ];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..5000)
+            .map(|_| (0..next() % 12).map(|_| atoms[(next() % atoms.len() as u64) as usize]).collect::<String>())
+            .collect()
+    }
+
+    #[test]
+    fn byte_fold_equals_char_fold() {
+        for text in mixed_texts() {
+            assert_eq!(fold_bytes::<true>(&text), fold_unicode(&text, text.chars()), "input {text:?}");
+        }
+    }
+
+    #[test]
+    fn ascii_byte_fold_equals_reference() {
+        for text in mixed_texts().iter().map(|t| t.replace(|c: char| !c.is_ascii(), "")) {
+            let mut expected = String::new();
+            let mut pending_space = false;
+            for b in text.bytes() {
+                if b.is_ascii_whitespace() {
+                    pending_space = !expected.is_empty();
+                    continue;
+                }
+                if pending_space {
+                    expected.push(' ');
+                    pending_space = false;
+                }
+                expected.push(if b == b'`' { '\'' } else { b.to_ascii_lowercase() as char });
+            }
+            assert_eq!(fold_bytes::<false>(&text), expected, "input {text:?}");
+        }
+    }
+
+    #[test]
+    fn run_wise_quick_check_equals_whole_text_check() {
+        for text in mixed_texts() {
+            assert_eq!(is_nfkc_quick_yes(&text), is_nfkc_quick(text.chars()) == IsNormalized::Yes, "input {text:?}");
+        }
+    }
+
+    #[test]
+    fn caseless_blocks_have_no_lowercase_mapping() {
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32).filter(|&c| is_caseless(c)) {
+            assert!(c.to_lowercase().eq([c]), "{c:?}");
+        }
     }
 }
