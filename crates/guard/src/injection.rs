@@ -191,23 +191,16 @@ const SIGNALS: &[(&str, &str)] = &[
     ),
 ];
 
-struct Screener {
-    rules: RegexSet,
-    signals: RegexSet,
-}
-
-static SCREENER: LazyLock<Screener> = LazyLock::new(|| {
-    let build = |patterns: Vec<String>| {
-        RegexSetBuilder::new(patterns)
-            .size_limit(64 << 20)
-            .dfa_size_limit(64 << 20)
-            .build()
-            .expect("built-in injection patterns compile")
-    };
-    Screener {
-        rules: build(RULES.iter().map(|r| ascii_pattern(r.pattern)).collect()),
-        signals: build(SIGNALS.iter().map(|(_, p)| ascii_pattern(p)).collect()),
-    }
+/// The named rules and the composite's signal families in one
+/// [`RegexSet`]: indices below `RULES.len()` are rules, the rest signals.
+/// One pass over the text answers both layers.
+static SCREENER: LazyLock<RegexSet> = LazyLock::new(|| {
+    let patterns = RULES.iter().map(|r| r.pattern).chain(SIGNALS.iter().map(|(_, p)| *p)).map(ascii_pattern);
+    RegexSetBuilder::new(patterns)
+        .size_limit(64 << 20)
+        .dfa_size_limit(64 << 20)
+        .build()
+        .expect("built-in injection patterns compile")
 });
 
 /// Screens `text` for injected instructions and returns the first rule that
@@ -226,13 +219,19 @@ pub fn screen(text: &str) -> Option<InjectionFinding> {
 pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     let normalized = normalize(text);
     let screener = &*SCREENER;
-    let mut findings: Vec<InjectionFinding> = screener
-        .rules
-        .matches(&normalized)
-        .into_iter()
+    // Most texts match nothing: a leftmost search that stops at the first
+    // match state settles them faster than the overlapping search that
+    // names every pattern.
+    if !screener.is_match(&normalized) {
+        return Vec::new();
+    }
+    let matches = screener.matches(&normalized);
+    let mut findings: Vec<InjectionFinding> = matches
+        .iter()
+        .take_while(|&index| index < RULES.len())
         .map(|index| InjectionFinding { rule: RULES[index].name, category: RULES[index].category })
         .collect();
-    if screener.signals.matches(&normalized).iter().count() >= PERSONA_JAILBREAK_MIN_SIGNALS {
+    if matches.iter().filter(|&index| index >= RULES.len()).count() >= PERSONA_JAILBREAK_MIN_SIGNALS {
         findings.push(InjectionFinding { rule: PERSONA_JAILBREAK_RULE, category: C::Jailbreak });
     }
     if !findings.is_empty() {
