@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use base64::Engine as _;
-use regex::{Regex, RegexSet};
+use regex::{Regex, RegexSet, SetMatches};
 
 use crate::normalize::ascii_pattern;
 
@@ -140,8 +140,12 @@ const RULES: &[CredentialRule] = &[
     ),
 ];
 
-/// A base64 run long enough to hide a credential.
+/// A base64 run long enough to hide a credential: [`base64_candidates`]
+/// finds the matches of this pattern without a regex.
+#[cfg(test)]
 const BASE64_CANDIDATE: &str = r"[A-Za-z0-9+/]{24,}={0,2}";
+/// The shortest base64 run [`base64_candidates`] reports.
+const BASE64_MIN_RUN: usize = 24;
 
 /// Marker for a credential found inside a base64 blob.
 const BASE64_RULE: &str = "base64-credential";
@@ -151,7 +155,6 @@ const KUBERNETES_RULE: &str = "kubernetes-secret-data";
 struct Compiled {
     set: RegexSet,
     regexes: Vec<Regex>,
-    base64: Regex,
     kubernetes_kind: Regex,
 }
 
@@ -160,7 +163,6 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     Compiled {
         set: RegexSet::new(&patterns).expect("built-in credential patterns compile"),
         regexes: patterns.iter().map(|p| Regex::new(p).expect("credential pattern compiles")).collect(),
-        base64: Regex::new(BASE64_CANDIDATE).expect("base64 pattern compiles"),
         kubernetes_kind: Regex::new(r#"(?im)^\s*kind:\s*["']?secret["']?\s*$"#).expect("kind pattern compiles"),
     }
 });
@@ -209,7 +211,11 @@ pub(crate) fn splice(text: &str, findings: &[CredentialFinding]) -> String {
 
 fn collect(text: &str, look_inside_base64: bool, findings: &mut Vec<CredentialFinding>) {
     let compiled = &*COMPILED;
-    for index in compiled.set.matches(text).iter() {
+    // Most texts hold no credential: a leftmost search that stops at the
+    // first match state settles them faster than the overlapping search
+    // that names every rule.
+    let matched = compiled.set.is_match(text).then(|| compiled.set.matches(text));
+    for index in matched.iter().flat_map(SetMatches::iter) {
         let rule = &RULES[index];
         for captures in compiled.regexes[index].captures_iter(text) {
             let whole = captures.get(0).expect("group 0 always participates");
@@ -224,12 +230,50 @@ fn collect(text: &str, look_inside_base64: bool, findings: &mut Vec<CredentialFi
         kubernetes_data_values(text, findings);
     }
     if look_inside_base64 {
-        for candidate in compiled.base64.find_iter(text) {
-            if decodes_to_credential(candidate.as_str()) {
-                findings.push(CredentialFinding { rule: BASE64_RULE, span: candidate.range() });
+        for candidate in base64_candidates(text) {
+            if decodes_to_credential(&text[candidate.clone()]) {
+                findings.push(CredentialFinding { rule: BASE64_RULE, span: candidate });
             }
         }
     }
+}
+
+fn is_base64_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'+' || b == b'/'
+}
+
+/// The matches, in order, of [`BASE64_CANDIDATE`] (`[A-Za-z0-9+/]{24,}={0,2}`):
+/// every maximal run of base64 characters at least [`BASE64_MIN_RUN`] long,
+/// with up to two `=` after it. A probe [`BASE64_MIN_RUN`] - 1 bytes ahead
+/// skips most of ordinary text without looking at each byte.
+fn base64_candidates(text: &str) -> Vec<std::ops::Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut candidates = Vec::new();
+    // Invariant: `start` is 0 or follows a byte outside the base64 class,
+    // and no match starts before it (past the candidates already found).
+    let mut start = 0;
+    while let Some(&probe) = bytes.get(start + BASE64_MIN_RUN - 1) {
+        if !is_base64_byte(probe) {
+            start += BASE64_MIN_RUN;
+            continue;
+        }
+        if let Some(gap) = bytes[start..start + BASE64_MIN_RUN - 1].iter().rposition(|&b| !is_base64_byte(b)) {
+            start += gap + 1;
+            continue;
+        }
+        let mut end = start + BASE64_MIN_RUN;
+        while bytes.get(end).is_some_and(|&b| is_base64_byte(b)) {
+            end += 1;
+        }
+        for _ in 0..2 {
+            if bytes.get(end) == Some(&b'=') {
+                end += 1;
+            }
+        }
+        candidates.push(start..end);
+        start = end;
+    }
+    candidates
 }
 
 fn is_quoted(text: &str, start: usize, end: usize) -> bool {

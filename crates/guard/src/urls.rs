@@ -36,11 +36,21 @@ pub fn find_exfiltration_urls(text: &str) -> Vec<std::ops::Range<usize>> {
     if !text.contains("://") {
         return Vec::new();
     }
-    URL.captures_iter(text)
-        .filter_map(|captures| {
-            let url = captures.get(0).expect("group 0 always participates");
-            let in_image = captures.name("image").is_some();
-            let start = captures.name("image").map_or(url.start(), |image| image.end());
+    // The capture group is only needed for a markdown image: a match starts
+    // with `!` exactly when the image group took part (a scheme never does),
+    // and only then is the search repeated with captures, from the same
+    // start, where it finds the same leftmost-first match.
+    URL.find_iter(text)
+        .filter_map(|url| {
+            let in_image = text.as_bytes()[url.start()] == b'!';
+            let start = if in_image {
+                URL.captures_at(text, url.start())
+                    .and_then(|captures| captures.name("image"))
+                    .expect("a match starting with `!` has the image group")
+                    .end()
+            } else {
+                url.start()
+            };
             let link = &text[start..url.end()];
             carries_data(link, in_image).then_some(start..url.end())
         })
@@ -133,6 +143,21 @@ mod tests {
         for text in cases {
             assert_eq!(redact_exfiltration_urls(text), text);
         }
+    }
+
+    #[test]
+    fn image_links_match_the_captures_of_the_pattern() {
+        let text = "![a](https://a.example/x?q=1) ![b] (http://b.example) ![c](\u{3000} ftp://c.example/?d=2) !https://d.example ![](wss://e.example/?z=3)";
+        let expected: Vec<_> = URL
+            .captures_iter(text)
+            .filter_map(|captures| {
+                let url = captures.get(0).expect("group 0 always participates");
+                let start = captures.name("image").map_or(url.start(), |image| image.end());
+                carries_data(&text[start..url.end()], captures.name("image").is_some()).then_some(start..url.end())
+            })
+            .collect();
+        assert_eq!(expected.len(), 3);
+        assert_eq!(find_exfiltration_urls(text), expected);
     }
 
     #[test]
