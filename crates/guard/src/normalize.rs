@@ -47,21 +47,50 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
 }
 
 /// `is_nfkc_quick(text.chars()) == IsNormalized::Yes`, checking only the
-/// non-ASCII runs: the quick check resets its state on every ASCII character
-/// (always allowed, combining class 0), so the runs between them can be
-/// checked on their own and the ASCII bytes skipped.
+/// runs of other characters than ASCII and [`is_nfkc_starter`]: the quick
+/// check resets its state on every such character (allowed, combining class
+/// 0), so the runs between them can be checked on their own.
 fn is_nfkc_quick_yes(text: &str) -> bool {
+    let run_is_yes = |run: &str| is_nfkc_quick(run.chars()) == IsNormalized::Yes;
     let bytes = text.as_bytes();
-    let mut start = 0;
-    while let Some(offset) = bytes[start..].iter().position(|b| !b.is_ascii()) {
-        let run = start + offset;
-        let end = bytes[run..].iter().position(u8::is_ascii).map_or(bytes.len(), |offset| run + offset);
-        if is_nfkc_quick(text[run..end].chars()) != IsNormalized::Yes {
-            return false;
+    let mut run_start = None;
+    let mut index = 0;
+    while index < bytes.len() {
+        let c = if bytes[index].is_ascii() {
+            None
+        } else {
+            Some(text[index..].chars().next().expect("index is on a char boundary"))
+        };
+        match (c.is_none_or(is_nfkc_starter), run_start) {
+            (true, Some(start)) => {
+                if !run_is_yes(&text[start..index]) {
+                    return false;
+                }
+                run_start = None;
+            }
+            (false, None) => run_start = Some(index),
+            _ => {}
         }
-        start = end;
+        index += match c {
+            Some(c) => c.len_utf8(),
+            None => bytes[index..].iter().position(|b| !b.is_ascii()).unwrap_or(bytes.len() - index),
+        };
     }
-    true
+    run_start.is_none_or(|start| run_is_yes(&text[start..]))
+}
+
+/// Characters the NFKC quick check allows as they are with combining class
+/// 0: ASCII, Latin-1 letters, kana, CJK punctuation and ideographs, Hangul
+/// syllables. A test checks every one against the Unicode tables.
+fn is_nfkc_starter(c: char) -> bool {
+    matches!(c,
+        '\0'..='\u{7F}'
+        | '\u{C0}'..='\u{FF}'
+        | '\u{3001}'..='\u{3002}'
+        | '\u{3041}'..='\u{3096}'
+        | '\u{30A1}'..='\u{30FA}'
+        | '\u{4E00}'..='\u{9FFF}'
+        | '\u{AC00}'..='\u{D7A3}')
 }
 
 /// Folds the (NFKC) characters `chars` of `text`. The reference form of the
@@ -92,23 +121,24 @@ fn fold_unicode(text: &str, chars: impl Iterator<Item = char>) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// What [`fold_bytes`] does with an input byte: below 0x80 the (lower-cased,
-/// backtick-folded) byte to write, or one of the markers below.
-const SPACE: u8 = 0x80;
-const NON_ASCII: u8 = 0x81;
+/// Byte classes of [`fold_bytes`]: ASCII copied lower-cased, whitespace,
+/// and everything else (backtick, non-ASCII) decoded and folded as a char.
+const PLAIN: u8 = 0;
+const SPACE: u8 = 1;
+const OTHER: u8 = 2;
 
 /// The byte classes of [`fold_bytes`]. `unicode_space` counts the vertical
 /// tab as whitespace, as `char::is_whitespace` does and
 /// `u8::is_ascii_whitespace` does not.
 const fn byte_classes(unicode_space: bool) -> [u8; 256] {
-    let mut table = [NON_ASCII; 256];
+    let mut table = [OTHER; 256];
     let mut b = 0;
     while b < 0x80 {
         table[b] = match b as u8 {
             b'\t' | b'\n' | 0x0C | b'\r' | b' ' => SPACE,
             0x0B if unicode_space => SPACE,
-            b'`' => b'\'',
-            c => c.to_ascii_lowercase(),
+            b'`' => OTHER,
+            _ => PLAIN,
         };
         b += 1;
     }
@@ -120,25 +150,37 @@ const UNICODE_CLASSES: [u8; 256] = byte_classes(true);
 
 /// The fold of [`fold_unicode`] over `text.chars()` (with `UNICODE = true`),
 /// or the ASCII fold of [`fold_ascii`] (with `UNICODE = false`, where only
-/// ASCII whitespace counts), one table look-up per ASCII byte.
+/// ASCII whitespace counts). Runs of plain ASCII, single spaces included
+/// (one space between two plain bytes folds to itself), are copied and
+/// lower-cased in bulk.
 fn fold_bytes<const UNICODE: bool>(text: &str) -> String {
-    let table = if UNICODE { &UNICODE_CLASSES } else { &ASCII_CLASSES };
+    let classes = if UNICODE { &UNICODE_CLASSES } else { &ASCII_CLASSES };
+    let class = |index: usize| text.as_bytes().get(index).map(|&b| classes[usize::from(b)]);
     let bytes = text.as_bytes();
     let mut out: Vec<u8> = Vec::with_capacity(text.len());
     let mut pending_space = false;
     let mut index = 0;
-    while index < bytes.len() {
-        let class = table[usize::from(bytes[index])];
-        if class < SPACE {
+    while let Some(current) = class(index) {
+        if current == PLAIN {
+            let mut end = index + 1;
+            loop {
+                match class(end) {
+                    Some(PLAIN) => end += 1,
+                    Some(SPACE) if bytes[end] == b' ' && class(end + 1) == Some(PLAIN) => end += 2,
+                    _ => break,
+                }
+            }
             if pending_space {
                 out.push(b' ');
                 pending_space = false;
             }
-            out.push(class);
-            index += 1;
+            let start = out.len();
+            out.extend_from_slice(&bytes[index..end]);
+            out[start..].make_ascii_lowercase();
+            index = end;
             continue;
         }
-        if class == SPACE {
+        if current == SPACE {
             pending_space = !out.is_empty();
             index += 1;
             continue;
@@ -202,7 +244,9 @@ pub(crate) fn ascii_pattern(pattern: &str) -> String {
 mod tests {
     use unicode_normalization::{IsNormalized, is_nfkc_quick};
 
-    use super::{fold_bytes, fold_unicode, is_caseless, is_nfkc_quick_yes, normalize};
+    use unicode_normalization::char::canonical_combining_class;
+
+    use super::{fold_bytes, fold_unicode, is_caseless, is_nfkc_quick_yes, is_nfkc_starter, normalize};
 
     #[test]
     fn folds_case_space_and_obfuscation() {
@@ -320,6 +364,14 @@ mod tests {
     fn run_wise_quick_check_equals_whole_text_check() {
         for text in mixed_texts() {
             assert_eq!(is_nfkc_quick_yes(&text), is_nfkc_quick(text.chars()) == IsNormalized::Yes, "input {text:?}");
+        }
+    }
+
+    #[test]
+    fn nfkc_starters_are_allowed_with_combining_class_zero() {
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32).filter(|&c| is_nfkc_starter(c)) {
+            assert_eq!(is_nfkc_quick(std::iter::once(c)), IsNormalized::Yes, "{c:?}");
+            assert_eq!(canonical_combining_class(c), 0, "{c:?}");
         }
     }
 
