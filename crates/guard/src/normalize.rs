@@ -43,40 +43,10 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         return fold_ascii(text);
     }
-    if is_nfkc_quick_yes(text) { Cow::Owned(fold_bytes::<true>(text)) } else { fold_unicode(text, text.nfkc()) }
-}
-
-/// `is_nfkc_quick(text.chars()) == IsNormalized::Yes`, checking only the
-/// runs of other characters than ASCII and [`is_nfkc_starter`]: the quick
-/// check resets its state on every such character (allowed, combining class
-/// 0), so the runs between them can be checked on their own.
-fn is_nfkc_quick_yes(text: &str) -> bool {
-    let run_is_yes = |run: &str| is_nfkc_quick(run.chars()) == IsNormalized::Yes;
-    let bytes = text.as_bytes();
-    let mut run_start = None;
-    let mut index = 0;
-    while index < bytes.len() {
-        let c = if bytes[index].is_ascii() {
-            None
-        } else {
-            Some(text[index..].chars().next().expect("index is on a char boundary"))
-        };
-        match (c.is_none_or(is_nfkc_starter), run_start) {
-            (true, Some(start)) => {
-                if !run_is_yes(&text[start..index]) {
-                    return false;
-                }
-                run_start = None;
-            }
-            (false, None) => run_start = Some(index),
-            _ => {}
-        }
-        index += match c {
-            Some(c) => c.len_utf8(),
-            None => bytes[index..].iter().position(|b| !b.is_ascii()).unwrap_or(bytes.len() - index),
-        };
+    match fold_bytes::<true>(text) {
+        Some(folded) => Cow::Owned(folded),
+        None => fold_unicode(text, text.nfkc()),
     }
-    run_start.is_none_or(|start| run_is_yes(&text[start..]))
 }
 
 /// Characters the NFKC quick check allows as they are with combining class
@@ -153,7 +123,17 @@ const UNICODE_CLASSES: [u8; 256] = byte_classes(true);
 /// ASCII whitespace counts). Runs of plain ASCII, single spaces included
 /// (one space between two plain bytes folds to itself), are copied and
 /// lower-cased in bulk.
-fn fold_bytes<const UNICODE: bool>(text: &str) -> String {
+///
+/// With `UNICODE`, the same pass runs the NFKC quick check and returns
+/// `None` unless `is_nfkc_quick(text.chars())` is `Yes` (the text then needs
+/// the NFKC pass first). The check only looks at the runs of characters
+/// other than ASCII and [`is_nfkc_starter`]: it resets its state on every
+/// such character (allowed, combining class 0), so the runs between them
+/// can be checked on their own.
+fn fold_bytes<const UNICODE: bool>(text: &str) -> Option<String> {
+    let run_is_yes = |run: &str| is_nfkc_quick(run.chars()) == IsNormalized::Yes;
+    // Start of the current run of non-starters.
+    let mut run_start: Option<usize> = None;
     let classes = if UNICODE { &UNICODE_CLASSES } else { &ASCII_CLASSES };
     let class = |index: usize| text.as_bytes().get(index).map(|&b| classes[usize::from(b)]);
     let bytes = text.as_bytes();
@@ -170,6 +150,11 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> String {
                     _ => break,
                 }
             }
+            if let Some(start) = run_start.take()
+                && !run_is_yes(&text[start..index])
+            {
+                return None;
+            }
             if pending_space {
                 out.push(b' ');
                 pending_space = false;
@@ -181,11 +166,27 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> String {
             continue;
         }
         if current == SPACE {
+            if let Some(start) = run_start.take()
+                && !run_is_yes(&text[start..index])
+            {
+                return None;
+            }
             pending_space = !out.is_empty();
             index += 1;
             continue;
         }
         let c = text[index..].chars().next().expect("index is on a char boundary");
+        if UNICODE {
+            if is_nfkc_starter(c) {
+                if let Some(start) = run_start.take()
+                    && !run_is_yes(&text[start..index])
+                {
+                    return None;
+                }
+            } else if run_start.is_none() {
+                run_start = Some(index);
+            }
+        }
         index += c.len_utf8();
         if is_invisible(c) {
             continue;
@@ -209,7 +210,12 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> String {
             }
         }
     }
-    String::from_utf8(out).expect("only whole chars and ASCII bytes are written")
+    if let Some(start) = run_start
+        && !run_is_yes(&text[start..])
+    {
+        return None;
+    }
+    Some(String::from_utf8(out).expect("only whole chars and ASCII bytes are written"))
 }
 
 /// Blocks with no lower-case mapping (CJK punctuation, kana, CJK ideographs,
@@ -229,7 +235,7 @@ fn fold_ascii(text: &str) -> Cow<'_, str> {
     if already_folded {
         return Cow::Borrowed(text);
     }
-    Cow::Owned(fold_bytes::<false>(text))
+    Cow::Owned(fold_bytes::<false>(text).expect("ASCII text is in NFKC form"))
 }
 
 /// Rewrites Unicode `\b` and `\w` into ASCII classes. The lazy DFA cannot
@@ -242,11 +248,12 @@ pub(crate) fn ascii_pattern(pattern: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use unicode_normalization::{IsNormalized, is_nfkc_quick};
+    use std::borrow::Cow;
 
     use unicode_normalization::char::canonical_combining_class;
+    use unicode_normalization::{IsNormalized, is_nfkc_quick};
 
-    use super::{fold_bytes, fold_unicode, is_caseless, is_nfkc_quick_yes, is_nfkc_starter, normalize};
+    use super::{fold_bytes, fold_unicode, is_caseless, is_nfkc_starter, normalize};
 
     #[test]
     fn folds_case_space_and_obfuscation() {
@@ -334,9 +341,11 @@ mod tests {
     }
 
     #[test]
-    fn byte_fold_equals_char_fold() {
+    fn byte_fold_equals_char_fold_and_runs_the_quick_check() {
         for text in mixed_texts() {
-            assert_eq!(fold_bytes::<true>(&text), fold_unicode(&text, text.chars()), "input {text:?}");
+            let expected =
+                (is_nfkc_quick(text.chars()) == IsNormalized::Yes).then(|| fold_unicode(&text, text.chars()));
+            assert_eq!(fold_bytes::<true>(&text).map(Cow::Owned), expected, "input {text:?}");
         }
     }
 
@@ -356,14 +365,7 @@ mod tests {
                 }
                 expected.push(if b == b'`' { '\'' } else { b.to_ascii_lowercase() as char });
             }
-            assert_eq!(fold_bytes::<false>(&text), expected, "input {text:?}");
-        }
-    }
-
-    #[test]
-    fn run_wise_quick_check_equals_whole_text_check() {
-        for text in mixed_texts() {
-            assert_eq!(is_nfkc_quick_yes(&text), is_nfkc_quick(text.chars()) == IsNormalized::Yes, "input {text:?}");
+            assert_eq!(fold_bytes::<false>(&text), Some(expected), "input {text:?}");
         }
     }
 
