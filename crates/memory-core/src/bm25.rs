@@ -106,6 +106,11 @@ impl Bm25Index {
     /// The `k` best documents for `query_terms` (stemmed, distinct), as
     /// `(id, score)` with the best first and ties broken by the lower id.
     /// Documents matching no term are not returned.
+    ///
+    /// A term in more than half the documents has the floor idf (1e-6): it
+    /// only ranks documents that match nothing else. Its postings (for a
+    /// speaker's name, say, every other row) are therefore walked only when
+    /// the other terms match fewer than `k` documents.
     pub(crate) fn search(&self, query_terms: &[String], k: usize) -> Vec<(u64, f64)> {
         let inner = self.inner.read();
         let count = inner.slots.len();
@@ -115,6 +120,8 @@ impl Bm25Index {
         let average = inner.total_len as f64 / count as f64;
         let mut scores = vec![0.0f64; inner.docs.len()];
         let mut touched: Vec<u32> = Vec::new();
+        let mut weighted: Vec<(&Vec<Posting>, f64)> = Vec::new();
+        let mut floor: Vec<&Vec<Posting>> = Vec::new();
         for term in query_terms {
             let Some(&term_id) = inner.term_ids.get(term) else { continue };
             let postings = &inner.postings[term_id as usize];
@@ -122,7 +129,10 @@ impl Bm25Index {
                 continue;
             }
             let df = postings.len() as f64;
-            let idf = ((count as f64 - df + 0.5) / (df + 0.5)).ln().max(MIN_IDF);
+            let idf = ((count as f64 - df + 0.5) / (df + 0.5)).ln();
+            if idf > MIN_IDF { weighted.push((postings, idf)) } else { floor.push(postings) }
+        }
+        let mut walk = |postings: &Vec<Posting>, idf: f64, touched: &mut Vec<u32>| {
             for posting in postings {
                 let length = inner.docs[posting.slot as usize].as_ref().map_or(0, |(_, length, _)| *length);
                 let tf = f64::from(posting.tf);
@@ -132,6 +142,14 @@ impl Bm25Index {
                     touched.push(posting.slot);
                 }
                 *score += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        };
+        for (postings, idf) in weighted {
+            walk(postings, idf, &mut touched);
+        }
+        if touched.len() < k {
+            for postings in floor {
+                walk(postings, MIN_IDF, &mut touched);
             }
         }
         let id_of = |slot: u32| inner.docs[slot as usize].as_ref().map_or(u64::MAX, |(id, _, _)| *id);
@@ -256,7 +274,28 @@ mod tests {
         for window in all.windows(2) {
             assert!(window[0].1 > window[1].1 || (window[0].1 == window[1].1 && window[0].0 < window[1].0));
         }
-        assert_eq!(index.search(&q("alpha gamma beta1"), 17), all[..17]);
+        // "alpha" is in every document: the top 17 come from the other terms
+        // alone, in the same order, scores lower by at most alpha's floor share.
+        let top = index.search(&q("alpha gamma beta1"), 17);
+        assert_eq!(
+            top.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            all[..17].iter().map(|(id, _)| *id).collect::<Vec<_>>()
+        );
+        assert!(top.iter().zip(&all).all(|(a, b)| (b.1 - a.1) >= 0.0 && (b.1 - a.1) < 1e-5));
+    }
+
+    #[test]
+    fn terms_in_most_documents_still_rank_when_little_else_matches() {
+        let mut docs: Vec<(u64, String)> = (0..20u64).map(|id| (id, format!("alice said item{id}"))).collect();
+        docs.push((100, "bob said lighthouse".to_owned()));
+        let index = Bm25Index::build(docs.iter().map(|(id, text)| (*id, text.as_str())));
+        // "alice" is in 20 of 21 documents: floor idf. "lighthouse" matches one.
+        let hits = index.search(&q("alice lighthouse"), 5);
+        assert_eq!(hits[0].0, 100);
+        assert_eq!(hits.len(), 5, "alice's documents fill the rest: {hits:?}");
+        assert!(hits[1..].iter().all(|(id, score)| *id < 20 && *score < 1e-5));
+        // With enough strong matches the floor term adds nothing.
+        assert_eq!(index.search(&q("alice lighthouse"), 1), vec![(100, hits[0].1)]);
     }
 
     #[test]

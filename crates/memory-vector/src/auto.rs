@@ -164,6 +164,24 @@ impl AutoIndex {
         })
     }
 
+    /// The cosine between `query` and each of `ids`' stored vectors
+    /// (`None` for an id that is not live), without a search. Takes only
+    /// the shared lock.
+    pub fn similarities(&self, query: &[f32], ids: &[u64]) -> Result<Vec<Option<f32>>> {
+        let unit = normalized(query, self.config.dim)?;
+        let state = self.state.read();
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let stored = match &*state {
+                    Inner::Flat(index) => index.stored(*id),
+                    Inner::Hnsw(index) => index.stored(*id),
+                };
+                stored.map(|vector| crate::dot(&unit, vector))
+            })
+            .collect())
+    }
+
     /// See [`VectorIndex::add`]. Holds the exclusive lock for one insert;
     /// the add that crosses the crossover also builds the graph, outside it.
     pub fn add(&self, id: u64, vector: &[f32]) -> Result<()> {
@@ -429,6 +447,29 @@ mod tests {
         let hits = index.search(&vector(30, dim), 100).unwrap();
         assert_eq!(hits.len(), 19);
         assert!(hits.iter().all(|h| h.id >= 22));
+    }
+
+    #[test]
+    fn similarities_equal_the_exact_cosines_on_both_structures() {
+        let dim = 8;
+        let vectors: Vec<Vec<f32>> = (0..100u64).map(|i| vector(i, dim)).collect();
+        let rows: Vec<(u64, &[f32])> = vectors.iter().enumerate().map(|(i, v)| (i as u64, v.as_slice())).collect();
+        let unit = |v: &[f32]| {
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter().map(|x| x / norm).collect::<Vec<f32>>()
+        };
+        for crossover in [50, 500] {
+            let index = AutoIndex::build(config(dim, crossover), &rows).unwrap();
+            index.remove(7).unwrap();
+            let query = vector(1_000, dim);
+            let got = index.similarities(&query, &[3, 7, 99, 12_345]).unwrap();
+            let exact = |id: usize| crate::dot(&unit(&query), &unit(&vectors[id]));
+            assert!((got[0].unwrap() - exact(3)).abs() < 1e-5, "{:?}", index.backend());
+            assert_eq!(got[1], None, "a removed id has no similarity");
+            assert!((got[2].unwrap() - exact(99)).abs() < 1e-5);
+            assert_eq!(got[3], None, "an unknown id has no similarity");
+            assert!(matches!(index.similarities(&[1.0; 3], &[3]), Err(Error::DimensionMismatch { .. })));
+        }
     }
 
     #[test]

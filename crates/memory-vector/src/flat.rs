@@ -86,6 +86,12 @@ impl FlatIndex {
     }
 
     /// Searches with an already normalised query.
+    /// The stored (unit) vector of live row `id`.
+    pub(crate) fn stored(&self, id: u64) -> Option<&[f32]> {
+        let position = *self.positions.get(&id)?;
+        Some(&self.data[position * self.dim..(position + 1) * self.dim])
+    }
+
     pub(crate) fn search_normalized(&self, query: &[f32], k: usize) -> Vec<Hit> {
         let n = self.ids.len();
         if n == 0 || k == 0 {

@@ -282,6 +282,12 @@ impl HnswIndex {
     }
 
     /// Searches with an already normalised query.
+    /// The stored (unit) vector of live row `id`.
+    pub(crate) fn stored(&self, id: u64) -> Option<&[f32]> {
+        let slot = *self.slots.get(&id)?;
+        Some(self.graph.vector(slot))
+    }
+
     pub(crate) fn search_normalized(&self, unit: &[f32], k: usize) -> Vec<Hit> {
         let live = self.slots.len();
         let want = k.min(live);

@@ -2,6 +2,7 @@
 //! fusion, admission, importance × age, MMR, the limit.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use cairn_memory_vector::constants::{LONG_TEXT_RELEVANCE_THRESHOLD, MMR_LAMBDA, MMR_MAX_POOL};
 use cairn_memory_vector::{Hit, MmrCandidate, admit, decay_score, mmr};
@@ -188,9 +189,13 @@ impl MemoryDb {
 
         let candidates = self.read("searching episodic memory", |tx| {
             let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
+            let mut ready_index = None;
             if let (Some(vector), Some(space)) = (&query_vector, &space) {
                 let revision = episodic_revision(tx)?;
                 let access = self.index_for_read(revision, space, dim)?;
+                if let IndexAccess::Ready(index) = &access {
+                    ready_index = Some(Arc::clone(index));
+                }
                 let search = |k: usize| -> Result<Vec<Hit>> {
                     match &access {
                         IndexAccess::Ready(index) => index
@@ -238,21 +243,42 @@ impl MemoryDb {
                     by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
                 }
             }
+            // Keyword-only rows take their cosine from the index's copy of
+            // their vector when there is one, not from the stored blob.
+            let mut index_cosines: HashMap<i64, f32> = HashMap::new();
+            if let (Some(index), Some(vector)) = (&ready_index, &query_vector) {
+                let keyword_only: Vec<u64> = by_id
+                    .iter()
+                    .filter(|(_, (vector_hit, _))| vector_hit.is_none())
+                    .map(|(id, _)| *id as u64)
+                    .collect();
+                let cosines = index
+                    .similarities(vector, &keyword_only)
+                    .map_err(|source| MemoryError::Index { operation: "scoring keyword hits", source })?;
+                for (id, cosine) in keyword_only.into_iter().zip(cosines) {
+                    if let Some(cosine) = cosine {
+                        index_cosines.insert(id as i64, cosine);
+                    }
+                }
+            }
             let mut out = Vec::with_capacity(by_id.len());
             let mut ids: Vec<_> = by_id.into_iter().collect();
             ids.sort_by_key(|(id, _)| *id);
             for (id, (vector_hit, keyword_hit)) in ids {
-                // Under the filter, a vector-only hit below every gate cannot be admitted.
+                let index_cosine = index_cosines.get(&id).copied();
+                // Under the filter, a hit below every cosine gate that is not
+                // among the top keyword hits cannot be admitted: not read.
+                let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosine);
                 if query.relevance_filter
-                    && keyword_hit.is_none()
-                    && vector_hit.is_some_and(|(_, cosine)| cosine < LONG_TEXT_RELEVANCE_THRESHOLD)
+                    && keyword_hit.is_none_or(|(rank, _)| rank > KEYWORD_ADMISSION_MAX_RANK)
+                    && known_cosine.is_some_and(|cosine| cosine < LONG_TEXT_RELEVANCE_THRESHOLD)
                 {
                     continue;
                 }
-                let need_vector = vector_hit.is_none() && query_vector.is_some();
+                let need_vector = known_cosine.is_none() && query_vector.is_some();
                 let Some(row) = fetch_row(tx, id, space.as_deref(), need_vector)? else { continue };
-                let cosine = match (vector_hit, &row.vector, &query_vector) {
-                    (Some((_, cosine)), _, _) => Some(cosine),
+                let cosine = match (known_cosine, &row.vector, &query_vector) {
+                    (Some(cosine), _, _) => Some(cosine),
                     (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
                         Some(cairn_memory_vector::dot(vector, stored))
                     }
