@@ -137,7 +137,7 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> Option<String> {
     let classes = if UNICODE { &UNICODE_CLASSES } else { &ASCII_CLASSES };
     let class = |index: usize| text.as_bytes().get(index).map(|&b| classes[usize::from(b)]);
     let bytes = text.as_bytes();
-    let mut out: Vec<u8> = Vec::with_capacity(text.len());
+    let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
     let mut index = 0;
     while let Some(current) = class(index) {
@@ -156,11 +156,11 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> Option<String> {
                 return None;
             }
             if pending_space {
-                out.push(b' ');
+                out.push(' ');
                 pending_space = false;
             }
             let start = out.len();
-            out.extend_from_slice(&bytes[index..end]);
+            out.push_str(&text[index..end]);
             out[start..].make_ascii_lowercase();
             index = end;
             continue;
@@ -196,18 +196,16 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> Option<String> {
             continue;
         }
         if pending_space {
-            out.push(b' ');
+            out.push(' ');
             pending_space = false;
         }
         let c = fold_punctuation(c);
         if c.is_ascii() {
-            out.push(c.to_ascii_lowercase() as u8);
+            out.push(c.to_ascii_lowercase());
         } else if is_caseless(c) {
-            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+            out.push(c);
         } else {
-            for lower in c.to_lowercase() {
-                out.extend_from_slice(lower.encode_utf8(&mut [0; 4]).as_bytes());
-            }
+            out.extend(c.to_lowercase());
         }
     }
     if let Some(start) = run_start
@@ -215,7 +213,7 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> Option<String> {
     {
         return None;
     }
-    Some(String::from_utf8(out).expect("only whole chars and ASCII bytes are written"))
+    Some(out)
 }
 
 /// Blocks with no lower-case mapping (CJK punctuation, kana, CJK ideographs,
