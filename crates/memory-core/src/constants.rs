@@ -57,10 +57,10 @@ pub const AUDIT_SNIPPET_CHARS: usize = 200;
 pub const BUSY_TIMEOUT_MS: u64 = 10_000;
 /// Idle read connections kept open for reuse.
 pub const MAX_IDLE_READERS: usize = 8;
-/// Bytes of `memory.db` each connection maps into memory (`PRAGMA mmap_size`).
-pub const MMAP_BYTES: i64 = 1 << 30;
-/// Page cache per connection, in KiB (`PRAGMA cache_size = -N`).
-pub const PAGE_CACHE_KIB: i64 = 32 * 1024;
+/// Page cache per connection, in KiB (`PRAGMA cache_size = -N`). Every
+/// commit by another connection empties it, so more buys little; with the
+/// writer and up to eight idle readers it bounds the caches at 72 MiB.
+pub const PAGE_CACHE_KIB: i64 = 8 * 1024;
 /// File name of the database inside Cairn's home.
 pub const DB_FILE_NAME: &str = "memory.db";
 /// File name of the JSONL lesson fallback inside Cairn's home.

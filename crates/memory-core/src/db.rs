@@ -12,7 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::constants::{
-    BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_AUDIT_EVENTS, MAX_IDLE_READERS, MMAP_BYTES, PAGE_CACHE_KIB,
+    BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_AUDIT_EVENTS, MAX_IDLE_READERS, PAGE_CACHE_KIB,
 };
 use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
@@ -484,11 +484,10 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     connection.busy_timeout(busy_timeout).map_err(MemoryError::sqlite("setting the busy timeout"))?;
     connection.set_prepared_statement_cache_capacity(32);
     // Searches touch rows scattered over the file (vectors make rows
-    // ~1.7 KB): map the file and give each connection a page cache big
-    // enough for a 10,000-row store, so a warm search does no read calls.
-    for (pragma, value) in [("mmap_size", MMAP_BYTES), ("cache_size", -PAGE_CACHE_KIB)] {
-        connection.pragma_update(None, pragma, value).map_err(MemoryError::sqlite("sizing the page cache"))?;
-    }
+    // ~1.7 KB); no memory map: any commit unmaps it for every reader.
+    connection
+        .pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
+        .map_err(MemoryError::sqlite("sizing the page cache"))?;
     Ok(connection)
 }
 
