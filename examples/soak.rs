@@ -15,9 +15,12 @@
 //! cargo run --release --example soak -- --cairn target/release/cairn --seconds 60 --rate 400
 //! ```
 //!
-//! Options: `--threads N` (default 32), `--model DIR` (default: the
-//! installed all-MiniLM-L6-v2, when present; `--model none` for keyword
-//! only), `--kill-after SECS` (default 10), `--skip-kill`.
+//! Options: `--threads N` (default 32), `--write-every N` (default 5: one
+//! request in five is a semantic write, the rest searches, as on a gateway
+//! that searches on every message and learns a fact now and then; 2 gives
+//! the 1:1 mix), `--model DIR` (default: the installed all-MiniLM-L6-v2,
+//! when present; `--model none` for keyword only), `--kill-after SECS`
+//! (default 10), `--skip-kill`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -39,6 +42,7 @@ struct Options {
     seconds: u64,
     rate: u64,
     threads: usize,
+    write_every: u64,
     model: Option<PathBuf>,
     kill_after: u64,
     skip_kill: bool,
@@ -52,6 +56,7 @@ fn options() -> anyhow::Result<Options> {
         seconds: 60,
         rate: 400,
         threads: 32,
+        write_every: 5,
         model: installed,
         kill_after: 10,
         skip_kill: false,
@@ -63,6 +68,7 @@ fn options() -> anyhow::Result<Options> {
             "--seconds" => options.seconds = value()?.parse()?,
             "--rate" => options.rate = value()?.parse()?,
             "--threads" => options.threads = value()?.parse()?,
+            "--write-every" => options.write_every = value()?.parse()?,
             "--model" => {
                 let text = value()?;
                 options.model = (text != "none").then(|| PathBuf::from(text));
@@ -74,6 +80,9 @@ fn options() -> anyhow::Result<Options> {
     }
     if options.seconds == 0 || options.seconds > 3_600 || options.rate == 0 || options.rate > 100_000 {
         bail!("--seconds must be 1..=3600 and --rate 1..=100000");
+    }
+    if options.write_every == 0 {
+        bail!("--write-every must be at least 1");
     }
     Ok(options)
 }
@@ -206,7 +215,7 @@ fn load(server: &Server, options: &Options, seconds: u64, stop: &AtomicBool, pre
                         WORDS[(ticket.wrapping_mul(2_654_435_761).wrapping_add(salt) % WORDS.len() as u64) as usize]
                     };
                     let sent = Instant::now();
-                    let (kind, key, result) = if ticket.is_multiple_of(2) {
+                    let (kind, key, result) = if !ticket.is_multiple_of(options.write_every) {
                         let query = format!("{}%20{}", word(1), word(7));
                         let url = format!("{}/api/memory/semantic?q={query}&limit=8", server.base);
                         ("search", None, agent.get(&url).header("Authorization", &auth).call())
@@ -255,10 +264,11 @@ fn soak(options: &Options) -> anyhow::Result<()> {
     let server = start(options, home.path())?;
     let pid = server.child.id();
     println!(
-        "soak: {} s at {} req/s, {} threads, model: {}",
+        "soak: {} s at {} req/s, {} threads, one write in {}, model: {}",
         options.seconds,
         options.rate,
         options.threads,
+        options.write_every,
         options.model.as_ref().map_or("none (keyword only)".to_owned(), |model| model.display().to_string())
     );
     let stop = AtomicBool::new(false);
