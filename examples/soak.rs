@@ -18,7 +18,9 @@
 //! Options: `--threads N` (default 32), `--write-every N` (default 5: one
 //! request in five is a semantic write, the rest searches, as on a gateway
 //! that searches on every message and learns a fact now and then; 2 gives
-//! the 1:1 mix), `--model DIR` (default: the installed all-MiniLM-L6-v2,
+//! the 1:1 mix), `--keys N` (default 1,000: the soak's writes cycle over N
+//! keys, so the store stops growing and resident memory can settle; 0 for
+//! a new key per write; the kill phase always writes new keys), `--model DIR` (default: the installed all-MiniLM-L6-v2,
 //! when present; `--model none` for keyword only), `--kill-after SECS`
 //! (default 10), `--skip-kill`.
 
@@ -43,6 +45,7 @@ struct Options {
     rate: u64,
     threads: usize,
     write_every: u64,
+    keys: u64,
     model: Option<PathBuf>,
     kill_after: u64,
     skip_kill: bool,
@@ -57,6 +60,7 @@ fn options() -> anyhow::Result<Options> {
         rate: 400,
         threads: 32,
         write_every: 5,
+        keys: 1_000,
         model: installed,
         kill_after: 10,
         skip_kill: false,
@@ -69,6 +73,7 @@ fn options() -> anyhow::Result<Options> {
             "--rate" => options.rate = value()?.parse()?,
             "--threads" => options.threads = value()?.parse()?,
             "--write-every" => options.write_every = value()?.parse()?,
+            "--keys" => options.keys = value()?.parse()?,
             "--model" => {
                 let text = value()?;
                 options.model = (text != "none").then(|| PathBuf::from(text));
@@ -186,7 +191,8 @@ fn percentile(sorted: &[u64], fraction: f64) -> f64 {
 }
 
 /// Sends the mixed load until `deadline`, `max_requests`, or `stop`.
-fn load(server: &Server, options: &Options, seconds: u64, stop: &AtomicBool, prefix: &str) -> Tally {
+/// Runs the mix; writes cycle over `keys` keys (`0`: a new key per write).
+fn load(server: &Server, options: &Options, seconds: u64, stop: &AtomicBool, prefix: &str, keys: u64) -> Tally {
     let tally = Mutex::new(Tally::default());
     let next = AtomicU64::new(0);
     let max_requests = options.rate * seconds;
@@ -220,7 +226,8 @@ fn load(server: &Server, options: &Options, seconds: u64, stop: &AtomicBool, pre
                         let url = format!("{}/api/memory/semantic?q={query}&limit=8", server.base);
                         ("search", None, agent.get(&url).header("Authorization", &auth).call())
                     } else {
-                        let key = format!("project.{prefix}.k{ticket}");
+                        let slot = if keys == 0 { ticket } else { ticket % keys };
+                        let key = format!("project.{prefix}.k{slot}");
                         let value = format!("{} prefers {} with {} on {}", word(2), word(3), word(5), word(11));
                         let url = format!("{}/api/memory/semantic", server.base);
                         let body = json!({"key": key, "value": value});
@@ -264,11 +271,12 @@ fn soak(options: &Options) -> anyhow::Result<()> {
     let server = start(options, home.path())?;
     let pid = server.child.id();
     println!(
-        "soak: {} s at {} req/s, {} threads, one write in {}, model: {}",
+        "soak: {} s at {} req/s, {} threads, one write in {} over {} keys, model: {}",
         options.seconds,
         options.rate,
         options.threads,
         options.write_every,
+        options.keys,
         options.model.as_ref().map_or("none (keyword only)".to_owned(), |model| model.display().to_string())
     );
     let stop = AtomicBool::new(false);
@@ -284,7 +292,7 @@ fn soak(options: &Options) -> anyhow::Result<()> {
             }
         });
         let never = AtomicBool::new(false);
-        let tally = load(&server, options, options.seconds, &never, "soak");
+        let tally = load(&server, options, options.seconds, &never, "soak", options.keys);
         stop.store(true, Ordering::Relaxed);
         let _ = sampler.join();
         tally
@@ -350,7 +358,7 @@ fn kill_test(options: &Options) -> anyhow::Result<()> {
             let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
             killer_stop.store(true, Ordering::Relaxed);
         });
-        let tally = load(&server, options, options.kill_after + 30, &stop, "kill");
+        let tally = load(&server, options, options.kill_after + 30, &stop, "kill", 0);
         let _ = killer.join();
         tally
     });

@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod batching;
 mod cache;
 #[cfg(feature = "candle")]
 mod candle;
@@ -55,6 +56,7 @@ pub mod testing;
 mod tests;
 
 pub use backend::{EmbeddingBackend, cosine, l2_normalize};
+pub use batching::BatchingEmbedder;
 pub use cache::{CacheStats, CachedEmbedder};
 #[cfg(feature = "candle")]
 pub use candle::{CandleBert, CandleBertOptions, Pooling, Qwen3Embedder, Qwen3Options, format_query};

@@ -52,6 +52,9 @@ pub(crate) struct Snapshot {
 #[derive(Default)]
 pub(crate) struct SnapshotCache {
     current: Mutex<Option<Arc<Snapshot>>>,
+    /// Held while one thread rebuilds: the others wait for its result
+    /// instead of all rebuilding the same revision at once.
+    rebuild: Mutex<()>,
 }
 
 fn unit(mut vector: Vec<f32>) -> Vec<f32> {
@@ -112,6 +115,13 @@ impl MemoryDb {
     /// otherwise, re-deriving only the entries whose row changed.
     fn snapshot(&self) -> Result<Arc<Snapshot>> {
         let space = self.space();
+        if let Some(cached) = self.snapshot.current.lock().clone().filter(|cached| cached.space == space) {
+            let revision = self.read("reading the semantic revision", semantic_revision)?;
+            if cached.revision == revision {
+                return Ok(cached);
+            }
+        }
+        let _rebuilding = self.snapshot.rebuild.lock();
         let cached = self.snapshot.current.lock().clone();
         // One read transaction: the revision and the rows it describes are consistent.
         let snapshot = self.read("loading the semantic snapshot", |tx| {

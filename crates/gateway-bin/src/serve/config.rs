@@ -20,8 +20,10 @@ pub(crate) const DEFAULT_PORT: u16 = 8745;
 pub(crate) const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 /// Heartbeat period.
 pub(crate) const DEFAULT_HEARTBEAT_SECS: u64 = 60;
-/// Threads of the embed pool.
-pub(crate) const DEFAULT_POOL_WORKERS: u64 = 2;
+/// Threads of the embed pool. They mostly wait: every embedding goes
+/// through one batching worker, so more of them in flight means larger
+/// forward passes, not more concurrent ones.
+pub(crate) const DEFAULT_POOL_WORKERS: u64 = 8;
 /// Jobs the embed pool queues before it refuses new work with 503.
 pub(crate) const DEFAULT_POOL_QUEUE: u64 = 64;
 /// Idle time after which a session's history is consolidated.

@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use cairn_embedder::constants::{DEFAULT_MODEL_DIM, DEFAULT_MODEL_NAME};
 use cairn_embedder::manager::{DownloadStatus, DownloadStep, ModelManager, RetryPolicy};
-use cairn_embedder::{CachedEmbedder, EmbedError, EmbeddingBackend, LazyEmbedder, ModelInfo};
+use cairn_embedder::{BatchingEmbedder, CachedEmbedder, EmbedError, EmbeddingBackend, LazyEmbedder, ModelInfo};
 use parking_lot::Mutex;
 use serde::Serialize;
+
+/// Most texts one forward pass takes from concurrent requests.
+const EMBED_BATCH: usize = 32;
 
 /// The memory store's embedder: it declares the expected model's id and
 /// width from the start, and answers `NotReady` until the model is wired
@@ -256,7 +259,9 @@ impl ModelLifecycle {
             return Err(EnableError::Failed(error));
         }
         let lazy = info.lazy();
-        let cache = CachedEmbedder::over(Arc::new(lazy.clone()));
+        // Concurrent requests' texts share forward passes (one at a time).
+        let batching = BatchingEmbedder::new(Arc::new(lazy.clone()), EMBED_BATCH);
+        let cache = CachedEmbedder::over(Arc::new(batching));
         let _ = self.embedder.loaded.set(Loaded { lazy, cache });
         if let Some(lazy) = self.embedder.wired() {
             lazy.start_loading();
