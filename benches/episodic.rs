@@ -138,10 +138,12 @@ fn episodic_context(c: &mut Criterion) {
 
 /// Opening a large store and serving the first search: the index is built
 /// in the background while the exact scan answers. One shot (each open
-/// starts a full index build), timed and printed, three times.
+/// starts a full index build), timed and printed, three times
+/// (`EPISODIC_BENCH_OPEN_ROUNDS` to change).
 fn first_search_after_open(path: &std::path::Path, rows: usize) {
     let (text, vector) = queries_for_open();
-    for round in 1..=3 {
+    let rounds: usize = std::env::var("EPISODIC_BENCH_OPEN_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(3);
+    for round in 1..=rounds {
         let started = Instant::now();
         let db = MemoryDb::open(path, MemoryConfig::default()).unwrap().with_embedder(embedder());
         let query = EpisodicQuery::new(text.clone()).vector(vector.clone());
