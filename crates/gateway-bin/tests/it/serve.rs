@@ -447,6 +447,21 @@ fn serve_agents_detail_and_patch_rules() {
     assert_eq!(on_disk["welcomeMessage"], "hi", "other fields are kept");
     assert_eq!(on_disk["prompt"], "Review.");
     assert!(on_disk.get("skills").is_none(), "`skills` is never written under that name");
+    // Fields keep their order and their text; only the patched ones change.
+    write(
+        &agents.path().join("ordered.json"),
+        "{\n  \"name\": \"ordered\",\n  \"prompt\": \"Be brief.\",\n  \"tools\": [\"read\", \"write\"],\n  \"model\": \"small\",\n  \"hooks\": {\"stop\": [{\"command\": \"true\"}]}\n}\n",
+    );
+    let patched = gateway.send("PATCH", "/api/agents/detail/ordered", &json!({"model": "large", "skills": ["a"]}));
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    let text = std::fs::read_to_string(agents.path().join("ordered.json")).unwrap();
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle} missing from {text}"));
+    assert!(
+        at("\"name\"") < at("\"prompt\"") && at("\"prompt\"") < at("\"tools\"") && at("\"tools\"") < at("\"model\""),
+        "{text}"
+    );
+    assert!(at("\"model\": \"large\"") < at("\"hooks\"") && at("\"hooks\"") < at("\"resources\""), "{text}");
+    assert!(text.contains("\"tools\": [\"read\", \"write\"]"), "an untouched field keeps its text: {text}");
 
     let markdown = gateway.send("PATCH", "/api/agents/detail/writer", &json!({"model": "large"}));
     assert_eq!((markdown.status, markdown.code()), (409, "markdown_spec_readonly"));

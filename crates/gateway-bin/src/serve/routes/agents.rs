@@ -9,6 +9,9 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use cairn_agent_spec::{Catalog, ResolveContext, SpecFormat};
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::{ApiResult, blocking};
@@ -191,22 +194,28 @@ pub(crate) async fn patch_detail(
                 format!("{} is a Markdown spec; it is read-only here", resolved.path.display()),
             ));
         }
-        // Re-read the file under the lock and edit only the two fields.
+        // Re-read the file under the lock and edit only the two fields: the
+        // other fields keep their order and their text.
         let text = std::fs::read_to_string(&resolved.path).map_err(ApiError::internal)?;
-        let mut spec: Value = serde_json::from_str(&text)
-            .map_err(|error| ApiError::conflict("spec_unreadable", format!("{}: {error}", resolved.path.display())))?;
-        let Some(object) = spec.as_object_mut() else {
-            return Err(ApiError::conflict("spec_unreadable", "the spec is not a JSON object"));
+        let unreadable = |error: serde_json::Error| {
+            ApiError::conflict("spec_unreadable", format!("{}: {error}", resolved.path.display()))
         };
+        let raw: IndexMap<String, Box<RawValue>> = serde_json::from_str(&text).map_err(unreadable)?;
+        let mut spec: IndexMap<String, Field> = raw.into_iter().map(|(key, value)| (key, Field::Kept(value))).collect();
         if let Some(model) = model {
-            object.insert("model".to_owned(), Value::String(model));
+            spec.insert("model".to_owned(), Field::Edited(Value::String(model)));
         }
         if let Some(skills) = &skills {
-            let resources = object.entry("resources").or_insert_with(|| Value::Array(Vec::new()));
-            let Some(resources) = resources.as_array_mut() else {
-                return Err(ApiError::conflict("spec_unreadable", "`resources` is not a list"));
+            let mut resources = match spec.get("resources") {
+                Some(Field::Kept(raw)) => match serde_json::from_str::<Value>(raw.get()).map_err(unreadable)? {
+                    Value::Array(items) => items,
+                    _ => return Err(ApiError::conflict("spec_unreadable", "`resources` is not a list")),
+                },
+                Some(Field::Edited(Value::Array(items))) => items.clone(),
+                _ => Vec::new(),
             };
-            place_skills(resources, skills, &state.agents.skills_root);
+            place_skills(&mut resources, skills, &state.agents.skills_root);
+            spec.insert("resources".to_owned(), Field::Edited(Value::Array(resources)));
         }
         let mut text = serde_json::to_string_pretty(&spec).expect("JSON values serialise");
         text.push('\n');
@@ -214,6 +223,14 @@ pub(crate) async fn patch_detail(
         detail(&state, &name).map(Json)
     })
     .await
+}
+
+/// A top-level field of a JSON spec: kept as its original text, or edited.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Field {
+    Kept(Box<RawValue>),
+    Edited(Value),
 }
 
 #[cfg(test)]
