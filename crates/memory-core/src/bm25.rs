@@ -10,7 +10,7 @@
 //! reduced to its Snowball stem. Scoring is Okapi BM25 with FTS5's
 //! constants and idf floor, so the ranking matches `bm25()` on one column.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use parking_lot::RwLock;
 
@@ -101,6 +101,27 @@ impl Bm25Index {
     /// Every document id, unordered.
     pub(crate) fn ids(&self) -> Vec<u64> {
         self.inner.read().slots.keys().copied().collect()
+    }
+
+    /// Brings the index to exactly the documents `wanted` (the ids its
+    /// table holds now): drops the others and adds the missing ones, whose
+    /// texts `load` reads. Ids must never be reused for another text.
+    pub(crate) fn sync_to<E>(
+        &self,
+        wanted: &HashSet<u64>,
+        load: impl FnOnce(&HashSet<u64>) -> Result<Vec<(u64, String)>, E>,
+    ) -> Result<(), E> {
+        let have: HashSet<u64> = self.ids().into_iter().collect();
+        for id in have.difference(wanted) {
+            self.remove(*id);
+        }
+        let missing: HashSet<u64> = wanted.difference(&have).copied().collect();
+        if !missing.is_empty() {
+            for (id, text) in load(&missing)? {
+                self.add(id, &text);
+            }
+        }
+        Ok(())
     }
 
     /// The `k` best documents for `query_terms` (stemmed, distinct), as
@@ -261,6 +282,28 @@ mod tests {
         // Re-adding an id replaces its text.
         index.add(1_000, "odd now");
         assert!(index.search(&q("even"), 10).is_empty());
+    }
+
+    #[test]
+    fn sync_drops_extra_ids_and_loads_only_the_missing_ones() {
+        let index = Bm25Index::build([(1, "old harbour"), (2, "kept lantern")]);
+        let wanted: HashSet<u64> = [2, 3].into_iter().collect();
+        let mut asked = Vec::new();
+        index
+            .sync_to(&wanted, |missing| {
+                asked.extend(missing.iter().copied());
+                Ok::<_, ()>(vec![(3, "new meadow".to_owned())])
+            })
+            .unwrap();
+        assert_eq!(asked, [3]);
+        let mut ids = index.ids();
+        ids.sort_unstable();
+        assert_eq!(ids, [2, 3]);
+        assert!(index.search(&q("harbour"), 5).is_empty());
+        assert_eq!(index.search(&q("meadow"), 5)[0].0, 3);
+        // In step: nothing to load, and a loader error is never reached.
+        index.sync_to(&wanted, |_| Err("not called")).unwrap();
+        assert_eq!(index.sync_to(&[4].into_iter().collect(), |_| Err("refused")), Err("refused"));
     }
 
     #[test]

@@ -142,14 +142,10 @@ impl MemoryDb {
                     statement.query_map([], |row| row.get::<_, i64>(0).map(|id| id as u64))?.collect()
                 })
                 .map_err(MemoryError::sqlite(operation))?;
-            let have: HashSet<u64> = index.ids().into_iter().collect();
-            for id in have.difference(&wanted) {
-                index.remove(*id);
-            }
-            let missing: Vec<u64> = wanted.difference(&have).copied().collect();
-            for (id, text) in load_documents(&tx, Some(&missing))? {
-                index.add(id, &text);
-            }
+            index.sync_to(&wanted, |missing| {
+                let missing: Vec<u64> = missing.iter().copied().collect();
+                load_documents(&tx, Some(&missing))
+            })?;
             self.episodic.keywords.slot.write().revision = Some(revision);
             return Ok(Some(index));
         }

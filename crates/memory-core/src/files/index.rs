@@ -390,35 +390,34 @@ impl KeywordIndex {
                     statement.query_map([], |row| row.get::<_, i64>(0).map(|id| id as u64))?.collect()
                 })
                 .map_err(MemoryError::sqlite(operation))?;
-            let have: std::collections::HashSet<u64> = ranking.index.ids().into_iter().collect();
-            for id in have.difference(&wanted) {
-                ranking.index.remove(*id);
-            }
-            let missing: std::collections::HashSet<u64> = wanted.difference(&have).copied().collect();
-            if missing.len() > 64 {
-                // Many (a first sync): one pass over the table beats point reads.
-                let mut statement =
-                    tx.prepare_cached("SELECT rowid, text FROM chunks").map_err(MemoryError::sqlite(operation))?;
-                let mut rows = statement.query([]).map_err(MemoryError::sqlite(operation))?;
-                while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
-                    let id = row.get::<_, i64>(0).map_err(MemoryError::sqlite(operation))? as u64;
-                    if missing.contains(&id) {
-                        ranking.index.add(
-                            id,
-                            row.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(MemoryError::sqlite(operation))?,
-                        );
+            ranking.index.sync_to(&wanted, |missing| {
+                let mut texts = Vec::with_capacity(missing.len());
+                if missing.len() > 64 {
+                    // Many (a first sync): one pass over the table beats point reads.
+                    let mut statement =
+                        tx.prepare_cached("SELECT rowid, text FROM chunks").map_err(MemoryError::sqlite(operation))?;
+                    let rows = statement
+                        .query_map([], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)))
+                        .map_err(MemoryError::sqlite(operation))?;
+                    for row in rows {
+                        let (id, text) = row.map_err(MemoryError::sqlite(operation))?;
+                        if missing.contains(&id) {
+                            texts.push((id, text));
+                        }
+                    }
+                } else {
+                    let mut statement = tx
+                        .prepare_cached("SELECT text FROM chunks WHERE rowid = ?1")
+                        .map_err(MemoryError::sqlite(operation))?;
+                    for id in missing {
+                        let text: String = statement
+                            .query_row([*id as i64], |row| row.get(0))
+                            .map_err(MemoryError::sqlite(operation))?;
+                        texts.push((*id, text));
                     }
                 }
-            } else {
-                let mut statement = tx
-                    .prepare_cached("SELECT text FROM chunks WHERE rowid = ?1")
-                    .map_err(MemoryError::sqlite(operation))?;
-                for id in missing {
-                    let text: String =
-                        statement.query_row([id as i64], |row| row.get(0)).map_err(MemoryError::sqlite(operation))?;
-                    ranking.index.add(id, &text);
-                }
-            }
+                Ok::<_, MemoryError>(texts)
+            })?;
             ranking.data_version = data_version;
             ranking.dirty = false;
         }
