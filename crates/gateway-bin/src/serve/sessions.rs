@@ -32,8 +32,6 @@ pub(crate) type Transcript = Arc<tokio::sync::Mutex<Vec<TranscriptMessage>>>;
 pub(crate) struct Consolidation {
     consolidator: Consolidator,
     transcripts: Mutex<HashMap<String, Transcript>>,
-    /// The idle threshold the Consolidator was built with.
-    built_idle: Duration,
 }
 
 impl std::fmt::Debug for Consolidation {
@@ -71,7 +69,6 @@ impl Consolidation {
         Self {
             consolidator: Consolidator::new(home, memory, files, Arc::new(LlmSummarizer(client)), config),
             transcripts: Mutex::new(HashMap::new()),
-            built_idle: idle,
         }
     }
 
@@ -98,12 +95,7 @@ impl Consolidation {
     /// (the live setting, which may differ from the one the Consolidator
     /// was built with). Blocking: the LLM may be asked once per session.
     pub(crate) fn check_idle(&self, now_ms: i64, idle: Duration) -> Vec<(String, Result<ConsolidationReport>)> {
-        // The Consolidator compares `now - last_activity` with the idle time
-        // it was built with; shifting `now` by the difference applies the
-        // live threshold instead (no shift unless the setting changed).
-        let built = i64::try_from(self.built_idle.as_millis()).unwrap_or(i64::MAX);
-        let live = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
-        self.consolidator.check_idle_sessions(now_ms.saturating_add(built.saturating_sub(live)))
+        self.consolidator.check_sessions_idle_for(now_ms, idle)
     }
 }
 

@@ -313,7 +313,13 @@ impl Consolidator {
     /// marker and is retried on the next call; its error is returned in the
     /// list beside the successful reports.
     pub fn check_idle_sessions(&self, now_ms: i64) -> Vec<(String, Result<ConsolidationReport>)> {
-        let idle_ms = self.config.idle.as_millis() as i64;
+        self.check_sessions_idle_for(now_ms, self.config.idle)
+    }
+
+    /// [`check_idle_sessions`](Self::check_idle_sessions) with another idle
+    /// time than the configured one (a setting changed while running).
+    pub fn check_sessions_idle_for(&self, now_ms: i64, idle: Duration) -> Vec<(String, Result<ConsolidationReport>)> {
+        let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
         let due: Vec<DueSession> = self
             .sessions
             .lock()

@@ -189,6 +189,10 @@ fn history_path_fires_after_idle_and_persists_its_marker() {
     // Not idle long enough: nothing.
     assert!(f.consolidator.check_idle_sessions(3 * HOUR_MS).is_empty());
     assert!(f.summarizer.prompts().is_empty());
+    // A longer live idle time than the configured one: still nothing.
+    let longer = std::time::Duration::from_millis(4 * HOUR_MS as u64);
+    assert!(f.consolidator.check_sessions_idle_for(3 * HOUR_MS + 1, longer).is_empty());
+    assert!(f.summarizer.prompts().is_empty());
 
     // A bad reply: nothing written, the marker stays, the next tick retries.
     f.summarizer.push("```json\n{\"history\": \"cut off\n```");
