@@ -73,27 +73,35 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     hash
 }
 
-impl EmbeddingBackend for HashEmbedder {
-    fn model_id(&self) -> &str {
-        &self.model_id
-    }
+/// The backend of a model-free embedder: always ready, each text's vector
+/// from its `vector` method.
+macro_rules! model_free_backend {
+    ($embedder:ty) => {
+        impl EmbeddingBackend for $embedder {
+            fn model_id(&self) -> &str {
+                &self.model_id
+            }
 
-    fn dim(&self) -> usize {
-        self.dim
-    }
+            fn dim(&self) -> usize {
+                self.dim
+            }
 
-    fn is_ready(&self) -> bool {
-        true
-    }
+            fn is_ready(&self) -> bool {
+                true
+            }
 
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        Ok(texts.iter().map(|text| self.vector(text)).collect())
-    }
+            fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+                Ok(texts.iter().map(|text| self.vector(text)).collect())
+            }
 
-    fn embed(&self, text: &str) -> Result<Vec<f32>> {
-        Ok(self.vector(text))
-    }
+            fn embed(&self, text: &str) -> Result<Vec<f32>> {
+                Ok(self.vector(text))
+            }
+        }
+    };
 }
+
+model_free_backend!(HashEmbedder);
 
 impl Default for HashEmbedder {
     fn default() -> Self {
@@ -155,24 +163,4 @@ impl WordVectorEmbedder {
     }
 }
 
-impl EmbeddingBackend for WordVectorEmbedder {
-    fn model_id(&self) -> &str {
-        &self.model_id
-    }
-
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn is_ready(&self) -> bool {
-        true
-    }
-
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        Ok(texts.iter().map(|text| self.vector(text)).collect())
-    }
-
-    fn embed(&self, text: &str) -> Result<Vec<f32>> {
-        Ok(self.vector(text))
-    }
-}
+model_free_backend!(WordVectorEmbedder);
