@@ -37,6 +37,18 @@ mod paths;
 mod secrets;
 mod urls;
 
+/// A seeded xorshift64 stream for the tests' random inputs.
+#[cfg(test)]
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 pub use error::{GuardError, Result};
 pub use injection::{
     InjectionCategory, InjectionFinding, PERSONA_JAILBREAK_MIN_SIGNALS, PERSONA_JAILBREAK_RULE, contains_injection,

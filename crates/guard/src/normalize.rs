@@ -326,13 +326,7 @@ mod tests {
             "À",
             "\u{10400}",
         ];
-        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::xorshift(0x9E37_79B9_7F4A_7C15);
         (0..5000)
             .map(|_| (0..next() % 12).map(|_| atoms[(next() % atoms.len() as u64) as usize]).collect::<String>())
             .collect()

@@ -191,13 +191,7 @@ fn overlapping_rules_merge_into_one_marker() {
 fn base64_scan_equals_the_pattern() {
     let regex = Regex::new(BASE64_CANDIDATE).expect("base64 pattern compiles");
     let atoms = ["A", "z", "9", "+", "/", "=", "==", "===", " ", ".", "é", "彼", "QUJD", "aGVsbG8gd29ybGQh"];
-    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = crate::xorshift(0x2545_F491_4F6C_DD1D);
     for _ in 0..20_000 {
         let text: String = (0..next() % 40).map(|_| atoms[(next() % atoms.len() as u64) as usize]).collect();
         let expected: Vec<_> = regex.find_iter(&text).map(|m| m.range()).collect();
