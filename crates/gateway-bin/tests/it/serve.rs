@@ -462,6 +462,12 @@ fn serve_agents_detail_and_patch_rules() {
     );
     assert!(at("\"model\": \"large\"") < at("\"hooks\"") && at("\"hooks\"") < at("\"resources\""), "{text}");
     assert!(text.contains("\"tools\": [\"read\", \"write\"]"), "an untouched field keeps its text: {text}");
+    // A spec whose `resources` is not a list is refused, and left as it was.
+    let odd = "{\"name\": \"odd\", \"prompt\": \"x\", \"resources\": {\"not\": \"a list\"}}\n";
+    write(&agents.path().join("odd.json"), odd);
+    let refused = gateway.send("PATCH", "/api/agents/detail/odd", &json!({"skills": ["a"]}));
+    assert_eq!((refused.status, refused.code()), (409, "spec_unreadable"), "{}", refused.body);
+    assert_eq!(std::fs::read_to_string(agents.path().join("odd.json")).unwrap(), odd);
 
     let markdown = gateway.send("PATCH", "/api/agents/detail/writer", &json!({"model": "large"}));
     assert_eq!((markdown.status, markdown.code()), (409, "markdown_spec_readonly"));
@@ -529,9 +535,27 @@ fn serve_refuses_bad_config_and_non_loopback_addresses() {
     assert!(stderr.contains("not a loopback address"), "{stderr}");
 }
 
-#[test]
-fn serve_returns_503_with_retry_after_when_the_embed_pool_is_full() {
-    let gateway = start_with_config(json!({"embedding": {"pool_workers": 1, "pool_queue": 1}}), &[]);
+/// An embed pool of one worker and one queue slot (`pool_workers` 1,
+/// `pool_queue` 1), held full: after a warm-up write (`pref.warm`), another
+/// connection takes the write lock, one write (`pref.slow`) blocks on it in
+/// the worker and another (`pref.queued`) waits in the queue.
+pub(crate) struct FullPool {
+    holder: rusqlite::Connection,
+    writers: Vec<std::thread::JoinHandle<Reply>>,
+}
+
+impl FullPool {
+    /// Releases the lock; both held writes then succeed.
+    pub(crate) fn release(self) {
+        self.holder.execute_batch("COMMIT").unwrap();
+        for writer in self.writers {
+            let answer = writer.join().unwrap();
+            assert_eq!(answer.status, 200, "{}", answer.body);
+        }
+    }
+}
+
+pub(crate) fn fill_embed_pool(gateway: &Gateway) -> FullPool {
     assert_eq!(gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.warm", "value": 1})).status, 200);
     gateway.wait_for("/api/health", "an idle pool", |body| body["embed_pool"]["running"] == 0);
     // Another process holds the write lock, so the one worker blocks on it.
@@ -556,16 +580,19 @@ fn serve_returns_503_with_retry_after_when_the_embed_pool_is_full() {
     });
     let queued = put_in_background("pref.queued");
     gateway.wait_for("/api/health", "the queue to fill", |body| body["embed_pool"]["queued"] == 1);
+    FullPool { holder, writers: vec![slow, queued] }
+}
+
+#[test]
+fn serve_returns_503_with_retry_after_when_the_embed_pool_is_full() {
+    let gateway = start_with_config(json!({"embedding": {"pool_workers": 1, "pool_queue": 1}}), &[]);
+    let full = fill_embed_pool(&gateway);
     let refused = gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.refused", "value": 1}));
     assert_eq!((refused.status, refused.code()), (503, "embed_pool_full"), "{}", refused.body);
     assert_eq!(refused.header("retry-after"), Some("1"));
     // Reads do not use the pool and still answer.
     assert_eq!(gateway.get("/api/memory/stats").status, 200);
-    holder.execute_batch("COMMIT").unwrap();
-    for writer in [slow, queued] {
-        let answer = writer.join().unwrap();
-        assert_eq!(answer.status, 200, "{}", answer.body);
-    }
+    full.release();
     let after = gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.after", "value": 1}));
     assert_eq!(after.status, 200, "{}", after.body);
     let keys = gateway.get("/api/memory/semantic").body;

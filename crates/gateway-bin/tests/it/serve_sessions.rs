@@ -211,6 +211,13 @@ fn serve_session_messages_are_refused_without_an_llm_or_when_malformed() {
             400,
             "invalid_session_key",
         ),
+        (
+            &*format!("/api/sessions/{}/messages", "k".repeat(129)),
+            json!({"messages": [{"role": "user", "content": "hi"}]}),
+            400,
+            "invalid_session_key",
+        ),
+        ("/api/sessions/chat-1/messages", messages(0..1_001), 400, "too_many_messages"),
     ];
     for (path, body, status, code) in cases {
         let answer = gateway.send("POST", path, &body);

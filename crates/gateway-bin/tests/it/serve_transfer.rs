@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::serve::{Gateway, PATIENCE, http_agent, reply, start, start_in, start_with_config, tiny_model};
+use crate::serve::{
+    Gateway, PATIENCE, fill_embed_pool, http_agent, reply, start, start_in, start_with_config, tiny_model,
+};
 
 /// Today's history day file name, so the heartbeat's prune keeps it.
 fn today_file() -> String {
@@ -158,30 +160,7 @@ fn serve_migrate_and_import_answer_503_when_the_embed_pool_is_full_and_import_re
         json!({"embedding": {"pool_workers": 1, "pool_queue": 1}, "server": {"max_body_bytes": 2048, "heartbeat_secs": 3600}}),
         &[],
     );
-    assert_eq!(gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.warm", "value": 1})).status, 200);
-    gateway.wait_for("/api/health", "an idle pool", |body| body["embed_pool"]["running"] == 0);
-    // Another process holds the write lock, so the one worker blocks on it.
-    let holder = rusqlite::Connection::open(gateway.home().join("memory.db")).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let put_in_background = |key: &'static str| {
-        let base = gateway.base.clone();
-        let auth = gateway.auth();
-        std::thread::spawn(move || {
-            reply(
-                http_agent()
-                    .put(&format!("{base}/api/memory/semantic"))
-                    .header("Authorization", &auth)
-                    .send_json(json!({"key": key, "value": "waited"}))
-                    .unwrap(),
-            )
-        })
-    };
-    let slow = put_in_background("pref.slow");
-    gateway.wait_for("/api/health", "the worker to take the write", |body| {
-        body["embed_pool"]["running"] == 1 && body["embed_pool"]["queued"] == 0
-    });
-    let queued = put_in_background("pref.queued");
-    gateway.wait_for("/api/health", "the queue to fill", |body| body["embed_pool"]["queued"] == 1);
+    let full = fill_embed_pool(&gateway);
     let empty = export_document(json!([]), json!([]), json!([]));
     for (path, body) in [("/api/memory/migrate", json!({})), ("/api/memory/import", empty.clone())] {
         let refused = gateway.send("POST", path, &body);
@@ -189,11 +168,7 @@ fn serve_migrate_and_import_answer_503_when_the_embed_pool_is_full_and_import_re
         assert_eq!(refused.header("retry-after"), Some("1"), "{path}");
         assert_eq!(refused.body["retry_after_secs"], 1, "{path}");
     }
-    holder.execute_batch("COMMIT").unwrap();
-    for writer in [slow, queued] {
-        let answer = writer.join().unwrap();
-        assert_eq!(answer.status, 200, "{}", answer.body);
-    }
+    full.release();
     // A refusal held no lock: both run now.
     let migrated = gateway.send("POST", "/api/memory/migrate", &json!({}));
     assert_eq!(migrated.status, 200, "{}", migrated.body);
