@@ -61,4 +61,12 @@ pub const HNSW_REBUILD_MIN_TOMBSTONES: usize = 64;
 pub const FLAT_PARALLEL_THRESHOLD: usize = 50_000;
 
 /// Version of the on-disk snapshot format written by this crate.
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 3;
+
+/// Node count from which an HNSW graph fits its SQ8 code grid to the
+/// vectors it holds (below it, the grid spans `[-1, 1]`).
+pub const QUANT_MIN_TRAIN: usize = 64;
+
+/// Node count after which the SQ8 grid is no longer refitted as the graph
+/// grows (it is refitted at every doubling below it, and at every rebuild).
+pub const QUANT_RETRAIN_MAX: usize = 65_536;

@@ -71,6 +71,30 @@ fn scores_body<const FMA: bool>(query: &[f32], rows: &[f32], dim: usize, out: &m
     }
 }
 
+/// Integer dot product of `i16` weights with `i8` codes, in 16-wide chunks
+/// (one AVX2 `vpmaddwd` each when compiled for it).
+#[inline(always)]
+fn dot_i16_i8_body(weights: &[i16], codes: &[i8]) -> i32 {
+    const WIDTH: usize = 16;
+    let n = weights.len().min(codes.len());
+    let (weights, codes) = (&weights[..n], &codes[..n]);
+    let mut acc = [0i32; WIDTH];
+    let mut chunks_w = weights.chunks_exact(WIDTH);
+    let mut chunks_c = codes.chunks_exact(WIDTH);
+    for (cw, cc) in (&mut chunks_w).zip(&mut chunks_c) {
+        for lane in 0..WIDTH {
+            acc[lane] += i32::from(cw[lane]) * i32::from(cc[lane]);
+        }
+    }
+    let tail: i32 =
+        chunks_w.remainder().iter().zip(chunks_c.remainder()).map(|(&w, &c)| i32::from(w) * i32::from(c)).sum();
+    acc.iter().sum::<i32>() + tail
+}
+
+fn dot_i16_i8_portable(weights: &[i16], codes: &[i8]) -> i32 {
+    dot_i16_i8_body(weights, codes)
+}
+
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     dot_body::<false>(a, b)
 }
@@ -89,6 +113,54 @@ mod x86 {
     #[target_feature(enable = "avx2,fma")]
     fn scores_avx2(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
         super::scores_body::<true>(query, rows, dim, out);
+    }
+
+    /// `vpmovsxbw` widens 16 codes to `i16`, `vpmaddwd` multiplies them
+    /// with 16 weights and adds adjacent pairs into 8 `i32` lanes.
+    #[target_feature(enable = "avx2")]
+    #[allow(unsafe_code)]
+    fn dot_i16_i8_avx2(weights: &[i16], codes: &[i8]) -> i32 {
+        use std::arch::x86_64::{
+            __m128i, __m256i, _mm_add_epi32, _mm_cvtsi128_si32, _mm_loadu_si128, _mm_shuffle_epi32, _mm256_add_epi32,
+            _mm256_castsi256_si128, _mm256_cvtepi8_epi16, _mm256_extracti128_si256, _mm256_loadu_si256,
+            _mm256_madd_epi16, _mm256_setzero_si256,
+        };
+        let n = weights.len().min(codes.len());
+        let (mut acc0, mut acc1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let mut i = 0;
+        // SAFETY: every load reads 16 codes or 16 weights starting at `i`,
+        // and the loop conditions keep `i + 16` (or `i + 32`) within `n`,
+        // the length of both slices; unaligned loads accept any address.
+        unsafe {
+            while i + 32 <= n {
+                let c0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(codes.as_ptr().add(i).cast::<__m128i>()));
+                let c1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(codes.as_ptr().add(i + 16).cast::<__m128i>()));
+                let w0 = _mm256_loadu_si256(weights.as_ptr().add(i).cast::<__m256i>());
+                let w1 = _mm256_loadu_si256(weights.as_ptr().add(i + 16).cast::<__m256i>());
+                acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(c0, w0));
+                acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(c1, w1));
+                i += 32;
+            }
+            if i + 16 <= n {
+                let c0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(codes.as_ptr().add(i).cast::<__m128i>()));
+                let w0 = _mm256_loadu_si256(weights.as_ptr().add(i).cast::<__m256i>());
+                acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(c0, w0));
+                i += 16;
+            }
+        }
+        let acc = _mm256_add_epi32(acc0, acc1);
+        let half = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256::<1>(acc));
+        let quarter = _mm_add_epi32(half, _mm_shuffle_epi32::<0b00_00_11_10>(half));
+        let eighth = _mm_add_epi32(quarter, _mm_shuffle_epi32::<0b00_00_00_01>(quarter));
+        let tail: i32 = weights[i..n].iter().zip(&codes[i..n]).map(|(&w, &c)| i32::from(w) * i32::from(c)).sum();
+        _mm_cvtsi128_si32(eighth) + tail
+    }
+
+    #[allow(unsafe_code)]
+    pub(super) fn dot_i16_i8_checked(weights: &[i16], codes: &[i8]) -> i32 {
+        // SAFETY: installed by `super::kernels()` only after `has_avx2_fma()`
+        // confirmed AVX2.
+        unsafe { dot_i16_i8_avx2(weights, codes) }
     }
 
     pub(super) fn has_avx2_fma() -> bool {
@@ -112,10 +184,12 @@ mod x86 {
 
 type DotFn = fn(&[f32], &[f32]) -> f32;
 type ScoresFn = fn(&[f32], &[f32], usize, &mut [f32]);
+type DotI8Fn = fn(&[i16], &[i8]) -> i32;
 
 struct Kernels {
     dot: DotFn,
     scores: ScoresFn,
+    dot_i16_i8: DotI8Fn,
     name: &'static str,
 }
 
@@ -124,9 +198,14 @@ fn kernels() -> &'static Kernels {
     KERNELS.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         if x86::has_avx2_fma() {
-            return Kernels { dot: x86::dot_checked, scores: x86::scores_checked, name: "avx2+fma" };
+            return Kernels {
+                dot: x86::dot_checked,
+                scores: x86::scores_checked,
+                dot_i16_i8: x86::dot_i16_i8_checked,
+                name: "avx2+fma",
+            };
         }
-        Kernels { dot: dot_portable, scores: scores_portable, name: "portable" }
+        Kernels { dot: dot_portable, scores: scores_portable, dot_i16_i8: dot_i16_i8_portable, name: "portable" }
     })
 }
 
@@ -148,6 +227,13 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[inline]
 pub(crate) fn scores_into(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
     (kernels().scores)(query, rows, dim, out);
+}
+
+/// `Σ weights[i] × codes[i]` over the common length, in `i32` (the caller
+/// keeps the sum in range; see the `quant` module).
+#[inline]
+pub(crate) fn dot_i16_i8(weights: &[i16], codes: &[i8]) -> i32 {
+    (kernels().dot_i16_i8)(weights, codes)
 }
 
 #[cfg(test)]
@@ -174,6 +260,17 @@ mod tests {
             let tolerance = 1e-4 * (len as f64).max(1.0);
             assert!((f64::from(dot(&a, &b)) - expected).abs() < tolerance, "len {len}");
             assert!((f64::from(dot_portable(&a, &b)) - expected).abs() < tolerance, "len {len}");
+        }
+    }
+
+    #[test]
+    fn integer_kernels_are_exact_for_all_tail_lengths() {
+        for len in [0usize, 1, 15, 16, 17, 31, 32, 33, 48, 100, 384, 1031] {
+            let weights: Vec<i16> = (0..len).map(|i| ((i * 7919 % 65_521) as i32 - 32_760) as i16).collect();
+            let codes: Vec<i8> = (0..len).map(|i| ((i * 31 % 255) as i32 - 127) as i8).collect();
+            let expected: i64 = weights.iter().zip(&codes).map(|(&w, &c)| i64::from(w) * i64::from(c)).sum();
+            assert_eq!(i64::from(dot_i16_i8(&weights, &codes)), expected, "len {len}");
+            assert_eq!(i64::from(dot_i16_i8_portable(&weights, &codes)), expected, "len {len}");
         }
     }
 

@@ -43,6 +43,7 @@ mod flat;
 mod graph;
 mod hnsw;
 mod index;
+mod quant;
 mod ranking;
 mod snapshot;
 

@@ -1,0 +1,211 @@
+//! Scalar quantisation (SQ8) of unit vectors for the HNSW walk.
+//!
+//! Each component is stored as one signed byte on a per-dimension grid:
+//! `x ≈ mid[d] + code × step[d]`, with `mid` and `step` taken from the
+//! range the vectors actually use (all-MiniLM-L6-v2 components span about
+//! ±0.3, so a grid over ±1 would waste most of the byte). A code row is a
+//! quarter of the `f32` row, so a walk through the graph reads a quarter of
+//! the memory. The walk only orders candidates; the graph re-scores its
+//! final candidates with the full vectors, so every returned cosine is exact.
+//!
+//! A query is prepared once: `q · x ≈ Σ q[d]·mid[d] + Σ (q[d]·step[d]) ×
+//! code[d]`. The first sum is a constant; the weights `q[d]·step[d]` are
+//! rounded to `i16` on a scale chosen so the `i32` sum cannot overflow, and
+//! the second sum is an integer dot product (see
+//! [`dot_i16_i8`](crate::distance::dot_i16_i8)).
+
+use crate::distance::dot_i16_i8;
+
+/// Largest code magnitude: codes lie in `-127..=127`.
+const CODE_MAX: f32 = 127.0;
+
+/// Smallest grid step, so a dimension every training vector agrees on
+/// still has a usable grid.
+const MIN_STEP: f32 = 1e-6;
+
+/// The per-dimension grid.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sq8 {
+    mid: Vec<f32>,
+    step: Vec<f32>,
+}
+
+/// A query prepared against one [`Sq8`] grid.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PreparedQuery {
+    weights: Vec<i16>,
+    scale: f32,
+    offset: f32,
+}
+
+impl PreparedQuery {
+    /// Approximate dot product of the query with the vector behind `code`.
+    #[inline]
+    pub(crate) fn sim(&self, code: &[i8]) -> f32 {
+        self.offset + self.scale * dot_i16_i8(&self.weights, code) as f32
+    }
+}
+
+impl Sq8 {
+    /// The grid covering `[-1, 1]` in every dimension: valid for any unit
+    /// vector, used until there are vectors to learn a range from.
+    pub(crate) fn full_range(dim: usize) -> Self {
+        Sq8 { mid: vec![0.0; dim], step: vec![1.0 / CODE_MAX; dim] }
+    }
+
+    /// The grid spanning the range each dimension takes in `data`
+    /// (row-major, `dim` columns). An empty `data` gives the full range.
+    pub(crate) fn train(data: &[f32], dim: usize) -> Self {
+        if data.len() < dim {
+            return Sq8::full_range(dim);
+        }
+        let mut lo = vec![f32::INFINITY; dim];
+        let mut hi = vec![f32::NEG_INFINITY; dim];
+        for row in data.chunks_exact(dim) {
+            for ((l, h), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(row) {
+                *l = l.min(x);
+                *h = h.max(x);
+            }
+        }
+        let mid = lo.iter().zip(&hi).map(|(l, h)| (l + h) / 2.0).collect();
+        let step = lo.iter().zip(&hi).map(|(l, h)| ((h - l) / (2.0 * CODE_MAX)).max(MIN_STEP)).collect();
+        Sq8 { mid, step }
+    }
+
+    /// Dimension of the grid.
+    pub(crate) fn dim(&self) -> usize {
+        self.mid.len()
+    }
+
+    /// Writes the codes of `vector` into `out` (both `dim` long). Values
+    /// outside the trained range are clamped to its edge.
+    pub(crate) fn encode_into(&self, vector: &[f32], out: &mut [i8]) {
+        for (((code, &x), &mid), &step) in out.iter_mut().zip(vector).zip(&self.mid).zip(&self.step) {
+            *code = ((x - mid) / step).round().clamp(-CODE_MAX, CODE_MAX) as i8;
+        }
+    }
+
+    /// Codes of every row of `data`, row-major.
+    pub(crate) fn encode_all(&self, data: &[f32]) -> Vec<i8> {
+        let dim = self.dim();
+        let mut codes = vec![0i8; data.len()];
+        for (row, out) in data.chunks_exact(dim).zip(codes.chunks_exact_mut(dim)) {
+            self.encode_into(row, out);
+        }
+        codes
+    }
+
+    /// Prepares `query` (a unit vector) for [`PreparedQuery::sim`], reusing
+    /// the allocation of `into`.
+    pub(crate) fn prepare_into(&self, query: &[f32], into: &mut PreparedQuery) {
+        let dim = self.dim();
+        // |Σ weight × code| ≤ dim × 127 × limit must fit in an i32.
+        let limit = (f64::from(i32::MAX) / (f64::from(CODE_MAX) * dim.max(1) as f64)).min(f64::from(i16::MAX));
+        let largest = query.iter().zip(&self.step).map(|(q, s)| (q * s).abs()).fold(0.0f32, f32::max);
+        let factor = if largest > 0.0 { limit as f32 / largest } else { 1.0 };
+        into.weights.clear();
+        into.weights.extend(query.iter().zip(&self.step).map(|(q, s)| (q * s * factor).round() as i16));
+        into.scale = 1.0 / factor;
+        into.offset = query.iter().zip(&self.mid).map(|(q, m)| q * m).sum();
+    }
+
+    /// The grid's two tables, for a snapshot.
+    pub(crate) fn parts(&self) -> (&[f32], &[f32]) {
+        (&self.mid, &self.step)
+    }
+
+    /// A grid from [`Sq8::parts`] output; `None` when the tables disagree
+    /// in length or hold a step that is not a positive finite number.
+    pub(crate) fn from_parts(mid: Vec<f32>, step: Vec<f32>) -> Option<Self> {
+        let valid = mid.len() == step.len()
+            && mid.iter().all(|m| m.is_finite())
+            && step.iter().all(|s| s.is_finite() && *s > 0.0);
+        valid.then_some(Sq8 { mid, step })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distance::{dot, normalized};
+
+    fn unit(seed: u64, dim: usize) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let raw: Vec<f32> = (0..dim)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        normalized(&raw, dim).unwrap()
+    }
+
+    #[test]
+    fn trained_codes_approximate_the_dot_product() {
+        let dim = 384;
+        let data: Vec<f32> = (0..500u64).flat_map(|i| unit(i, dim)).collect();
+        let sq = Sq8::train(&data, dim);
+        let codes = sq.encode_all(&data);
+        let mut query = PreparedQuery::default();
+        for q in 0..20u64 {
+            let vector = unit(1_000 + q, dim);
+            sq.prepare_into(&vector, &mut query);
+            for (row, code) in data.chunks_exact(dim).zip(codes.chunks_exact(dim)).take(100) {
+                let error = (query.sim(code) - dot(&vector, row)).abs();
+                assert!(error < 0.01, "error {error}");
+            }
+        }
+    }
+
+    #[test]
+    fn codes_keep_the_order_of_clearly_different_scores() {
+        let dim = 64;
+        let data: Vec<f32> = (0..200u64).flat_map(|i| unit(i, dim)).collect();
+        let sq = Sq8::train(&data, dim);
+        let codes = sq.encode_all(&data);
+        let query = unit(9_999, dim);
+        let mut prepared = PreparedQuery::default();
+        sq.prepare_into(&query, &mut prepared);
+        let scored: Vec<(f32, f32)> = data
+            .chunks_exact(dim)
+            .zip(codes.chunks_exact(dim))
+            .map(|(row, code)| (dot(&query, row), prepared.sim(code)))
+            .collect();
+        for a in &scored {
+            for b in &scored {
+                if a.0 > b.0 + 0.05 {
+                    assert!(a.1 > b.1, "exact {} > {} but coded {} <= {}", a.0, b.0, a.1, b.1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_range_values_clamp_and_degenerate_dimensions_stay_usable() {
+        // Every training vector agrees on dimension 1.
+        let data = [0.6, 0.8, -0.6, 0.8];
+        let sq = Sq8::train(&data, 2);
+        let mut out = [0i8; 2];
+        sq.encode_into(&[1.0, 0.0], &mut out);
+        assert_eq!(out[0], 127, "beyond the trained range clamps to the edge");
+        assert_eq!(out[1], -127);
+        sq.encode_into(&[0.6, 0.8], &mut out);
+        assert_eq!(out, [127, 0]);
+        assert_eq!(Sq8::train(&[], 3), Sq8::full_range(3));
+    }
+
+    #[test]
+    fn a_zero_query_scores_zero_and_parts_round_trip() {
+        let sq = Sq8::train(&[0.6, 0.8, -0.6, 0.8], 2);
+        let mut prepared = PreparedQuery::default();
+        sq.prepare_into(&[0.0, 0.0], &mut prepared);
+        assert_eq!(prepared.sim(&[5, -7]), 0.0);
+        let (mid, step) = sq.parts();
+        assert_eq!(Sq8::from_parts(mid.to_vec(), step.to_vec()), Some(sq.clone()));
+        assert_eq!(Sq8::from_parts(vec![0.0], vec![0.0]), None, "zero step");
+        assert_eq!(Sq8::from_parts(vec![f32::NAN], vec![1.0]), None, "non-finite mid");
+        assert_eq!(Sq8::from_parts(vec![0.0, 0.0], vec![1.0]), None, "length mismatch");
+    }
+}
