@@ -64,13 +64,6 @@ fn dot_body<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
     acc[0] + tail
 }
 
-#[inline(always)]
-fn scores_body<const FMA: bool>(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
-    for (row, score) in rows.chunks_exact(dim).zip(out.iter_mut()) {
-        *score = dot_body::<FMA>(query, row);
-    }
-}
-
 /// Integer dot product of `i16` weights with `i8` codes, in 16-wide chunks
 /// (one AVX2 `vpmaddwd` each when compiled for it).
 #[inline(always)]
@@ -99,20 +92,11 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     dot_body::<false>(a, b)
 }
 
-fn scores_portable(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
-    scores_body::<false>(query, rows, dim, out);
-}
-
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     #[target_feature(enable = "avx2,fma")]
     fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
         super::dot_body::<true>(a, b)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    fn scores_avx2(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
-        super::scores_body::<true>(query, rows, dim, out);
     }
 
     /// `vpmovsxbw` widens 16 codes to `i16`, `vpmaddwd` multiplies them
@@ -174,21 +158,13 @@ mod x86 {
         // FMA, the only precondition of calling a `target_feature` function.
         unsafe { dot_avx2(a, b) }
     }
-
-    #[allow(unsafe_code)]
-    pub(super) fn scores_checked(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
-        // SAFETY: as in `dot_checked`: installed only after `has_avx2_fma()`.
-        unsafe { scores_avx2(query, rows, dim, out) }
-    }
 }
 
 type DotFn = fn(&[f32], &[f32]) -> f32;
-type ScoresFn = fn(&[f32], &[f32], usize, &mut [f32]);
 type DotI8Fn = fn(&[i16], &[i8]) -> i32;
 
 struct Kernels {
     dot: DotFn,
-    scores: ScoresFn,
     dot_i16_i8: DotI8Fn,
     name: &'static str,
 }
@@ -198,14 +174,9 @@ fn kernels() -> &'static Kernels {
     KERNELS.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         if x86::has_avx2_fma() {
-            return Kernels {
-                dot: x86::dot_checked,
-                scores: x86::scores_checked,
-                dot_i16_i8: x86::dot_i16_i8_checked,
-                name: "avx2+fma",
-            };
+            return Kernels { dot: x86::dot_checked, dot_i16_i8: x86::dot_i16_i8_checked, name: "avx2+fma" };
         }
-        Kernels { dot: dot_portable, scores: scores_portable, dot_i16_i8: dot_i16_i8_portable, name: "portable" }
+        Kernels { dot: dot_portable, dot_i16_i8: dot_i16_i8_portable, name: "portable" }
     })
 }
 
@@ -221,12 +192,6 @@ pub fn kernel_name() -> &'static str {
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     (kernels().dot)(a, b)
-}
-
-/// Writes `query · row` for each `dim`-wide row of `rows` into `out`.
-#[inline]
-pub(crate) fn scores_into(query: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
-    (kernels().scores)(query, rows, dim, out);
 }
 
 /// `Σ weights[i] × codes[i]` over the common length, in `i32` (the caller
@@ -272,16 +237,6 @@ mod tests {
             assert_eq!(i64::from(dot_i16_i8(&weights, &codes)), expected, "len {len}");
             assert_eq!(i64::from(dot_i16_i8_portable(&weights, &codes)), expected, "len {len}");
         }
-    }
-
-    #[test]
-    fn scores_into_fills_one_score_per_row() {
-        let dim = 5;
-        let rows: Vec<f32> = (0..15).map(|i| i as f32).collect();
-        let query = [1.0, 0.0, 0.0, 0.0, 1.0];
-        let mut out = [0.0f32; 3];
-        scores_into(&query, &rows, dim, &mut out);
-        assert_eq!(out, [4.0, 14.0, 24.0]);
     }
 
     #[test]

@@ -30,9 +30,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use parking_lot::{Mutex, RwLock};
 use rayon::prelude::*;
 
-use crate::constants::{HNSW_LEVEL_SEED, HNSW_MAX_LAYERS, QUANT_MIN_TRAIN, QUANT_RETRAIN_MAX};
+use crate::constants::{HNSW_LEVEL_SEED, HNSW_MAX_LAYERS};
 use crate::distance::dot;
-use crate::quant::{PreparedQuery, Sq8};
+use crate::quant::{CodeBook, PreparedQuery, Sq8};
 
 /// A node and its similarity to the current query. Ordered by similarity,
 /// then by node number, so every heap operation is deterministic.
@@ -193,11 +193,8 @@ pub(crate) struct Graph {
     ef_construction: usize,
     level_mult: f64,
     vectors: Vec<f32>,
-    /// SQ8 codes of `vectors` on the grid `quant`, node-major.
-    codes: Vec<i8>,
-    quant: Sq8,
-    /// Node count when `quant` was last fitted to the vectors (0: never).
-    quant_trained_at: usize,
+    /// SQ8 codes of `vectors`, node-major.
+    codes: CodeBook,
     levels: Vec<u8>,
     /// Per node `1 + m0` slots: the link count, then the links.
     links0: Vec<AtomicU32>,
@@ -230,9 +227,7 @@ impl Graph {
             ef_construction,
             level_mult: 1.0 / (m.max(2) as f64).ln(),
             vectors: Vec::new(),
-            codes: Vec::new(),
-            quant: Sq8::full_range(dim),
-            quant_trained_at: 0,
+            codes: CodeBook::new(dim),
             levels: Vec::new(),
             links0: Vec::new(),
             upper: Vec::new(),
@@ -255,7 +250,7 @@ impl Graph {
     /// The SQ8 codes of `node`.
     #[inline]
     fn code(&self, node: usize) -> &[i8] {
-        &self.codes[node * self.dim..(node + 1) * self.dim]
+        self.codes.code(node)
     }
 
     /// Approximate similarity of `node` to a prepared query, from its codes.
@@ -280,21 +275,7 @@ impl Graph {
         let first = self.len();
         let added = data.len() / self.dim;
         self.vectors.extend_from_slice(data);
-        // Refit the code grid each time the graph doubles, up to a size
-        // where the range no longer moves; in between, new vectors are
-        // coded on the current grid (clamped at its edges).
-        let len = first + added;
-        if len >= QUANT_MIN_TRAIN && len >= 2 * self.quant_trained_at && self.quant_trained_at < QUANT_RETRAIN_MAX {
-            self.quant = Sq8::train(&self.vectors, self.dim);
-            self.quant_trained_at = len;
-            self.codes = self.quant.encode_all(&self.vectors);
-        } else {
-            self.codes.resize(len * self.dim, 0);
-            for (row, out) in data.chunks_exact(self.dim).zip(self.codes[first * self.dim..].chunks_exact_mut(self.dim))
-            {
-                self.quant.encode_into(row, out);
-            }
-        }
+        self.codes.extend(&self.vectors, first);
         self.links0.extend((0..added * self.stride()).map(|_| AtomicU32::new(0)));
         for node in first..first + added {
             let level = level_of(node, self.level_mult);
@@ -443,7 +424,7 @@ impl Graph {
             let mut scratch = cell.borrow_mut();
             let scratch = &mut *scratch;
             let mut prepared = std::mem::take(&mut scratch.prepared);
-            self.quant.prepare_into(query, &mut prepared);
+            self.codes.prepare_into(query, &mut prepared);
             let mut buffer = std::mem::take(&mut scratch.neighbours);
             let start = self.descend(&prepared, entry, 0, &mut buffer);
             scratch.neighbours = buffer;
@@ -485,7 +466,7 @@ impl Graph {
             let mut scratch = cell.borrow_mut();
             let scratch = &mut *scratch;
             let mut prepared = std::mem::take(&mut scratch.prepared);
-            self.quant.prepare_into(vector, &mut prepared);
+            self.codes.prepare_into(vector, &mut prepared);
             self.link_walk(node32, level, entry, &prepared, scratch);
             scratch.prepared = prepared;
         });
@@ -589,8 +570,7 @@ impl Graph {
             })
             .sum();
         self.vectors.capacity() * 4
-            + self.codes.capacity()
-            + self.quant.dim() * 8
+            + self.codes.memory_bytes()
             + self.links0.capacity() * 4
             + self.levels.capacity()
             + self.locks.capacity() * std::mem::size_of::<Mutex<()>>()
@@ -601,8 +581,9 @@ impl Graph {
     /// Serialises the graph's structure (not its vectors) for a snapshot:
     /// the code grid, the entry point and every node's links.
     pub(crate) fn encode_links(&self, out: &mut crate::snapshot::Encoder) {
-        out.u64(self.quant_trained_at as u64);
-        let (mid, step) = self.quant.parts();
+        let (grid, trained_at) = self.codes.parts();
+        out.u64(trained_at as u64);
+        let (mid, step) = grid.parts();
         out.f32s(mid);
         out.f32s(step);
         match *self.entry.read() {
@@ -638,12 +619,12 @@ impl Graph {
     ) -> std::result::Result<Self, String> {
         let len = vectors.len() / dim;
         let mut graph = Graph::new(dim, m, ef_construction);
-        graph.quant_trained_at = d.usize("code grid size").map_err(|e| e.to_string())?;
+        let trained_at = d.usize("code grid size").map_err(|e| e.to_string())?;
         let mid = d.f32s(dim, "code grid centres").map_err(|e| e.to_string())?;
         let step = d.f32s(dim, "code grid steps").map_err(|e| e.to_string())?;
-        graph.quant = Sq8::from_parts(mid, step)
+        let grid = Sq8::from_parts(mid, step)
             .ok_or("the code grid holds a non-finite centre or a step that is not positive")?;
-        graph.codes = graph.quant.encode_all(&vectors);
+        graph.codes = CodeBook::with_grid(grid, trained_at, &vectors);
         let entry = match d.u8("entry flag").map_err(|e| e.to_string())? {
             0 => None,
             1 => {

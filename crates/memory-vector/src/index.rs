@@ -152,22 +152,12 @@ impl TopK {
     }
 }
 
-/// Offers `(id, score)` pairs given as parallel slices to `top`.
-pub(crate) fn push_scores(top: &mut TopK, ids: &[u64], scores: &[f32]) {
-    for (&id, &cosine) in ids.iter().zip(scores) {
-        if let Some(threshold) = top.threshold()
-            && cosine < threshold
-        {
-            continue;
-        }
-        top.push(Hit { id, cosine });
-    }
-}
-
 #[cfg(test)]
 fn top_k_of_scores(ids: &[u64], scores: &[f32], k: usize) -> TopK {
     let mut top = TopK::new(k);
-    push_scores(&mut top, ids, scores);
+    for (&id, &cosine) in ids.iter().zip(scores) {
+        top.push(Hit { id, cosine });
+    }
     top
 }
 

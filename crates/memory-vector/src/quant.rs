@@ -14,6 +14,7 @@
 //! the second sum is an integer dot product (see
 //! [`dot_i16_i8`](crate::distance::dot_i16_i8)).
 
+use crate::constants::{QUANT_MIN_TRAIN, QUANT_RETRAIN_MAX};
 use crate::distance::dot_i16_i8;
 
 /// Largest code magnitude: codes lie in `-127..=127`.
@@ -30,12 +31,17 @@ pub(crate) struct Sq8 {
     step: Vec<f32>,
 }
 
+/// Slack added to [`PreparedQuery::error_bound`] for the rounding of the
+/// `f32` sums on both sides.
+const ROUNDING_SLACK: f32 = 1e-4;
+
 /// A query prepared against one [`Sq8`] grid.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PreparedQuery {
     weights: Vec<i16>,
     scale: f32,
     offset: f32,
+    bound: f32,
 }
 
 impl PreparedQuery {
@@ -43,6 +49,12 @@ impl PreparedQuery {
     #[inline]
     pub(crate) fn sim(&self, code: &[i8]) -> f32 {
         self.offset + self.scale * dot_i16_i8(&self.weights, code) as f32
+    }
+
+    /// A bound on `|sim(code) − query · vector|` for every vector that lies
+    /// within the grid's range (was not clamped when coded).
+    pub(crate) fn error_bound(&self) -> f32 {
+        self.bound
     }
 }
 
@@ -78,14 +90,20 @@ impl Sq8 {
     }
 
     /// Writes the codes of `vector` into `out` (both `dim` long). Values
-    /// outside the trained range are clamped to its edge.
-    pub(crate) fn encode_into(&self, vector: &[f32], out: &mut [i8]) {
+    /// outside the trained range are clamped to its edge; the answer is
+    /// whether every value was within it.
+    pub(crate) fn encode_into(&self, vector: &[f32], out: &mut [i8]) -> bool {
+        let mut within = true;
         for (((code, &x), &mid), &step) in out.iter_mut().zip(vector).zip(&self.mid).zip(&self.step) {
-            *code = ((x - mid) / step).round().clamp(-CODE_MAX, CODE_MAX) as i8;
+            let level = ((x - mid) / step).round();
+            within &= level.abs() <= CODE_MAX;
+            *code = level.clamp(-CODE_MAX, CODE_MAX) as i8;
         }
+        within
     }
 
     /// Codes of every row of `data`, row-major.
+    #[cfg(test)]
     pub(crate) fn encode_all(&self, data: &[f32]) -> Vec<i8> {
         let dim = self.dim();
         let mut codes = vec![0i8; data.len()];
@@ -107,6 +125,12 @@ impl Sq8 {
         into.weights.extend(query.iter().zip(&self.step).map(|(q, s)| (q * s * factor).round() as i16));
         into.scale = 1.0 / factor;
         into.offset = query.iter().zip(&self.mid).map(|(q, m)| q * m).sum();
+        // Two errors: each in-range component is off by at most half a
+        // step, and each weight by at most half a unit of `scale` times a
+        // code of at most 127.
+        let grid: f32 = query.iter().zip(&self.step).map(|(q, s)| q.abs() * s).sum::<f32>() / 2.0;
+        let weights = into.scale / 2.0 * CODE_MAX * dim as f32;
+        into.bound = grid + weights + ROUNDING_SLACK;
     }
 
     /// The grid's two tables, for a snapshot.
@@ -121,6 +145,126 @@ impl Sq8 {
             && mid.iter().all(|m| m.is_finite())
             && step.iter().all(|s| s.is_finite() && *s > 0.0);
         valid.then_some(Sq8 { mid, step })
+    }
+}
+
+/// The SQ8 codes of a table of unit vectors, kept in step with it: rows
+/// are appended and swap-removed like the table's, and the grid is refitted
+/// to the table when it has doubled since the last fit (up to
+/// [`QUANT_RETRAIN_MAX`] rows) or when too many rows fall off the grid.
+#[derive(Debug, Clone)]
+pub(crate) struct CodeBook {
+    dim: usize,
+    quant: Sq8,
+    codes: Vec<i8>,
+    /// Per row, whether a value was clamped when it was coded.
+    off_grid: Vec<bool>,
+    off_grid_count: usize,
+    /// Row count at the last fit (0: never fitted).
+    trained_at: usize,
+}
+
+impl CodeBook {
+    /// Codes for an empty table of `dim`-dimensional vectors.
+    pub(crate) fn new(dim: usize) -> Self {
+        CodeBook {
+            dim,
+            quant: Sq8::full_range(dim),
+            codes: Vec::new(),
+            off_grid: Vec::new(),
+            off_grid_count: 0,
+            trained_at: 0,
+        }
+    }
+
+    /// Codes for a table restored with its grid (see [`CodeBook::parts`]).
+    pub(crate) fn with_grid(quant: Sq8, trained_at: usize, table: &[f32]) -> Self {
+        let mut book = CodeBook { trained_at, quant, ..CodeBook::new(0) };
+        book.dim = book.quant.dim();
+        book.recode(table);
+        book
+    }
+
+    /// Codes of row `row`.
+    #[inline]
+    pub(crate) fn code(&self, row: usize) -> &[i8] {
+        &self.codes[row * self.dim..(row + 1) * self.dim]
+    }
+
+    /// Whether row `row` was clamped when coded (its approximate score
+    /// carries no error bound).
+    #[inline]
+    pub(crate) fn is_off_grid(&self, row: usize) -> bool {
+        self.off_grid[row]
+    }
+
+    /// Number of coded rows.
+    pub(crate) fn len(&self) -> usize {
+        self.off_grid.len()
+    }
+
+    /// Codes the rows of `table` from `first` on, which were just appended
+    /// to it; `table` is the whole table.
+    pub(crate) fn extend(&mut self, table: &[f32], first: usize) {
+        debug_assert_eq!(first, self.len());
+        let len = table.len() / self.dim;
+        let doubled = len >= QUANT_MIN_TRAIN && len >= 2 * self.trained_at && self.trained_at < QUANT_RETRAIN_MAX;
+        if doubled {
+            self.quant = Sq8::train(table, self.dim);
+            self.trained_at = len;
+            self.recode(table);
+            return;
+        }
+        self.codes.resize(len * self.dim, 0);
+        for row in first..len {
+            let out = &mut self.codes[row * self.dim..(row + 1) * self.dim];
+            let within = self.quant.encode_into(&table[row * self.dim..(row + 1) * self.dim], out);
+            self.off_grid.push(!within);
+            self.off_grid_count += usize::from(!within);
+        }
+        if self.off_grid_count > QUANT_MIN_TRAIN.max(len / 32) {
+            self.quant = Sq8::train(table, self.dim);
+            self.trained_at = len;
+            self.recode(table);
+        }
+    }
+
+    /// Moves the last row's codes into `row` and drops the last row, like
+    /// `Vec::swap_remove` on the table.
+    pub(crate) fn swap_remove(&mut self, row: usize) {
+        let last = self.len() - 1;
+        if row != last {
+            self.codes.copy_within(last * self.dim..(last + 1) * self.dim, row * self.dim);
+        }
+        self.codes.truncate(last * self.dim);
+        self.off_grid_count -= usize::from(self.off_grid[row]);
+        self.off_grid.swap_remove(row);
+    }
+
+    /// Prepares `query` for [`PreparedQuery::sim`] against these codes.
+    pub(crate) fn prepare_into(&self, query: &[f32], into: &mut PreparedQuery) {
+        self.quant.prepare_into(query, into);
+    }
+
+    /// The grid and the row count it was fitted at, for a snapshot.
+    pub(crate) fn parts(&self) -> (&Sq8, usize) {
+        (&self.quant, self.trained_at)
+    }
+
+    /// Heap bytes.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.codes.capacity() + self.off_grid.capacity() + self.dim * 8
+    }
+
+    fn recode(&mut self, table: &[f32]) {
+        let len = table.len() / self.dim.max(1);
+        self.codes = vec![0; table.len()];
+        self.off_grid.clear();
+        for (row, out) in table.chunks_exact(self.dim).zip(self.codes.chunks_exact_mut(self.dim)) {
+            self.off_grid.push(!self.quant.encode_into(row, out));
+        }
+        self.off_grid_count = self.off_grid.iter().filter(|&&off| off).count();
+        debug_assert_eq!(self.off_grid.len(), len);
     }
 }
 
@@ -194,6 +338,54 @@ mod tests {
         sq.encode_into(&[0.6, 0.8], &mut out);
         assert_eq!(out, [127, 0]);
         assert_eq!(Sq8::train(&[], 3), Sq8::full_range(3));
+    }
+
+    #[test]
+    fn code_book_refits_on_doubling_and_follows_swap_removes() {
+        let dim = 8;
+        let mut table: Vec<f32> = Vec::new();
+        let mut book = CodeBook::new(dim);
+        for i in 0..200u64 {
+            let first = table.len() / dim;
+            table.extend(unit(i, dim));
+            book.extend(&table, first);
+            assert_eq!(book.len(), first + 1);
+        }
+        // Fitted at 64 and 128 rows; 200 < 256.
+        assert_eq!(book.parts().1, 128);
+        let fitted_at_128 = Sq8::train(&table[..128 * dim], dim);
+        assert_eq!(book.parts().0, &fitted_at_128);
+        for row in 0..200 {
+            let mut expected = vec![0i8; dim];
+            let within = fitted_at_128.encode_into(&table[row * dim..(row + 1) * dim], &mut expected);
+            assert_eq!(book.code(row), &expected[..], "row {row}");
+            assert_eq!(book.is_off_grid(row), !within, "row {row}");
+        }
+        // Removing row 5 moves row 199's codes and flag into it.
+        let (code_199, off_199) = (book.code(199).to_vec(), book.is_off_grid(199));
+        book.swap_remove(5);
+        assert_eq!(book.len(), 199);
+        assert_eq!((book.code(5), book.is_off_grid(5)), (&code_199[..], off_199));
+    }
+
+    #[test]
+    fn code_book_refits_when_too_many_rows_fall_off_the_grid() {
+        let dim = 4;
+        // 128 rows inside a narrow band fix the grid...
+        let mut table: Vec<f32> = (0..128).flat_map(|i| [0.5, 0.5, 0.5, 0.49 + i as f32 * 1e-4]).collect();
+        let mut book = CodeBook::new(dim);
+        book.extend(&table, 0);
+        assert_eq!(book.parts().1, 128);
+        // ...then rows far outside it arrive one at a time.
+        for i in 0..65 {
+            let first = table.len() / dim;
+            table.extend([-0.5, 0.5, 0.5, 0.5 + i as f32 * 1e-4]);
+            book.extend(&table, first);
+        }
+        // The 65th off-grid row passed the limit (64) and forced a refit
+        // over all 193 rows, after which none is off the grid.
+        assert_eq!(book.parts().1, 193);
+        assert!((0..193).all(|row| !book.is_off_grid(row)));
     }
 
     #[test]
