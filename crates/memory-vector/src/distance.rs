@@ -88,6 +88,12 @@ fn dot_i16_i8_portable(weights: &[i16], codes: &[i8]) -> i32 {
     dot_i16_i8_body(weights, codes)
 }
 
+fn dot_i16_i8_rows_portable(weights: &[i16], rows: &[i8], out: &mut [i32]) {
+    for (row, sum) in rows.chunks_exact(weights.len().max(1)).zip(out.iter_mut()) {
+        *sum = dot_i16_i8_body(weights, row);
+    }
+}
+
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     dot_body::<false>(a, b)
 }
@@ -140,6 +146,20 @@ mod x86 {
         _mm_cvtsi128_si32(eighth) + tail
     }
 
+    #[target_feature(enable = "avx2")]
+    fn dot_i16_i8_rows_avx2(weights: &[i16], rows: &[i8], out: &mut [i32]) {
+        for (row, sum) in rows.chunks_exact(weights.len().max(1)).zip(out.iter_mut()) {
+            *sum = dot_i16_i8_avx2(weights, row);
+        }
+    }
+
+    #[allow(unsafe_code)]
+    pub(super) fn dot_i16_i8_rows_checked(weights: &[i16], rows: &[i8], out: &mut [i32]) {
+        // SAFETY: installed by `super::kernels()` only after `has_avx2_fma()`
+        // confirmed AVX2.
+        unsafe { dot_i16_i8_rows_avx2(weights, rows, out) }
+    }
+
     #[allow(unsafe_code)]
     pub(super) fn dot_i16_i8_checked(weights: &[i16], codes: &[i8]) -> i32 {
         // SAFETY: installed by `super::kernels()` only after `has_avx2_fma()`
@@ -162,10 +182,12 @@ mod x86 {
 
 type DotFn = fn(&[f32], &[f32]) -> f32;
 type DotI8Fn = fn(&[i16], &[i8]) -> i32;
+type DotI8RowsFn = fn(&[i16], &[i8], &mut [i32]);
 
 struct Kernels {
     dot: DotFn,
     dot_i16_i8: DotI8Fn,
+    dot_i16_i8_rows: DotI8RowsFn,
     name: &'static str,
 }
 
@@ -174,9 +196,19 @@ fn kernels() -> &'static Kernels {
     KERNELS.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         if x86::has_avx2_fma() {
-            return Kernels { dot: x86::dot_checked, dot_i16_i8: x86::dot_i16_i8_checked, name: "avx2+fma" };
+            return Kernels {
+                dot: x86::dot_checked,
+                dot_i16_i8: x86::dot_i16_i8_checked,
+                dot_i16_i8_rows: x86::dot_i16_i8_rows_checked,
+                name: "avx2+fma",
+            };
         }
-        Kernels { dot: dot_portable, dot_i16_i8: dot_i16_i8_portable, name: "portable" }
+        Kernels {
+            dot: dot_portable,
+            dot_i16_i8: dot_i16_i8_portable,
+            dot_i16_i8_rows: dot_i16_i8_rows_portable,
+            name: "portable",
+        }
     })
 }
 
@@ -199,6 +231,13 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[inline]
 pub(crate) fn dot_i16_i8(weights: &[i16], codes: &[i8]) -> i32 {
     (kernels().dot_i16_i8)(weights, codes)
+}
+
+/// [`dot_i16_i8`] of `weights` with each `weights.len()`-wide row of
+/// `rows`, into `out` (one sum per row), in one kernel call.
+#[inline]
+pub(crate) fn dot_i16_i8_rows(weights: &[i16], rows: &[i8], out: &mut [i32]) {
+    (kernels().dot_i16_i8_rows)(weights, rows, out);
 }
 
 #[cfg(test)]
@@ -236,6 +275,15 @@ mod tests {
             let expected: i64 = weights.iter().zip(&codes).map(|(&w, &c)| i64::from(w) * i64::from(c)).sum();
             assert_eq!(i64::from(dot_i16_i8(&weights, &codes)), expected, "len {len}");
             assert_eq!(i64::from(dot_i16_i8_portable(&weights, &codes)), expected, "len {len}");
+            // Three rows of `len` codes: the row kernels give each row's sum.
+            let rows: Vec<i8> = codes.iter().chain(&codes).chain(&codes).map(|c| c.saturating_neg()).collect();
+            let mut sums = [0i32; 3];
+            if len > 0 {
+                dot_i16_i8_rows(&weights, &rows, &mut sums);
+                assert_eq!(sums.map(i64::from), [-expected; 3], "len {len}");
+                dot_i16_i8_rows_portable(&weights, &rows, &mut sums);
+                assert_eq!(sums.map(i64::from), [-expected; 3], "len {len}");
+            }
         }
     }
 

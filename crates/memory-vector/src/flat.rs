@@ -143,16 +143,18 @@ impl FlatIndex {
         let mut lower_bounds = TopK::new(k);
         let mut top = TopK::new(k);
         let mut upper = [0.0f32; BLOCK_ROWS];
+        let mut sums = [0i32; BLOCK_ROWS];
         let mut start = rows.start;
         while start < rows.end {
             let end = (start + BLOCK_ROWS).min(rows.end);
-            for (row, bound) in (start..end).zip(upper.iter_mut()) {
+            let block = &mut upper[..end - start];
+            prepared.sims_into(self.codes.codes(start..end), &mut sums[..end - start], block);
+            for (row, bound) in (start..end).zip(block.iter_mut()) {
                 let (high, low) = if self.codes.is_off_grid(row) {
                     let exact = dot(query, self.row(row));
                     (exact, exact)
                 } else {
-                    let approx = prepared.sim(self.codes.code(row));
-                    (approx + error, approx - error)
+                    (*bound + error, *bound - error)
                 };
                 *bound = high;
                 if lower_bounds.threshold().is_none_or(|floor| low >= floor) {

@@ -15,7 +15,7 @@
 //! [`dot_i16_i8`](crate::distance::dot_i16_i8)).
 
 use crate::constants::{QUANT_MIN_TRAIN, QUANT_RETRAIN_MAX};
-use crate::distance::dot_i16_i8;
+use crate::distance::{dot_i16_i8, dot_i16_i8_rows};
 
 /// Largest code magnitude: codes lie in `-127..=127`.
 const CODE_MAX: f32 = 127.0;
@@ -49,6 +49,16 @@ impl PreparedQuery {
     #[inline]
     pub(crate) fn sim(&self, code: &[i8]) -> f32 {
         self.offset + self.scale * dot_i16_i8(&self.weights, code) as f32
+    }
+
+    /// [`PreparedQuery::sim`] of each row of `codes` (row-major), into
+    /// `out`; `sums` is scratch space of the same length.
+    #[inline]
+    pub(crate) fn sims_into(&self, codes: &[i8], sums: &mut [i32], out: &mut [f32]) {
+        dot_i16_i8_rows(&self.weights, codes, sums);
+        for (sim, &sum) in out.iter_mut().zip(sums.iter()) {
+            *sim = self.offset + self.scale * sum as f32;
+        }
     }
 
     /// A bound on `|sim(code) − query · vector|` for every vector that lies
@@ -189,6 +199,12 @@ impl CodeBook {
     #[inline]
     pub(crate) fn code(&self, row: usize) -> &[i8] {
         &self.codes[row * self.dim..(row + 1) * self.dim]
+    }
+
+    /// Codes of rows `rows`, row-major.
+    #[inline]
+    pub(crate) fn codes(&self, rows: std::ops::Range<usize>) -> &[i8] {
+        &self.codes[rows.start * self.dim..rows.end * self.dim]
     }
 
     /// Whether row `row` was clamped when coded (its approximate score
