@@ -1,12 +1,16 @@
-//! Scalar quantisation (SQ8) of unit vectors for the HNSW walk.
+//! Scalar quantisation (SQ8) of unit vectors: the first pass of both
+//! indexes reads these codes instead of the vectors.
 //!
 //! Each component is stored as one signed byte on a per-dimension grid:
 //! `x ≈ mid[d] + code × step[d]`, with `mid` and `step` taken from the
 //! range the vectors actually use (all-MiniLM-L6-v2 components span about
 //! ±0.3, so a grid over ±1 would waste most of the byte). A code row is a
-//! quarter of the `f32` row, so a walk through the graph reads a quarter of
-//! the memory. The walk only orders candidates; the graph re-scores its
-//! final candidates with the full vectors, so every returned cosine is exact.
+//! quarter of the `f32` row, so a pass over codes reads a quarter of the
+//! memory. Codes only choose candidates: the HNSW graph re-scores the
+//! candidates its walk kept with the full vectors, and the exact scan uses
+//! [`PreparedQuery::error_bound`] to score in full every row that could
+//! still be in the answer. Every returned cosine is computed on the full
+//! vectors.
 //!
 //! A query is prepared once: `q · x ≈ Σ q[d]·mid[d] + Σ (q[d]·step[d]) ×
 //! code[d]`. The first sum is a constant; the weights `q[d]·step[d]` are

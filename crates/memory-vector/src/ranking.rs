@@ -57,15 +57,38 @@ pub fn admit(cosine: f32, text_chars: usize) -> bool {
 }
 
 /// The set of lower-cased words of a text (split on anything that is not
-/// alphanumeric), sorted and deduplicated, as MMR compares texts by.
+/// alphanumeric), as MMR compares texts by. Words are kept as sorted,
+/// deduplicated 64-bit hashes of their lower-cased form, so building a set
+/// allocates one vector and comparing two is a merge of integers.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct WordSet(Vec<String>);
+pub struct WordSet(Vec<u64>);
+
+/// Longest ASCII word lower-cased on the stack before hashing.
+const STACK_WORD: usize = 64;
+
+/// Hash of a word's lower-cased form (`str::to_lowercase`), the same for
+/// every spelling that lower-cases to the same text.
+fn word_hash(word: &str) -> u64 {
+    use std::hash::Hasher;
+    // A fixed-key SipHash: the same hashes in every process.
+    let mut hasher = std::hash::DefaultHasher::new();
+    if word.is_ascii() && word.len() <= STACK_WORD {
+        let mut buffer = [0u8; STACK_WORD];
+        let lower = &mut buffer[..word.len()];
+        lower.copy_from_slice(word.as_bytes());
+        lower.make_ascii_lowercase();
+        hasher.write(lower);
+    } else {
+        hasher.write(word.to_lowercase().as_bytes());
+    }
+    hasher.finish()
+}
 
 impl WordSet {
     /// Tokenises `text`.
     pub fn new(text: &str) -> Self {
-        let mut words: Vec<String> =
-            text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+        let mut words: Vec<u64> =
+            text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(word_hash).collect();
         words.sort_unstable();
         words.dedup();
         WordSet(words)
@@ -122,23 +145,50 @@ pub struct MmrCandidate<'a> {
 /// `limit` (picking from the tail is the point of MMR). Ties are broken
 /// deterministically: higher MMR value, then higher relevance, then the
 /// earlier position.
+///
+/// The work is done lazily with the same result: the pool is walked in
+/// relevance order and, for `λ` in `[0, 1]`, a round stops as soon as
+/// `λ × relevance` (an upper bound of every later value) cannot beat the
+/// best value found; a candidate's word set and its similarity to the
+/// picks are computed only when the walk reaches it.
 pub fn mmr(candidates: &[MmrCandidate<'_>], lambda: f32, limit: usize) -> Vec<usize> {
     let _span = tracing::trace_span!("mmr", n = candidates.len(), limit).entered();
     let mut pool: Vec<usize> = (0..candidates.len()).collect();
     pool.sort_by(|&a, &b| candidates[b].relevance.total_cmp(&candidates[a].relevance).then(a.cmp(&b)));
     pool.truncate(MMR_MAX_POOL);
-    let words: Vec<WordSet> = pool.iter().map(|&i| WordSet::new(candidates[i].text)).collect();
-    // max_similarity[p]: largest Jaccard of pool entry p to any pick so far.
+    let bounded = (0.0..=1.0).contains(&lambda);
+    let mut words: Vec<WordSet> = vec![WordSet::default(); pool.len()];
+    let mut tokenised = vec![false; pool.len()];
+    // max_similarity[p]: largest Jaccard of pool entry p to the first
+    // compared[p] picks.
     let mut max_similarity = vec![0.0f32; pool.len()];
+    let mut compared = vec![0usize; pool.len()];
     let mut taken = vec![false; pool.len()];
-    let mut picked = Vec::with_capacity(limit.min(pool.len()));
-    while picked.len() < limit.min(pool.len()) {
+    // Pool positions of the picks, in pick order.
+    let mut picks: Vec<usize> = Vec::with_capacity(limit.min(pool.len()));
+    while picks.len() < limit.min(pool.len()) {
         let mut best: Option<(usize, f32)> = None;
         for p in 0..pool.len() {
             if taken[p] {
                 continue;
             }
-            let value = lambda * candidates[pool[p]].relevance - (1.0 - lambda) * max_similarity[p];
+            let relevance = candidates[pool[p]].relevance;
+            // With λ in [0, 1] a value is at most λ × relevance, and the
+            // pool is sorted by relevance: nothing from here on can win.
+            if bounded && best.is_some_and(|(_, best_value)| lambda * relevance <= best_value) {
+                break;
+            }
+            if compared[p] < picks.len() {
+                if !tokenised[p] {
+                    words[p] = WordSet::new(candidates[pool[p]].text);
+                    tokenised[p] = true;
+                }
+                for &q in &picks[compared[p]..] {
+                    max_similarity[p] = max_similarity[p].max(words[p].jaccard(&words[q]));
+                }
+                compared[p] = picks.len();
+            }
+            let value = lambda * relevance - (1.0 - lambda) * max_similarity[p];
             let better = match best {
                 None => true,
                 Some((_, best_value)) => match value.total_cmp(&best_value) {
@@ -156,17 +206,13 @@ pub fn mmr(candidates: &[MmrCandidate<'_>], lambda: f32, limit: usize) -> Vec<us
         }
         let Some((chosen, _)) = best else { break };
         taken[chosen] = true;
-        picked.push(pool[chosen]);
-        for p in 0..pool.len() {
-            if !taken[p] {
-                let similarity = words[p].jaccard(&words[chosen]);
-                if similarity > max_similarity[p] {
-                    max_similarity[p] = similarity;
-                }
-            }
+        if !tokenised[chosen] {
+            words[chosen] = WordSet::new(candidates[pool[chosen]].text);
+            tokenised[chosen] = true;
         }
+        picks.push(chosen);
     }
-    picked
+    picks.into_iter().map(|p| pool[p]).collect()
 }
 
 #[cfg(test)]
@@ -234,7 +280,14 @@ mod tests {
 
     #[test]
     fn word_sets_and_jaccard() {
-        assert_eq!(WordSet::new("The cat, the HAT!").0, vec!["cat", "hat", "the"]);
+        assert_eq!(WordSet::new("The cat, the HAT!"), WordSet::new("cat hat the"));
+        assert_eq!(WordSet::new("The cat, the HAT!").len(), 3);
+        // Lower-casing follows `str::to_lowercase`, also outside ASCII and
+        // for words too long for the stack buffer.
+        assert_eq!(jaccard("ΟΔΟΣ Straße", "οδος STRASSE straße"), 2.0 / 3.0, "final sigma; ß stays ß");
+        assert_eq!(jaccard("\u{212A}elvin", "kelvin"), 1.0, "the Kelvin sign lower-cases to k");
+        let long = "Pneumonoultramicroscopicsilicovolcanoconiosis".repeat(3);
+        assert_eq!(jaccard(&long, &long.to_uppercase()), 1.0);
         assert_eq!(jaccard("a b c", "a b d"), 0.5);
         assert_eq!(jaccard("a b", "A, B."), 1.0);
         assert_eq!(jaccard("", ""), 0.0);
@@ -244,6 +297,65 @@ mod tests {
 
     fn c(relevance: f32, text: &str) -> MmrCandidate<'_> {
         MmrCandidate { relevance, text }
+    }
+
+    /// MMR as the specification states it: every round scores every
+    /// remaining candidate against every pick so far.
+    fn eager_mmr(candidates: &[MmrCandidate<'_>], lambda: f32, limit: usize) -> Vec<usize> {
+        let mut pool: Vec<usize> = (0..candidates.len()).collect();
+        pool.sort_by(|&a, &b| candidates[b].relevance.total_cmp(&candidates[a].relevance).then(a.cmp(&b)));
+        pool.truncate(MMR_MAX_POOL);
+        let words: Vec<WordSet> = pool.iter().map(|&i| WordSet::new(candidates[i].text)).collect();
+        let mut max_similarity = vec![0.0f32; pool.len()];
+        let mut taken = vec![false; pool.len()];
+        let mut picked = Vec::new();
+        while picked.len() < limit.min(pool.len()) {
+            let mut best: Option<(usize, f32)> = None;
+            for p in (0..pool.len()).filter(|&p| !taken[p]) {
+                let value = lambda * candidates[pool[p]].relevance - (1.0 - lambda) * max_similarity[p];
+                if best.is_none_or(|(_, b)| value > b) {
+                    best = Some((p, value));
+                }
+            }
+            let (chosen, _) = best.unwrap();
+            taken[chosen] = true;
+            picked.push(pool[chosen]);
+            for p in (0..pool.len()).filter(|&p| !taken[p]) {
+                max_similarity[p] = max_similarity[p].max(words[p].jaccard(&words[chosen]));
+            }
+        }
+        picked
+    }
+
+    #[test]
+    fn lazy_mmr_picks_exactly_what_the_eager_definition_picks() {
+        let vocabulary = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % below as u64) as usize
+        };
+        for round in 0..300 {
+            let n = if round == 0 { MMR_MAX_POOL + 100 } else { next(60) };
+            let texts: Vec<String> = (0..n)
+                .map(|_| (0..1 + next(5)).map(|_| vocabulary[next(vocabulary.len())]).collect::<Vec<_>>().join(" "))
+                .collect();
+            // Few distinct relevances, so ties are common.
+            let relevances: Vec<f32> = (0..n).map(|_| next(6) as f32 / 5.0).collect();
+            let candidates: Vec<MmrCandidate<'_>> =
+                texts.iter().zip(&relevances).map(|(text, &relevance)| c(relevance, text)).collect();
+            for lambda in [0.0, 0.3, MMR_LAMBDA, 1.0, 1.5] {
+                for limit in [0, 1, 3, 8, 100] {
+                    assert_eq!(
+                        mmr(&candidates, lambda, limit),
+                        eager_mmr(&candidates, lambda, limit),
+                        "round {round}, λ {lambda}, limit {limit}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
