@@ -63,6 +63,9 @@ pub const MAX_IDLE_READERS: usize = 8;
 pub const PAGE_CACHE_KIB: i64 = 8 * 1024;
 /// File name of the database inside Cairn's home.
 pub const DB_FILE_NAME: &str = "memory.db";
+/// The episodic vector index snapshot, beside [`DB_FILE_NAME`]: loaded at
+/// start when it holds exactly the table's active vectors, rebuilt otherwise.
+pub const EPISODIC_INDEX_FILE_NAME: &str = "episodic.index";
 /// File name of the JSONL lesson fallback inside Cairn's home.
 pub const LESSONS_JSONL_FILE_NAME: &str = "lessons.jsonl";
 

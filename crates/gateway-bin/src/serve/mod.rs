@@ -45,6 +45,9 @@ const BACKFILL_BATCH: usize = 256;
 const FTS_REBUILD_TICKS: u64 = 15;
 /// Heartbeat ticks between history prunes (a day of 60 s ticks).
 const PRUNE_TICKS: u64 = 1440;
+/// Heartbeat ticks between writes of the episodic index snapshot (each
+/// write happens only when the episodic table changed).
+const INDEX_SNAPSHOT_TICKS: u64 = 10;
 /// How long shutdown waits for blocking work still running.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
@@ -292,6 +295,9 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Err(error) = state.skills.ledger().flush() {
         tracing::warn!(%error, "could not flush the skills usage ledger");
     }
+    if let Err(error) = state.memory.save_episodic_index() {
+        tracing::warn!(%error, "could not save the episodic index snapshot");
+    }
     let db_path = state.memory.path().to_owned();
     drop(state);
     checkpoint_wal(&db_path);
@@ -430,6 +436,20 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
                 report.chunks_written,
                 if report.healed { "; a damaged index was moved aside" } else { "" }
             ))
+        }),
+    });
+
+    let snapshot_state = Arc::clone(state);
+    jobs.push(Job {
+        name: "episodic_index_snapshot",
+        every_ticks: INDEX_SNAPSHOT_TICKS,
+        at_start: false,
+        run: Arc::new(move || {
+            Ok(if snapshot_state.memory.save_episodic_index()? {
+                "saved".to_owned()
+            } else {
+                "up to date, small or not built; nothing to save".to_owned()
+            })
         }),
     });
 

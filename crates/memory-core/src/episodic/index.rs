@@ -2,18 +2,19 @@
 //! step with the table, backfilling missing vectors and swapping models.
 
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use cairn_embedder::EmbeddingBackend;
-use cairn_memory_vector::{AutoIndex, IndexConfig};
+use cairn_memory_vector::{AutoIndex, IndexConfig, SnapshotExpectation};
 use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::keyword::KeywordState;
 use super::{BackfillReport, EpisodicIndexStatus, ReembedProgress, ReembedStep};
-use crate::constants::EPISODIC_BACKFILL_BATCH;
+use crate::constants::{EPISODIC_BACKFILL_BATCH, EPISODIC_INDEX_FILE_NAME};
 use crate::db::{MemoryDb, space_signature};
 use crate::error::{MemoryError, Result};
 use crate::semantic::blob_vector;
@@ -32,6 +33,8 @@ struct Slot {
     /// The `episodic_revision` the index reflects; `None` when unknown.
     revision: Option<i64>,
     building: bool,
+    /// Whether `index` was loaded from the snapshot file.
+    from_snapshot: bool,
 }
 
 /// Per-store episodic state: the vector index and the model-swap progress.
@@ -39,9 +42,11 @@ struct Slot {
 pub(crate) struct EpisodicState {
     slot: RwLock<Slot>,
     /// A background build: the space it is for and where its result arrives.
-    pending: Mutex<Option<(String, Receiver<Result<AutoIndex>>)>>,
+    pending: Mutex<Option<(String, Receiver<Result<LoadedIndex>>)>>,
     progress: Mutex<ReembedProgress>,
     swap: Mutex<()>,
+    /// The space and revision last written to the snapshot file.
+    saved: Mutex<Option<(String, i64)>>,
     /// The in-memory keyword index.
     pub(crate) keywords: KeywordState,
 }
@@ -137,6 +142,43 @@ fn build_index(dim: usize, rows: &[(u64, Vec<f32>)]) -> Result<AutoIndex> {
     AutoIndex::build(IndexConfig::new(dim), &borrowed).map_err(index_error("building the episodic index"))
 }
 
+/// An index and whether it came from the snapshot file.
+struct LoadedIndex {
+    index: AutoIndex,
+    from_snapshot: bool,
+}
+
+/// The index of the active vectors of `space`: loaded from the snapshot at
+/// `snapshot` when it holds exactly those rows in that space, otherwise
+/// built from the table (and then written there, so the next start loads
+/// it). Row ids are never reused and a row's vector in one space never
+/// changes, so matching ids and space mean matching vectors.
+fn load_or_build_index(
+    connection: &Connection,
+    space: &str,
+    dim: usize,
+    snapshot: Option<&Path>,
+) -> Result<LoadedIndex> {
+    if let Some(path) = snapshot.filter(|path| path.exists()) {
+        let expected = SnapshotExpectation::from_ids(space, dim, active_vector_ids(connection, space)?);
+        match AutoIndex::restore(path, &expected, IndexConfig::new(dim)) {
+            Ok(index) => {
+                tracing::info!(rows = index.len(), "episodic index loaded from its snapshot");
+                return Ok(LoadedIndex { index, from_snapshot: true });
+            }
+            Err(error) => tracing::info!(%error, "episodic index snapshot not usable; building from the table"),
+        }
+    }
+    let index = build_index(dim, &load_vectors(connection, space, None)?)?;
+    if let Some(path) = snapshot
+        && index.len() > cairn_memory_vector::constants::AUTO_CROSSOVER
+        && let Err(error) = index.snapshot(path, space)
+    {
+        tracing::warn!(%error, "could not write the episodic index snapshot");
+    }
+    Ok(LoadedIndex { index, from_snapshot: false })
+}
+
 impl MemoryDb {
     /// The index for `space`, brought in step with the table through the
     /// writer connection `connection` (whose lock the caller holds). Builds
@@ -193,6 +235,7 @@ impl MemoryDb {
                 space: Some(space.to_owned()),
                 revision: Some(revision),
                 building: false,
+                from_snapshot: false,
             };
             return Ok(IndexAccess::Ready(index));
         }
@@ -217,8 +260,9 @@ impl MemoryDb {
         // The thread reads through its own connection and hands the index
         // back over a channel; the next search or write installs it.
         let path = self.path().to_owned();
+        let snapshot = self.episodic_snapshot_path();
         let space = space.to_owned();
-        let (sender, receiver) = std::sync::mpsc::channel::<Result<AutoIndex>>();
+        let (sender, receiver) = std::sync::mpsc::channel::<Result<LoadedIndex>>();
         let build_space = space.clone();
         std::thread::Builder::new()
             .name("cairn-episodic-index".to_owned())
@@ -228,8 +272,7 @@ impl MemoryDb {
                     connection
                         .busy_timeout(Duration::from_secs(10))
                         .map_err(MemoryError::sqlite("setting the busy timeout"))?;
-                    let rows = load_vectors(&connection, &build_space, None)?;
-                    build_index(dim, &rows)
+                    load_or_build_index(&connection, &build_space, dim, snapshot.as_deref())
                 })();
                 let _ = sender.send(result);
             })
@@ -252,8 +295,9 @@ impl MemoryDb {
         let mut slot = self.episodic.slot.write();
         slot.building = false;
         match finished {
-            Some(Ok(index)) => {
-                slot.index = Some(Arc::new(index));
+            Some(Ok(loaded)) => {
+                slot.index = Some(Arc::new(loaded.index));
+                slot.from_snapshot = loaded.from_snapshot;
                 slot.space = Some(space);
                 slot.revision = None;
             }
@@ -274,8 +318,9 @@ impl MemoryDb {
                 let mut slot = self.episodic.slot.write();
                 slot.building = false;
                 match result {
-                    Ok(index) => {
-                        slot.index = Some(Arc::new(index));
+                    Ok(loaded) => {
+                        slot.index = Some(Arc::new(loaded.index));
+                        slot.from_snapshot = loaded.from_snapshot;
                         slot.space = Some(space);
                         slot.revision = None;
                     }
@@ -371,6 +416,7 @@ impl MemoryDb {
             building: slot.building,
             space: slot.space.clone(),
             keyword_index_len,
+            loaded_from_snapshot: slot.index.is_some() && slot.from_snapshot,
         })
     }
 
@@ -390,16 +436,64 @@ impl MemoryDb {
             };
             if needs_full {
                 let revision = episodic_revision(&connection)?;
-                let rows = load_vectors(&connection, &space, None)?;
-                let index = Arc::new(build_index(embedder.dim(), &rows)?);
+                let snapshot = self.episodic_snapshot_path();
+                let loaded = load_or_build_index(&connection, &space, embedder.dim(), snapshot.as_deref())?;
                 *self.episodic.pending.lock() = None;
-                *self.episodic.slot.write() =
-                    Slot { index: Some(index), space: Some(space.clone()), revision: Some(revision), building: false };
+                *self.episodic.slot.write() = Slot {
+                    index: Some(Arc::new(loaded.index)),
+                    space: Some(space.clone()),
+                    revision: Some(revision),
+                    building: false,
+                    from_snapshot: loaded.from_snapshot,
+                };
             } else {
                 self.index_locked(&connection, &space, embedder.dim())?;
             }
         }
         self.episodic_index_status()
+    }
+
+    /// Where the episodic index snapshot of this store lives: beside
+    /// `memory.db` (none for a store without a directory).
+    pub fn episodic_snapshot_path(&self) -> Option<PathBuf> {
+        let path = self.path();
+        path.parent().filter(|dir| !dir.as_os_str().is_empty()).map(|dir| dir.join(EPISODIC_INDEX_FILE_NAME))
+    }
+
+    /// Writes the episodic index to [`episodic_snapshot_path`](Self::episodic_snapshot_path)
+    /// so the next process loads it instead of building it (one file,
+    /// written atomically). Only an index in step with the table and above
+    /// the exact-scan crossover is written (smaller ones build in
+    /// milliseconds), and only when the table moved since the last write.
+    /// Answers whether a file was written.
+    pub fn save_episodic_index(&self) -> Result<bool> {
+        let Some(path) = self.episodic_snapshot_path() else { return Ok(false) };
+        self.collect_background_build();
+        let (index, space) = {
+            let connection = self.lock_writer();
+            let revision = episodic_revision(&connection)?;
+            let slot = self.episodic.slot.read();
+            match (&slot.index, &slot.space) {
+                (Some(index), Some(space)) if slot.revision == Some(revision) => {
+                    if index.len() <= cairn_memory_vector::constants::AUTO_CROSSOVER
+                        || self.episodic.saved.lock().as_ref() == Some(&(space.clone(), revision))
+                    {
+                        return Ok(false);
+                    }
+                    *self.episodic.saved.lock() = Some((space.clone(), revision));
+                    (Arc::clone(index), space.clone())
+                }
+                _ => return Ok(false),
+            }
+        };
+        // Outside the writer lock: writes go on while the file is written
+        // (the index's own writer mutex keeps the file consistent), and the
+        // next start validates the file against the table anyway.
+        if let Err(error) = index.snapshot(&path, &space) {
+            *self.episodic.saved.lock() = None;
+            return Err(index_error("saving the episodic index")(error));
+        }
+        Ok(true)
     }
 
     /// Embeds every active row without a vector in the current space, in

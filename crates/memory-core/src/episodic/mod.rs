@@ -432,4 +432,7 @@ pub struct EpisodicIndexStatus {
     pub space: Option<String>,
     /// Rows in the in-memory keyword index (`None` before it is built).
     pub keyword_index_len: Option<usize>,
+    /// Whether the index in use was loaded from the snapshot file beside
+    /// `memory.db` rather than built from the table.
+    pub loaded_from_snapshot: bool,
 }
