@@ -240,6 +240,22 @@ pub(crate) fn dot_i16_i8_rows(weights: &[i16], rows: &[i8], out: &mut [i32]) {
     (kernels().dot_i16_i8_rows)(weights, rows, out);
 }
 
+/// A seeded pseudo-random unit vector (xorshift components in
+/// `[-0.5, 0.5)`), for tests.
+#[cfg(test)]
+pub(crate) fn random_unit(seed: u64, dim: usize) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let raw: Vec<f32> = (0..dim)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    normalized(&raw, dim).expect("a random vector is not zero")
+}
+
 #[cfg(test)]
 thread_local! {
     /// Test-only fault injection: when set to `Some(n)`, the `n`-th next

@@ -379,7 +379,7 @@ impl Graph {
                 break;
             }
             self.links_into(current.node, layer, &mut neighbours);
-            // Unvisited neighbours first, their vectors requested from memory
+            // Unvisited neighbours first, their codes requested from memory
             // together, then scored: the loads overlap instead of queueing.
             neighbours.retain(|&next| scratch.visit(next));
             for &next in &neighbours {
@@ -688,20 +688,7 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::distance::normalized;
-
-    fn unit(seed: u64, dim: usize) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let raw: Vec<f32> = (0..dim)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect();
-        normalized(&raw, dim).unwrap()
-    }
+    use crate::distance::random_unit as unit;
 
     fn exact(data: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<u32> {
         let mut all: Vec<Scored> =

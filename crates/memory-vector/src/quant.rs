@@ -291,20 +291,7 @@ impl CodeBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::distance::{dot, normalized};
-
-    fn unit(seed: u64, dim: usize) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let raw: Vec<f32> = (0..dim)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect();
-        normalized(&raw, dim).unwrap()
-    }
+    use crate::distance::{dot, random_unit as unit};
 
     #[test]
     fn trained_codes_approximate_the_dot_product() {
