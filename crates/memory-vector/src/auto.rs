@@ -184,6 +184,10 @@ impl AutoIndex {
 
     /// See [`VectorIndex::add`]. Holds the exclusive lock for one insert;
     /// the add that crosses the crossover also builds the graph, outside it.
+    /// An insert that refits the SQ8 code grid (when the table has doubled,
+    /// up to [`QUANT_RETRAIN_MAX`](crate::constants::QUANT_RETRAIN_MAX)
+    /// rows, or when too many rows fell off the grid) re-codes every row
+    /// under the lock, in time linear in the row count.
     pub fn add(&self, id: u64, vector: &[f32]) -> Result<()> {
         let unit = normalized(vector, self.config.dim)?;
         let _writer = self.writer.lock();
