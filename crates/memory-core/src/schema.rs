@@ -147,6 +147,11 @@ const MIGRATIONS: &[&str] = &[
         UPDATE meta SET value = value + 1 WHERE name = 'episodic_text_revision';
     END;
     "#,
+    // 4: a random identity for this database file, so files derived from it
+    // (the episodic index snapshot) are never taken for another store's.
+    r#"
+    INSERT INTO meta(name, value) VALUES ('store_id', random());
+    "#,
 ];
 
 /// The schema version this build writes.

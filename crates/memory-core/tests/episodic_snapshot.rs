@@ -1,12 +1,13 @@
 //! The episodic index snapshot: written beside `memory.db`, loaded by the
 //! next process only when it holds exactly the table's active vectors in
-//! the current space, rebuilt otherwise (never an error).
+//! the current space, of this database file at its current episodic
+//! revision; rebuilt otherwise (never an error).
 
 use std::sync::Arc;
 
 use cairn_embedder::HashEmbedder;
 use cairn_memory_core::constants::EPISODIC_INDEX_FILE_NAME;
-use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode, RetrievalMode};
+use cairn_memory_core::{EpisodicOutcome, EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode, RetrievalMode};
 use cairn_memory_vector::constants::AUTO_CROSSOVER;
 
 fn open(home: &std::path::Path, dim: usize) -> MemoryDb {
@@ -52,6 +53,27 @@ fn a_saved_index_is_loaded_by_the_next_store_and_a_stale_one_is_rebuilt() {
     let db = open(home.path(), 32);
     let status = db.build_episodic_index().unwrap();
     assert_eq!((status.index_len, status.ready, status.loaded_from_snapshot), (rows, true, true));
+    assert_eq!(search(&db, &text(7)), expected);
+
+    // A row written and deleted after the save: the same ids, but the table
+    // moved on, so the file is not trusted.
+    let late = db.write_episodic(&NewEpisode::new("a passing row about the sea")).unwrap();
+    let EpisodicOutcome::Inserted { id, .. } = late else { panic!("{late:?}") };
+    db.delete_episodic(id).unwrap();
+    drop(db);
+    let db = open(home.path(), 32);
+    let status = db.build_episodic_index().unwrap();
+    assert_eq!((status.index_len, status.loaded_from_snapshot), (rows, false));
+    drop(db);
+
+    // The same rows and revision in another database file (here: this
+    // file given another identity) never take this file either.
+    assert!(open(home.path(), 32).build_episodic_index().unwrap().loaded_from_snapshot);
+    let connection = rusqlite::Connection::open(home.path().join("memory.db")).unwrap();
+    connection.execute("UPDATE meta SET value = value + 1 WHERE name = 'store_id'", []).unwrap();
+    drop(connection);
+    let db = open(home.path(), 32);
+    assert!(!db.build_episodic_index().unwrap().loaded_from_snapshot);
     assert_eq!(search(&db, &text(7)), expected);
 
     // A row written after the save: the file no longer matches the table.

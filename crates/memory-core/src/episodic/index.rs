@@ -66,6 +66,17 @@ pub(crate) fn episodic_revision(connection: &Connection) -> Result<i64> {
         .map(|value| value.unwrap_or(0))
 }
 
+/// What an episodic index snapshot is tied to: the embedding space, this
+/// database file's identity and the episodic revision the index reflects.
+/// A snapshot is loaded only under the same signature (and the same ids).
+fn snapshot_signature(connection: &Connection, space: &str, revision: i64) -> Result<String> {
+    let store: i64 = connection
+        .prepare_cached("SELECT value FROM meta WHERE name = 'store_id'")
+        .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+        .map_err(MemoryError::sqlite("reading the store identity"))?;
+    Ok(format!("{space} | store {store:016x} | episodic revision {revision}"))
+}
+
 pub(crate) fn bump_episodic_revision(connection: &Connection) -> Result<i64> {
     connection
         .prepare_cached("UPDATE meta SET value = value + 1 WHERE name = 'episodic_revision' RETURNING value")
@@ -149,18 +160,24 @@ struct LoadedIndex {
 }
 
 /// The index of the active vectors of `space`: loaded from the snapshot at
-/// `snapshot` when it holds exactly those rows in that space, otherwise
-/// built from the table (and then written there, so the next start loads
-/// it). Row ids are never reused and a row's vector in one space never
-/// changes, so matching ids and space mean matching vectors.
+/// `snapshot` when it holds exactly those rows, in that space, of this
+/// database at its current episodic revision; otherwise built from the
+/// table (and then written there, so the next start loads it). Within one
+/// database row ids are never reused and a row's vector in one space never
+/// changes, so matching ids, space, store and revision mean matching
+/// vectors.
 fn load_or_build_index(
     connection: &Connection,
     space: &str,
     dim: usize,
     snapshot: Option<&Path>,
 ) -> Result<LoadedIndex> {
+    // Read first: rows written after it make the snapshot written below
+    // carry an older revision than the table, so it is rebuilt next time.
+    let revision = episodic_revision(connection)?;
+    let signature = snapshot_signature(connection, space, revision)?;
     if let Some(path) = snapshot.filter(|path| path.exists()) {
-        let expected = SnapshotExpectation::from_ids(space, dim, active_vector_ids(connection, space)?);
+        let expected = SnapshotExpectation::from_ids(signature.as_str(), dim, active_vector_ids(connection, space)?);
         match AutoIndex::restore(path, &expected, IndexConfig::new(dim)) {
             Ok(index) => {
                 tracing::info!(rows = index.len(), "episodic index loaded from its snapshot");
@@ -172,7 +189,7 @@ fn load_or_build_index(
     let index = build_index(dim, &load_vectors(connection, space, None)?)?;
     if let Some(path) = snapshot
         && index.len() > cairn_memory_vector::constants::AUTO_CROSSOVER
-        && let Err(error) = index.snapshot(path, space)
+        && let Err(error) = index.snapshot(path, &signature)
     {
         tracing::warn!(%error, "could not write the episodic index snapshot");
     }
@@ -469,7 +486,7 @@ impl MemoryDb {
     pub fn save_episodic_index(&self) -> Result<bool> {
         let Some(path) = self.episodic_snapshot_path() else { return Ok(false) };
         self.collect_background_build();
-        let (index, space) = {
+        let (index, signature) = {
             let connection = self.lock_writer();
             let revision = episodic_revision(&connection)?;
             let slot = self.episodic.slot.read();
@@ -480,16 +497,18 @@ impl MemoryDb {
                     {
                         return Ok(false);
                     }
+                    let signature = snapshot_signature(&connection, space, revision)?;
                     *self.episodic.saved.lock() = Some((space.clone(), revision));
-                    (Arc::clone(index), space.clone())
+                    (Arc::clone(index), signature)
                 }
                 _ => return Ok(false),
             }
         };
         // Outside the writer lock: writes go on while the file is written
-        // (the index's own writer mutex keeps the file consistent), and the
-        // next start validates the file against the table anyway.
-        if let Err(error) = index.snapshot(&path, &space) {
+        // (the index's own writer mutex keeps the file consistent). A write
+        // that lands meanwhile moves the table past `revision`, so the file
+        // is not loaded next time unless a later save replaces it.
+        if let Err(error) = index.snapshot(&path, &signature) {
             *self.episodic.saved.lock() = None;
             return Err(index_error("saving the episodic index")(error));
         }
