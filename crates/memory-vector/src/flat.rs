@@ -294,6 +294,7 @@ impl VectorIndex for FlatIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distance::random_unit;
 
     fn ids_of(hits: &[Hit]) -> Vec<u64> {
         hits.iter().map(|h| h.id).collect()
@@ -381,15 +382,14 @@ mod tests {
     /// Deterministic pseudo-random vectors in tight clusters, so many rows
     /// lie within the code error of each other.
     fn clustered(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        };
-        let centres: Vec<Vec<f32>> = (0..8).map(|_| (0..dim).map(|_| next()).collect()).collect();
-        (0..n).map(|i| centres[i % 8].iter().map(|c| c + 0.02 * next()).collect()).collect()
+        let base = seed * 1_000_000;
+        let centres: Vec<Vec<f32>> = (0..8).map(|c| random_unit(base + c, dim)).collect();
+        (0..n)
+            .map(|i| {
+                let noise = random_unit(base + 8 + i as u64, dim);
+                centres[i % 8].iter().zip(noise).map(|(c, e)| c + 0.04 * e).collect()
+            })
+            .collect()
     }
 
     #[test]

@@ -230,9 +230,7 @@ impl CodeBook {
         let len = table.len() / self.dim;
         let doubled = len >= QUANT_MIN_TRAIN && len >= 2 * self.trained_at && self.trained_at < QUANT_RETRAIN_MAX;
         if doubled {
-            self.quant = Sq8::train(table, self.dim);
-            self.trained_at = len;
-            self.recode(table);
+            self.refit(table);
             return;
         }
         self.codes.resize(len * self.dim, 0);
@@ -243,10 +241,15 @@ impl CodeBook {
             self.off_grid_count += usize::from(!within);
         }
         if self.off_grid_count > QUANT_MIN_TRAIN.max(len / 32) {
-            self.quant = Sq8::train(table, self.dim);
-            self.trained_at = len;
-            self.recode(table);
+            self.refit(table);
         }
+    }
+
+    /// Fits the grid to the whole table and re-codes every row.
+    fn refit(&mut self, table: &[f32]) {
+        self.quant = Sq8::train(table, self.dim);
+        self.trained_at = table.len() / self.dim;
+        self.recode(table);
     }
 
     /// Moves the last row's codes into `row` and drops the last row, like

@@ -309,17 +309,25 @@ impl MemoryDb {
         };
         let mut pending = self.episodic.pending.lock();
         let Some((space, _)) = pending.take() else { return };
+        match finished {
+            Some(result) => self.install_background_build(space, result),
+            None => self.episodic.slot.write().building = false,
+        }
+    }
+
+    /// Puts a finished background build in the slot, with no revision, so
+    /// the next user diffs it against the table before trusting it.
+    fn install_background_build(&self, space: String, result: Result<LoadedIndex>) {
         let mut slot = self.episodic.slot.write();
         slot.building = false;
-        match finished {
-            Some(Ok(loaded)) => {
+        match result {
+            Ok(loaded) => {
                 slot.index = Some(Arc::new(loaded.index));
                 slot.from_snapshot = loaded.from_snapshot;
                 slot.space = Some(space);
                 slot.revision = None;
             }
-            Some(Err(error)) => tracing::warn!(%error, "episodic index build failed; searches keep scanning"),
-            None => {}
+            Err(error) => tracing::warn!(%error, "episodic index build failed; searches keep scanning"),
         }
     }
 
@@ -332,17 +340,7 @@ impl MemoryDb {
             Ok(result) => {
                 let space = space.clone();
                 *pending = None;
-                let mut slot = self.episodic.slot.write();
-                slot.building = false;
-                match result {
-                    Ok(loaded) => {
-                        slot.index = Some(Arc::new(loaded.index));
-                        slot.from_snapshot = loaded.from_snapshot;
-                        slot.space = Some(space);
-                        slot.revision = None;
-                    }
-                    Err(error) => tracing::warn!(%error, "episodic index build failed; searches keep scanning"),
-                }
+                self.install_background_build(space, result);
             }
             Err(std::sync::mpsc::TryRecvError::Empty) => {}
             Err(std::sync::mpsc::TryRecvError::Disconnected) => {
