@@ -196,8 +196,8 @@ pub struct MessageRequest<'a> {
     pub query_vector: Option<&'a [f32]>,
     /// The channel whose buffer is quoted.
     pub channel_id: Option<&'a str>,
-    /// First message of the session: episodic memory is recalled; the
-    /// runtime identity is not repeated (the session context has it).
+    /// First message of the session: the runtime identity is not repeated
+    /// (the session context has it); later turns refresh it.
     pub first_in_session: bool,
     /// An interactive session: the OPTIONS hint is added.
     pub interactive: bool,
@@ -442,8 +442,11 @@ impl ContextBuilder {
             preamble.push_str("\n\n");
             preamble.push_str(&runtime.render());
         }
-        let (preamble, cut) = truncate_lines(&preamble, caps.preamble_headroom, SECTION_TRUNCATED_MARKER);
-        assembly.push(SectionName::Preamble, preamble, Some(caps.preamble_headroom), cut);
+        // The fixed preamble does not scale with the window: its cap is the
+        // reference window's headroom at every window.
+        let preamble_cap = resolve_caps(None).preamble_headroom;
+        let (preamble, cut) = truncate_lines(&preamble, preamble_cap, SECTION_TRUNCATED_MARKER);
+        assembly.push(SectionName::Preamble, preamble, Some(preamble_cap), cut);
 
         if let Some(agent) = request.agent {
             assembly.push(SectionName::AgentPrompt, agent.prompt.clone(), None, false);
@@ -522,8 +525,8 @@ impl ContextBuilder {
     }
 
     /// The context sent with one message: the runtime identity on
-    /// follow-up turns, channel history, episodic memory on the first
-    /// message, context rules, triggered skills and their hints, the
+    /// follow-up turns, channel history, episodic memory (every message),
+    /// context rules, triggered skills and their hints, the
     /// OPTIONS hint, then the message itself (after a hook transform). A
     /// hook auto-reply short-circuits everything.
     pub fn build_message(&self, request: &MessageRequest<'_>) -> BuiltContext {
@@ -555,9 +558,7 @@ impl ContextBuilder {
             assembly.push(SectionName::ChannelHistory, channels.render(channel_id), None, false);
         }
 
-        if request.first_in_session
-            && let Some(episodic) = &self.episodic
-        {
+        if let Some(episodic) = &self.episodic {
             let query = EpisodicQuery { text: request.message, vector: request.query_vector, limit: EPISODIC_LIMIT };
             match episodic.recall(&query) {
                 Ok(fragments) => {

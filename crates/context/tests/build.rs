@@ -196,14 +196,14 @@ fn message_snapshot() {
 }
 
 #[test]
-fn follow_up_turns_refresh_the_runtime_and_skip_episodic_memory() {
+fn follow_up_turns_refresh_the_runtime_and_keep_episodic_memory() {
     let home = home();
     let request = MessageRequest { message: "and now?", runtime: Some(&home.runtime), ..Default::default() };
     let first = home.builder.build_message(&MessageRequest { first_in_session: true, ..request });
     let follow_up = home.builder.build_message(&request);
     assert!(first.section(SectionName::Episodic).is_some());
     assert!(first.section(SectionName::Runtime).is_none());
-    assert!(follow_up.section(SectionName::Episodic).is_none());
+    assert!(follow_up.section(SectionName::Episodic).is_some(), "episodic memory is recalled on every message");
     assert!(follow_up.text.starts_with("[RUNTIME]\nsurface: slack"));
     assert!(follow_up.section(SectionName::OptionsHint).is_none(), "only interactive sessions get the hint");
 }
@@ -524,4 +524,27 @@ fn semantic_memory_follows_the_query_and_its_cap() {
     assert!(block.starts_with("[Semantic Memory]\npref.shell: fish"), "{block}");
     // The channel buffer is unaffected by session builds.
     assert_eq!(home.channels.entries("C42").len(), 2);
+}
+
+#[test]
+fn the_fixed_preamble_does_not_scale_with_the_window() {
+    let home = home();
+    let mut runtime = home.runtime.clone();
+    // A deep workspace path makes the identity block longer than a small window's share.
+    runtime.workspace = Some(PathBuf::from(format!("/work{}", "/nested".repeat(100))));
+    let preamble = |window: Option<u64>| {
+        let built = home.builder.build_session_context(&SessionRequest {
+            model_window: window,
+            runtime: Some(&runtime),
+            ..Default::default()
+        });
+        built.section(SectionName::Preamble).expect("a preamble").clone()
+    };
+    let reference = preamble(None);
+    assert!(reference.chars > resolve_caps(Some(200_000)).preamble_headroom, "the case must exceed the scaled cap");
+    for window in [Some(200_000), Some(1_000)] {
+        let small = preamble(window);
+        assert_eq!(small.chars, reference.chars, "window {window:?}");
+        assert!(!small.truncated, "window {window:?}: the preamble was cut");
+    }
 }

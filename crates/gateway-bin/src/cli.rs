@@ -9,20 +9,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(name = "cairn", version, about, long_about = None)]
 pub(crate) struct Cli {
     /// Cairn's data home (memory, skills, models, config.json).
-    /// Defaults to `<data dir>/cairn`.
-    #[arg(long, global = true, env = "CAIRN_HOME", value_name = "DIR")]
+    /// Defaults to $CAIRN_HOME, else `<data dir>/cairn`.
+    #[arg(long, global = true, value_name = "DIR")]
     pub(crate) home: Option<PathBuf>,
 
     #[command(subcommand)]
     pub(crate) command: Command,
-}
-
-impl Cli {
-    /// The home directory this invocation works in.
-    #[allow(dead_code)]
-    pub(crate) fn home_dir(&self) -> PathBuf {
-        self.home.clone().unwrap_or_else(|| dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("cairn"))
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,6 +43,9 @@ pub(crate) enum Command {
     /// The context builder: what a session or message would get, section by section.
     #[command(subcommand)]
     Context(crate::commands::context::ContextCommand),
+    /// Settings: every effective value and where it came from; change one.
+    #[command(subcommand)]
+    Config(crate::commands::config::ConfigCommand),
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,8 +2,10 @@
 
 mod cli;
 mod commands;
+mod home;
 mod logging;
 mod serve;
+mod settings;
 
 use clap::Parser;
 

@@ -4,19 +4,17 @@
 //! bare file name); every other key of that file is kept as it is.
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use cairn_agent_spec::{
-    AgentDirs, Catalog, Pins, ResolveContext, ResolvedSpec, check_file, resolve_prompt, skill_globs, steering_files,
-    validate_pin,
+    Catalog, ResolveContext, ResolvedSpec, check_file, resolve_prompt, skill_globs, steering_files, validate_pin,
 };
-use cairn_guard::SensitivePaths;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use crate::cli::Cli;
+use crate::home::Home;
+use crate::settings;
 
 /// Agent spec files: which file a name means, what it grants, and why a
 /// spec would be rejected.
@@ -79,56 +77,22 @@ pub(crate) struct CheckArgs {
     files: Vec<PathBuf>,
 }
 
-pub(crate) fn run(cli: &Cli, command: &AgentCommand) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(home: &Home, command: &AgentCommand) -> anyhow::Result<ExitCode> {
     match command {
-        AgentCommand::List(args) => list(cli, args),
-        AgentCommand::Show(args) => show(cli, args),
-        AgentCommand::Pin(args) => pin(cli, args),
-        AgentCommand::Check(args) => check(args),
+        AgentCommand::List(args) => list(home, args),
+        AgentCommand::Show(args) => show(home, args),
+        AgentCommand::Pin(args) => pin(home, args),
+        AgentCommand::Check(args) => check(home, args),
     }
 }
 
-fn home() -> Option<PathBuf> {
-    dirs::home_dir()
+fn catalog(home: &Home, dirs: &Dirs) -> anyhow::Result<Catalog> {
+    home.agents(dirs.agents_dir.as_deref(), dirs.project.as_deref())
 }
 
-fn agent_dirs(dirs: &Dirs) -> anyhow::Result<AgentDirs> {
-    let user = match &dirs.agents_dir {
-        Some(dir) => dir.clone(),
-        None => home().context("no home directory; pass --agents-dir")?.join(".kiro/agents"),
-    };
-    let mut agent_dirs = AgentDirs::user(user);
-    if let Some(project) = &dirs.project {
-        agent_dirs = agent_dirs.with_project(project);
-    }
-    Ok(agent_dirs)
-}
-
-fn sensitive() -> SensitivePaths {
-    SensitivePaths::for_current_user()
-}
-
-fn config_path(cli: &Cli) -> PathBuf {
-    cli.home_dir().join("config.json")
-}
-
-fn read_config(path: &Path) -> anyhow::Result<Value> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display())),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(json!({})),
-        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
-    }
-}
-
-fn read_pins(cli: &Cli) -> anyhow::Result<Pins> {
-    let config = read_config(&config_path(cli))?;
-    let Some(pins) = config.pointer("/agent/spec_pins") else { return Ok(Pins::new()) };
-    serde_json::from_value(pins.clone()).context("`agent.spec_pins` in config.json must map names to file names")
-}
-
-fn list(cli: &Cli, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let catalog = Catalog::load(&agent_dirs(&args.dirs)?, &sensitive())?;
-    let entries = catalog.list(&read_pins(cli)?);
+fn list(home: &Home, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let catalog = catalog(home, &args.dirs)?;
+    let entries = catalog.list(&home.pins()?);
     let unreadable: Vec<Value> =
         catalog.unreadable().map(|(path, error)| json!({ "file": path, "error": error.to_string() })).collect();
     let mut out = io::stdout().lock();
@@ -163,19 +127,16 @@ fn list(cli: &Cli, args: &ListArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(cli: &Cli, args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let catalog = Catalog::load(&agent_dirs(&args.dirs)?, &sensitive())?;
-    let resolved = match catalog.resolve(&args.name, &read_pins(cli)?) {
+fn show(home: &Home, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let catalog = catalog(home, &args.dirs)?;
+    let resolved = match catalog.resolve(&args.name, &home.pins()?) {
         Ok(resolved) => resolved,
         Err(error) => {
             eprintln!("error: {error}");
             return Ok(ExitCode::FAILURE);
         }
     };
-    let mut context = ResolveContext::new(home()).with_env(std::env::vars()).with_sensitive(sensitive());
-    if let Some(project) = &args.dirs.project {
-        context = context.with_project_dir(project);
-    }
+    let context = home.resolve_context(args.dirs.project.as_deref());
     let view = resolved_view(&resolved, &context);
     let mut out = io::stdout().lock();
     if args.json {
@@ -253,9 +214,9 @@ fn write_text_view(out: &mut impl Write, view: &Value) -> io::Result<()> {
     Ok(())
 }
 
-fn pin(cli: &Cli, args: &PinArgs) -> anyhow::Result<ExitCode> {
+fn pin(home: &Home, args: &PinArgs) -> anyhow::Result<ExitCode> {
     validate_pin(&args.file)?;
-    let catalog = Catalog::load(&agent_dirs(&args.dirs)?, &sensitive())?;
+    let catalog = catalog(home, &args.dirs)?;
     let claimants = catalog.claimant_paths(&args.name);
     let names_claimant = claimants.iter().any(|path| path.file_name().is_some_and(|name| name == args.file.as_str()));
     if !names_claimant {
@@ -264,27 +225,15 @@ fn pin(cli: &Cli, args: &PinArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: `{}` does not declare agent `{}`; the files that do: {listed}", args.file, args.name);
         return Ok(ExitCode::FAILURE);
     }
-    let path = config_path(cli);
-    let mut config = read_config(&path)?;
-    let root = config.as_object_mut().context("config.json must hold a JSON object")?;
-    let agent = root.entry("agent").or_insert_with(|| json!({}));
-    let agent = agent.as_object_mut().context("`agent` in config.json must be an object")?;
-    let pins = agent.entry("spec_pins").or_insert_with(|| json!({}));
-    let pins = pins.as_object_mut().context("`agent.spec_pins` in config.json must be an object")?;
-    pins.insert(args.name.clone(), Value::String(args.file.clone()));
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    }
-    let temporary = path.with_extension("json.tmp");
-    std::fs::write(&temporary, serde_json::to_string_pretty(&config)? + "\n")
-        .with_context(|| format!("writing {}", temporary.display()))?;
-    std::fs::rename(&temporary, &path).with_context(|| format!("replacing {}", path.display()))?;
+    let mut pins = home.settings().agent.spec_pins.clone();
+    pins.insert(args.name.clone(), args.file.clone());
+    settings::write_key(home.dir(), "agent.spec_pins", Some(&serde_json::to_string(&pins)?))?;
     println!("pinned `{}` to {} (applies to sessions started from now on)", args.name, args.file);
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let sensitive = sensitive();
+fn check(home: &Home, args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let sensitive = home.sensitive().clone();
     let mut out = io::stdout().lock();
     let mut all_ok = true;
     for file in &args.files {

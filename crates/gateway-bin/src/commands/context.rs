@@ -2,25 +2,16 @@
 //! `--message`, one message) would get from this home, and where every
 //! character of it went.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context as _;
-use cairn_agent_spec::{AgentDirs, Catalog as AgentCatalog, Pins, ResolveContext};
-use cairn_context::{
-    AgentContext, BuiltContext, ContextBuilder, LessonLayers, MessageRequest, RuntimeIdentity, SessionRequest, Surface,
-    resolve_model_window,
-};
-use cairn_guard::SensitivePaths;
-use cairn_hooks::{ConfigHooks, HooksConfig};
-use cairn_memory_core::{JsonlLessonStore, MemoryConfig, MemoryDb, MemoryFiles, constants};
-use cairn_skills::{Catalog, SkillsConfig};
+use cairn_context::{BuiltContext, MessageRequest, RuntimeIdentity, SessionRequest, Surface, resolve_model_window};
+use cairn_memory_core::constants;
 use clap::{Args, Subcommand};
-use serde::Deserialize;
 use serde_json::json;
 
-use crate::cli::Cli;
+use crate::home::{ContextParts, Home, SkillSources};
 
 /// The context builder.
 #[derive(Debug, Subcommand)]
@@ -55,99 +46,41 @@ pub(crate) struct PreviewArgs {
     json: bool,
 }
 
-pub(crate) fn run(cli: &Cli, command: &ContextCommand) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(home: &Home, command: &ContextCommand) -> anyhow::Result<ExitCode> {
     match command {
-        ContextCommand::Preview(args) => preview(cli, args),
+        ContextCommand::Preview(args) => preview(home, args),
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-struct ConfigFile {
-    #[serde(default)]
-    hooks: HooksConfig,
-    #[serde(default)]
-    skills: SkillsSection,
-    #[serde(default)]
-    agent: AgentSection,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct SkillsSection {
-    lazy_load: Option<bool>,
-    max_triggered: Option<usize>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct AgentSection {
-    #[serde(default)]
-    spec_pins: Pins,
-}
-
-fn read_config(path: &Path) -> anyhow::Result<ConfigFile> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display())),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
-        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
-    }
-}
-
-fn preview(cli: &Cli, args: &PreviewArgs) -> anyhow::Result<ExitCode> {
-    let home = cli.home_dir();
-    let config = read_config(&home.join("config.json"))?;
+fn preview(home: &Home, args: &PreviewArgs) -> anyhow::Result<ExitCode> {
     let mut notices = Vec::new();
-
-    let database = match MemoryDb::open_in_home(&home, MemoryConfig::default()) {
-        Ok(database) => Some(Arc::new(database)),
-        Err(error) => {
-            notices.push(format!("memory.db unavailable ({error}): no semantic memory; lessons from lessons.jsonl"));
-            None
-        }
-    };
-    let jsonl = Arc::new(JsonlLessonStore::new(home.join(constants::LESSONS_JSONL_FILE_NAME)));
-    let mut builder = ContextBuilder::new().with_lessons(Arc::new(LessonLayers { database: database.clone(), jsonl }));
-    if let Some(database) = &database {
-        builder = builder.with_semantic(database.clone());
-    }
-    // Opening the Markdown layer creates its directories; a preview only
-    // reads a home that already has them.
-    if home.join(cairn_memory_core::MEMORY_DIR).is_dir() {
-        let files = MemoryFiles::open(&home).context("opening the Markdown memory files")?;
-        builder = builder.with_markdown(Arc::new(files));
-    }
-
-    let mut skills = SkillsConfig::new(&home);
-    skills.project_dir = args.project.clone();
-    skills.persist_usage = false;
-    if let Some(lazy_load) = config.skills.lazy_load {
-        skills.lazy_load = lazy_load;
-    }
-    if let Some(max_triggered) = config.skills.max_triggered {
-        skills.max_triggered = max_triggered;
-    }
-    builder = builder.with_skills(Arc::new(Catalog::open(skills)));
-    let (hooks, warnings) = ConfigHooks::compile(&config.hooks).context("compiling the hooks in config.json")?;
-    notices.extend(warnings.into_iter().map(|warning| format!("hooks.{}: {}", warning.key, warning.message)));
-    builder = builder.with_hooks(Arc::new(hooks));
-
-    let user_home = dirs::home_dir();
-    let agent = match &args.agent {
-        Some(name) => {
-            let user_agents = match &args.agents_dir {
-                Some(dir) => dir.clone(),
-                None => user_home.clone().context("no home directory; pass --agents-dir")?.join(".kiro/agents"),
-            };
-            let mut dirs = AgentDirs::user(user_agents);
-            let mut context = ResolveContext::new(user_home.clone())
-                .with_env(std::env::vars())
-                .with_sensitive(SensitivePaths::for_current_user());
-            if let Some(project) = &args.project {
-                dirs = dirs.with_project(project);
-                context = context.with_project_dir(project);
+    // A preview only reads: it creates nothing in a home that lacks a part.
+    let database = if home.dir().join(constants::DB_FILE_NAME).exists() {
+        match home.open_memory() {
+            Ok(database) => Some(Arc::new(database)),
+            Err(error) => {
+                notices
+                    .push(format!("memory.db unavailable ({error:#}): no semantic memory; lessons from lessons.jsonl"));
+                None
             }
-            let catalog = AgentCatalog::load(&dirs, &SensitivePaths::for_current_user())
-                .context("reading the agent spec directories")?;
-            Some(AgentContext::resolve(&catalog, name, &config.agent.spec_pins, &context)?)
         }
+    } else {
+        None
+    };
+    let files =
+        if home.dir().join(cairn_memory_core::MEMORY_DIR).is_dir() { Some(Arc::new(home.open_files()?)) } else { None };
+    let sources = SkillSources { project: args.project.clone(), record_usage: false, ..SkillSources::default() };
+    let skills = Arc::new(home.skills(&sources));
+    let (hooks, warnings) = home.config_hooks()?;
+    notices.extend(warnings);
+    let builder = home.context_builder(ContextParts {
+        memory: database,
+        files,
+        skills: Some(skills),
+        hooks: Some(Arc::new(hooks)),
+    });
+    let agent = match &args.agent {
+        Some(name) => Some(home.agent_context(name, args.agents_dir.as_deref(), args.project.as_deref())?),
         None => None,
     };
 

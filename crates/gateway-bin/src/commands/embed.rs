@@ -8,7 +8,8 @@ use anyhow::{Context as _, bail};
 use cairn_embedder::{EmbeddingBackend, ModelInfo, ModelManager};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, EmbedArgs};
+use crate::cli::EmbedArgs;
+use crate::home::Home;
 
 /// A row waiting in the current batch: its output slot and its text.
 struct Pending {
@@ -20,11 +21,11 @@ struct Pending {
 /// order, embedding `--batch-size` rows at a time. A malformed line yields
 /// `{"line", "error"}` in its place. Never downloads: a missing model is an
 /// error that names `cairn model fetch`.
-pub(crate) fn embed(cli: &Cli, args: &EmbedArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn embed(home: &Home, args: &EmbedArgs) -> anyhow::Result<ExitCode> {
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
-    let manager = ModelManager::new(super::model::manager_config(cli, args.model.clone())?);
+    let manager = ModelManager::new(home.model_manager_config());
     let Some(resolved) = manager.resolve()? else {
         bail!(
             "the embedding model is not installed in {}; run `cairn model fetch` or set CAIRN_EMBED_MODEL_PATH",

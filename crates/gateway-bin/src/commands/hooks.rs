@@ -1,20 +1,16 @@
 //! `cairn hooks check` and `cairn hooks run`: the effective hook set and
 //! what the hooks decide for one event.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use cairn_guard::SensitivePaths;
-use cairn_hooks::{
-    ConfigHooks, HookEvent, HookInput, HookRunner, HookSet, HooksConfig, MergeOptions, MergeReport, RunnerOptions,
-    merge_user_hooks,
-};
+use cairn_hooks::{ConfigHooks, HookEvent, HookInput, HookRunner, HookSet, MergeReport, RunnerOptions};
 use clap::{Args, Subcommand};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::cli::Cli;
+use crate::home::Home;
+use crate::settings::{Environment, Flags, Settings};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum HooksCommand {
@@ -61,24 +57,10 @@ pub(crate) struct RunArgs {
     source: SourceArgs,
 }
 
-#[derive(Debug, Default, Deserialize)]
-struct ConfigFile {
-    #[serde(default)]
-    hooks: HooksConfig,
-    #[serde(default)]
-    agent: AgentSection,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct AgentSection {
-    #[serde(default)]
-    kiro_hooks: Value,
-}
-
-pub(crate) fn run(cli: &Cli, command: &HooksCommand) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(home: &Home, command: &HooksCommand) -> anyhow::Result<ExitCode> {
     match command {
-        HooksCommand::Check(args) => check(cli, args),
-        HooksCommand::Run(args) => fire(cli, args),
+        HooksCommand::Check(args) => check(home, args),
+        HooksCommand::Run(args) => fire(home, args),
     }
 }
 
@@ -89,12 +71,21 @@ struct Loaded {
     merge: MergeReport,
 }
 
-fn load(cli: &Cli, source: &SourceArgs) -> anyhow::Result<Loaded> {
-    let home = cli.home_dir();
-    let config_path = source.config.clone().unwrap_or_else(|| home.join("config.json"));
-    let file = read_config(&config_path)?;
+fn load(home: &Home, source: &SourceArgs) -> anyhow::Result<Loaded> {
+    // Another config file is read through the same settings layer, as if it were a home's.
+    let other_home;
+    let home = match &source.config {
+        Some(path) => {
+            let flags =
+                Flags { home: Some(home.dir().to_owned()), config_file: Some(path.clone()), ..Flags::default() };
+            other_home = Home::new(Settings::load(&flags, &Environment::default())?);
+            &other_home
+        }
+        None => home,
+    };
+    let config_path = home.settings().path.clone();
     let (config_hooks, warnings) =
-        ConfigHooks::compile(&file.hooks).with_context(|| format!("in {}", config_path.display()))?;
+        ConfigHooks::compile(&home.settings().hooks).with_context(|| format!("in {}", config_path.display()))?;
     let bundled = match &source.bundled {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -102,22 +93,12 @@ fn load(cli: &Cli, source: &SourceArgs) -> anyhow::Result<Loaded> {
         }
         None => HookSet::new(),
     };
-    let options = MergeOptions::new(SensitivePaths::for_current_user().with_gateway_home(&home));
-    let merge = merge_user_hooks(&bundled, &file.agent.kiro_hooks, &options);
+    let merge = home.user_hooks(&bundled);
     Ok(Loaded { config_path, config_hooks, warnings, merge })
 }
 
-fn read_config(path: &Path) -> anyhow::Result<ConfigFile> {
-    match std::fs::read_to_string(path) {
-        // Parsed straight from the text so rule order is kept.
-        Ok(text) => serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display())),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
-        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
-    }
-}
-
-fn check(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load(cli, &args.source)?;
+fn check(home: &Home, args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let loaded = load(home, &args.source)?;
     let dropped: Vec<Value> = loaded
         .merge
         .dropped
@@ -142,9 +123,9 @@ fn check(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn fire(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
+fn fire(home: &Home, args: &RunArgs) -> anyhow::Result<ExitCode> {
     let event: HookEvent = args.event.parse()?;
-    let loaded = load(cli, &args.source)?;
+    let loaded = load(home, &args.source)?;
     let cwd = match &args.cwd {
         Some(cwd) => cwd.clone(),
         None => std::env::current_dir().context("no current directory")?,

@@ -9,14 +9,12 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use cairn_memory_core::{
-    DeleteOutcome, JsonlLessonStore, LessonBook, LessonCategory, MemoryConfig, MemoryDb, MemoryError, Source,
-    WriteOutcome, constants,
+    DeleteOutcome, JsonlLessonStore, LessonBook, LessonCategory, MemoryDb, MemoryError, Source, WriteOutcome, constants,
 };
 use serde_json::{Value, json};
 
-use crate::cli::Cli;
+use crate::home::Home;
 
 /// `cairn memory ...`
 #[derive(Debug, clap::Subcommand)]
@@ -158,18 +156,17 @@ pub(crate) struct AuditArgs {
 const EXIT_NOT_FOUND: u8 = 1;
 const EXIT_REFUSED: u8 = 2;
 
-pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode> {
-    let home = cli.home_dir();
+pub(crate) fn run(home: &Home, command: &MemoryCommand) -> anyhow::Result<ExitCode> {
     match command {
-        MemoryCommand::Files(command) => super::memory_files::run(&home, command),
-        MemoryCommand::Migrate(args) => super::memory_transfer::migrate(&home, args),
-        MemoryCommand::Export(args) => super::memory_transfer::export(&home, args),
-        MemoryCommand::Import(args) => super::memory_transfer::import(&home, args),
-        MemoryCommand::Consolidate(args) => super::memory_consolidate::run(&home, args),
-        MemoryCommand::Semantic(command) => semantic(&open(&home)?, command),
-        MemoryCommand::Lessons(command) => lessons(&home, command),
+        MemoryCommand::Files(command) => super::memory_files::run(home, command),
+        MemoryCommand::Migrate(args) => super::memory_transfer::migrate(home, args),
+        MemoryCommand::Export(args) => super::memory_transfer::export(home, args),
+        MemoryCommand::Import(args) => super::memory_transfer::import(home, args),
+        MemoryCommand::Consolidate(args) => super::memory_consolidate::run(home, args),
+        MemoryCommand::Semantic(command) => semantic(&home.open_memory()?, command),
+        MemoryCommand::Lessons(command) => lessons(home, command),
         MemoryCommand::Audit(args) => {
-            let events = open(&home)?.audit(args.limit)?;
+            let events = home.open_memory()?.audit(args.limit)?;
             if args.output.json {
                 print_json(&serde_json::to_value(&events)?);
             } else {
@@ -187,12 +184,12 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             }
             Ok(ExitCode::SUCCESS)
         }
-        MemoryCommand::Episodic(command) => super::memory_episodic::episodic(cli, command),
-        MemoryCommand::Search(args) => super::memory_episodic::search(cli, args),
-        MemoryCommand::ImportEpisodic(args) => super::memory_episodic::import(cli, args),
-        MemoryCommand::Backfill(args) => super::memory_episodic::backfill(cli, args),
+        MemoryCommand::Episodic(command) => super::memory_episodic::episodic(home, command),
+        MemoryCommand::Search(args) => super::memory_episodic::search(home, args),
+        MemoryCommand::ImportEpisodic(args) => super::memory_episodic::import(home, args),
+        MemoryCommand::Backfill(args) => super::memory_episodic::backfill(home, args),
         MemoryCommand::Stats(output) => {
-            let stats = open(&home)?.stats()?;
+            let stats = home.open_memory()?.stats()?;
             let value = serde_json::to_value(&stats)?;
             if output.json {
                 print_json(&value);
@@ -204,11 +201,6 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-fn open(home: &std::path::Path) -> anyhow::Result<MemoryDb> {
-    MemoryDb::open_in_home(home, MemoryConfig::default())
-        .with_context(|| format!("opening {}", home.join(constants::DB_FILE_NAME).display()))
 }
 
 fn print_json(value: &Value) {
@@ -309,13 +301,13 @@ fn semantic(db: &MemoryDb, command: &SemanticCommand) -> anyhow::Result<ExitCode
     }
 }
 
-fn lessons(home: &std::path::Path, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
-    let jsonl = JsonlLessonStore::new(home.join(constants::LESSONS_JSONL_FILE_NAME));
+fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
+    let jsonl = JsonlLessonStore::new(home.dir().join(constants::LESSONS_JSONL_FILE_NAME));
     // The JSONL file is the fallback for when memory.db cannot be opened.
-    let database = match MemoryDb::open_in_home(home, MemoryConfig::default()) {
+    let database = match home.open_memory() {
         Ok(database) => Some(database),
         Err(error) => {
-            eprintln!("warning: memory.db unavailable ({error}); using {}", jsonl.path().display());
+            eprintln!("warning: memory.db unavailable ({error:#}); using {}", jsonl.path().display());
             None
         }
     };

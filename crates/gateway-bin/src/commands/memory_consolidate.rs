@@ -14,12 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cairn_memory_core::{
-    Consolidator, ConsolidatorConfig, MemoryConfig, MemoryDb, MemoryError, MemoryFiles, TranscriptMessage,
-};
+use cairn_memory_core::{Consolidator, ConsolidatorConfig, MemoryError, TranscriptMessage};
 use serde_json::json;
 
-use crate::serve::config::{GatewayConfig, Overrides};
+use crate::home::Home;
 use crate::serve::llm::{LlmClient, LlmSummarizer};
 
 /// `cairn memory consolidate`
@@ -50,7 +48,7 @@ fn read_transcript(path: &std::path::Path) -> anyhow::Result<Vec<TranscriptMessa
         .collect()
 }
 
-pub(crate) fn run(home: &std::path::Path, args: &ConsolidateArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(home: &Home, args: &ConsolidateArgs) -> anyhow::Result<ExitCode> {
     let messages = match read_transcript(&args.transcript) {
         Ok(messages) => messages,
         Err(error) => {
@@ -58,26 +56,20 @@ pub(crate) fn run(home: &std::path::Path, args: &ConsolidateArgs) -> anyhow::Res
             return Ok(ExitCode::from(1));
         }
     };
-    let overrides = Overrides {
-        llm_base_url: args.llm.llm_base_url.clone().filter(|url| !url.trim().is_empty()),
-        llm_model: args.llm.llm_model.clone(),
-        llm_api_key: args.llm.llm_api_key.clone(),
-        ..Overrides::default()
-    };
-    let config = GatewayConfig::load(home, &overrides)?;
+    let config = home.settings();
     let Some(client) = LlmClient::from_config(&config.llm) else {
         eprintln!(
             "no LLM configured: set llm.base_url and llm.model in config.json or pass --llm-base-url and --llm-model"
         );
         return Ok(ExitCode::from(1));
     };
-    let db = Arc::new(MemoryDb::open_in_home(home, MemoryConfig::default())?);
-    let files = Arc::new(MemoryFiles::open(home)?);
+    let db = Arc::new(home.open_memory()?);
+    let files = Arc::new(home.open_files()?);
     let consolidator_config = ConsolidatorConfig {
         idle: Duration::from_secs_f64(config.memory.history_idle_hours.max(0.0) * 3600.0),
         ..ConsolidatorConfig::default()
     };
-    let consolidator = Consolidator::new(home, db, files, Arc::new(LlmSummarizer(client)), consolidator_config);
+    let consolidator = Consolidator::new(home.dir(), db, files, Arc::new(LlmSummarizer(client)), consolidator_config);
     match consolidator.consolidate_now(&args.session, &messages) {
         Ok((preferences, history)) => {
             if args.json {

@@ -20,7 +20,7 @@ use cairn_memory_core::{
 };
 use serde_json::{Value, json};
 
-use crate::cli::Cli;
+use crate::home::Home;
 
 /// `cairn memory episodic ...`
 #[derive(Debug, clap::Subcommand)]
@@ -140,8 +140,8 @@ const EXIT_NOT_FOUND: u8 = 1;
 const EXIT_REFUSED: u8 = 2;
 
 /// The installed embedding model, if there is one; `None` means keyword search.
-fn load_embedder(cli: &Cli) -> Option<Arc<dyn EmbeddingBackend>> {
-    let manager = ModelManager::new(super::model::manager_config(cli, None).ok()?);
+fn load_embedder(home: &Home) -> Option<Arc<dyn EmbeddingBackend>> {
+    let manager = ModelManager::new(home.model_manager_config());
     let resolved = match manager.resolve() {
         Ok(Some(resolved)) => resolved,
         Ok(None) => return None,
@@ -160,11 +160,9 @@ fn load_embedder(cli: &Cli) -> Option<Arc<dyn EmbeddingBackend>> {
     }
 }
 
-fn open(cli: &Cli, with_model: bool) -> anyhow::Result<MemoryDb> {
-    let home = cli.home_dir();
-    let db = MemoryDb::open_in_home(&home, cairn_memory_core::MemoryConfig::default())
-        .with_context(|| format!("opening {}", home.join(constants::DB_FILE_NAME).display()))?;
-    Ok(match with_model.then(|| load_embedder(cli)).flatten() {
+fn open(home: &Home, with_model: bool) -> anyhow::Result<MemoryDb> {
+    let db = home.open_memory()?;
+    Ok(match with_model.then(|| load_embedder(home)).flatten() {
         Some(embedder) => db.with_embedder(embedder),
         None => db,
     })
@@ -191,10 +189,10 @@ fn refused(error: cairn_memory_core::MemoryError, json: bool) -> anyhow::Result<
     Ok(ExitCode::from(EXIT_REFUSED))
 }
 
-pub(crate) fn episodic(cli: &Cli, command: &EpisodicCommand) -> anyhow::Result<ExitCode> {
+pub(crate) fn episodic(home: &Home, command: &EpisodicCommand) -> anyhow::Result<ExitCode> {
     match command {
         EpisodicCommand::Add(args) => {
-            let db = open(cli, true)?;
+            let db = open(home, true)?;
             let mut episode = NewEpisode::new(args.text.clone())
                 .importance(args.importance)
                 .tags(args.tags.iter().cloned())
@@ -229,7 +227,7 @@ pub(crate) fn episodic(cli: &Cli, command: &EpisodicCommand) -> anyhow::Result<E
             }
         }
         EpisodicCommand::List(args) => {
-            let rows = open(cli, false)?.list_episodic(args.limit, args.offset)?;
+            let rows = open(home, false)?.list_episodic(args.limit, args.offset)?;
             if args.json {
                 println!("{}", serde_json::to_value(&rows)?);
             } else {
@@ -241,7 +239,7 @@ pub(crate) fn episodic(cli: &Cli, command: &EpisodicCommand) -> anyhow::Result<E
             Ok(ExitCode::SUCCESS)
         }
         EpisodicCommand::Delete(args) => {
-            let outcome = open(cli, false)?.delete_episodic(args.id)?;
+            let outcome = open(home, false)?.delete_episodic(args.id)?;
             if args.json {
                 println!("{}", json!({"outcome": outcome, "id": args.id}));
             } else if outcome == DeleteOutcome::Deleted {
@@ -289,9 +287,9 @@ fn answer(db: &MemoryDb, args: &SearchArgs, query: &EpisodicQuery) -> anyhow::Re
     }
 }
 
-pub(crate) fn search(cli: &Cli, args: &SearchArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn search(home: &Home, args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let now = args.now.as_deref().map(parse_time).transpose()?;
-    let db = open(cli, args.mode != "keyword")?;
+    let db = open(home, args.mode != "keyword")?;
     if let Some(path) = &args.queries {
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let stdout = std::io::stdout();
@@ -372,8 +370,8 @@ fn import_row(row: &Value) -> Result<NewEpisode, String> {
     Ok(episode)
 }
 
-pub(crate) fn import(cli: &Cli, args: &ImportArgs) -> anyhow::Result<ExitCode> {
-    let db = open(cli, !args.no_backfill)?;
+pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode> {
+    let db = open(home, !args.no_backfill)?;
     let file = File::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
     let (mut inserted, mut duplicates, mut full, mut rejected, mut malformed) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
@@ -441,8 +439,8 @@ fn backfill_with_progress(db: &MemoryDb) -> anyhow::Result<Value> {
     Ok(serde_json::to_value(report)?)
 }
 
-pub(crate) fn backfill(cli: &Cli, args: &BackfillArgs) -> anyhow::Result<ExitCode> {
-    let db = open(cli, true)?;
+pub(crate) fn backfill(home: &Home, args: &BackfillArgs) -> anyhow::Result<ExitCode> {
+    let db = open(home, true)?;
     let report = backfill_with_progress(&db)?;
     if args.json {
         println!("{report}");

@@ -5,11 +5,9 @@
 //! (empty text, injected instructions). With `--json` every command prints
 //! one JSON object on stdout.
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-use cairn_memory_core::{FilesContextCaps, MemoryFiles, constants};
+use cairn_memory_core::{FilesContextCaps, constants};
 use serde_json::json;
 
 /// `cairn memory files ...`
@@ -73,8 +71,8 @@ pub(crate) struct PruneArgs {
 
 const EXIT_REFUSED: u8 = 2;
 
-pub(crate) fn run(home: &Path, command: &FilesCommand) -> anyhow::Result<ExitCode> {
-    let files = MemoryFiles::open(home).with_context(|| format!("opening the memory files of {}", home.display()))?;
+pub(crate) fn run(home: &crate::home::Home, command: &FilesCommand) -> anyhow::Result<ExitCode> {
+    let files = home.open_files()?;
     match command {
         FilesCommand::Show(args) => {
             let caps = FilesContextCaps { history_days: args.days, ..FilesContextCaps::default() };

@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+
+use crate::home::Home;
 use cairn_memory_core::{
-    ExportDocument, MemoryConfig, MemoryDb, MemoryFiles, MigrationSource, export_memory, import_memory,
-    migrate_from_markdown,
+    ExportDocument, MemoryDb, MemoryFiles, MigrationSource, export_memory, import_memory, migrate_from_markdown,
 };
 use jiff::tz::TimeZone;
 
@@ -50,15 +51,15 @@ pub(crate) struct ImportArgs {
     pub(crate) json: bool,
 }
 
-fn open(home: &std::path::Path) -> anyhow::Result<(MemoryDb, MemoryFiles)> {
-    let db = MemoryDb::open_in_home(home, MemoryConfig::default())
-        .with_context(|| format!("opening the memory database in {}", home.display()))?;
-    let files = MemoryFiles::open(home).with_context(|| format!("opening the memory files of {}", home.display()))?;
+fn open(home: &Home) -> anyhow::Result<(MemoryDb, MemoryFiles)> {
+    let db = home.open_memory()?;
+    let files = home.open_files()?;
     Ok((db, files))
 }
 
-pub(crate) fn migrate(home: &std::path::Path, args: &MigrateArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn migrate(home: &Home, args: &MigrateArgs) -> anyhow::Result<ExitCode> {
     let (db, _files) = open(home)?;
+    let home = home.dir();
     let source = MigrationSource::discover(args.from.as_deref().unwrap_or(home));
     let report = migrate_from_markdown(&db, home, &source, args.force, &TimeZone::system())
         .with_context(|| format!("migrating {}", source.memory_dir.display()))?;
@@ -82,7 +83,7 @@ pub(crate) fn migrate(home: &std::path::Path, args: &MigrateArgs) -> anyhow::Res
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn export(home: &std::path::Path, args: &ExportArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn export(home: &Home, args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let (db, files) = open(home)?;
     let document = export_memory(&db, &files)?;
     let text = serde_json::to_string_pretty(&document)?;
@@ -107,7 +108,7 @@ pub(crate) fn export(home: &std::path::Path, args: &ExportArgs) -> anyhow::Resul
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn import(home: &std::path::Path, args: &ImportArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let document: ExportDocument = match serde_json::from_str(&text) {
         Ok(document) => document,
@@ -117,6 +118,7 @@ pub(crate) fn import(home: &std::path::Path, args: &ImportArgs) -> anyhow::Resul
         }
     };
     let (db, files) = open(home)?;
+    let home = home.dir();
     let report = match import_memory(&db, &files, home, &document, args.dry_run) {
         Ok(report) => report,
         Err(error @ cairn_memory_core::MemoryError::InvalidImport(_)) => {

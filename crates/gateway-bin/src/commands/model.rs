@@ -1,73 +1,24 @@
-//! `cairn model status` and `cairn model fetch`, and the one place the
-//! embedder's environment variables are read.
+//! `cairn model status` and `cairn model fetch`. The model is resolved as
+//! everywhere else, through [`Home::model_manager_config`].
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cairn_embedder::manager::{DownloadStep, ManagerConfig, ModelManager, ModelSource, RetryPolicy};
+use cairn_embedder::manager::{DownloadStep, ModelManager, RetryPolicy};
 use serde_json::json;
 
-use crate::cli::{Cli, ModelStatusArgs};
-
-/// A model folder that wins over every other source.
-const ENV_MODEL_PATH: &str = "CAIRN_EMBED_MODEL_PATH";
-/// `1` switches model downloads off.
-const ENV_SKIP_DOWNLOAD: &str = "CAIRN_SKIP_MODEL_DOWNLOAD";
-/// A mirror URL for the default model's archive (its sha256 pin still applies).
-const ENV_MODEL_URL: &str = "CAIRN_EMBED_MODEL_URL";
+use crate::cli::ModelStatusArgs;
+use crate::home::Home;
 
 /// How often `fetch` looks at the download status.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// How often `fetch` repeats an unchanged step's progress line.
 const REPORT_EVERY: Duration = Duration::from_secs(2);
 
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|value| matches!(value.trim(), "1" | "true" | "yes"))
-}
-
-fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|value| !value.trim().is_empty())
-}
-
-/// `memory.embed_model_path` / `memory.embed_model_url` from `<home>/config.json`, if set.
-fn configured(home: &Path, key: &str) -> anyhow::Result<Option<String>> {
-    let path = home.join("config.json");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
-    };
-    let config: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    Ok(config
-        .pointer(&format!("/memory/{key}"))
-        .and_then(serde_json::Value::as_str)
-        .filter(|value| !value.is_empty())
-        .map(str::to_owned))
-}
-
-/// The model manager settings for this invocation: flags, environment and
-/// `config.json`, in that order of precedence.
-pub(crate) fn manager_config(cli: &Cli, explicit: Option<PathBuf>) -> anyhow::Result<ManagerConfig> {
-    let home = cli.home_dir();
-    let explicit = explicit.or_else(|| env_nonempty(ENV_MODEL_PATH).map(PathBuf::from));
-    let configured_path = configured(&home, "embed_model_path")?.map(PathBuf::from);
-    let mut source = ModelSource::default_model();
-    if let Some(url) = env_nonempty(ENV_MODEL_URL).or(configured(&home, "embed_model_url")?) {
-        source = source.with_mirror_url(url);
-    }
-    Ok(ManagerConfig::new(home.join("models"))
-        .explicit_path(explicit)
-        .configured_path(configured_path)
-        .source(source)
-        .skip_download(env_flag(ENV_SKIP_DOWNLOAD)))
-}
-
 /// Prints where the model is and the download state, as JSON.
-pub(crate) fn status(cli: &Cli, args: &ModelStatusArgs) -> anyhow::Result<ExitCode> {
-    let manager = ModelManager::new(manager_config(cli, None)?);
+pub(crate) fn status(home: &Home, args: &ModelStatusArgs) -> anyhow::Result<ExitCode> {
+    let manager = ModelManager::new(home.model_manager_config());
     let resolved = manager.resolve();
     let verified = if args.verify {
         Some(match manager.verify_installed() {
@@ -98,8 +49,8 @@ pub(crate) fn status(cli: &Cli, args: &ModelStatusArgs) -> anyhow::Result<ExitCo
 
 /// Downloads, verifies and installs the model (3 attempts), or re-verifies
 /// the installed copy. Progress goes to stderr.
-pub(crate) fn fetch(cli: &Cli) -> anyhow::Result<ExitCode> {
-    let manager = ModelManager::new(manager_config(cli, None)?);
+pub(crate) fn fetch(home: &Home) -> anyhow::Result<ExitCode> {
+    let manager = ModelManager::new(home.model_manager_config());
     if let Some(resolved) = manager.resolve()? {
         let installed = manager.install_dir();
         if resolved.dir != installed {

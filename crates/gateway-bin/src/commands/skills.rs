@@ -4,14 +4,13 @@
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use cairn_skills::{AuditEvent, AuditSink, Catalog, Severity, SkillsConfig, SystemClock, lint_path};
+use cairn_skills::{Catalog, Severity, lint_path};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::cli::Cli;
+use crate::home::{Home, SkillSources};
 
 /// `cairn skills` options shared by every subcommand.
 #[derive(Debug, Args)]
@@ -94,45 +93,21 @@ pub(crate) enum SkillsCommand {
     },
 }
 
-/// Appends audit records to `<home>/skills-audit.jsonl`.
-#[derive(Debug)]
-struct JsonlAudit {
-    path: PathBuf,
+fn catalog(home: &Home, args: &SkillsArgs) -> anyhow::Result<Catalog> {
+    home.ensure_dir()?;
+    // `match` is a preview: it records no usage.
+    let record_usage = !matches!(args.command, SkillsCommand::Match { .. });
+    let sources = SkillSources {
+        project: args.project.clone(),
+        builtin: args.builtin.clone(),
+        extra_paths: args.extra_paths.clone(),
+        record_usage,
+    };
+    Ok(home.skills(&sources))
 }
 
-impl AuditSink for JsonlAudit {
-    fn record(&self, event: AuditEvent) {
-        let line = match serde_json::to_string(&event) {
-            Ok(line) => line,
-            Err(error) => {
-                tracing::warn!(%error, "cannot encode a skills audit record");
-                return;
-            }
-        };
-        let result = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut file| writeln!(file, "{line}"));
-        if let Err(error) = result {
-            tracing::warn!(%error, path = %self.path.display(), "cannot append a skills audit record");
-        }
-    }
-}
-
-fn catalog(cli: &Cli, args: &SkillsArgs) -> anyhow::Result<Catalog> {
-    let home = cli.home_dir();
-    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
-    let mut config = SkillsConfig::new(&home);
-    config.project_dir = args.project.clone();
-    config.builtin_dir = args.builtin.clone();
-    config.extra_paths = args.extra_paths.clone();
-    let audit = Arc::new(JsonlAudit { path: home.join("skills-audit.jsonl") });
-    Ok(Catalog::with_parts(config, Arc::new(SystemClock), audit))
-}
-
-pub(crate) fn run(cli: &Cli, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
-    let catalog = catalog(cli, args)?;
+pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
+    let catalog = catalog(home, args)?;
     let mut out = std::io::stdout().lock();
     match &args.command {
         SkillsCommand::List { json } => {

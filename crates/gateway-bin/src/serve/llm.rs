@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use cairn_memory_core::{Summarizer, SummarizerError};
 
-use super::config::LlmSection;
+use crate::settings::LlmSection;
 
 /// First delay between retries; doubles per retry.
 const RETRY_BASE: Duration = Duration::from_millis(500);

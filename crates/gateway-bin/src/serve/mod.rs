@@ -5,7 +5,6 @@
 //! flushes the skills ledger and checkpoints the WAL before exiting 0.
 
 pub(crate) mod auth;
-pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod heartbeat;
 pub(crate) mod llm;
@@ -23,21 +22,21 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use cairn_agent_spec::{AgentDirs, Pins};
 use cairn_embedder::EmbeddingBackend;
-use cairn_embedder::manager::{ManagerConfig, ModelManager, ModelSource};
+use cairn_embedder::manager::ModelManager;
 use cairn_guard::SensitivePaths;
-use cairn_memory_core::{MemoryConfig, MemoryDb, MemoryFiles};
-use cairn_skills::{Catalog, SkillsConfig};
+use cairn_memory_core::{MemoryDb, MemoryFiles};
+use cairn_skills::Catalog;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use self::auth::ApiToken;
-use self::config::{GatewayConfig, MemorySettings, Overrides};
 use self::heartbeat::{HeartbeatStatus, Job};
 use self::llm::LlmClient;
 use self::model::ModelLifecycle;
 use self::pool::{EmbedPool, PoolError};
 use self::sessions::Consolidation;
-use crate::cli::Cli;
+use crate::home::{Home, SkillSources};
+use crate::settings::{Flags, MemorySettings};
 
 /// Vectors the backfill job computes per heartbeat tick.
 const BACKFILL_BATCH: usize = 256;
@@ -51,15 +50,15 @@ const INDEX_SNAPSHOT_TICKS: u64 = 10;
 /// How long shutdown waits for blocking work still running.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// `cairn serve` flags. Each may also come from the environment variable
-/// shown; both win over `config.json`.
+/// `cairn serve` flags. Each wins over its environment variable, which
+/// wins over `config.json` (`cairn config show` tells which applied).
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
-    /// Address to listen on (default 127.0.0.1; others need --allow-non-loopback).
-    #[arg(long, env = "CAIRN_SERVE_HOST", value_name = "IP")]
+    /// Address to listen on (default 127.0.0.1; others need --allow-non-loopback). Env: CAIRN_SERVE_HOST.
+    #[arg(long, value_name = "IP")]
     pub(crate) host: Option<IpAddr>,
-    /// Port to listen on; 0 picks a free one (see --port-file).
-    #[arg(long, env = "CAIRN_SERVE_PORT")]
+    /// Port to listen on; 0 picks a free one (see --port-file). Env: CAIRN_SERVE_PORT.
+    #[arg(long)]
     pub(crate) port: Option<u16>,
     /// Allow listening on an address other than loopback.
     #[arg(long)]
@@ -67,40 +66,58 @@ pub(crate) struct ServeArgs {
     /// Write the bound `ip:port` to this file once listening.
     #[arg(long, value_name = "FILE")]
     pub(crate) port_file: Option<PathBuf>,
-    /// Heartbeat period in seconds (default 60).
-    #[arg(long, env = "CAIRN_HEARTBEAT_SECS", value_name = "SECS")]
+    /// Heartbeat period in seconds (default 60). Env: CAIRN_HEARTBEAT_SECS.
+    #[arg(long, value_name = "SECS")]
     pub(crate) heartbeat_secs: Option<u64>,
-    /// Embedding model folder (wins over config.json and the installed model).
-    #[arg(long, env = "CAIRN_EMBED_MODEL_PATH", value_name = "DIR")]
+    /// Embedding model folder (wins over config.json and the installed model). Env: CAIRN_EMBED_MODEL_PATH.
+    #[arg(long, value_name = "DIR")]
     pub(crate) model_path: Option<PathBuf>,
-    /// Mirror URL of the default model's archive (its sha256 pin still applies).
-    #[arg(long, env = "CAIRN_EMBED_MODEL_URL", value_name = "URL")]
+    /// Mirror URL of the default model's archive (its sha256 pin still applies). Env: CAIRN_EMBED_MODEL_URL.
+    #[arg(long, value_name = "URL")]
     pub(crate) model_url: Option<String>,
-    /// Never download the embedding model.
-    #[arg(
-        long = "no-model-download",
-        env = "CAIRN_SKIP_MODEL_DOWNLOAD",
-        action = clap::ArgAction::SetTrue,
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
+    /// Never download the embedding model. Env: CAIRN_SKIP_MODEL_DOWNLOAD=1.
+    #[arg(long = "no-model-download")]
     pub(crate) skip_download: bool,
     #[command(flatten)]
     pub(crate) llm: LlmArgs,
+}
+
+impl ServeArgs {
+    /// Copies the flags that are settings into `flags`.
+    pub(crate) fn apply(&self, flags: &mut Flags) {
+        flags.host = self.host;
+        flags.port = self.port;
+        flags.allow_non_loopback = self.allow_non_loopback;
+        flags.heartbeat_secs = self.heartbeat_secs;
+        flags.model_path = self.model_path.clone();
+        flags.model_url = self.model_url.clone();
+        flags.skip_download = self.skip_download;
+        self.llm.apply(flags);
+    }
 }
 
 /// The OpenAI-compatible endpoint used for consolidation; flags win over
 /// the environment, which wins over `llm` in config.json.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct LlmArgs {
-    /// OpenAI-compatible API base URL (e.g. http://127.0.0.1:11434/v1).
-    #[arg(long, env = "CAIRN_LLM_BASE_URL", value_name = "URL")]
+    /// OpenAI-compatible API base URL (e.g. http://127.0.0.1:11434/v1). Env: CAIRN_LLM_BASE_URL.
+    #[arg(long, value_name = "URL")]
     pub(crate) llm_base_url: Option<String>,
-    /// Chat model name.
-    #[arg(long, env = "CAIRN_LLM_MODEL", value_name = "NAME")]
+    /// Chat model name. Env: CAIRN_LLM_MODEL.
+    #[arg(long, value_name = "NAME")]
     pub(crate) llm_model: Option<String>,
-    /// API key sent as a bearer token.
-    #[arg(long, env = "CAIRN_LLM_API_KEY", hide_env_values = true, value_name = "KEY")]
+    /// API key sent as a bearer token (prefer the environment: CAIRN_LLM_API_KEY).
+    #[arg(long, value_name = "KEY")]
     pub(crate) llm_api_key: Option<String>,
+}
+
+impl LlmArgs {
+    /// Copies these flags into `flags`.
+    pub(crate) fn apply(&self, flags: &mut Flags) {
+        flags.llm_base_url = self.llm_base_url.clone();
+        flags.llm_model = self.llm_model.clone();
+        flags.llm_api_key = self.llm_api_key.clone();
+    }
 }
 
 /// Where agent specs are read and how duplicates resolve.
@@ -117,11 +134,17 @@ pub(crate) struct AgentsHandle {
 pub(crate) struct AppState {
     /// The Cairn home (memory, state and import ledger live here).
     pub(crate) home: PathBuf,
+    /// The settings and the way every store is opened.
+    pub(crate) home_ctx: Home,
     pub(crate) config_path: PathBuf,
     pub(crate) token: ApiToken,
     pub(crate) memory: Arc<MemoryDb>,
     pub(crate) files: Arc<MemoryFiles>,
     pub(crate) skills: Arc<Catalog>,
+    /// `hooks` of config.json: auto-replies, transforms, context rules, tool decisions.
+    pub(crate) config_hooks: Arc<cairn_hooks::ConfigHooks>,
+    /// The user's kiro-cli hooks after the merge (`agent.kiro_hooks`).
+    pub(crate) user_hooks: cairn_hooks::HookSet,
     pub(crate) agents: AgentsHandle,
     pub(crate) model: Arc<ModelLifecycle>,
     /// The model folder came from the command line or the environment.
@@ -141,45 +164,11 @@ pub(crate) struct AppState {
     pub(crate) started: Instant,
 }
 
-fn overrides(args: &ServeArgs) -> Overrides {
-    Overrides {
-        host: args.host,
-        port: args.port,
-        allow_non_loopback: args.allow_non_loopback,
-        heartbeat_secs: args.heartbeat_secs,
-        model_path: args.model_path.clone(),
-        model_url: args.model_url.clone().filter(|url| !url.trim().is_empty()),
-        skip_download: args.skip_download,
-        llm_base_url: args.llm.llm_base_url.clone().filter(|url| !url.trim().is_empty()),
-        llm_model: args.llm.llm_model.clone().filter(|model| !model.trim().is_empty()),
-        llm_api_key: args.llm.llm_api_key.clone().filter(|key| !key.trim().is_empty()),
-    }
-}
-
-fn manager_config(home: &std::path::Path, args: &ServeArgs, config: &GatewayConfig) -> ManagerConfig {
-    let mut source = ModelSource::default_model();
-    if let Some(url) = &config.embedding.model_url {
-        source = source.with_mirror_url(url.clone());
-    }
-    let (explicit, configured) = match &args.model_path {
-        Some(path) => (Some(path.clone()), None),
-        None => (None, config.embedding.model_path.clone()),
-    };
-    ManagerConfig::new(home.join("models"))
-        .explicit_path(explicit)
-        .configured_path(configured)
-        .source(source)
-        .skip_download(config.embedding.skip_download)
-}
-
 /// `cairn serve`.
-pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let home = cli.home_dir();
-    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
-    let config = GatewayConfig::load(&home, &overrides(args))?;
-    for warning in &config.warnings {
-        tracing::warn!("{warning}");
-    }
+pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    home_ctx.ensure_dir()?;
+    let home = home_ctx.dir().to_owned();
+    let config = home_ctx.settings();
     let address = SocketAddr::new(config.server.host, config.server.port);
     if !address.ip().is_loopback() && !config.server.allow_non_loopback {
         anyhow::bail!(
@@ -189,37 +178,25 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let (token, token_path) = ApiToken::load_or_create(&home)?;
 
-    let lifecycle = Arc::new(ModelLifecycle::new(ModelManager::new(manager_config(&home, args, &config))));
-    let memory_config = MemoryConfig { extra_prefixes: config.extra_prefixes.clone(), ..MemoryConfig::default() };
+    let lifecycle = Arc::new(ModelLifecycle::new(ModelManager::new(home_ctx.model_manager_config())));
     let embedder: Arc<dyn EmbeddingBackend> = lifecycle.embedder();
-    let memory = Arc::new(
-        MemoryDb::open_in_home(&home, memory_config)
-            .with_context(|| format!("opening the memory database in {}", home.display()))?
-            .with_embedder(embedder),
-    );
-    let files = Arc::new(
-        MemoryFiles::open(&home).with_context(|| format!("opening the Markdown memory in {}", home.display()))?,
-    );
-    let mut skills_config = SkillsConfig::new(&home);
-    skills_config.max_triggered = config.skills.max_triggered;
-    skills_config.lazy_load = config.skills.lazy_load;
-    skills_config.extra_paths = config.skills.extra_paths.clone();
-    skills_config.project_dir = config.agent.project_dir.clone();
-    let skills_root = skills_config.owned_dir();
-    let skills = Arc::new(Catalog::open(skills_config));
-
-    let agents_dir = match &config.agent.agents_dir {
-        Some(dir) => dir.clone(),
-        None => {
-            dirs::home_dir().context("no home directory; set agent.agents_dir in config.json")?.join(".kiro/agents")
-        }
-    };
-    let mut agent_dirs = AgentDirs::user(agents_dir);
-    if let Some(project) = &config.agent.project_dir {
-        agent_dirs = agent_dirs.with_project(project);
+    let memory = Arc::new(home_ctx.open_memory()?.with_embedder(embedder));
+    let files = Arc::new(home_ctx.open_files()?);
+    let skill_sources = SkillSources { record_usage: true, ..SkillSources::default() };
+    let skills_root = home_ctx.skills_config(&skill_sources).owned_dir();
+    let skills = Arc::new(home_ctx.skills(&skill_sources));
+    let (config_hooks, hook_warnings) = home_ctx.config_hooks()?;
+    for warning in &hook_warnings {
+        tracing::warn!("{warning}");
     }
-    let pins: Pins = serde_json::from_value(serde_json::to_value(&config.agent.spec_pins)?)
-        .context("`agent.spec_pins` in config.json must map names to file names")?;
+    let config_hooks = Arc::new(config_hooks);
+    let user_hooks = home_ctx.user_hooks(&cairn_hooks::HookSet::new());
+    for dropped in &user_hooks.dropped {
+        tracing::warn!(location = %dropped.location, reason = %dropped.reason, "a user hook was dropped");
+    }
+
+    let agent_dirs = home_ctx.agent_dirs(None, None)?;
+    let pins = home_ctx.pins()?;
 
     let pool = Arc::new(
         EmbedPool::new(config.embedding.pool_workers, config.embedding.pool_queue)
@@ -234,21 +211,24 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
 
     let state = Arc::new(AppState {
         home: home.clone(),
+        home_ctx: home_ctx.clone(),
         config_path: config.path.clone(),
         token,
         memory,
         files,
         skills,
+        config_hooks,
+        user_hooks: user_hooks.hooks,
         agents: AgentsHandle {
             dirs: agent_dirs,
             project_dir: config.agent.project_dir.clone(),
             pins,
-            sensitive: SensitivePaths::for_current_user(),
+            sensitive: home_ctx.sensitive().clone(),
             skills_root,
             write_lock: tokio::sync::Mutex::new(()),
         },
         model: Arc::clone(&lifecycle),
-        model_env_override: args.model_path.is_some(),
+        model_env_override: config.embedding.model_path_explicit,
         swap_in_flight: Arc::default(),
         pool: Arc::clone(&pool),
         settings: Arc::new(RwLock::new(config.memory.clone())),
@@ -275,7 +255,7 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             tokio::net::TcpListener::bind(address).await.with_context(|| format!("listening on {address}"))?;
         let bound = listener.local_addr().context("reading the bound address")?;
         if let Some(path) = &port_file {
-            config::atomic_write(path, format!("{bound}\n").as_bytes())?;
+            crate::settings::atomic_write(path, format!("{bound}\n").as_bytes())?;
         }
         eprintln!("cairn serve: listening on http://{bound} (token in {})", token_path.display());
         lifecycle.start();

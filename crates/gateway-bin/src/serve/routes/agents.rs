@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 
 use super::{ApiResult, blocking};
 use crate::serve::AppState;
-use crate::serve::config::atomic_write;
 use crate::serve::error::{ApiError, JsonBody};
+use crate::settings::atomic_write;
 
 /// Longest model name a PATCH accepts.
 const MAX_MODEL_CHARS: usize = 200;

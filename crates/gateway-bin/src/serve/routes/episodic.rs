@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 
 use super::{ApiResult, blocking, pooled};
 use crate::serve::AppState;
-use crate::serve::config::persist_keys;
 use crate::serve::error::{ApiError, JsonBody, memory_error};
 
 /// Largest page of the episodic list.
@@ -174,7 +173,7 @@ pub(crate) async fn change_model(
     }
     let flight = SwapFlight(Arc::clone(&state.swap_in_flight));
     let worker = Arc::clone(&state);
-    let persisted: Option<Value> = (!path.is_empty()).then(|| Value::String(dir.display().to_string()));
+    let persisted: Option<String> = (!path.is_empty()).then(|| Value::String(dir.display().to_string()).to_string());
     std::thread::Builder::new()
         .name("cairn-model-swap".to_owned())
         .spawn(move || {
@@ -185,7 +184,9 @@ pub(crate) async fn change_model(
             let next: Arc<dyn cairn_embedder::EmbeddingBackend> = Arc::new(lazy);
             match worker.memory.swap_embedding_model(next, SWAP_LOAD_TIMEOUT) {
                 Ok(progress) if progress.step == ReembedStep::Done => {
-                    if let Err(error) = persist_keys(&worker.config_path, "embedding", &[("model_path", persisted)]) {
+                    if let Err(error) =
+                        crate::settings::write_key(&worker.home, "embedding.model_path", persisted.as_deref())
+                    {
                         tracing::warn!(%error, "model changed but config.json was not updated");
                     }
                 }

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 
 use super::{ApiResult, blocking, pooled};
 use crate::serve::AppState;
-use crate::serve::config::persist_memory_settings;
 use crate::serve::error::{ApiError, JsonBody, memory_error};
 use crate::serve::model::{EnableError, Phase};
+use crate::settings::persist_memory_settings;
 
 /// Largest `limit` a list or search accepts.
 const MAX_LIMIT: usize = 1_000;
@@ -209,7 +209,8 @@ pub(crate) async fn put_settings(State(state): State<Arc<AppState>>, JsonBody(up
         .apply_update(&path, &update)
         .map_err(|error| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_setting", error.to_string()))?;
     let persisted = next.clone();
-    blocking(move || persist_memory_settings(&path, &persisted).map_err(ApiError::internal)).await?;
+    let home = state.home.clone();
+    blocking(move || persist_memory_settings(&home, &persisted).map_err(ApiError::internal)).await?;
     *state.settings.write() = next.clone();
     tracing::info!(?next, "memory settings changed");
     Ok(Json(json!({"ok": true, "settings": next})))

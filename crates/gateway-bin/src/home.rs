@@ -1,0 +1,282 @@
+//! [`Home`]: what every entry point of `cairn` opens, opened the same way.
+//!
+//! Built from the resolved [`Settings`], it opens the memory store with the
+//! configured [`MemoryConfig`](cairn_memory_core::MemoryConfig), the
+//! Markdown files, the skill catalog with a real audit sink, the config
+//! hooks and the merged user hooks, the agent catalog, and one context
+//! builder; it also owns the sensitive-path set, which covers the home's
+//! own secrets (`server.token`, `config.json`, the memory database) for
+//! every guarded read in the CLI and in `serve`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use cairn_agent_spec::{AgentDirs, Catalog as AgentCatalog, Pins, ResolveContext};
+use cairn_context::{AgentContext, ContextBuilder, EpisodicMemory, LessonLayers};
+use cairn_embedder::manager::{ManagerConfig, ModelSource};
+use cairn_guard::SensitivePaths;
+use cairn_hooks::{ConfigHooks, HookSet, MergeOptions, MergeReport, merge_user_hooks};
+use cairn_memory_core::{JsonlLessonStore, MemoryDb, MemoryFiles, constants};
+use cairn_skills::{AuditEvent, AuditSink, Catalog, SkillsConfig, SystemClock};
+
+use crate::settings::{CONFIG_FILE_NAME, Settings};
+
+/// The API token's file inside the home.
+pub(crate) const TOKEN_FILE_NAME: &str = "server.token";
+/// The skills audit trail inside the home.
+pub(crate) const SKILLS_AUDIT_FILE_NAME: &str = "skills-audit.jsonl";
+/// Files of the home that hold credentials or raw memory and are never
+/// read on a model's behalf.
+const HOME_SECRETS: &[&str] =
+    &[TOKEN_FILE_NAME, CONFIG_FILE_NAME, "memory.db", "memory.db-wal", "memory.db-shm", "memory_index.db", "mcp.json"];
+
+/// One Cairn home and its settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Home {
+    settings: Settings,
+    sensitive: SensitivePaths,
+}
+
+/// Appends skill audit records to `<home>/skills-audit.jsonl`.
+#[derive(Debug)]
+pub(crate) struct JsonlAudit {
+    path: PathBuf,
+}
+
+impl AuditSink for JsonlAudit {
+    fn record(&self, event: AuditEvent) {
+        let line = match serde_json::to_string(&event) {
+            Ok(line) => line,
+            Err(error) => {
+                tracing::warn!(%error, "cannot encode a skills audit record");
+                return;
+            }
+        };
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let result = options.open(&self.path).and_then(|mut file| writeln!(file, "{line}"));
+        if let Err(error) = result {
+            tracing::warn!(%error, path = %self.path.display(), "cannot append a skills audit record");
+        }
+    }
+}
+
+/// Where a skill catalog reads from, beyond the settings.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SkillSources {
+    /// A project checkout (overrides `agent.project_dir`).
+    pub(crate) project: Option<PathBuf>,
+    /// Bundled skills.
+    pub(crate) builtin: Option<PathBuf>,
+    /// More skill roots, after `skills.extra_paths`.
+    pub(crate) extra_paths: Vec<PathBuf>,
+    /// Record usage (matches, deliveries); previews pass `false`.
+    pub(crate) record_usage: bool,
+}
+
+impl Home {
+    /// The home of `settings`; its sensitive-path set is installed for the
+    /// guard's process-wide reads too.
+    pub(crate) fn new(settings: Settings) -> Self {
+        let mut sensitive = SensitivePaths::for_current_user().with_gateway_home(&settings.home);
+        for name in HOME_SECRETS {
+            sensitive = sensitive.with_extra(settings.home.join(name));
+        }
+        sensitive.clone().install();
+        Self { settings, sensitive }
+    }
+
+    /// The home directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.settings.home
+    }
+
+    /// The resolved settings.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Paths no component may read on a model's behalf.
+    pub(crate) fn sensitive(&self) -> &SensitivePaths {
+        &self.sensitive
+    }
+
+    /// Creates the home directory (owner-only) when it does not exist.
+    pub(crate) fn ensure_dir(&self) -> anyhow::Result<()> {
+        let dir = self.dir();
+        if !dir.exists() {
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            builder.create(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Opens `memory.db` with the configured key prefixes.
+    pub(crate) fn open_memory(&self) -> anyhow::Result<MemoryDb> {
+        self.ensure_dir()?;
+        MemoryDb::open_in_home(self.dir(), self.settings.memory_config())
+            .with_context(|| format!("opening the memory database in {}", self.dir().display()))
+    }
+
+    /// Opens the Markdown memory layers.
+    pub(crate) fn open_files(&self) -> anyhow::Result<MemoryFiles> {
+        self.ensure_dir()?;
+        MemoryFiles::open(self.dir())
+            .with_context(|| format!("opening the Markdown memory in {}", self.dir().display()))
+    }
+
+    /// The lessons as the context builder reads them: the database, and
+    /// `lessons.jsonl` when the database is unavailable.
+    pub(crate) fn lesson_layers(&self, database: Option<Arc<MemoryDb>>) -> LessonLayers {
+        let jsonl = Arc::new(JsonlLessonStore::new(self.dir().join(constants::LESSONS_JSONL_FILE_NAME)));
+        LessonLayers { database, jsonl }
+    }
+
+    /// The skill catalog's configuration.
+    pub(crate) fn skills_config(&self, sources: &SkillSources) -> SkillsConfig {
+        let skills = &self.settings.skills;
+        let mut config = SkillsConfig::new(self.dir());
+        config.max_triggered = skills.max_triggered;
+        config.lazy_load = skills.lazy_load;
+        config.extra_paths = skills.extra_paths.iter().chain(&sources.extra_paths).cloned().collect();
+        config.project_dir = sources.project.clone().or_else(|| self.settings.agent.project_dir.clone());
+        config.builtin_dir = sources.builtin.clone();
+        config.persist_usage = sources.record_usage;
+        config
+    }
+
+    /// The skill catalog, auditing into `<home>/skills-audit.jsonl`.
+    pub(crate) fn skills(&self, sources: &SkillSources) -> Catalog {
+        let audit = Arc::new(JsonlAudit { path: self.dir().join(SKILLS_AUDIT_FILE_NAME) });
+        Catalog::with_parts(self.skills_config(sources), Arc::new(SystemClock), audit)
+    }
+
+    /// The config hooks (`hooks` in config.json) and their warnings.
+    pub(crate) fn config_hooks(&self) -> anyhow::Result<(ConfigHooks, Vec<String>)> {
+        let (hooks, warnings) = ConfigHooks::compile(&self.settings.hooks)
+            .with_context(|| format!("compiling `hooks` in {}", self.settings.path.display()))?;
+        let warnings =
+            warnings.into_iter().map(|warning| format!("hooks.{}: {}", warning.key, warning.message)).collect();
+        Ok((hooks, warnings))
+    }
+
+    /// `bundled` merged with the user's kiro-cli hooks (`agent.kiro_hooks`).
+    pub(crate) fn user_hooks(&self, bundled: &HookSet) -> MergeReport {
+        let options = MergeOptions::new(self.sensitive.clone());
+        merge_user_hooks(bundled, &self.settings.agent.kiro_hooks, &options)
+    }
+
+    /// The user agents directory: `override_dir`, else `agent.agents_dir`,
+    /// else `~/.kiro/agents`.
+    pub(crate) fn agents_dir(&self, override_dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+        match override_dir.map(Path::to_owned).or_else(|| self.settings.agent.agents_dir.clone()) {
+            Some(dir) => Ok(dir),
+            None => Ok(dirs::home_dir()
+                .context("no home directory; pass --agents-dir or set agent.agents_dir")?
+                .join(".kiro/agents")),
+        }
+    }
+
+    /// The project checkout: `override_dir`, else `agent.project_dir`.
+    pub(crate) fn project_dir(&self, override_dir: Option<&Path>) -> Option<PathBuf> {
+        override_dir.map(Path::to_owned).or_else(|| self.settings.agent.project_dir.clone())
+    }
+
+    /// The agent spec directories.
+    pub(crate) fn agent_dirs(&self, agents_dir: Option<&Path>, project: Option<&Path>) -> anyhow::Result<AgentDirs> {
+        let mut dirs = AgentDirs::user(self.agents_dir(agents_dir)?);
+        if let Some(project) = self.project_dir(project) {
+            dirs = dirs.with_project(project);
+        }
+        Ok(dirs)
+    }
+
+    /// The agent catalog of those directories.
+    pub(crate) fn agents(&self, agents_dir: Option<&Path>, project: Option<&Path>) -> anyhow::Result<AgentCatalog> {
+        AgentCatalog::load(&self.agent_dirs(agents_dir, project)?, &self.sensitive)
+            .context("reading the agent spec directories")
+    }
+
+    /// `agent.spec_pins`.
+    pub(crate) fn pins(&self) -> anyhow::Result<Pins> {
+        serde_json::from_value(serde_json::to_value(&self.settings.agent.spec_pins)?)
+            .context("`agent.spec_pins` in config.json must map names to file names")
+    }
+
+    /// How agent prompts and resources are resolved (guarded reads).
+    pub(crate) fn resolve_context(&self, project: Option<&Path>) -> ResolveContext {
+        let mut context =
+            ResolveContext::new(dirs::home_dir()).with_env(std::env::vars()).with_sensitive(self.sensitive.clone());
+        if let Some(project) = self.project_dir(project) {
+            context = context.with_project_dir(project);
+        }
+        context
+    }
+
+    /// The prompt and steering of agent `name`.
+    pub(crate) fn agent_context(
+        &self,
+        name: &str,
+        agents_dir: Option<&Path>,
+        project: Option<&Path>,
+    ) -> anyhow::Result<AgentContext> {
+        let catalog = self.agents(agents_dir, project)?;
+        Ok(AgentContext::resolve(&catalog, name, &self.pins()?, &self.resolve_context(project))?)
+    }
+
+    /// The model manager's settings: flag or environment path first, then
+    /// the configured one, then the installed default.
+    pub(crate) fn model_manager_config(&self) -> ManagerConfig {
+        let embedding = &self.settings.embedding;
+        let mut source = ModelSource::default_model();
+        if let Some(url) = &embedding.model_url {
+            source = source.with_mirror_url(url.clone());
+        }
+        let (explicit, configured) = if embedding.model_path_explicit {
+            (embedding.model_path.clone(), None)
+        } else {
+            (None, embedding.model_path.clone())
+        };
+        ManagerConfig::new(self.dir().join("models"))
+            .explicit_path(explicit)
+            .configured_path(configured)
+            .source(source)
+            .skip_download(embedding.skip_download)
+    }
+
+    /// The context builder over these parts; every entry point builds
+    /// context through here.
+    pub(crate) fn context_builder(&self, parts: ContextParts) -> ContextBuilder {
+        let mut builder = ContextBuilder::new().with_lessons(Arc::new(self.lesson_layers(parts.memory.clone())));
+        if let Some(memory) = &parts.memory {
+            builder = builder.with_semantic(memory.clone());
+            builder = builder.with_episodic(memory.clone() as Arc<dyn EpisodicMemory>);
+        }
+        if let Some(files) = parts.files {
+            builder = builder.with_markdown(files);
+        }
+        if let Some(skills) = parts.skills {
+            builder = builder.with_skills(skills);
+        }
+        if let Some(hooks) = parts.hooks {
+            builder = builder.with_hooks(hooks);
+        }
+        builder
+    }
+}
+
+/// The opened stores a context builder reads.
+#[derive(Default)]
+pub(crate) struct ContextParts {
+    pub(crate) memory: Option<Arc<MemoryDb>>,
+    pub(crate) files: Option<Arc<MemoryFiles>>,
+    pub(crate) skills: Option<Arc<Catalog>>,
+    pub(crate) hooks: Option<Arc<ConfigHooks>>,
+}

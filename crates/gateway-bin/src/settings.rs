@@ -1,0 +1,1114 @@
+//! Every setting of `cairn`, resolved once per invocation.
+//!
+//! Each value comes from the first of: a command-line flag, a `CAIRN_*`
+//! environment variable (an empty one counts as unset), `<home>/config.json`,
+//! or the built-in default, and [`Settings`] remembers which one it was
+//! (`cairn config show`). The file's sections are `memory`, `skills`,
+//! `hooks`, `agent`, `embedding`, `llm` and `server`; every key is
+//! validated with the file and key named in the error. An unknown key, or
+//! a key this build does not act on, produces one warning naming it and is
+//! otherwise ignored. This is the only module that reads or writes
+//! `config.json`: writes ([`write_key`]) keep every other key and their
+//! order, are validated before they land and replace the file atomically.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The configuration file's name inside the home.
+pub(crate) const CONFIG_FILE_NAME: &str = "config.json";
+/// Port used when neither a flag, the environment nor the file sets one.
+pub(crate) const DEFAULT_PORT: u16 = 8745;
+/// Request bodies larger than this are refused with 413.
+pub(crate) const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
+/// Heartbeat period.
+pub(crate) const DEFAULT_HEARTBEAT_SECS: u64 = 60;
+/// Threads of the embed pool. They mostly wait: every embedding goes
+/// through one batching worker, so more of them in flight means larger
+/// forward passes, not more concurrent ones.
+pub(crate) const DEFAULT_POOL_WORKERS: u64 = 8;
+/// Jobs the embed pool queues before it refuses new work with 503.
+pub(crate) const DEFAULT_POOL_QUEUE: u64 = 64;
+/// Idle time after which a session's history is consolidated.
+pub(crate) const DEFAULT_HISTORY_IDLE_HOURS: f64 = 3.0;
+/// Daily history files older than this are pruned.
+pub(crate) const DEFAULT_HISTORY_MAX_DAYS: u64 = 365;
+/// Chat-completions request timeout.
+pub(crate) const DEFAULT_LLM_TIMEOUT_SECS: u64 = 60;
+/// Retries of a failed chat-completions request.
+pub(crate) const DEFAULT_LLM_RETRIES: u64 = 2;
+
+/// The environment variables Cairn reads, all through [`Environment`].
+pub(crate) mod env {
+    pub(crate) const HOME: &str = "CAIRN_HOME";
+    pub(crate) const SERVE_HOST: &str = "CAIRN_SERVE_HOST";
+    pub(crate) const SERVE_PORT: &str = "CAIRN_SERVE_PORT";
+    pub(crate) const HEARTBEAT_SECS: &str = "CAIRN_HEARTBEAT_SECS";
+    pub(crate) const EMBED_MODEL_PATH: &str = "CAIRN_EMBED_MODEL_PATH";
+    pub(crate) const EMBED_MODEL_URL: &str = "CAIRN_EMBED_MODEL_URL";
+    pub(crate) const SKIP_MODEL_DOWNLOAD: &str = "CAIRN_SKIP_MODEL_DOWNLOAD";
+    pub(crate) const LLM_BASE_URL: &str = "CAIRN_LLM_BASE_URL";
+    pub(crate) const LLM_MODEL: &str = "CAIRN_LLM_MODEL";
+    pub(crate) const LLM_API_KEY: &str = "CAIRN_LLM_API_KEY";
+    /// Every variable above.
+    pub(crate) const ALL: &[&str] = &[
+        HOME,
+        SERVE_HOST,
+        SERVE_PORT,
+        HEARTBEAT_SECS,
+        EMBED_MODEL_PATH,
+        EMBED_MODEL_URL,
+        SKIP_MODEL_DOWNLOAD,
+        LLM_BASE_URL,
+        LLM_MODEL,
+        LLM_API_KEY,
+    ];
+}
+
+/// Keys of the spec's auto-skill pipeline, which this build does not run.
+const UNSUPPORTED_SKILL_KEYS: &[&str] = &[
+    "auto_create_from_sessions",
+    "approval_required",
+    "auto_refine_on_deviation",
+    "auto_min_tool_calls",
+    "auto_similarity_threshold",
+    "max_auto_skills",
+    "stale_after_days",
+    "archive_after_days",
+    "pending_ttl_days",
+    "generate_scripts",
+    "judge_model",
+];
+
+/// A configuration problem; the message names the file (or variable) and the key.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigError {
+    #[error("reading {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid JSON")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: `{key}` {reason}")]
+    Invalid { path: PathBuf, key: String, reason: String },
+    #[error("environment variable {name}: {reason}")]
+    Env { name: &'static str, reason: String },
+    #[error("`{key}` is not a setting Cairn reads (see `cairn config show`)")]
+    UnknownKey { key: String },
+    #[error("writing {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where a value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Source {
+    Flag,
+    Env,
+    File,
+    Default,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Flag => "flag",
+            Self::Env => "env",
+            Self::File => "file",
+            Self::Default => "default",
+        })
+    }
+}
+
+/// The `CAIRN_*` variables of this process, read once; empty means unset.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Environment {
+    vars: BTreeMap<&'static str, String>,
+}
+
+impl Environment {
+    /// Reads every variable in [`env::ALL`] from the process environment.
+    pub(crate) fn capture() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let vars = env::ALL
+            .iter()
+            .filter_map(|name| lookup(name).filter(|value| !value.trim().is_empty()).map(|value| (*name, value)))
+            .collect();
+        Self { vars }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        Self::from_lookup(|name| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned()))
+    }
+
+    fn get(&self, name: &'static str) -> Option<&str> {
+        self.vars.get(name).map(|value| value.trim())
+    }
+
+    fn parse<T: std::str::FromStr>(&self, name: &'static str, what: &str) -> Result<Option<T>, ConfigError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(text) => text
+                .parse()
+                .map(Some)
+                .map_err(|_| ConfigError::Env { name, reason: format!("must be {what} (got {text:?})") }),
+        }
+    }
+
+    fn flag(&self, name: &'static str) -> Result<Option<bool>, ConfigError> {
+        match self.get(name).map(str::to_ascii_lowercase).as_deref() {
+            None => Ok(None),
+            Some("1" | "true" | "yes" | "on") => Ok(Some(true)),
+            Some("0" | "false" | "no" | "off") => Ok(Some(false)),
+            Some(other) => Err(ConfigError::Env { name, reason: format!("must be 1 or 0 (got {other:?})") }),
+        }
+    }
+}
+
+/// Values given on this invocation's command line; `None` (or `false`)
+/// defers to the environment, the file and the default.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Flags {
+    pub(crate) home: Option<PathBuf>,
+    /// Another settings file instead of `<home>/config.json`.
+    pub(crate) config_file: Option<PathBuf>,
+    pub(crate) host: Option<IpAddr>,
+    pub(crate) port: Option<u16>,
+    pub(crate) allow_non_loopback: bool,
+    pub(crate) heartbeat_secs: Option<u64>,
+    pub(crate) model_path: Option<PathBuf>,
+    pub(crate) model_url: Option<String>,
+    pub(crate) skip_download: bool,
+    pub(crate) llm_base_url: Option<String>,
+    pub(crate) llm_model: Option<String>,
+    pub(crate) llm_api_key: Option<String>,
+}
+
+/// `memory`: the settings `PUT /api/memory/settings` edits live.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct MemorySettings {
+    /// Hours of idleness before a session's history is consolidated.
+    pub(crate) history_idle_hours: f64,
+    /// Daily history files older than this many days are pruned.
+    pub(crate) history_max_days: u64,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        Self { history_idle_hours: DEFAULT_HISTORY_IDLE_HOURS, history_max_days: DEFAULT_HISTORY_MAX_DAYS }
+    }
+}
+
+impl MemorySettings {
+    /// Applies a partial update (`{"history_idle_hours": 1.5}`), validating
+    /// every key; on error nothing is changed.
+    pub(crate) fn apply_update(&self, path: &Path, update: &Value) -> Result<Self, ConfigError> {
+        let Some(map) = update.as_object() else {
+            return Err(invalid(path, "memory", "must be a JSON object"));
+        };
+        let mut section = Section::new(path, "memory", map);
+        let mut next = self.clone();
+        if let Some(hours) = section.f64("history_idle_hours", 0.01, 24.0 * 365.0)? {
+            next.history_idle_hours = hours;
+        }
+        if let Some(days) = section.u64("history_max_days", 1, 100_000)? {
+            next.history_max_days = days;
+        }
+        let unknown = section.unknown();
+        if let Some(key) = unknown.first() {
+            return Err(invalid(path, key, "is not a memory setting"));
+        }
+        Ok(next)
+    }
+}
+
+/// `embedding`: where the model comes from and the embed pool's size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct EmbeddingSection {
+    pub(crate) model_path: Option<PathBuf>,
+    /// The model path came from a flag or the environment (it wins over a
+    /// model chosen through the API).
+    pub(crate) model_path_explicit: bool,
+    pub(crate) model_url: Option<String>,
+    pub(crate) skip_download: bool,
+    pub(crate) pool_workers: usize,
+    pub(crate) pool_queue: usize,
+}
+
+/// `llm`: the OpenAI-compatible chat-completions endpoint for consolidation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct LlmSection {
+    pub(crate) base_url: Option<String>,
+    pub(crate) model: Option<String>,
+    #[serde(skip)]
+    pub(crate) api_key: Option<String>,
+    pub(crate) timeout_secs: u64,
+    pub(crate) max_retries: u32,
+}
+
+/// `server`: the listener and the heartbeat.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ServerSection {
+    pub(crate) host: IpAddr,
+    pub(crate) port: u16,
+    pub(crate) allow_non_loopback: bool,
+    pub(crate) max_body_bytes: u64,
+    pub(crate) heartbeat_secs: u64,
+}
+
+/// `skills`: the catalog settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct SkillsSection {
+    pub(crate) max_triggered: usize,
+    pub(crate) lazy_load: bool,
+    pub(crate) extra_paths: Vec<PathBuf>,
+}
+
+/// `agent`: where agent specs live, which duplicates are pinned, and the
+/// user's kiro-cli hooks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct AgentSection {
+    pub(crate) agents_dir: Option<PathBuf>,
+    pub(crate) project_dir: Option<PathBuf>,
+    pub(crate) spec_pins: BTreeMap<String, String>,
+    /// `agent.kiro_hooks`, handed to the hooks crate's merge as it is.
+    pub(crate) kiro_hooks: Value,
+}
+
+/// One effective value and where it came from.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Entry {
+    pub(crate) key: String,
+    /// The value (secrets shown as `"(set)"`).
+    pub(crate) value: Value,
+    pub(crate) source: Source,
+}
+
+/// Every setting of this invocation, resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// The Cairn home.
+    pub(crate) home: PathBuf,
+    /// `<home>/config.json`.
+    pub(crate) path: PathBuf,
+    pub(crate) memory: MemorySettings,
+    /// `memory.extra_prefixes`: accepted semantic key prefixes besides the built-in ones.
+    pub(crate) extra_prefixes: Vec<String>,
+    pub(crate) skills: SkillsSection,
+    /// The `hooks` section, parsed in file order.
+    pub(crate) hooks: cairn_hooks::HooksConfig,
+    pub(crate) agent: AgentSection,
+    pub(crate) embedding: EmbeddingSection,
+    pub(crate) llm: LlmSection,
+    pub(crate) server: ServerSection,
+    /// One line per unknown or ignored key.
+    pub(crate) warnings: Vec<String>,
+    /// Every effective value, in resolution order.
+    pub(crate) entries: Vec<Entry>,
+}
+
+fn invalid(path: &Path, key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { path: path.to_owned(), key: key.to_owned(), reason: reason.into() }
+}
+
+/// Reads one section's keys, remembering which were consumed.
+struct Section<'a> {
+    path: &'a Path,
+    name: &'a str,
+    map: &'a Map<String, Value>,
+    used: Vec<&'static str>,
+}
+
+impl<'a> Section<'a> {
+    fn new(path: &'a Path, name: &'a str, map: &'a Map<String, Value>) -> Self {
+        Self { path, name, map, used: Vec::new() }
+    }
+
+    fn of(path: &'a Path, root: &'a Map<String, Value>, name: &'a str) -> Result<Section<'a>, ConfigError> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        match root.get(name) {
+            None | Some(Value::Null) => Ok(Self::new(path, name, EMPTY.get_or_init(Map::new))),
+            Some(Value::Object(map)) => Ok(Self::new(path, name, map)),
+            Some(_) => Err(invalid(path, name, "must be a JSON object")),
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}.{key}", self.name)
+    }
+
+    fn get(&mut self, key: &'static str) -> Option<&'a Value> {
+        self.used.push(key);
+        self.map.get(key).filter(|value| !value.is_null())
+    }
+
+    fn bool(&mut self, key: &'static str) -> Result<Option<bool>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(value)) => Ok(Some(*value)),
+            Some(other) => Err(invalid(self.path, &self.key(key), format!("must be true or false (got {other})"))),
+        }
+    }
+
+    fn u64(&mut self, key: &'static str, min: u64, max: u64) -> Result<Option<u64>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(value) => match value.as_u64() {
+                Some(number) if (min..=max).contains(&number) => Ok(Some(number)),
+                _ => Err(invalid(
+                    self.path,
+                    &self.key(key),
+                    format!("must be an integer from {min} to {max} (got {value})"),
+                )),
+            },
+        }
+    }
+
+    fn f64(&mut self, key: &'static str, min: f64, max: f64) -> Result<Option<f64>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(value) => match value.as_f64() {
+                Some(number) if number.is_finite() && (min..=max).contains(&number) => Ok(Some(number)),
+                _ => Err(invalid(
+                    self.path,
+                    &self.key(key),
+                    format!("must be a number from {min} to {max} (got {value})"),
+                )),
+            },
+        }
+    }
+
+    fn string(&mut self, key: &'static str) -> Result<Option<String>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.trim().to_owned())),
+            Some(other) => Err(invalid(self.path, &self.key(key), format!("must be a string (got {other})"))),
+        }
+    }
+
+    fn strings(&mut self, key: &'static str) -> Result<Option<Vec<String>>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| invalid(self.path, &self.key(key), format!("must list strings (got {item})")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(invalid(self.path, &self.key(key), format!("must be a list of strings (got {other})"))),
+        }
+    }
+
+    fn unknown(&self) -> Vec<String> {
+        self.map.keys().filter(|key| !self.used.contains(&key.as_str())).map(|key| self.key(key)).collect()
+    }
+}
+
+/// Collects the effective values while they are resolved.
+#[derive(Default)]
+struct Recorder {
+    entries: Vec<Entry>,
+}
+
+impl Recorder {
+    /// Picks the first of flag, environment and file, else `default`, and
+    /// records it under `key`.
+    fn pick<T: Serialize>(&mut self, key: &str, flag: Option<T>, env: Option<T>, file: Option<T>, default: T) -> T {
+        let (value, source) = match (flag, env, file) {
+            (Some(value), _, _) => (value, Source::Flag),
+            (None, Some(value), _) => (value, Source::Env),
+            (None, None, Some(value)) => (value, Source::File),
+            (None, None, None) => (default, Source::Default),
+        };
+        self.record(key, serde_json::to_value(&value).unwrap_or(Value::Null), source);
+        value
+    }
+
+    fn record(&mut self, key: &str, value: Value, source: Source) {
+        self.entries.push(Entry { key: key.to_owned(), value, source });
+    }
+}
+
+/// `true` flags are given; `false` defers.
+fn given(flag: bool) -> Option<bool> {
+    flag.then_some(true)
+}
+
+/// Only the `hooks` section, parsed straight from the text so rule order is kept.
+#[derive(Deserialize)]
+struct HooksOnly {
+    #[serde(default)]
+    hooks: Option<cairn_hooks::HooksConfig>,
+}
+
+impl Settings {
+    /// Resolves every setting for this invocation.
+    pub(crate) fn load(flags: &Flags, environment: &Environment) -> Result<Self, ConfigError> {
+        let mut recorder = Recorder::default();
+        let home = recorder.pick(
+            "home",
+            flags.home.clone(),
+            environment.get(env::HOME).map(PathBuf::from),
+            None,
+            default_home(),
+        );
+        let path = flags.config_file.clone().unwrap_or_else(|| home.join(CONFIG_FILE_NAME));
+        let text = read_text(&path)?;
+        Self::resolve(home, path, &text, flags, environment, recorder)
+    }
+
+    fn resolve(
+        home: PathBuf,
+        path: PathBuf,
+        text: &str,
+        flags: &Flags,
+        environment: &Environment,
+        mut recorder: Recorder,
+    ) -> Result<Self, ConfigError> {
+        let root = parse_root(&path, text)?;
+        let mut warnings = Vec::new();
+        for key in root.keys() {
+            if !["memory", "skills", "hooks", "agent", "embedding", "llm", "server"].contains(&key.as_str()) {
+                warnings.push(format!("{}: unknown section `{key}` (ignored)", path.display()));
+            }
+        }
+        let from_file = |present: bool| if present { Source::File } else { Source::Default };
+
+        let mut memory_section = Section::of(&path, &root, "memory")?;
+        let defaults = MemorySettings::default();
+        let memory = MemorySettings {
+            history_idle_hours: recorder.pick(
+                "memory.history_idle_hours",
+                None,
+                None,
+                memory_section.f64("history_idle_hours", 0.01, 24.0 * 365.0)?,
+                defaults.history_idle_hours,
+            ),
+            history_max_days: recorder.pick(
+                "memory.history_max_days",
+                None,
+                None,
+                memory_section.u64("history_max_days", 1, 100_000)?,
+                defaults.history_max_days,
+            ),
+        };
+        let extra_prefixes = memory_section.strings("extra_prefixes")?;
+        for prefix in extra_prefixes.iter().flatten() {
+            if !valid_prefix(prefix) {
+                return Err(invalid(
+                    &path,
+                    "memory.extra_prefixes",
+                    format!("entries must be lower-case words ending with a dot, such as \"team.\" (got {prefix:?})"),
+                ));
+            }
+        }
+        let extra_prefixes = recorder.pick("memory.extra_prefixes", None, None, extra_prefixes, Vec::new());
+        let legacy_model_path = memory_section.string("embed_model_path")?;
+        let legacy_model_url = memory_section.string("embed_model_url")?;
+        if memory_section.get("migrated").is_some() {
+            warnings.push(format!(
+                "{}: `memory.migrated` is ignored: the migration state lives in the home's state file",
+                path.display()
+            ));
+        }
+        collect_unknown(&memory_section, &path, &mut warnings);
+
+        let mut skills_section = Section::of(&path, &root, "skills")?;
+        let skills = SkillsSection {
+            max_triggered: recorder.pick(
+                "skills.max_triggered",
+                None,
+                None,
+                skills_section.u64("max_triggered", 0, 100)?.map(|value| value as usize),
+                cairn_skills::constants::MAX_TRIGGERED,
+            ),
+            lazy_load: recorder.pick("skills.lazy_load", None, None, skills_section.bool("lazy_load")?, false),
+            extra_paths: recorder.pick(
+                "skills.extra_paths",
+                None,
+                None,
+                skills_section.strings("extra_paths")?.map(|paths| paths.into_iter().map(PathBuf::from).collect()),
+                Vec::new(),
+            ),
+        };
+        for key in UNSUPPORTED_SKILL_KEYS {
+            if skills_section.get(key).is_some() {
+                warnings.push(format!("{}: `skills.{key}` is not supported by this build (ignored)", path.display()));
+            }
+        }
+        collect_unknown(&skills_section, &path, &mut warnings);
+
+        let hooks = match root.get("hooks") {
+            None | Some(Value::Null) => cairn_hooks::HooksConfig::default(),
+            Some(Value::Object(_)) => serde_json::from_str::<HooksOnly>(text)
+                .map_err(|error| invalid(&path, "hooks", error.to_string()))?
+                .hooks
+                .unwrap_or_default(),
+            Some(_) => return Err(invalid(&path, "hooks", "must be a JSON object")),
+        };
+        recorder.record(
+            "hooks",
+            serde_json::to_value(&hooks).unwrap_or(Value::Null),
+            from_file(root.get("hooks").is_some_and(|hooks| !hooks.is_null())),
+        );
+
+        let mut agent_section = Section::of(&path, &root, "agent")?;
+        let agents_dir = agent_section.string("agents_dir")?.map(PathBuf::from);
+        let agents_dir = recorder.pick("agent.agents_dir", None, None, agents_dir.map(Some), None);
+        let project_dir = agent_section.string("project_dir")?.map(PathBuf::from);
+        let project_dir = recorder.pick("agent.project_dir", None, None, project_dir.map(Some), None);
+        let spec_pins = match agent_section.get("spec_pins") {
+            None => None,
+            Some(value) => Some(
+                serde_json::from_value::<BTreeMap<String, String>>(value.clone())
+                    .map_err(|_| invalid(&path, "agent.spec_pins", "must map agent names to file names"))?,
+            ),
+        };
+        let spec_pins = recorder.pick("agent.spec_pins", None, None, spec_pins, BTreeMap::new());
+        let kiro_hooks = agent_section.get("kiro_hooks").cloned();
+        let kiro_hooks = recorder.pick("agent.kiro_hooks", None, None, kiro_hooks, Value::Null);
+        collect_unknown(&agent_section, &path, &mut warnings);
+
+        let mut embedding_section = Section::of(&path, &root, "embedding")?;
+        let file_model_path = embedding_section.string("model_path")?.or(legacy_model_path).map(PathBuf::from);
+        let env_model_path = environment.get(env::EMBED_MODEL_PATH).map(PathBuf::from);
+        let model_path_explicit = flags.model_path.is_some() || env_model_path.is_some();
+        let model_path = recorder.pick(
+            "embedding.model_path",
+            flags.model_path.clone().map(Some),
+            env_model_path.map(Some),
+            file_model_path.map(Some),
+            None,
+        );
+        let file_model_url = embedding_section.string("model_url")?.or(legacy_model_url);
+        let model_url = recorder.pick(
+            "embedding.model_url",
+            flags.model_url.clone().filter(|url| !url.trim().is_empty()).map(Some),
+            environment.get(env::EMBED_MODEL_URL).map(|url| Some(url.to_owned())),
+            file_model_url.map(Some),
+            None,
+        );
+        let embedding = EmbeddingSection {
+            model_path,
+            model_path_explicit,
+            model_url,
+            skip_download: recorder.pick(
+                "embedding.skip_download",
+                given(flags.skip_download),
+                environment.flag(env::SKIP_MODEL_DOWNLOAD)?,
+                embedding_section.bool("skip_download")?,
+                false,
+            ),
+            pool_workers: recorder.pick(
+                "embedding.pool_workers",
+                None,
+                None,
+                embedding_section.u64("pool_workers", 1, 64)?,
+                DEFAULT_POOL_WORKERS,
+            ) as usize,
+            pool_queue: recorder.pick(
+                "embedding.pool_queue",
+                None,
+                None,
+                embedding_section.u64("pool_queue", 0, 100_000)?,
+                DEFAULT_POOL_QUEUE,
+            ) as usize,
+        };
+        collect_unknown(&embedding_section, &path, &mut warnings);
+
+        let mut llm_section = Section::of(&path, &root, "llm")?;
+        let nonempty = |value: &Option<String>| value.clone().filter(|text| !text.trim().is_empty());
+        let base_url = recorder.pick(
+            "llm.base_url",
+            nonempty(&flags.llm_base_url).map(Some),
+            environment.get(env::LLM_BASE_URL).map(|url| Some(url.to_owned())),
+            llm_section.string("base_url")?.map(Some),
+            None,
+        );
+        if let Some(url) = &base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(invalid(&path, "llm.base_url", format!("must be an http:// or https:// URL (got {url:?})")));
+        }
+        let model = recorder.pick(
+            "llm.model",
+            nonempty(&flags.llm_model).map(Some),
+            environment.get(env::LLM_MODEL).map(|model| Some(model.to_owned())),
+            llm_section.string("model")?.map(Some),
+            None,
+        );
+        let (api_key, api_key_source) = match (
+            nonempty(&flags.llm_api_key),
+            environment.get(env::LLM_API_KEY).map(str::to_owned),
+            llm_section.string("api_key")?,
+        ) {
+            (Some(key), _, _) => (Some(key), Source::Flag),
+            (None, Some(key), _) => (Some(key), Source::Env),
+            (None, None, Some(key)) => (Some(key), Source::File),
+            (None, None, None) => (None, Source::Default),
+        };
+        recorder.record(
+            "llm.api_key",
+            if api_key.is_some() { Value::String("(set)".to_owned()) } else { Value::Null },
+            api_key_source,
+        );
+        let llm = LlmSection {
+            base_url,
+            model,
+            api_key,
+            timeout_secs: recorder.pick(
+                "llm.timeout_secs",
+                None,
+                None,
+                llm_section.u64("timeout_secs", 1, 3_600)?,
+                DEFAULT_LLM_TIMEOUT_SECS,
+            ),
+            max_retries: recorder.pick(
+                "llm.max_retries",
+                None,
+                None,
+                llm_section.u64("max_retries", 0, 10)?,
+                DEFAULT_LLM_RETRIES,
+            ) as u32,
+        };
+        collect_unknown(&llm_section, &path, &mut warnings);
+
+        let mut server_section = Section::of(&path, &root, "server")?;
+        let file_host = match server_section.string("host")? {
+            None => None,
+            Some(text) => Some(text.parse::<IpAddr>().map_err(|_| {
+                invalid(&path, "server.host", format!("must be an IP address such as 127.0.0.1 (got {text:?})"))
+            })?),
+        };
+        let host = recorder.pick(
+            "server.host",
+            flags.host,
+            environment.parse(env::SERVE_HOST, "an IP address such as 127.0.0.1")?,
+            file_host,
+            IpAddr::from([127, 0, 0, 1]),
+        );
+        let port = recorder.pick(
+            "server.port",
+            flags.port,
+            environment.parse(env::SERVE_PORT, "a port from 0 to 65535")?,
+            server_section.u64("port", 0, 65_535)?.map(|port| port as u16),
+            DEFAULT_PORT,
+        );
+        let allow_non_loopback = recorder.pick(
+            "server.allow_non_loopback",
+            given(flags.allow_non_loopback),
+            None,
+            server_section.bool("allow_non_loopback")?,
+            false,
+        );
+        let max_body_bytes = recorder.pick(
+            "server.max_body_bytes",
+            None,
+            None,
+            server_section.u64("max_body_bytes", 1024, 1 << 30)?,
+            DEFAULT_MAX_BODY_BYTES,
+        );
+        let env_heartbeat: Option<u64> = environment.parse(env::HEARTBEAT_SECS, "a whole number of seconds")?;
+        if env_heartbeat == Some(0) {
+            return Err(ConfigError::Env { name: env::HEARTBEAT_SECS, reason: "must be at least 1".to_owned() });
+        }
+        let heartbeat_secs = recorder.pick(
+            "server.heartbeat_secs",
+            flags.heartbeat_secs,
+            env_heartbeat,
+            server_section.u64("heartbeat_secs", 1, 86_400)?,
+            DEFAULT_HEARTBEAT_SECS,
+        );
+        let server = ServerSection { host, port, allow_non_loopback, max_body_bytes, heartbeat_secs };
+        collect_unknown(&server_section, &path, &mut warnings);
+
+        let agent = AgentSection { agents_dir, project_dir, spec_pins, kiro_hooks };
+        Ok(Self {
+            home,
+            path,
+            memory,
+            extra_prefixes,
+            skills,
+            hooks,
+            agent,
+            embedding,
+            llm,
+            server,
+            warnings,
+            entries: recorder.entries,
+        })
+    }
+
+    /// The semantic store's configuration.
+    pub(crate) fn memory_config(&self) -> cairn_memory_core::MemoryConfig {
+        cairn_memory_core::MemoryConfig {
+            extra_prefixes: self.extra_prefixes.clone(),
+            ..cairn_memory_core::MemoryConfig::default()
+        }
+    }
+
+    /// Prints every warning once, on stderr.
+    pub(crate) fn warn(&self) {
+        for warning in &self.warnings {
+            eprintln!("warning: {warning}");
+        }
+    }
+}
+
+/// `<data dir>/cairn`.
+pub(crate) fn default_home() -> PathBuf {
+    dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("cairn")
+}
+
+fn valid_prefix(prefix: &str) -> bool {
+    prefix.len() >= 2
+        && prefix.len() <= 50
+        && prefix.ends_with('.')
+        && prefix.starts_with(|first: char| first.is_ascii_lowercase())
+        && prefix[..prefix.len() - 1]
+            .chars()
+            .all(|character| character.is_ascii_lowercase() || character.is_ascii_digit() || "_.".contains(character))
+}
+
+fn collect_unknown(section: &Section<'_>, path: &Path, warnings: &mut Vec<String>) {
+    for key in section.unknown() {
+        warnings.push(format!("{}: unknown key `{key}` (ignored)", path.display()));
+    }
+}
+
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(source) => Err(ConfigError::Read { path: path.to_owned(), source }),
+    }
+}
+
+fn parse_root(path: &Path, text: &str) -> Result<Map<String, Value>, ConfigError> {
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str(text) {
+        Ok(Value::Object(root)) => Ok(root),
+        Ok(_) => Err(invalid(path, "(top level)", "must be a JSON object")),
+        Err(source) => Err(ConfigError::Parse { path: path.to_owned(), source }),
+    }
+}
+
+/// A JSON value whose objects keep their key order, for edits that must
+/// leave the rest of the file as the user wrote it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Ordered {
+    Null(()),
+    Bool(bool),
+    Number(serde_json::Number),
+    String(String),
+    Array(Vec<Ordered>),
+    Object(IndexMap<String, Ordered>),
+}
+
+/// Sets (or, with `None`, removes) the dotted `key` (`section.name`) in
+/// `<home>/config.json`, keeping every other key and its order. The edited
+/// file is validated as a whole first: an invalid value or an unknown key
+/// is refused and the file is left as it was. Returns the settings the
+/// new file resolves to (without flags or environment).
+pub(crate) fn write_key(home: &Path, key: &str, value: Option<&str>) -> Result<Settings, ConfigError> {
+    let path = home.join(CONFIG_FILE_NAME);
+    let text = read_text(&path)?;
+    let mut root: IndexMap<String, Ordered> = if text.trim().is_empty() {
+        IndexMap::new()
+    } else {
+        serde_json::from_str(&text).map_err(|source| ConfigError::Parse { path: path.clone(), source })?
+    };
+    let Some((section, name)) = key.split_once('.').filter(|(section, name)| !section.is_empty() && !name.is_empty())
+    else {
+        return Err(ConfigError::UnknownKey { key: key.to_owned() });
+    };
+    let entry = root.entry(section.to_owned()).or_insert_with(|| Ordered::Object(IndexMap::new()));
+    let Ordered::Object(map) = entry else {
+        return Err(invalid(&path, section, "must be a JSON object"));
+    };
+    match value {
+        Some(value) => {
+            // A value that is not JSON is taken as a string (`cairn config set llm.model gpt-x`).
+            let parsed = serde_json::from_str::<Ordered>(value).unwrap_or_else(|_| Ordered::String(value.to_owned()));
+            map.insert(name.to_owned(), parsed);
+        }
+        None => {
+            map.shift_remove(name);
+        }
+    }
+    let mut next = serde_json::to_string_pretty(&root).expect("JSON values serialise");
+    next.push('\n');
+    let settings =
+        Settings::resolve(home.to_owned(), path.clone(), &next, &Flags::default(), &Environment::default(), {
+            let mut recorder = Recorder::default();
+            recorder.record("home", Value::String(home.display().to_string()), Source::Default);
+            recorder
+        })?;
+    let unknown_marker = format!("`{key}`");
+    if value.is_some() && settings.warnings.iter().any(|warning| warning.contains(&unknown_marker)) {
+        return Err(ConfigError::UnknownKey { key: key.to_owned() });
+    }
+    atomic_write(&path, next.as_bytes())?;
+    Ok(settings)
+}
+
+/// Writes the memory settings into the file's `memory` section.
+pub(crate) fn persist_memory_settings(home: &Path, settings: &MemorySettings) -> Result<(), ConfigError> {
+    write_key(home, "memory.history_idle_hours", Some(&settings.history_idle_hours.to_string()))?;
+    write_key(home, "memory.history_max_days", Some(&settings.history_max_days.to_string()))?;
+    Ok(())
+}
+
+/// Writes `bytes` to an owner-only temporary sibling, syncs it, and renames
+/// it over `path`.
+pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let write_error = |source| ConfigError::Write { path: path.to_owned(), source };
+    let parent = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(write_error)?;
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let counter = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = parent.join(format!(".{name}.{}.{counter}.tmp", std::process::id()));
+    let result = (|| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result.map_err(write_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_with(text: &str, flags: &Flags, environment: &Environment) -> Result<Settings, ConfigError> {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join(CONFIG_FILE_NAME), text).unwrap();
+        let flags = Flags { home: Some(home.path().to_owned()), ..flags.clone() };
+        Settings::load(&flags, environment)
+    }
+
+    fn load(text: &str) -> Result<Settings, ConfigError> {
+        load_with(text, &Flags::default(), &Environment::default())
+    }
+
+    fn error(text: &str) -> String {
+        load(text).unwrap_err().to_string()
+    }
+
+    fn source(settings: &Settings, key: &str) -> Source {
+        settings.entries.iter().find(|entry| entry.key == key).unwrap_or_else(|| panic!("no entry {key}")).source
+    }
+
+    #[test]
+    fn defaults_without_a_file() {
+        let home = tempfile::tempdir().unwrap();
+        let flags = Flags { home: Some(home.path().to_owned()), ..Flags::default() };
+        let settings = Settings::load(&flags, &Environment::default()).unwrap();
+        assert_eq!(settings.server.port, DEFAULT_PORT);
+        assert!(settings.server.host.is_loopback());
+        assert_eq!(settings.memory, MemorySettings::default());
+        assert!(settings.warnings.is_empty());
+        assert_eq!(source(&settings, "home"), Source::Flag);
+        assert_eq!(source(&settings, "server.port"), Source::Default);
+    }
+
+    #[test]
+    fn every_invalid_value_names_the_file_and_key() {
+        for (text, key) in [
+            (r#"{"server": {"port": 70000}}"#, "`server.port`"),
+            (r#"{"server": {"port": "80"}}"#, "`server.port`"),
+            (r#"{"server": {"host": "localhost"}}"#, "`server.host`"),
+            (r#"{"server": {"heartbeat_secs": 0}}"#, "`server.heartbeat_secs`"),
+            (r#"{"server": {"max_body_bytes": 10}}"#, "`server.max_body_bytes`"),
+            (r#"{"server": {"allow_non_loopback": "yes"}}"#, "`server.allow_non_loopback`"),
+            (r#"{"memory": {"history_idle_hours": -1}}"#, "`memory.history_idle_hours`"),
+            (r#"{"memory": {"history_max_days": 0}}"#, "`memory.history_max_days`"),
+            (r#"{"memory": {"extra_prefixes": "team."}}"#, "`memory.extra_prefixes`"),
+            (r#"{"memory": {"extra_prefixes": ["Team"]}}"#, "`memory.extra_prefixes`"),
+            (r#"{"embedding": {"pool_workers": 0}}"#, "`embedding.pool_workers`"),
+            (r#"{"llm": {"base_url": "ftp://x"}}"#, "`llm.base_url`"),
+            (r#"{"llm": {"max_retries": 99}}"#, "`llm.max_retries`"),
+            (r#"{"skills": {"max_triggered": -3}}"#, "`skills.max_triggered`"),
+            (r#"{"agent": {"spec_pins": [1]}}"#, "`agent.spec_pins`"),
+            (r#"{"hooks": {"transforms": 5}}"#, "`hooks`"),
+            (r#"{"server": 5}"#, "`server`"),
+            (r#"[1]"#, "`(top level)`"),
+        ] {
+            let message = error(text);
+            assert!(message.contains(key), "{text}: {message}");
+            assert!(message.contains(CONFIG_FILE_NAME), "{text}: {message}");
+        }
+        assert!(error("{nope").contains("not valid JSON"));
+    }
+
+    #[test]
+    fn unknown_and_unsupported_keys_warn_once_each_and_load() {
+        let settings = load(
+            r#"{"server": {"prot": 1}, "colour": {}, "memory": {"migrated": true},
+                "skills": {"auto_create_from_sessions": true}}"#,
+        )
+        .unwrap();
+        assert_eq!(settings.warnings.len(), 4, "{:?}", settings.warnings);
+        for key in ["`server.prot`", "`colour`", "`memory.migrated`", "`skills.auto_create_from_sessions`"] {
+            assert_eq!(settings.warnings.iter().filter(|warning| warning.contains(key)).count(), 1, "{key}");
+        }
+    }
+
+    #[test]
+    fn flags_win_over_environment_over_file_over_default() {
+        let text = r#"{"server": {"port": 9000, "heartbeat_secs": 30},
+                       "llm": {"model": "file-model", "base_url": "http://127.0.0.1:1"}}"#;
+        let environment = Environment::from_pairs(&[
+            ("CAIRN_SERVE_PORT", "9100"),
+            ("CAIRN_LLM_MODEL", "env-model"),
+            ("CAIRN_HEARTBEAT_SECS", ""),
+        ]);
+        let flags = Flags { port: Some(0), ..Flags::default() };
+        let settings = load_with(text, &flags, &environment).unwrap();
+        assert_eq!((settings.server.port, source(&settings, "server.port")), (0, Source::Flag));
+        assert_eq!(settings.server.heartbeat_secs, 30, "an empty variable is unset");
+        assert_eq!(source(&settings, "server.heartbeat_secs"), Source::File);
+        assert_eq!(settings.llm.model.as_deref(), Some("env-model"));
+        assert_eq!(source(&settings, "llm.model"), Source::Env);
+        assert_eq!(settings.llm.base_url.as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(source(&settings, "server.max_body_bytes"), Source::Default);
+        let settings = load_with(text, &Flags::default(), &environment).unwrap();
+        assert_eq!((settings.server.port, source(&settings, "server.port")), (9100, Source::Env));
+    }
+
+    #[test]
+    fn bad_environment_values_name_the_variable() {
+        for (name, value) in [
+            ("CAIRN_SERVE_PORT", "eighty"),
+            ("CAIRN_SERVE_HOST", "localhost"),
+            ("CAIRN_HEARTBEAT_SECS", "0"),
+            ("CAIRN_SKIP_MODEL_DOWNLOAD", "maybe"),
+        ] {
+            let message =
+                load_with("{}", &Flags::default(), &Environment::from_pairs(&[(name, value)])).unwrap_err().to_string();
+            assert!(message.contains(name), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_model_path_is_one_setting_with_a_legacy_alias() {
+        let settings = load(r#"{"memory": {"embed_model_path": "/models/old"}}"#).unwrap();
+        assert_eq!(settings.embedding.model_path.as_deref(), Some(Path::new("/models/old")));
+        assert!(!settings.embedding.model_path_explicit);
+        let settings =
+            load(r#"{"memory": {"embed_model_path": "/models/old"}, "embedding": {"model_path": "/models/new"}}"#)
+                .unwrap();
+        assert_eq!(settings.embedding.model_path.as_deref(), Some(Path::new("/models/new")));
+        let environment = Environment::from_pairs(&[("CAIRN_EMBED_MODEL_PATH", "/models/env")]);
+        let settings = load_with(r#"{"embedding": {"model_path": "/x"}}"#, &Flags::default(), &environment).unwrap();
+        assert_eq!(settings.embedding.model_path.as_deref(), Some(Path::new("/models/env")));
+        assert!(settings.embedding.model_path_explicit);
+    }
+
+    #[test]
+    fn hooks_keep_their_file_order() {
+        let settings = load(r#"{"hooks": {"transforms": {"zeta": "Z: ", "alpha": "A: "}}}"#).unwrap();
+        let patterns: Vec<_> = settings.hooks.transforms.0.iter().map(|(pattern, _)| pattern.as_str()).collect();
+        assert_eq!(patterns, ["zeta", "alpha"]);
+    }
+
+    #[test]
+    fn write_key_keeps_other_keys_and_their_order() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join(CONFIG_FILE_NAME);
+        let original = "{\n  \"server\": {\"port\": 1234, \"host\": \"127.0.0.1\"},\n  \"hooks\": {\"transforms\": {\"zeta\": \"Z\", \"alpha\": \"A\"}}\n}\n";
+        std::fs::write(&path, original).unwrap();
+        let settings = write_key(home.path(), "memory.history_idle_hours", Some("1.5")).unwrap();
+        assert_eq!(settings.memory.history_idle_hours, 1.5);
+        let written = std::fs::read_to_string(&path).unwrap();
+        let order = |needle: &str| written.find(needle).unwrap_or_else(|| panic!("{needle} in {written}"));
+        assert!(order("\"server\"") < order("\"hooks\"") && order("\"hooks\"") < order("\"memory\""));
+        assert!(order("\"port\"") < order("\"host\""));
+        assert!(order("\"zeta\"") < order("\"alpha\""));
+        let leftovers: Vec<_> = std::fs::read_dir(home.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn write_key_refuses_bad_values_and_unknown_keys_and_leaves_the_file() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join(CONFIG_FILE_NAME);
+        let original = "{\"server\": {\"port\": 1234}}\n";
+        std::fs::write(&path, original).unwrap();
+        for (key, value) in [
+            ("server.port", "eighty"),
+            ("server.port", "70000"),
+            ("memory.history_max_days", "0"),
+            ("server.prot", "1"),
+            ("colour.x", "1"),
+            ("nodot", "1"),
+            ("llm.base_url", "ftp://x"),
+        ] {
+            assert!(write_key(home.path(), key, Some(value)).is_err(), "{key} = {value}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), original, "{key} = {value}");
+        }
+        write_key(home.path(), "llm.model", Some("gpt-x")).unwrap();
+        let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(written["llm"]["model"], "gpt-x");
+        write_key(home.path(), "llm.model", None).unwrap();
+        let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(written["llm"].get("model").is_none());
+    }
+
+    #[test]
+    fn settings_update_validates() {
+        let path = Path::new("config.json");
+        let settings = MemorySettings::default();
+        let updated = settings.apply_update(path, &serde_json::json!({"history_idle_hours": 1.5})).unwrap();
+        assert_eq!(updated.history_idle_hours, 1.5);
+        assert_eq!(updated.history_max_days, DEFAULT_HISTORY_MAX_DAYS);
+        for bad in [
+            serde_json::json!({"history_idle_hours": "soon"}),
+            serde_json::json!({"history_max_days": 0}),
+            serde_json::json!({"colour": 1}),
+            serde_json::json!([1]),
+        ] {
+            assert!(settings.apply_update(path, &bad).is_err(), "{bad}");
+        }
+    }
+}
