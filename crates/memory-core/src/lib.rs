@@ -90,7 +90,7 @@ pub use jsonl::{JsonlLessonStore, LessonBook};
 pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,
 };
-pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_from_markdown};
+pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_at_start, migrate_from_markdown};
 pub use schema::SCHEMA_VERSION;
 pub use types::{
     AuditAction, AuditEvent, DeleteOutcome, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source, WriteOutcome,

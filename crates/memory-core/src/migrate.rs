@@ -132,6 +132,26 @@ pub fn migrate_from_markdown(
     force: bool,
     tz: &TimeZone,
 ) -> Result<MigrationReport> {
+    migrate_recorded_as(db, home, source, force, tz, Source::Migration.as_str())
+}
+
+/// The migration a gateway runs once at start: migrates the home's own
+/// legacy Markdown memory when it is not migrated yet (a fresh home has
+/// nothing to carry and is only marked), recording the `migration` audit
+/// event with source `auto`. On error the flag stays unset, so the next
+/// start retries.
+pub fn migrate_at_start(db: &MemoryDb, home: &Path, tz: &TimeZone) -> Result<MigrationReport> {
+    migrate_recorded_as(db, home, &MigrationSource::discover(home), false, tz, "auto")
+}
+
+fn migrate_recorded_as(
+    db: &MemoryDb,
+    home: &Path,
+    source: &MigrationSource,
+    force: bool,
+    tz: &TimeZone,
+    event_source: &str,
+) -> Result<MigrationReport> {
     let _span = tracing::info_span!("migrate_from_markdown", from = %source.memory_dir.display()).entered();
     let state = StateFile::in_home(home);
     if state.load()?.migrated && !force {
@@ -184,10 +204,12 @@ pub fn migrate_from_markdown(
         let content = std::fs::read(&path)
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
             .map_err(|error| MemoryError::Io { operation: "reading", path: path.clone(), source: error })?;
-        for entry in crate::files::split_entries(&content) {
+        for entry in crate::files::split_chunks(&content) {
+            // Text above the first header is not an entry; its lines other
+            // than headings (a `# 2026-11-17` title) are still hand-written memory.
             let (time, body) = match entry.time() {
-                Some(time) => (Some(time), entry.text.split_once('\n').map(|(_, body)| body).unwrap_or("")),
-                None => (None, entry.text),
+                Some(time) => (Some(time), entry.text.split_once('\n').map(|(_, body)| body).unwrap_or("").to_owned()),
+                None => (None, crate::files::preamble_notes(entry.text)),
             };
             let body = body.trim();
             if body.is_empty() {
@@ -236,7 +258,7 @@ pub fn migrate_from_markdown(
                 key: None,
                 old_value: None,
                 new_value: Some(&counts),
-                source: Some(Source::Migration.as_str()),
+                source: Some(event_source),
                 confidence: None,
                 detail: Some(&from),
             },

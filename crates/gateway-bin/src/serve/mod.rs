@@ -34,8 +34,8 @@ use self::heartbeat::{HeartbeatStatus, Job};
 use self::llm::LlmClient;
 use self::model::ModelLifecycle;
 use self::pool::{EmbedPool, PoolError};
-use self::sessions::Consolidation;
-use crate::home::{Home, SkillSources};
+use self::sessions::Sessions;
+use crate::home::{ContextParts, Home, SkillSources};
 use crate::settings::{Flags, MemorySettings};
 
 /// Vectors the backfill job computes per heartbeat tick.
@@ -143,8 +143,11 @@ pub(crate) struct AppState {
     pub(crate) skills: Arc<Catalog>,
     /// `hooks` of config.json: auto-replies, transforms, context rules, tool decisions.
     pub(crate) config_hooks: Arc<cairn_hooks::ConfigHooks>,
-    /// The user's kiro-cli hooks after the merge (`agent.kiro_hooks`).
-    pub(crate) user_hooks: cairn_hooks::HookSet,
+    /// The user's kiro-cli hooks after the merge (`agent.kiro_hooks`),
+    /// with what was dropped and why.
+    pub(crate) user_hooks: cairn_hooks::MergeReport,
+    /// Warnings of the `hooks` section.
+    pub(crate) hook_warnings: Vec<String>,
     pub(crate) agents: AgentsHandle,
     pub(crate) model: Arc<ModelLifecycle>,
     /// The model folder came from the command line or the environment.
@@ -156,8 +159,10 @@ pub(crate) struct AppState {
     pub(crate) settings_write: tokio::sync::Mutex<()>,
     pub(crate) heartbeat: HeartbeatStatus,
     pub(crate) llm: Option<LlmClient>,
-    /// Session transcripts and the Consolidator; `None` without an LLM.
-    pub(crate) consolidation: Option<Arc<Consolidation>>,
+    /// Session transcripts and, with an LLM, the Consolidator.
+    pub(crate) sessions: Arc<Sessions>,
+    /// The context builder over this gateway's stores, skills and hooks.
+    pub(crate) context: cairn_context::ContextBuilder,
     /// One migration or import at a time.
     pub(crate) transfer_lock: Arc<tokio::sync::Mutex<()>>,
     pub(crate) config_warnings: Vec<String>,
@@ -203,9 +208,13 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
             .context("starting the embed pool threads")?,
     );
     let llm = LlmClient::from_config(&config.llm);
-    let consolidation = llm.clone().map(|client| {
-        let idle = sessions::idle_from_hours(config.memory.history_idle_hours);
-        Arc::new(Consolidation::new(&home, Arc::clone(&memory), Arc::clone(&files), client, idle))
+    let idle = sessions::idle_from_hours(config.memory.history_idle_hours);
+    let sessions = Arc::new(Sessions::new(&home, Arc::clone(&memory), Arc::clone(&files), llm.clone(), idle));
+    let context = home_ctx.context_builder(ContextParts {
+        memory: Some(Arc::clone(&memory)),
+        files: Some(Arc::clone(&files)),
+        skills: Some(Arc::clone(&skills)),
+        hooks: Some(Arc::clone(&config_hooks)),
     });
     let heartbeat = HeartbeatStatus::default();
 
@@ -218,7 +227,8 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         files,
         skills,
         config_hooks,
-        user_hooks: user_hooks.hooks,
+        user_hooks,
+        hook_warnings,
         agents: AgentsHandle {
             dirs: agent_dirs,
             project_dir: config.agent.project_dir.clone(),
@@ -235,7 +245,8 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         settings_write: tokio::sync::Mutex::new(()),
         heartbeat: heartbeat.clone(),
         llm,
-        consolidation,
+        sessions,
+        context,
         transfer_lock: Arc::default(),
         config_warnings: config.warnings.clone(),
         started: Instant::now(),
@@ -259,6 +270,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         }
         eprintln!("cairn serve: listening on http://{bound} (token in {})", token_path.display());
         lifecycle.start();
+        tokio::spawn(migrate_at_start(Arc::clone(&state)));
         let (stop_tx, stop_rx) = watch::channel(false);
         let heartbeat_task = tokio::spawn(heartbeat::run(jobs, period, heartbeat, stop_rx));
         axum::serve(listener, routes::router(Arc::clone(&state), max_body))
@@ -284,6 +296,30 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     outcome?;
     eprintln!("cairn serve: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Migrates the home's legacy Markdown memory once, in the background, and
+/// marks every home migrated (a fresh one too); on error the flag stays
+/// unset and the next start retries.
+async fn migrate_at_start(state: Arc<AppState>) {
+    let _one_at_a_time = state.transfer_lock.lock().await;
+    let memory = Arc::clone(&state.memory);
+    let home = state.home.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        cairn_memory_core::migrate_at_start(&memory, &home, &jiff::tz::TimeZone::system())
+    })
+    .await;
+    match outcome {
+        Ok(Ok(report)) if report.already_migrated => tracing::debug!("memory already migrated"),
+        Ok(Ok(report)) => tracing::info!(
+            semantic = report.semantic_written,
+            episodic = report.episodic_written,
+            lessons = report.lessons_written,
+            "legacy Markdown memory migrated at start"
+        ),
+        Ok(Err(error)) => tracing::warn!(%error, "automatic migration failed; it is retried at the next start"),
+        Err(error) => tracing::warn!(%error, "automatic migration did not finish"),
+    }
 }
 
 /// Folds the WAL back into `memory.db` so a clean stop leaves one file.
@@ -370,10 +406,10 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
         }),
     });
 
-    match &state.consolidation {
-        Some(consolidation) => {
+    match state.sessions.consolidates() {
+        true => {
             let idle_state = Arc::clone(state);
-            let consolidation = Arc::clone(consolidation);
+            let consolidation = Arc::clone(&state.sessions);
             jobs.push(Job {
                 name: "check_idle_sessions",
                 every_ticks: 1,
@@ -396,7 +432,7 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
                 }),
             });
         }
-        None => state.heartbeat.disable(
+        false => state.heartbeat.disable(
             "check_idle_sessions",
             "no LLM configured (set llm.base_url and llm.model in config.json, or CAIRN_LLM_BASE_URL and CAIRN_LLM_MODEL)",
         ),

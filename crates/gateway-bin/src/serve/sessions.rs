@@ -1,16 +1,13 @@
 //! Session transcripts and consolidation in the gateway.
 //!
-//! `POST /api/sessions/{key}/messages` appends to an in-memory transcript
-//! per session and hands the whole transcript to the memory-core
+//! `POST /api/sessions/{key}/messages` appends to the session's transcript
+//! and, when an LLM is configured, hands it to the memory-core
 //! [`Consolidator`] (the preferences path fires every 30 new messages);
 //! the heartbeat's `check_idle_sessions` job runs the history path for
 //! sessions idle longer than `memory.history_idle_hours`. Both run on the
 //! embed pool (they call the LLM and write embedding-bearing rows), never
-//! on the async executor. Consolidation exists only when an LLM is
-//! configured.
-//!
-//! Transcripts live only in this process: a restart starts every session
-//! empty (the persisted history markers of the Consolidator stay).
+//! on the async executor. The transcript is also the thread history of a
+//! session start.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,15 +25,16 @@ use super::llm::{LlmClient, LlmSummarizer};
 /// without holding a thread while a post waits for the one before it.
 pub(crate) type Transcript = Arc<tokio::sync::Mutex<Vec<TranscriptMessage>>>;
 
-/// The gateway's consolidation: the Consolidator and the transcripts it reads.
-pub(crate) struct Consolidation {
-    consolidator: Consolidator,
+/// The gateway's sessions: their transcripts and, with an LLM, the
+/// Consolidator that reads them.
+pub(crate) struct Sessions {
+    consolidator: Option<Consolidator>,
     transcripts: Mutex<HashMap<String, Transcript>>,
 }
 
-impl std::fmt::Debug for Consolidation {
+impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Consolidation")
+        f.debug_struct("Sessions")
             .field("consolidator", &self.consolidator)
             .field("sessions", &self.transcripts.lock().len())
             .finish()
@@ -55,21 +53,25 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
 }
 
-impl Consolidation {
-    /// Consolidation over the stores of `home`, asking `client`; sessions
-    /// go idle after `idle`.
+impl Sessions {
+    /// Sessions over the stores of `home`; with `client`, consolidated by
+    /// asking it, idle after `idle`.
     pub(crate) fn new(
         home: &Path,
         memory: Arc<MemoryDb>,
         files: Arc<MemoryFiles>,
-        client: LlmClient,
+        client: Option<LlmClient>,
         idle: Duration,
     ) -> Self {
         let config = ConsolidatorConfig { idle, ..ConsolidatorConfig::default() };
-        Self {
-            consolidator: Consolidator::new(home, memory, files, Arc::new(LlmSummarizer(client)), config),
-            transcripts: Mutex::new(HashMap::new()),
-        }
+        let consolidator =
+            client.map(|client| Consolidator::new(home, memory, files, Arc::new(LlmSummarizer(client)), config));
+        Self { consolidator, transcripts: Mutex::new(HashMap::new()) }
+    }
+
+    /// Whether an LLM consolidates these sessions.
+    pub(crate) fn consolidates(&self) -> bool {
+        self.consolidator.is_some()
     }
 
     /// The transcript of `key`, created empty on first use.
@@ -88,14 +90,20 @@ impl Consolidation {
         now_ms: i64,
     ) -> Result<Option<ConsolidationReport>> {
         transcript.extend(messages);
-        self.consolidator.maybe_consolidate(key, transcript, now_ms)
+        match &self.consolidator {
+            Some(consolidator) => consolidator.maybe_consolidate(key, transcript, now_ms),
+            None => Ok(None),
+        }
     }
 
     /// Runs the history path for every session idle longer than `idle`
     /// (the live setting, which may differ from the one the Consolidator
     /// was built with). Blocking: the LLM may be asked once per session.
     pub(crate) fn check_idle(&self, now_ms: i64, idle: Duration) -> Vec<(String, Result<ConsolidationReport>)> {
-        self.consolidator.check_sessions_idle_for(now_ms, idle)
+        match &self.consolidator {
+            Some(consolidator) => consolidator.check_sessions_idle_for(now_ms, idle),
+            None => Vec::new(),
+        }
     }
 }
 

@@ -133,21 +133,23 @@ fn place_skills(resources: &mut Vec<Value>, wanted: &[String], skills_root: &std
     }
 }
 
-/// `PATCH /api/agents/detail/{name}`: body keys `model` and `skills` only.
+/// `PATCH /api/agents/detail/{name}`: edits `model` and `skills`; other
+/// keys are ignored, each with a notice. A spec under a project checkout
+/// is never rewritten, nor one of several identical files declaring the
+/// name (pin one first).
 pub(crate) async fn patch_detail(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> ApiResult {
-    if let Some(key) = body.keys().find(|key| *key != "model" && *key != "skills") {
-        return Err(ApiError::bad_request(
-            "unknown_field",
-            format!("PATCH accepts only `model` and `skills`, not `{key}`"),
-        ));
-    }
     if body.is_empty() {
         return Err(ApiError::bad_request("empty_patch", "send `model`, `skills` or both"));
     }
+    let notices: Vec<String> = body
+        .keys()
+        .filter(|key| *key != "model" && *key != "skills")
+        .map(|key| format!("`{key}` ignored: PATCH edits only `model` and `skills`"))
+        .collect();
     let model = match body.get("model") {
         None => None,
         Some(Value::String(model)) if !model.trim().is_empty() && model.chars().count() <= MAX_MODEL_CHARS => {
@@ -188,6 +190,25 @@ pub(crate) async fn patch_detail(
         let resolved = catalog
             .resolve(&name, &state.agents.pins)
             .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
+        if model.is_none() && skills.is_none() {
+            let mut answer = detail(&state, &name)?;
+            answer["notices"] = json!(notices);
+            return Ok(Json(answer));
+        }
+        if resolved.scope == cairn_agent_spec::Scope::Project {
+            return Err(ApiError::conflict(
+                "project_spec_readonly",
+                format!("{} belongs to a project checkout; it is never rewritten", resolved.path.display()),
+            ));
+        }
+        let claimants = catalog.claimant_paths(&name);
+        if claimants.len() > 1 && !state.agents.pins.contains_key(&name) {
+            let listed = claimants.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ");
+            return Err(ApiError::conflict(
+                "ambiguous_spec",
+                format!("{listed} all declare `{name}`; pin one (`cairn agent pin`) before editing"),
+            ));
+        }
         if resolved.spec.format() != SpecFormat::Json {
             return Err(ApiError::conflict(
                 "markdown_spec_readonly",
@@ -220,7 +241,9 @@ pub(crate) async fn patch_detail(
         let mut text = serde_json::to_string_pretty(&spec).expect("JSON values serialise");
         text.push('\n');
         atomic_write(&resolved.path, text.as_bytes()).map_err(ApiError::internal)?;
-        detail(&state, &name).map(Json)
+        let mut answer = detail(&state, &name)?;
+        answer["notices"] = json!(notices);
+        Ok(Json(answer))
     })
     .await
 }

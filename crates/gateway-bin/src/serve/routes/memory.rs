@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use cairn_context::{ContextBuilder, MessageRequest, SessionRequest};
+use cairn_context::{MessageRequest, SessionRequest};
 use cairn_embedder::manager::DownloadStep;
 use cairn_memory_core::{DeleteOutcome, Source};
 use serde::Deserialize;
@@ -21,7 +21,7 @@ use crate::settings::persist_memory_settings;
 /// Largest `limit` a list or search accepts.
 const MAX_LIMIT: usize = 1_000;
 /// Longest `q` a context preview accepts.
-const MAX_PREVIEW_QUERY_CHARS: usize = 8_000;
+pub(crate) const MAX_PREVIEW_QUERY_CHARS: usize = 8_000;
 /// `limit` when none is given.
 const DEFAULT_LIMIT: usize = 20;
 
@@ -240,11 +240,7 @@ pub(crate) async fn context_preview(
         return Err(ApiError::bad_request("invalid_window", "window must be a positive number of tokens"));
     }
     blocking(move || {
-        let builder = ContextBuilder::new()
-            .with_markdown(Arc::clone(&state.files) as Arc<dyn cairn_context::MarkdownMemory>)
-            .with_semantic(Arc::clone(&state.memory) as Arc<dyn cairn_context::SemanticMemory>)
-            .with_lessons(Arc::clone(&state.memory) as Arc<dyn cairn_context::LessonSource>)
-            .with_skills(Arc::clone(&state.skills));
+        let builder = &state.context;
         let session = builder.build_session_context(&SessionRequest {
             model_window: query.window,
             query: &q,

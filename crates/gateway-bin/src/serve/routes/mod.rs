@@ -80,6 +80,32 @@ async fn health(State(state): State<Arc<AppState>>) -> ApiResult {
     })))
 }
 
+/// `GET /api/hooks`: the config hooks' rule count and warnings, and the
+/// merged user hook set with every dropped entry and why (as `cairn hooks
+/// check` prints them).
+async fn hooks(State(state): State<Arc<AppState>>) -> ApiResult {
+    let dropped: Vec<serde_json::Value> = state
+        .user_hooks
+        .dropped
+        .iter()
+        .map(|dropped| {
+            serde_json::json!({
+                "location": dropped.location,
+                "command": dropped.command,
+                "reason": dropped.reason,
+                "why": dropped.reason.to_string(),
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "ok": true,
+        "config_hooks": {"rules": state.config_hooks.rule_count(), "warnings": state.hook_warnings},
+        "hooks": state.user_hooks.hooks,
+        "dropped": dropped,
+        "notices": state.user_hooks.notices,
+    })))
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found("no_route", "no such API route")
 }
@@ -92,6 +118,7 @@ async fn method_not_allowed() -> ApiError {
 pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let api = Router::new()
         .route("/api/health", get(health))
+        .route("/api/hooks", get(hooks))
         .route("/api/memory/semantic", get(memory::list_semantic).put(memory::put_semantic))
         .route("/api/memory/semantic/{key}", axum::routing::delete(memory::delete_semantic))
         .route("/api/memory/events", get(memory::events))
@@ -110,6 +137,7 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/memory/migrate", post(transfer::migrate))
         .route("/api/memory/import", post(transfer::import))
         .route("/api/sessions/{key}/messages", post(sessions::post_messages))
+        .route("/api/sessions/{key}/start", post(sessions::start))
         .route("/api/skills", get(skills::list).post(skills::create))
         .route("/api/skills/-/inject-on-trigger", post(skills::inject_on_trigger))
         .route("/api/skills/{*name}", get(skills::get).put(skills::replace).delete(skills::delete))

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
+use cairn_context::{MessageRequest, RuntimeIdentity, SessionRequest, ThreadMessage};
 use cairn_memory_core::{MemoryError, TranscriptMessage};
 use serde::Deserialize;
 use serde_json::json;
@@ -15,6 +16,7 @@ use serde_json::json;
 use super::{ApiResult, pooled};
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody};
+use crate::serve::llm::LlmCompressor;
 use crate::serve::sessions::now_ms;
 
 /// Longest session key.
@@ -35,6 +37,8 @@ pub(crate) struct IncomingMessage {
 #[serde(deny_unknown_fields)]
 pub(crate) struct MessagesPost {
     messages: Vec<IncomingMessage>,
+    /// The model's window in tokens (scales the message context's caps).
+    window: Option<u64>,
 }
 
 fn check_key(key: &str) -> Result<(), ApiError> {
@@ -79,47 +83,81 @@ fn check_messages(messages: Vec<IncomingMessage>) -> Result<Vec<TranscriptMessag
         .collect()
 }
 
+/// Thread-history messages a session start quotes (the newest ones).
+const THREAD_MESSAGES: usize = 20;
+/// Longest agent name a session start accepts.
+const MAX_AGENT_CHARS: usize = 128;
+
+/// The `[RUNTIME]` identity of a session of this gateway.
+fn runtime(key: &str, window: Option<u64>, agent: Option<&str>) -> RuntimeIdentity {
+    let mut runtime = RuntimeIdentity::from_session_key(key);
+    runtime.window_tokens = window;
+    runtime.agent = agent.map(str::to_owned);
+    runtime.date = Some(jiff::ZonedDateTime::now().date().to_string());
+    runtime
+}
+
 /// `POST /api/sessions/{key}/messages` with `{"messages": [{"role",
-/// "content"}, ...]}`: appends to the session's transcript and runs the
-/// preferences path when it is due (on the embed pool; 503 when it is full,
-/// and then nothing was appended). The answer says whether consolidation
-/// ran (`done`, with its report), was not due (`not_due`), or failed
-/// (`failed`, with a `code`; the messages are kept and the next trigger
-/// retries). 409 `consolidation_off` when no LLM is configured.
+/// "content"}, ...], "window"?}`: appends to the session's transcript,
+/// answers the context of the last user message (hooks applied: an
+/// auto-reply short-circuits it, a transform rewrites it, context rules
+/// add to it; episodic memory on every message; the runtime identity
+/// refreshed on follow-up turns) and, with an LLM, runs the preferences
+/// path when it is due (on the embed pool; 503 when it is full, and then
+/// nothing was appended). `consolidation.status` says whether it ran
+/// (`done`, with its report), was not due (`not_due`), failed (`failed`,
+/// with a `code`; the messages are kept and the next trigger retries), or
+/// is `off` (no LLM configured).
 pub(crate) async fn post_messages(
     State(state): State<Arc<AppState>>,
     Path(key): Path<String>,
     JsonBody(body): JsonBody<MessagesPost>,
 ) -> ApiResult {
-    let Some(consolidation) = state.consolidation.clone() else {
-        return Err(ApiError::conflict(
-            "consolidation_off",
-            "no LLM configured (set llm.base_url and llm.model in config.json, or CAIRN_LLM_BASE_URL and CAIRN_LLM_MODEL)",
-        ));
-    };
     check_key(&key)?;
+    if body.window == Some(0) {
+        return Err(ApiError::bad_request("invalid_window", "window must be a positive number of tokens"));
+    }
+    let window = body.window;
     let messages = check_messages(body.messages)?;
     let appended = messages.len();
+    let last_user = messages.iter().rev().find(|message| message.role == "user").map(|message| message.content.clone());
+    let sessions = Arc::clone(&state.sessions);
     // Held until the pool job ends, even if this request is dropped first.
-    let mut transcript = consolidation.transcript(&key).lock_owned().await;
+    let mut transcript = sessions.transcript(&key).lock_owned().await;
     let session = key.clone();
-    let (total, outcome) = pooled(&state, move || {
-        let outcome = consolidation.append(&session, &mut transcript, messages, now_ms());
-        Ok((transcript.len(), outcome))
+    let builder = state.context.clone();
+    let (total, outcome, context) = pooled(&state, move || {
+        let first_in_session = transcript.is_empty();
+        let outcome = sessions.append(&session, &mut transcript, messages, now_ms());
+        let context = last_user.map(|message| {
+            let runtime = runtime(&session, window, None);
+            builder.build_message(&MessageRequest {
+                model_window: window,
+                message: &message,
+                first_in_session,
+                runtime: Some(&runtime),
+                ..Default::default()
+            })
+        });
+        Ok((transcript.len(), outcome, context))
     })
     .await?;
-    let consolidation = match outcome {
-        Ok(None) => json!({"status": "not_due"}),
-        Ok(Some(report)) => json!({"status": "done", "report": report}),
-        Err(error) => {
-            let code = match &error {
-                MemoryError::Summarizer { .. } => "llm_failed",
-                MemoryError::InvalidReply { .. } => "invalid_llm_reply",
-                _ => "store_error",
-            };
-            let message = cairn_guard::redact_all(&error.to_string()).into_owned();
-            tracing::warn!(session = %key, code, %message, "consolidation failed; the next trigger retries");
-            json!({"status": "failed", "code": code, "error": message})
+    let consolidation = if !state.sessions.consolidates() {
+        json!({"status": "off", "reason": "no LLM configured (set llm.base_url and llm.model in config.json, or CAIRN_LLM_BASE_URL and CAIRN_LLM_MODEL)"})
+    } else {
+        match outcome {
+            Ok(None) => json!({"status": "not_due"}),
+            Ok(Some(report)) => json!({"status": "done", "report": report}),
+            Err(error) => {
+                let code = match &error {
+                    MemoryError::Summarizer { .. } => "llm_failed",
+                    MemoryError::InvalidReply { .. } => "invalid_llm_reply",
+                    _ => "store_error",
+                };
+                let message = cairn_guard::redact_all(&error.to_string()).into_owned();
+                tracing::warn!(session = %key, code, %message, "consolidation failed; the next trigger retries");
+                json!({"status": "failed", "code": code, "error": message})
+            }
         }
     };
     Ok(Json(json!({
@@ -127,6 +165,85 @@ pub(crate) async fn post_messages(
         "session": key,
         "appended": appended,
         "messages": total,
+        "context": context,
         "consolidation": consolidation,
     })))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionStart {
+    /// Text semantic memory is ranked against (usually the first message).
+    #[serde(default)]
+    query: String,
+    /// The model's window in tokens.
+    window: Option<u64>,
+    /// The agent whose prompt and steering are included.
+    agent: Option<String>,
+    /// The host restored the session with its history: no thread block.
+    #[serde(default)]
+    resumed: bool,
+}
+
+/// `POST /api/sessions/{key}/start` with `{"query"?, "window"?, "agent"?,
+/// "resumed"?}`: the session context, with the session's own transcript
+/// (its last 20 messages, framed) as thread history at the top, compressed
+/// by the LLM when one is configured; `resumed` skips only that block.
+pub(crate) async fn start(
+    State(state): State<Arc<AppState>>,
+    Path(key): Path<String>,
+    JsonBody(body): JsonBody<SessionStart>,
+) -> ApiResult {
+    check_key(&key)?;
+    if body.window == Some(0) {
+        return Err(ApiError::bad_request("invalid_window", "window must be a positive number of tokens"));
+    }
+    if body.query.chars().count() > super::memory::MAX_PREVIEW_QUERY_CHARS {
+        return Err(ApiError::bad_request(
+            "query_too_long",
+            format!("query must be at most {} characters", super::memory::MAX_PREVIEW_QUERY_CHARS),
+        ));
+    }
+    if body.agent.as_ref().is_some_and(|agent| agent.is_empty() || agent.chars().count() > MAX_AGENT_CHARS) {
+        return Err(ApiError::bad_request("invalid_agent", format!("agent is 1 to {MAX_AGENT_CHARS} characters")));
+    }
+    let thread: Vec<ThreadMessage> = {
+        let transcript = state.sessions.transcript(&key);
+        let transcript = transcript.lock().await;
+        let skip = transcript.len().saturating_sub(THREAD_MESSAGES);
+        transcript
+            .iter()
+            .skip(skip)
+            .filter_map(|message| match message.role.as_str() {
+                "user" => Some(ThreadMessage::user(message.content.clone())),
+                "assistant" => Some(ThreadMessage::assistant(message.content.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let worker = Arc::clone(&state);
+    pooled(&state, move || {
+        let agent = match &body.agent {
+            Some(name) => Some(
+                worker
+                    .home_ctx
+                    .agent_context(name, None, None)
+                    .map_err(|error| ApiError::not_found("unknown_agent", format!("{error:#}")))?,
+            ),
+            None => None,
+        };
+        let compressor = worker.llm.clone().map(LlmCompressor);
+        let runtime = runtime(&key, body.window, body.agent.as_deref());
+        let built = worker.context.build_session_context(&SessionRequest {
+            model_window: body.window,
+            query: &body.query,
+            agent: agent.as_ref(),
+            runtime: Some(&runtime),
+            thread: &thread,
+            compressor: compressor.as_ref().map(|compressor| compressor as &dyn cairn_context::Compressor),
+            resumed: body.resumed,
+        });
+        Ok(Json(json!({"ok": true, "session": key, "context": built})))
+    })
+    .await
 }
