@@ -106,7 +106,8 @@ fn tier_boundaries_13_14_60_61_180_181() {
     assert_eq!(block_of(&wider, day(14)).unwrap().matches("\n#### ").count(), 3);
     assert_eq!(block_of(&wider, day(61)).unwrap(), day61);
 
-    // Hand-written text above the first header is shown and counted; an
+    // Hand-written text above the first header is shown in the full tier
+    // (not as an entry, not counted); an
     // empty file and a file for a day that does not exist contribute nothing.
     assert!(block_of(&text, day(2)).unwrap().contains("Notes written by hand above the first header."));
     assert!(block_of(&text, day(9)).is_none());
@@ -367,4 +368,27 @@ fn threads_appending_at_once_leave_every_entry_whole() {
     }
     // The index received every entry too.
     assert_eq!(files.search_files("second", 1_000).unwrap().len(), 400);
+}
+
+#[test]
+fn a_day_file_title_is_not_an_entry_in_any_tier() {
+    let home = tempfile::tempdir().unwrap();
+    let history = home.path().join("memory/history");
+    std::fs::create_dir_all(&history).unwrap();
+    for age in [3, 20, 70] {
+        let date = day(age);
+        std::fs::write(
+            history.join(format!("{date}.md")),
+            format!("# {date}\n\n#### 09:00\nDay {age} first real entry.\n\n#### 15:30\nDay {age} second entry.\n"),
+        )
+        .unwrap();
+    }
+    let files = MemoryFiles::open(home.path()).unwrap().with_clock(Arc::new(ManualClock::new(at(TODAY, 12, 0, 0))));
+    let text = files.recent_history(constants::HISTORY_FULL_DAYS).unwrap().text.clone();
+    let full = block_of(&text, day(3)).unwrap();
+    assert_eq!(full, format!("### {}\n#### 09:00\nDay 3 first real entry.\n\n#### 15:30\nDay 3 second entry.", day(3)));
+    let first = block_of(&text, day(20)).unwrap();
+    assert_eq!(first, format!("### {}\n#### 09:00\nDay 20 first real entry.\n…1 more entry", day(20)));
+    assert_eq!(block_of(&text, day(70)).unwrap(), format!("### {}: 2 entries", day(70)));
+    assert!(!text.starts_with("# ") && !text.contains("\n# "), "{text}");
 }

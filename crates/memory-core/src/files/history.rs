@@ -12,8 +12,11 @@
 //! Decided to keep the FTS5 index separate from memory.db.
 //! ```
 //!
-//! Text a person wrote above the first header (a hand edit) counts as one
-//! entry without a timestamp.
+//! Text above the first header (a `# 2026-11-17` title, notes written by
+//! hand) is not an entry: it is never shown as a day's first entry nor
+//! counted. The full tier shows its non-heading lines (a title dropped)
+//! above the entries, migration carries those lines over as one episode, and the search index holds
+//! it as a chunk of its own, so hand-written notes stay visible and findable.
 
 use std::fmt::Write as _;
 
@@ -39,8 +42,17 @@ impl<'a> Entry<'a> {
     }
 }
 
-/// Splits a day file into its entries, skipping blank text.
+/// Splits a day file into its entries (each opened by a `#### ` header);
+/// text above the first header is not an entry.
 pub(crate) fn split_entries(content: &str) -> Vec<Entry<'_>> {
+    let mut chunks = split_chunks(content);
+    chunks.retain(|chunk| chunk.time().is_some());
+    chunks
+}
+
+/// Splits a day file into its searchable chunks, skipping blank text: the
+/// text above the first header (header-less, if any) and then every entry.
+pub(crate) fn split_chunks(content: &str) -> Vec<Entry<'_>> {
     let mut entries = Vec::new();
     let mut start_byte = 0usize;
     let mut start_line = 1usize;
@@ -68,20 +80,10 @@ fn push_entry<'a>(entries: &mut Vec<Entry<'a>>, text: &'a str, line: usize) {
     }
 }
 
-/// Counts the entries of a day file without collecting them (the count-only tier).
+/// Counts the entries of a day file (its `#### ` header lines) without
+/// collecting them: the count-only tier.
 pub(crate) fn count_entries(content: &str) -> usize {
-    let mut count = 0;
-    let mut text_before_first_header = false;
-    let mut seen_header = false;
-    for line in content.lines() {
-        if line.starts_with(ENTRY_HEADER_PREFIX) {
-            count += 1;
-            seen_header = true;
-        } else if !seen_header && !line.trim().is_empty() {
-            text_before_first_header = true;
-        }
-    }
-    count + usize::from(text_before_first_header)
+    content.lines().filter(|line| line.starts_with(ENTRY_HEADER_PREFIX)).count()
 }
 
 /// Makes user text safe to store as one entry's body: every line that would
@@ -134,13 +136,22 @@ pub(crate) fn tier_for_age(age: u32, full_days: u32) -> Option<Tier> {
 pub(crate) fn render_day(out: &mut String, date: Date, content: &str, tier: Tier) -> bool {
     match tier {
         Tier::Full => {
-            let entries = split_entries(content);
-            if entries.is_empty() {
+            let chunks = split_chunks(content);
+            let (notes, entries) = match chunks.split_first() {
+                Some((first, rest)) if first.time().is_none() => (preamble_notes(first.text), rest),
+                _ => (String::new(), &chunks[..]),
+            };
+            if entries.is_empty() && notes.is_empty() {
                 return false;
             }
             separate(out);
             let _ = write!(out, "### {date}");
-            for entry in &entries {
+            if !notes.is_empty() {
+                out.push('\n');
+                out.push_str(&notes);
+                out.push('\n');
+            }
+            for entry in entries {
                 out.push('\n');
                 out.push_str(entry.text);
                 out.push('\n');
@@ -167,6 +178,13 @@ pub(crate) fn render_day(out: &mut String, date: Date, content: &str, tier: Tier
         }
     }
     true
+}
+
+/// What the full tier shows of the text above the first header: its lines
+/// without Markdown headings (a `# 2026-11-17` title repeats the day header).
+pub(crate) fn preamble_notes(text: &str) -> String {
+    let kept: Vec<&str> = text.lines().filter(|line| !line.trim_start().starts_with('#')).collect();
+    kept.join("\n").trim().to_owned()
 }
 
 fn separate(out: &mut String) {
@@ -218,15 +236,50 @@ mod tests {
     }
 
     #[test]
-    fn hand_written_text_above_the_first_header_is_one_entry() {
+    fn text_above_the_first_header_is_a_chunk_but_not_an_entry() {
         let content = "notes by hand\n\n#### 09:00\nlater\n";
         let entries = split_entries(content);
-        assert_eq!(entries.len(), 2);
-        assert_eq!(entries[0], Entry { line: 1, text: "notes by hand" });
-        assert_eq!(entries[0].time(), None);
-        assert_eq!(count_entries(content), 2);
+        assert_eq!(entries, vec![Entry { line: 3, text: "#### 09:00\nlater" }]);
+        assert_eq!(count_entries(content), 1);
+        let chunks = split_chunks(content);
+        assert_eq!(chunks.len(), 2);
+        assert_eq!(chunks[0], Entry { line: 1, text: "notes by hand" });
+        assert_eq!(chunks[0].time(), None);
         assert_eq!(count_entries("  \n\n"), 0);
         assert!(split_entries("\n\n").is_empty());
+        // A file with no header at all has no entries.
+        assert!(split_entries("just a note\n").is_empty());
+        assert_eq!(count_entries("just a note\n"), 0);
+    }
+
+    #[test]
+    fn a_title_line_is_neither_the_first_entry_nor_counted() {
+        let content = "# 2026-11-17\n\n#### 09:00\nfirst real entry\n\n#### 11:30\nsecond\n";
+        assert_eq!(count_entries(content), 2);
+        let date = jiff::civil::date(2026, 11, 17);
+        let mut first = String::new();
+        assert!(render_day(&mut first, date, content, Tier::FirstEntry));
+        assert_eq!(first, "### 2026-11-17\n#### 09:00\nfirst real entry\n…1 more entry");
+        let mut full = String::new();
+        assert!(render_day(&mut full, date, content, Tier::Full));
+        assert_eq!(full, "### 2026-11-17\n#### 09:00\nfirst real entry\n\n#### 11:30\nsecond");
+        let mut count = String::new();
+        assert!(render_day(&mut count, date, content, Tier::CountOnly));
+        assert_eq!(count, "### 2026-11-17: 2 entries");
+        // Hand-written notes above the first header show in the full tier only, never counted.
+        let noted = "# 2026-11-17\nnotes by hand\n\n#### 09:00\nentry\n";
+        let mut full = String::new();
+        assert!(render_day(&mut full, date, noted, Tier::Full));
+        assert_eq!(full, "### 2026-11-17\nnotes by hand\n\n#### 09:00\nentry");
+        let mut first = String::new();
+        assert!(render_day(&mut first, date, noted, Tier::FirstEntry));
+        assert_eq!(first, "### 2026-11-17\n#### 09:00\nentry");
+        // A day holding only a title renders nothing in any tier.
+        for tier in [Tier::Full, Tier::FirstEntry, Tier::CountOnly] {
+            let mut out = String::new();
+            assert!(!render_day(&mut out, date, "# 2026-11-17\n", tier), "{tier:?}");
+            assert!(out.is_empty());
+        }
     }
 
     #[test]

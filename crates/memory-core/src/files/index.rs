@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
-use super::history::{parse_day_file_name, split_entries};
+use super::history::{parse_day_file_name, split_chunks};
 use crate::bm25::Bm25Index;
 use crate::constants::{BUSY_TIMEOUT_MS, INDEX_SCHEMA_VERSION, MAX_SEARCH_QUERY_TERMS};
 use crate::error::{MemoryError, Result};
@@ -640,7 +640,7 @@ fn index_file_on(
         .map_err(MemoryError::sqlite(operation))?;
     let mut written = 0;
     let chunks: Vec<(usize, &str, Option<&str>)> = if date.is_some() {
-        split_entries(&content).into_iter().map(|entry| (entry.line, entry.text, entry.time())).collect()
+        split_chunks(&content).into_iter().map(|entry| (entry.line, entry.text, entry.time())).collect()
     } else {
         split_paragraphs(&content).into_iter().map(|(line, text)| (line, text, None)).collect()
     };

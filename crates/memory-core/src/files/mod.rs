@@ -41,7 +41,7 @@ use crate::error::{MemoryError, Rejected, Result};
 use history::{day_file_name, escape_entry_text, format_entry, render_day, tier_for_age};
 use index::KeywordIndex;
 
-pub(crate) use history::{parse_day_file_name, split_entries};
+pub(crate) use history::{parse_day_file_name, preamble_notes, split_chunks};
 
 /// Directory of the Markdown files inside Cairn's home.
 pub const MEMORY_DIR: &str = "memory";
