@@ -27,10 +27,12 @@ pub const SEMANTIC_KEYWORD_WEIGHT: f64 = 0.4;
 /// A query word found in a key counts this many times a match in a value.
 pub const KEY_MATCH_WEIGHT: f64 = 3.0;
 
-/// Confidence of a lesson the user taught (and of every non-migration lesson).
+/// Confidence of a lesson the user taught (and of every lesson not migrated or imported).
 pub const LESSON_CONFIDENCE_USER: f64 = 1.0;
 /// Confidence of a lesson carried over by migration.
 pub const LESSON_CONFIDENCE_MIGRATION: f64 = 0.9;
+/// Confidence of an imported lesson: foreign provenance, like a migrated one.
+pub const LESSON_CONFIDENCE_IMPORT: f64 = LESSON_CONFIDENCE_MIGRATION;
 /// Share of the smaller keyword set two lessons must share to be the same topic.
 pub const LESSON_TOPIC_OVERLAP: f64 = 0.5;
 /// Cosine above which two lessons are duplicates (the longer text wins).

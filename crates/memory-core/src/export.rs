@@ -3,8 +3,10 @@
 //!
 //! Import guarantees: every row is validated by the writer that would
 //! store it (key rules, confidence gate, injection screen, conflict ladder,
-//! lesson dedup, episodic dedup in preservation mode); an entry that already
-//! exists wins; a provenance ledger of content hashes
+//! lesson dedup, episodic dedup in preservation mode); existing memory wins
+//! every conflict: an import never replaces, tombstones or revives a stored
+//! semantic entry or lesson (an imported lesson the dedup rules would let
+//! replace a stored one is skipped instead) and never evicts an episodic row; a provenance ledger of content hashes
 //! (`<home>/import_ledger.txt`) makes re-importing the same document a
 //! no-op; a dry run reports what would change without writing; each row
 //! that is skipped or refused is reported with its reason while the rest
@@ -26,7 +28,7 @@ use crate::constants::{
 };
 use crate::error::{MemoryError, Rejected, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, parse_day_file_name};
-use crate::{EpisodicOutcome, LessonCategory, MemoryDb, NewEpisode, SCHEMA_VERSION, Source};
+use crate::{EpisodicOutcome, LessonCategory, MemoryDb, NewEpisode, SCHEMA_VERSION, SkipReason, Source};
 
 /// `format` of an export document.
 pub const EXPORT_FORMAT: &str = "cairn-memory-export";
@@ -358,7 +360,7 @@ pub fn import_memory(
             let checked = if row.rule.trim().is_empty() {
                 Err(Rejected::EmptyLesson)
             } else {
-                db.check_write(&key, &value, 1.0, &Source::Import).map(|_| ())
+                db.check_write(&key, &value, crate::lesson_confidence(&Source::Import), &Source::Import).map(|_| ())
             };
             match checked {
                 Ok(()) => {
@@ -375,7 +377,15 @@ pub fn import_memory(
                 lessons_taken += 1;
                 ledger.record(hash)?;
             }
-            Ok(_) => report.skip("lesson", &key, "exists", "a stored lesson already says this"),
+            Ok(outcome) => {
+                let message = match &outcome.outcome {
+                    crate::WriteOutcome::Skipped { reason: SkipReason::ExistingWins { existing_key }, .. } => {
+                        format!("the stored lesson {existing_key} wins")
+                    }
+                    _ => "a stored lesson already says this".to_owned(),
+                };
+                report.skip("lesson", &key, "exists", message)
+            }
             Err(error) if error.rejection().is_some() => report.reject("lesson", &key, &error),
             Err(error) => return Err(error),
         }

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::constants::{
-    LESSON_CONFIDENCE_MIGRATION, LESSON_CONFIDENCE_USER, LESSON_EMBEDDING_DUPLICATE, LESSON_HASH_HEX_CHARS,
-    LESSON_NOT_SEPARATOR, LESSON_PREFIX, LESSON_TOPIC_OVERLAP, LESSONS_BLOCK_HEADER, LESSONS_BLOCK_INSTRUCTION,
-    MAX_LESSONS_IN_CONTEXT,
+    LESSON_CONFIDENCE_IMPORT, LESSON_CONFIDENCE_MIGRATION, LESSON_CONFIDENCE_USER, LESSON_EMBEDDING_DUPLICATE,
+    LESSON_HASH_HEX_CHARS, LESSON_NOT_SEPARATOR, LESSON_PREFIX, LESSON_TOPIC_OVERLAP, LESSONS_BLOCK_HEADER,
+    LESSONS_BLOCK_INSTRUCTION, MAX_LESSONS_IN_CONTEXT,
 };
 use crate::db::{EventRecord, MemoryDb, insert_event};
 use crate::error::{MemoryError, Rejected, Result};
@@ -75,7 +75,7 @@ pub struct Lesson {
     pub category: LessonCategory,
     /// Who taught it.
     pub source: Source,
-    /// 1.0, or 0.9 for migrated lessons.
+    /// 1.0, or 0.9 for migrated and imported lessons.
     pub confidence: f64,
     /// When it was stored (Unix milliseconds).
     pub updated_at: i64,
@@ -154,9 +154,14 @@ pub fn lesson_key(rule: &str, not: Option<&str>) -> String {
     format!("{LESSON_PREFIX}{}", &hex::encode(digest)[..LESSON_HASH_HEX_CHARS])
 }
 
-/// Confidence a lesson from `source` is stored with.
+/// Confidence a lesson from `source` is stored with: 0.9 for a migrated or
+/// imported lesson, 1.0 otherwise.
 pub fn lesson_confidence(source: &Source) -> f64 {
-    if *source == Source::Migration { LESSON_CONFIDENCE_MIGRATION } else { LESSON_CONFIDENCE_USER }
+    match source {
+        Source::Migration => LESSON_CONFIDENCE_MIGRATION,
+        Source::Import => LESSON_CONFIDENCE_IMPORT,
+        _ => LESSON_CONFIDENCE_USER,
+    }
 }
 
 /// Cleans a rule or negative: trimmed, one line.
@@ -274,7 +279,9 @@ impl MemoryDb {
     /// embedding cosine above 0.85 is replaced when the new text is longer
     /// and makes this a duplicate otherwise. A replacement obeys the
     /// conflict ladder: only a user-explicit lesson replaces a
-    /// user-explicit one.
+    /// user-explicit one. A [`Source::Import`] lesson never replaces: where
+    /// it would, it is skipped ([`SkipReason::ExistingWins`]) and the stored
+    /// lesson stays; it never overwrites or revives its own key either.
     pub fn write_lesson(
         &self,
         rule: &str,
@@ -314,6 +321,14 @@ impl MemoryDb {
                 }
                 Dedup::Write { replace } => replace,
             };
+            if source == Source::Import
+                && let Some((index, _)) = replace.first()
+            {
+                // An import never tombstones native memory: the stored lesson wins.
+                let reason = SkipReason::ExistingWins { existing_key: candidates[*index].key.clone() };
+                self.record_lesson_skip(tx, &key, &value_text, &source, confidence, &reason)?;
+                return Ok(LessonOutcome { outcome: WriteOutcome::Skipped { key, reason }, replaced: Vec::new() });
+            }
             for (index, _) in &replace {
                 let candidate = &candidates[*index];
                 if let Some(reason) = ladder(candidate.confidence, &candidate.source, confidence, &source) {
@@ -356,7 +371,9 @@ impl MemoryDb {
     ) -> Result<()> {
         tracing::debug!(key, reason = reason.code(), "lesson skipped");
         let detail = match reason {
-            SkipReason::DuplicateLesson { existing_key } => format!("{}:{existing_key}", reason.code()),
+            SkipReason::DuplicateLesson { existing_key } | SkipReason::ExistingWins { existing_key } => {
+                format!("{}:{existing_key}", reason.code())
+            }
             other => other.code().to_owned(),
         };
         let new = cairn_guard::redact_all(value_text);

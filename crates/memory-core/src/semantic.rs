@@ -51,7 +51,18 @@ pub(crate) fn ladder(
     }
 }
 
-pub(crate) fn decide(existing: Option<&Existing>, value: &str, confidence: f64, source: &Source) -> Decision {
+pub(crate) fn decide(
+    key: &str,
+    existing: Option<&Existing>,
+    value: &str,
+    confidence: f64,
+    source: &Source,
+) -> Decision {
+    if *source == Source::Import && existing.is_some() {
+        // Existing memory wins over an import, and so does its deletion:
+        // an import never replaces a stored value or revives a tombstone.
+        return Decision::Skip(SkipReason::ExistingWins { existing_key: key.to_owned() });
+    }
     let Some(existing) = existing.filter(|existing| !existing.is_deleted) else {
         return Decision::Write;
     };
@@ -130,7 +141,7 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
     let existing = load_existing(tx, write.key)?;
     let key = write.key.to_owned();
     let memory_type = memory_type(write.key);
-    match decide(existing.as_ref(), write.value_text, write.confidence, write.source) {
+    match decide(write.key, existing.as_ref(), write.value_text, write.confidence, write.source) {
         Decision::Skip(reason) => {
             let existing = existing.expect("a skip needs a stored value");
             tracing::debug!(key = write.key, reason = reason.code(), "conflict ladder kept the stored value");

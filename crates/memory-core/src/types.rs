@@ -174,6 +174,13 @@ pub enum SkipReason {
         /// The lesson that was kept.
         existing_key: String,
     },
+    /// An import met stored memory under this key (live or deleted) or a
+    /// lesson it would replace: existing memory wins, an import never
+    /// replaces or deletes it.
+    ExistingWins {
+        /// The stored entry that was kept.
+        existing_key: String,
+    },
 }
 
 impl SkipReason {
@@ -183,6 +190,7 @@ impl SkipReason {
             SkipReason::ProtectedUserExplicit => "protected_user_explicit",
             SkipReason::LowerConfidence { .. } => "lower_confidence",
             SkipReason::DuplicateLesson { .. } => "duplicate_lesson",
+            SkipReason::ExistingWins { .. } => "existing_wins",
         }
     }
 }
