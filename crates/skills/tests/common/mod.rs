@@ -61,13 +61,21 @@ pub fn skill(name: &str, description: &str, extra: &str, body: &str) -> String {
 /// `<manifest>/../../../shared/evaldata/skills-dev`, when present.
 pub fn skills_dev() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/evaldata/skills-dev");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: conformance data not found at {} (it lives in ../shared beside the checkout)",
-            dir.display()
-        );
-        None
+    require_fixture("the skills conformance data (it lives in ../shared beside the checkout)", dir)
+}
+
+/// `Some(path)` when the fixture at `path` exists. When it is missing the
+/// test fails under `CI=true` (a fixture CI lacks is a broken setup, not a
+/// pass) and otherwise says once on stderr that it is skipped.
+pub fn require_fixture(what: &str, path: PathBuf) -> Option<PathBuf> {
+    use std::io::Write as _;
+    if path.exists() {
+        return Some(path);
     }
+    if std::env::var("CI").is_ok_and(|value| value.eq_ignore_ascii_case("true")) {
+        panic!("CI=true and {what} is missing at {}", path.display());
+    }
+    // Straight to stderr, past the test harness's capture, so the skip is seen.
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {what} not found at {}", path.display());
+    None
 }
