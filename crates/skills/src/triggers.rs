@@ -153,6 +153,13 @@ pub struct TriggerMatch {
     pub score: u32,
 }
 
+/// Whether a match is recorded (a live message) or not (a preview).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recording {
+    Record,
+    Preview,
+}
+
 /// Why a body was delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -297,11 +304,43 @@ impl Catalog {
     }
 
     /// The per-message pass: trigger matches (bodies, or pointers for
-    /// `inject_on_trigger: false`), plus `$name` bodies. Records hits and
-    /// deliveries in the usage ledger and one audit event for the matched
-    /// set (none when nothing matched).
+    /// `inject_on_trigger: false`), plus `$name` bodies. Records the hits in
+    /// the usage ledger and one audit event for the matched set (none when
+    /// nothing matched).
+    ///
+    /// Deliveries are *not* recorded here: the caller knows which bodies
+    /// actually reached a prompt (a budget may turn a body into a pointer,
+    /// a preview sends nothing) and reports them with
+    /// [`record_delivered`](Self::record_delivered).
     pub fn match_message(&self, message: &str) -> MessageSkills {
-        let span = tracing::debug_span!("skills.match_message", chars = message.len());
+        self.match_message_as(message, Recording::Record)
+    }
+
+    /// [`match_message`](Self::match_message) for a preview (`cairn skills
+    /// match`, a context preview): the same result, and nothing recorded,
+    /// neither in the usage ledger nor in the audit trail, so ranking data
+    /// never moves because someone looked.
+    pub fn preview_message(&self, message: &str) -> MessageSkills {
+        self.match_message_as(message, Recording::Preview)
+    }
+
+    /// Counts one delivery for each named skill whose body reached a prompt
+    /// (names the catalog does not hold are ignored).
+    pub fn record_delivered<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let snapshot = self.snapshot();
+        let known: Vec<&str> = names.into_iter().filter(|name| snapshot.get(name).is_some()).collect();
+        if known.is_empty() {
+            return;
+        }
+        debug!(delivered = ?known, "skill bodies reached a prompt");
+        self.ledger.record_deliveries(known);
+        if let Err(error) = self.ledger.maybe_flush() {
+            tracing::warn!(%error, "usage ledger flush failed");
+        }
+    }
+
+    fn match_message_as(&self, message: &str, recording: Recording) -> MessageSkills {
+        let span = tracing::debug_span!("skills.match_message", chars = message.len(), ?recording);
         let _enter = span.enter();
         let matches = self.triggered(message);
         let explicit = self.dollar_requests(message);
@@ -353,8 +392,11 @@ impl Catalog {
                 details.push(format!("{}=pointer", skill.name));
             }
         }
+        if recording == Recording::Preview {
+            debug!(bodies = out.bodies.len(), hints = out.hints.len(), "skills preview: nothing recorded");
+            return out;
+        }
         self.ledger.record_hits(placed.iter().copied());
-        self.ledger.record_deliveries(out.bodies.iter().map(|skill| skill.name.as_str()));
         if let Err(error) = self.ledger.maybe_flush() {
             tracing::warn!(%error, "usage ledger flush failed");
         }

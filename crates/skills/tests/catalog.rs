@@ -230,7 +230,10 @@ fn deliveries_are_none_until_tracked() {
     let fixture = Fixture::new();
     fixture.put("a", &skill("a", "d", "triggers: alpha\n", "x"));
     fixture.put("b", &skill("b", "d", "triggers: beta\ninject_on_trigger: false\n", "x"));
-    fixture.catalog.match_message("alpha beta");
+    let matched = fixture.catalog.match_message("alpha beta");
+    let rows = fixture.catalog.list_skills();
+    assert_eq!(rows[0].deliveries, Some(0), "matched, but not yet reported as reaching a prompt");
+    fixture.catalog.record_delivered(matched.bodies.iter().map(|body| body.name.as_str()));
     let rows = fixture.catalog.list_skills();
     assert_eq!(rows[0].deliveries, Some(1));
     assert_eq!(rows[1].deliveries, Some(0), "a pointer-only match is tracked but delivers nothing");

@@ -127,7 +127,7 @@ fn a_match_records_usage_and_one_audit_event() {
     assert!(!events[0].detail.contains("deploy with grep"), "message text never reaches the audit row");
     let ledger = fixture.catalog.ledger();
     assert_eq!(ledger.get("a1").unwrap().hits, 1);
-    assert_eq!(ledger.get("a1").unwrap().deliveries, 1);
+    assert_eq!(ledger.get("a1").unwrap().deliveries, 0, "a match alone is not a delivery");
     assert!(ledger.get("logs").is_none(), "logs was cut by the cap of 3");
     let hints = fixture.catalog.match_message("log search").render_hints().unwrap();
     assert!(hints.starts_with(HINT_HEADER), "{hints}");
@@ -315,4 +315,43 @@ fn fixture_with(cap: usize, base: &Fixture) -> Fixture {
         fixture.put(&name, &std::fs::read_to_string(entry.path().join("SKILL.md")).unwrap());
     }
     fixture
+}
+
+#[test]
+fn a_preview_records_nothing() {
+    let fixture = fixture(CATALOG, |_| {});
+    let live = fixture.catalog.match_message("deploy with grep");
+    fixture.audit.take();
+    let before = fixture.catalog.ledger().snapshot();
+
+    let preview = fixture.catalog.preview_message("deploy with grep");
+    assert_eq!(preview, live, "a preview shows exactly what a live match would");
+    let hints = fixture.catalog.preview_message("log search");
+    assert!(hints.render_hints().is_some());
+    let explicit = fixture.catalog.preview_message("$deploy please");
+    assert_eq!(explicit.bodies.len(), 1);
+    assert_eq!(fixture.catalog.ledger().snapshot(), before, "no hit, no delivery");
+    assert!(fixture.catalog.ledger().get("logs").is_none(), "a previewed skill gets no ledger entry");
+    assert!(fixture.audit.take().is_empty(), "no audit event for a preview");
+}
+
+#[test]
+fn only_bodies_reported_as_delivered_count() {
+    let fixture = fixture(CATALOG, |_| {});
+    let found = fixture.catalog.match_message("deploy with grep");
+    assert_eq!(found.bodies.len(), 3);
+    // The caller placed one body in the prompt (say the budget took only that one).
+    fixture.catalog.record_delivered([found.bodies[0].name.as_str(), "not-a-skill"]);
+    let ledger = fixture.catalog.ledger();
+    let delivered: Vec<(String, u64, u64)> = found
+        .bodies
+        .iter()
+        .map(|body| {
+            let entry = ledger.get(&body.name).unwrap();
+            (body.name.clone(), entry.hits, entry.deliveries)
+        })
+        .collect();
+    assert_eq!((delivered[0].1, delivered[0].2), (1, 1), "{delivered:?}");
+    assert!(delivered[1..].iter().all(|(_, hits, deliveries)| (*hits, *deliveries) == (1, 0)), "{delivered:?}");
+    assert!(ledger.get("not-a-skill").is_none(), "unknown names are ignored");
 }
