@@ -46,6 +46,9 @@ pub(crate) enum Command {
     /// Settings: every effective value and where it came from; change one.
     #[command(subcommand)]
     Config(crate::commands::config::ConfigCommand),
+    /// The MCP server over stdio (memory, lessons, skills and history as tools).
+    #[command(subcommand)]
+    Mcp(crate::mcp::McpCommand),
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod home;
 mod logging;
+mod mcp;
 mod serve;
 mod settings;
 

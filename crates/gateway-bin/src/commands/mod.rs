@@ -55,5 +55,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Embed(args) => embed::embed(&home, args),
         Command::Skills(args) => skills::run(&home, args),
         Command::Serve(args) => crate::serve::run(&home, args),
+        Command::Mcp(command) => crate::mcp::run(&home, command),
     }
 }

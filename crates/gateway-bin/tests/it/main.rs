@@ -12,6 +12,7 @@ mod memory_consolidate;
 mod memory_episodic;
 mod memory_files;
 mod memory_transfer;
+mod mcp;
 mod serve;
 mod serve_sessions;
 mod serve_transfer;

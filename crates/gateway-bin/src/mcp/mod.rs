@@ -1,0 +1,110 @@
+//! `cairn mcp serve`: Cairn's memory, lessons, skills and history as MCP
+//! tools over stdio, with the official Rust SDK (`rmcp`).
+//!
+//! Standard output carries nothing but the MCP transport; logs and
+//! warnings go to standard error. The server opens the home the way every
+//! other entry point does ([`Home`]), so its writes go through the same
+//! writers as the CLI and the HTTP API (validation, injection screening,
+//! credential redaction, audit), recorded with source `mcp`. It may run
+//! beside a `cairn serve` on the same home: the store is cross-process safe.
+//!
+//! The installed embedding model is loaded once, in the background, when
+//! the server starts; until it is resident `memory_search` answers from
+//! keywords and writes land without vectors (a gateway's heartbeat, or
+//! `cairn memory backfill`, embeds them later). This server never
+//! downloads a model.
+
+mod tools;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use cairn_embedder::ModelManager;
+use rmcp::ServiceExt as _;
+
+use crate::home::{Home, SkillSources};
+use crate::serve::model::ModelLifecycle;
+
+pub(crate) use tools::{CairnMcp, TOOL_NAMES};
+
+/// `cairn mcp ...`
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum McpCommand {
+    /// Serve the MCP tools over stdio (for Claude Code, kiro-cli and other MCP hosts).
+    Serve,
+    /// Print the tool names and their JSON input schemas (JSON).
+    Tools,
+}
+
+pub(crate) fn run(home: &Home, command: &McpCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        McpCommand::Serve => serve(home),
+        McpCommand::Tools => {
+            let mut tools = CairnMcp::tool_list();
+            tools.sort_by_key(|tool| TOOL_NAMES.iter().position(|name| *name == tool.name));
+            let tools: Vec<_> = tools
+                .into_iter()
+                .map(|tool| {
+                    serde_json::json!({
+                        "name": tool.name,
+                        "description": tool.description,
+                        "inputSchema": tool.input_schema,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&tools)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The opened stores the tools work on.
+pub(crate) struct McpStores {
+    pub(crate) memory: Arc<cairn_memory_core::MemoryDb>,
+    pub(crate) files: Arc<cairn_memory_core::MemoryFiles>,
+    pub(crate) skills: Arc<cairn_skills::Catalog>,
+    pub(crate) model: Arc<ModelLifecycle>,
+}
+
+impl McpStores {
+    /// Opens the home's stores; the model (installed copies only) starts
+    /// loading in the background.
+    pub(crate) fn open(home: &Home) -> anyhow::Result<Self> {
+        home.ensure_dir()?;
+        let manager = ModelManager::new(home.model_manager_config().skip_download(true));
+        let model = Arc::new(ModelLifecycle::new(manager));
+        let embedder: Arc<dyn cairn_embedder::EmbeddingBackend> = model.embedder();
+        let memory = Arc::new(home.open_memory()?.with_embedder(embedder));
+        let files = Arc::new(home.open_files()?);
+        let skills = Arc::new(home.skills(&SkillSources { record_usage: true, ..SkillSources::default() }));
+        model.start();
+        Ok(Self { memory, files, skills, model })
+    }
+}
+
+fn serve(home: &Home) -> anyhow::Result<ExitCode> {
+    let stores = Arc::new(McpStores::open(home)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("cairn-mcp")
+        .build()
+        .context("starting the async runtime")?;
+    let server = CairnMcp::new(Arc::clone(&stores));
+    let outcome = runtime.block_on(async move {
+        let service = server.serve(rmcp::transport::stdio()).await.context("starting the MCP session")?;
+        tracing::info!("cairn mcp serve: session open");
+        service.waiting().await.context("serving MCP")?;
+        anyhow::Ok(())
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    if let Err(error) = stores.skills.ledger().flush() {
+        tracing::warn!(%error, "could not flush the skills usage ledger");
+    }
+    if let Err(error) = stores.memory.save_episodic_index() {
+        tracing::warn!(%error, "could not save the episodic index snapshot");
+    }
+    outcome?;
+    Ok(ExitCode::SUCCESS)
+}

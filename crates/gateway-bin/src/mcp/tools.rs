@@ -1,0 +1,733 @@
+//! The MCP tools. Names are a contract: the context builder's prompt texts
+//! name them (`learn_remove`, `skill_search`, ...).
+//!
+//! Every tool answers with structured content. A refused write is a tool
+//! error (`isError: true`) whose structured content is
+//! `{"code", "message"}` with the store's typed reason (`Rejected::code`);
+//! arguments that break the declared input schema (a wrong type, a missing
+//! field, an unknown field, a value out of range, an oversized string) are
+//! a tool error with code `invalid_arguments`, so a model can correct the
+//! call instead of meeting an opaque protocol failure.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cairn_memory_core::{DeleteOutcome, EpisodicQuery, LessonCategory, MemoryError, NewEpisode, Source};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, Implementation, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::McpStores;
+
+/// The tools this server offers, in `tools/list` order.
+pub(crate) const TOOL_NAMES: &[&str] = &[
+    "memory_search",
+    "memory_remember",
+    "fact_set",
+    "fact_get",
+    "fact_delete",
+    "learn_add",
+    "learn_remove",
+    "learn_list",
+    "skill_search",
+    "skill_read",
+    "history_append",
+];
+
+/// The audit trail's name for writes made through this server.
+pub(crate) const MCP_SOURCE: &str = "mcp";
+/// Longest search query.
+const MAX_QUERY_CHARS: usize = 2_000;
+/// Most hits a `memory_search` returns.
+const MAX_SEARCH_LIMIT: u32 = 50;
+/// Hits a `memory_search` returns when no limit is given.
+const DEFAULT_SEARCH_LIMIT: u32 = 8;
+/// Longest `memory_remember` text the schema admits (the store's own
+/// rule, 10–2,000 characters after trimming, is checked by the writer).
+const MAX_EPISODE_ARG_CHARS: usize = 4_000;
+/// Longest semantic key the schema admits (the store checks 100).
+const MAX_KEY_ARG_CHARS: usize = 200;
+/// Longest lesson text (rule or negative) the schema admits.
+const MAX_LESSON_ARG_CHARS: usize = 4_000;
+/// Most lessons `learn_list` returns.
+const MAX_LESSON_LIST: u32 = 200;
+/// Longest history entry.
+const MAX_HISTORY_CHARS: usize = 16_000;
+/// Longest skill name.
+const MAX_SKILL_NAME_CHARS: usize = 200;
+/// Most bytes of a SKILL.md body `skill_read` returns.
+pub(crate) const SKILL_READ_MAX_BYTES: usize = 32 * 1024;
+/// Most sibling files `skill_read` lists.
+const SKILL_SIBLINGS_MAX: usize = 100;
+/// Deepest directory level `skill_read` lists siblings from.
+const SKILL_SIBLINGS_DEPTH: usize = 4;
+/// Most tags a `memory_remember` call may pass (the store keeps 10).
+const MAX_TAGS_ARG: usize = 32;
+
+fn mcp_source() -> Source {
+    Source::Other(MCP_SOURCE.to_owned())
+}
+
+/// Why a tool call did not succeed.
+#[derive(Debug)]
+enum Failure {
+    /// The call's arguments break the declared schema.
+    Arguments(String),
+    /// A memory rule refused it (typed reason).
+    Refused { code: String, message: String },
+    /// Something the caller cannot fix (a store fault).
+    Fault(String),
+}
+
+impl Failure {
+    fn into_result(self) -> CallToolResult {
+        let (code, message) = match self {
+            Failure::Arguments(message) => ("invalid_arguments".to_owned(), message),
+            Failure::Refused { code, message } => (code, message),
+            Failure::Fault(message) => ("internal_error".to_owned(), message),
+        };
+        CallToolResult::structured_error(json!({"code": code, "message": message}))
+    }
+}
+
+impl From<MemoryError> for Failure {
+    fn from(error: MemoryError) -> Self {
+        match error.rejection() {
+            Some(rejected) => Failure::Refused { code: rejected.code().to_owned(), message: rejected.to_string() },
+            None => Failure::Fault(cairn_guard::redact_all(&error.to_string()).into_owned()),
+        }
+    }
+}
+
+impl From<cairn_memory_core::Rejected> for Failure {
+    fn from(rejected: cairn_memory_core::Rejected) -> Self {
+        Failure::Refused { code: rejected.code().to_owned(), message: rejected.to_string() }
+    }
+}
+
+type ToolOutcome = Result<Value, Failure>;
+
+fn check_chars(field: &str, text: &str, max: usize) -> Result<(), Failure> {
+    let chars = text.chars().count();
+    if chars > max {
+        return Err(Failure::Arguments(format!("`{field}` is {chars} characters long; the limit is {max}")));
+    }
+    Ok(())
+}
+
+fn check_not_blank(field: &str, text: &str) -> Result<(), Failure> {
+    if text.trim().is_empty() {
+        return Err(Failure::Arguments(format!("`{field}` must not be empty")));
+    }
+    Ok(())
+}
+
+fn check_range(field: &str, value: Option<u32>, min: u32, max: u32) -> Result<(), Failure> {
+    match value {
+        Some(value) if !(min..=max).contains(&value) => {
+            Err(Failure::Arguments(format!("`{field}` must be {min} to {max} (got {value})")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_unit(field: &str, value: Option<f64>) -> Result<(), Failure> {
+    match value {
+        Some(value) if !(0.0..=1.0).contains(&value) => {
+            Err(Failure::Arguments(format!("`{field}` must be a number from 0 to 1 (got {value})")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `memory_search` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SearchArgs {
+    /// What to look for, in natural language.
+    #[schemars(length(min = 1, max = 2000))]
+    query: String,
+    /// Most hits to return (1 to 50, default 8).
+    #[schemars(range(min = 1, max = 50))]
+    limit: Option<u32>,
+}
+
+/// `memory_remember` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RememberArgs {
+    /// The fragment to remember (10 to 2,000 characters).
+    #[schemars(length(min = 1, max = 4000))]
+    text: String,
+    /// How much it matters, 0 to 1 (default 0.5).
+    #[schemars(range(min = 0.0, max = 1.0))]
+    importance: Option<f64>,
+    /// Tags (lower case letters, digits, `_.:-`; at most 10 are kept).
+    #[schemars(length(max = 32))]
+    tags: Option<Vec<String>>,
+}
+
+/// `fact_set` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FactSetArgs {
+    /// The key under an allowed prefix, e.g. `pref.editor` or `project.cairn.language`.
+    #[schemars(length(min = 1, max = 200))]
+    key: String,
+    /// The value: any JSON (at most 4,096 bytes when compact).
+    value: Value,
+    /// How sure the writer is, 0 to 1 (default 1).
+    #[schemars(range(min = 0.0, max = 1.0))]
+    confidence: Option<f64>,
+}
+
+/// `fact_get` / `fact_delete` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KeyArgs {
+    /// The key, e.g. `pref.editor`.
+    #[schemars(length(min = 1, max = 200))]
+    key: String,
+}
+
+/// `learn_add` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LearnAddArgs {
+    /// What to do from now on ("always run the linter before committing").
+    #[schemars(length(min = 1, max = 4000))]
+    rule: String,
+    /// What not to do instead, if the user said so.
+    #[schemars(length(max = 4000))]
+    not: Option<String>,
+    /// `tool`, `preference` (default) or `knowledge`.
+    category: Option<LessonCategoryArg>,
+}
+
+/// Lesson categories.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum LessonCategoryArg {
+    /// How to use a tool.
+    Tool,
+    /// How the user likes things done.
+    Preference,
+    /// A fact about the world or the project.
+    Knowledge,
+}
+
+impl LessonCategoryArg {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Preference => "preference",
+            Self::Knowledge => "knowledge",
+        }
+    }
+}
+
+/// `learn_remove` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LearnRemoveArgs {
+    /// The lesson's `lesson.<hash>` key (from `learn_list` or `learn_add`).
+    #[schemars(length(min = 1, max = 200))]
+    key: String,
+}
+
+/// `learn_list` arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LearnListArgs {
+    /// Most lessons to return, newest first (1 to 200, default 50).
+    #[schemars(range(min = 1, max = 200))]
+    limit: Option<u32>,
+}
+
+/// `skill_search` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SkillSearchArgs {
+    /// Words to look for in skill names and descriptions (bodies only when nothing matches).
+    #[schemars(length(min = 1, max = 2000))]
+    query: String,
+    /// Most hits (1 to 50, default 10).
+    #[schemars(range(min = 1, max = 50))]
+    limit: Option<u32>,
+}
+
+/// `skill_read` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SkillReadArgs {
+    /// The skill's catalog name (as `skill_search` lists it).
+    #[schemars(length(min = 1, max = 200))]
+    name: String,
+}
+
+/// `history_append` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HistoryAppendArgs {
+    /// The entry for today's history file (Markdown).
+    #[schemars(length(min = 1, max = 16000))]
+    text: String,
+}
+
+/// The MCP server over one home's stores.
+#[derive(Clone)]
+pub(crate) struct CairnMcp {
+    stores: Arc<McpStores>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl std::fmt::Debug for CairnMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CairnMcp").finish_non_exhaustive()
+    }
+}
+
+/// Runs a store call off the async threads and shapes its answer.
+async fn blocking(work: impl FnOnce() -> ToolOutcome + Send + 'static) -> Result<CallToolResult, ErrorData> {
+    let outcome = tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|error| Err(Failure::Fault(format!("the tool task failed: {error}"))));
+    Ok(match outcome {
+        Ok(value) => CallToolResult::structured(value),
+        Err(failure) => failure.into_result(),
+    })
+}
+
+fn redacted(text: &str) -> String {
+    cairn_guard::redact_all(text).into_owned()
+}
+
+#[tool_router]
+impl CairnMcp {
+    pub(crate) fn new(stores: Arc<McpStores>) -> Self {
+        Self { stores, tool_router: Self::tool_router() }
+    }
+
+    /// The declared tools (names, descriptions, input schemas).
+    pub(crate) fn tool_list() -> Vec<Tool> {
+        Self::tool_router().list_all()
+    }
+
+    #[tool(
+        description = "Search long-term memory: conversation fragments (episodic, hybrid keyword + vector ranking) and \
+                       semantic facts. Each hit has id, kind (`episodic` or `semantic`), text (credentials redacted), \
+                       score with its parts, and created_at (Unix ms)."
+    )]
+    async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_not_blank("query", &args.query)?;
+            check_chars("query", &args.query, MAX_QUERY_CHARS)?;
+            check_range("limit", args.limit, 1, MAX_SEARCH_LIMIT)?;
+            let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT) as usize;
+            let ready = stores.memory.embedder().is_some_and(|embedder| embedder.is_ready());
+            let episodic = stores.memory.search_episodic(&EpisodicQuery::new(args.query.as_str()).limit(limit))?;
+            let semantic = stores.memory.search_semantic(&args.query, limit)?;
+            let episodic: Vec<Value> = episodic
+                .into_iter()
+                .map(|hit| {
+                    json!({
+                        "id": hit.id,
+                        "kind": "episodic",
+                        "text": redacted(&hit.text),
+                        "tags": hit.tags,
+                        "score": hit.score.score,
+                        "parts": hit.score,
+                        "created_at": hit.created_at,
+                    })
+                })
+                .collect();
+            let mut semantic_hits = Vec::with_capacity(semantic.len());
+            for hit in semantic {
+                let created_at = stores.memory.get_semantic(&hit.key)?.map(|entry| entry.created_at);
+                let value = match &hit.value {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                semantic_hits.push(json!({
+                    "id": hit.key,
+                    "kind": "semantic",
+                    "text": redacted(&format!("{}: {value}", hit.key)),
+                    "score": hit.score,
+                    "parts": {"keyword": hit.keyword_score, "vector": hit.vector_score},
+                    "created_at": created_at,
+                }));
+            }
+            // The two rankings' scores are on different scales: interleave
+            // by rank (episodic first at equal rank), then cut to `limit`.
+            let mut hits = Vec::with_capacity(limit);
+            let (mut episodic, mut semantic) = (episodic.into_iter(), semantic_hits.into_iter());
+            while hits.len() < limit {
+                let (a, b) = (episodic.next(), semantic.next());
+                if a.is_none() && b.is_none() {
+                    break;
+                }
+                hits.extend(a);
+                if hits.len() < limit {
+                    hits.extend(b);
+                }
+            }
+            Ok(json!({"mode": if ready { "hybrid" } else { "keyword" }, "model": stores.model.phase(), "hits": hits}))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Remember one conversation fragment in episodic memory (10 to 2,000 characters). Near-duplicates \
+                       of stored fragments are reported, not stored twice."
+    )]
+    async fn memory_remember(&self, Parameters(args): Parameters<RememberArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_chars("text", &args.text, MAX_EPISODE_ARG_CHARS)?;
+            check_unit("importance", args.importance)?;
+            let mut episode = NewEpisode::new(args.text).source(mcp_source());
+            if let Some(importance) = args.importance {
+                episode = episode.importance(importance);
+            }
+            if let Some(tags) = args.tags {
+                if tags.len() > MAX_TAGS_ARG {
+                    return Err(Failure::Arguments(format!(
+                        "`tags` has {} items; the limit is {MAX_TAGS_ARG}",
+                        tags.len()
+                    )));
+                }
+                episode = episode.tags(tags);
+            }
+            Ok(serde_json::to_value(stores.memory.write_episodic(&episode)?).unwrap_or(Value::Null))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Set a semantic fact (a key under an allowed prefix such as `pref.`, `project.` or `user.`, and a \
+                       JSON value). An existing value written by the user, or with higher confidence, is kept and the \
+                       write is reported as skipped."
+    )]
+    async fn fact_set(&self, Parameters(args): Parameters<FactSetArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
+            check_unit("confidence", args.confidence)?;
+            let confidence = args.confidence.unwrap_or(1.0);
+            let outcome = stores.memory.write_semantic(&args.key, &args.value, confidence, mcp_source())?;
+            Ok(serde_json::to_value(outcome).unwrap_or(Value::Null))
+        })
+        .await
+    }
+
+    #[tool(description = "Read the live value of a semantic fact; `found: false` when there is none.")]
+    async fn fact_get(&self, Parameters(args): Parameters<KeyArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
+            Ok(match stores.memory.get_semantic(&args.key)? {
+                Some(entry) => json!({"found": true, "entry": entry}),
+                None => json!({"found": false, "key": args.key}),
+            })
+        })
+        .await
+    }
+
+    #[tool(description = "Delete a semantic fact (kept as a tombstone in the audit trail).")]
+    async fn fact_delete(&self, Parameters(args): Parameters<KeyArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
+            let outcome = stores.memory.delete_semantic(&args.key, mcp_source())?;
+            Ok(json!({"outcome": outcome, "key": args.key, "deleted": outcome == DeleteOutcome::Deleted}))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Teach a lesson when the user says \"remember X\", \"always do Y\" or corrects you. Duplicates of \
+                       a stored lesson are reported; overlapping older lessons are replaced and listed."
+    )]
+    async fn learn_add(&self, Parameters(args): Parameters<LearnAddArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_chars("rule", &args.rule, MAX_LESSON_ARG_CHARS)?;
+            if let Some(not) = &args.not {
+                check_chars("not", not, MAX_LESSON_ARG_CHARS)?;
+            }
+            let category: LessonCategory = args.category.unwrap_or(LessonCategoryArg::Preference).name().parse()?;
+            let outcome = stores.memory.write_lesson(&args.rule, args.not.as_deref(), category, mcp_source())?;
+            Ok(serde_json::to_value(outcome).unwrap_or(Value::Null))
+        })
+        .await
+    }
+
+    #[tool(description = "Remove a lesson the user no longer wants, by its `lesson.<hash>` key.")]
+    async fn learn_remove(&self, Parameters(args): Parameters<LearnRemoveArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
+            let outcome = stores.memory.delete_lesson(&args.key, mcp_source())?;
+            Ok(json!({"outcome": outcome, "key": args.key, "deleted": outcome == DeleteOutcome::Deleted}))
+        })
+        .await
+    }
+
+    #[tool(description = "List the stored lessons, newest first.")]
+    async fn learn_list(&self, Parameters(args): Parameters<LearnListArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_range("limit", args.limit, 1, MAX_LESSON_LIST)?;
+            let limit = args.limit.map_or(cairn_memory_core::constants::MAX_LESSONS_IN_CONTEXT, |limit| limit as usize);
+            let lessons: Vec<Value> = stores
+                .memory
+                .get_lessons(limit)?
+                .into_iter()
+                .map(|lesson| {
+                    json!({
+                        "key": lesson.key,
+                        "text": redacted(&lesson.text()),
+                        "rule": redacted(&lesson.rule),
+                        "not": lesson.not.as_deref().map(redacted),
+                        "category": lesson.category,
+                        "source": lesson.source,
+                        "updated_at": lesson.updated_at,
+                    })
+                })
+                .collect();
+            Ok(json!({"count": lessons.len(), "lessons": lessons}))
+        })
+        .await
+    }
+
+    #[tool(description = "Find locally installed skills by name and description (bodies are searched only when no \
+                       metadata matches). Read one with skill_read.")]
+    async fn skill_search(&self, Parameters(args): Parameters<SkillSearchArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_not_blank("query", &args.query)?;
+            check_chars("query", &args.query, MAX_QUERY_CHARS)?;
+            check_range("limit", args.limit, 1, cairn_skills::constants::SEARCH_MAX_LIMIT as u32)?;
+            let hits: Vec<Value> = stores
+                .skills
+                .search(&args.query, args.limit.unwrap_or(10) as usize)
+                .into_iter()
+                .map(|hit| {
+                    json!({
+                        "name": hit.name,
+                        "description": redacted(&hit.description),
+                        "path": hit.path,
+                        "matched_in": hit.matched_in,
+                        "score": hit.score,
+                    })
+                })
+                .collect();
+            Ok(json!({"count": hits.len(), "hits": hits}))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Read one locally installed skill: its SKILL.md body (at most 32 KiB, credentials redacted) and \
+                       the other files in its directory."
+    )]
+    async fn skill_read(&self, Parameters(args): Parameters<SkillReadArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_chars("name", &args.name, MAX_SKILL_NAME_CHARS)?;
+            let Some(skill) = stores.skills.get(&args.name) else {
+                return Err(Failure::Refused {
+                    code: "skill_not_found".to_owned(),
+                    message: format!("no installed skill is called {:?}; find one with skill_search", args.name),
+                });
+            };
+            let body = skill.body().trim();
+            if let Some(finding) = cairn_guard::screen(body) {
+                return Err(Failure::Refused {
+                    code: "skill_withheld".to_owned(),
+                    message: format!(
+                        "the body of {:?} was withheld: the injection screen flagged it (rule {})",
+                        skill.name, finding.rule
+                    ),
+                });
+            }
+            let body = redacted(body);
+            let cut = floor_char_boundary(&body, SKILL_READ_MAX_BYTES);
+            let truncated = cut < body.len();
+            let siblings = sibling_files(&skill.dir, &skill.path);
+            stores.skills.ledger().record_deliveries([skill.name.as_str()]);
+            if let Err(error) = stores.skills.ledger().flush() {
+                tracing::warn!(%error, "could not flush the skills usage ledger");
+            }
+            Ok(json!({
+                "name": skill.name,
+                "description": redacted(skill.description()),
+                "path": skill.path,
+                "body": &body[..cut],
+                "truncated": truncated,
+                "size_bytes": skill.size_bytes,
+                "files": siblings,
+            }))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Append one entry to today's history file (Markdown memory). Credentials are redacted; text the \
+                       injection screen flags is refused."
+    )]
+    async fn history_append(
+        &self,
+        Parameters(args): Parameters<HistoryAppendArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            check_chars("text", &args.text, MAX_HISTORY_CHARS)?;
+            let appended = stores.files.append_history(&args.text)?;
+            Ok(serde_json::to_value(appended).unwrap_or(Value::Null))
+        })
+        .await
+    }
+}
+
+fn floor_char_boundary(text: &str, mut index: usize) -> usize {
+    if index >= text.len() {
+        return text.len();
+    }
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// The files of a skill directory other than its SKILL.md, relative,
+/// sorted, bounded; symbolic links are neither followed nor listed.
+fn sibling_files(dir: &Path, skill_file: &Path) -> Value {
+    let mut files = Vec::new();
+    let mut more = false;
+    let mut stack = vec![(dir.to_owned(), 0usize)];
+    while let Some((current, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&current) else { continue };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(|entry| entry.file_name());
+        for entry in entries {
+            let Ok(kind) = entry.file_type() else { continue };
+            let path = entry.path();
+            if kind.is_symlink() || path == skill_file {
+                continue;
+            }
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if kind.is_dir() {
+                if depth + 1 < SKILL_SIBLINGS_DEPTH {
+                    stack.push((path, depth + 1));
+                }
+            } else if kind.is_file() {
+                if files.len() >= SKILL_SIBLINGS_MAX {
+                    more = true;
+                    continue;
+                }
+                if let Ok(relative) = path.strip_prefix(dir) {
+                    files.push(relative.to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    files.sort();
+    json!({"list": files, "more": more})
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CairnMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cairn", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Cairn is the user's long-term memory. Search it with memory_search before answering questions about \
+                 past work; save lessons with learn_add when the user says \"remember\" or corrects you; find skills \
+                 with skill_search and read them with skill_read.",
+            )
+    }
+
+    /// Routes a call; arguments that do not fit the declared schema come
+    /// back as a tool error the model can read, not a protocol error.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if self.tool_router.get(&request.name).is_none() {
+            return Err(ErrorData::invalid_params(format!("unknown tool {:?}", request.name), None));
+        }
+        let call = ToolCallContext::new(self, request, context);
+        match self.tool_router.call(call).await {
+            // rmcp answers arguments that do not deserialise with an
+            // unstructured tool error; give it the same shape as every
+            // other refusal.
+            Ok(CallToolResponse::Complete(result))
+                if result.is_error == Some(true) && result.structured_content.is_none() =>
+            {
+                let message: Vec<String> =
+                    result.content.iter().filter_map(|block| block.as_text().map(|text| text.text.clone())).collect();
+                Ok(Failure::Arguments(message.join("\n")).into_result().into())
+            }
+            Err(error) if error.code == ErrorCode::INVALID_PARAMS => {
+                Ok(Failure::Arguments(error.message.into_owned()).into_result().into())
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_router_declares_exactly_the_contract_names() {
+        let mut declared: Vec<String> = CairnMcp::tool_list().into_iter().map(|tool| tool.name.into_owned()).collect();
+        declared.sort();
+        let mut expected: Vec<String> = TOOL_NAMES.iter().map(|name| (*name).to_owned()).collect();
+        expected.sort();
+        assert_eq!(declared, expected);
+    }
+
+    /// Tool names the prompt texts point the model at ("... with learn_remove").
+    fn named_tools(text: &str) -> Vec<String> {
+        text.match_indices("with ")
+            .filter_map(|(at, _)| {
+                let rest = &text[at + 5..];
+                let word: String = rest.chars().take_while(|ch| ch.is_ascii_lowercase() || *ch == '_').collect();
+                word.contains('_').then_some(word)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_context_texts_name_only_tools_that_exist() {
+        let sources = [include_str!("../../../context/src/builder.rs"), include_str!("../../../skills/src/session.rs")];
+        let named: Vec<String> = sources.iter().flat_map(|text| named_tools(text)).collect();
+        assert!(named.iter().any(|name| name == "learn_remove"), "{named:?}");
+        assert!(named.iter().any(|name| name == "skill_search"), "{named:?}");
+        for name in &named {
+            assert!(TOOL_NAMES.contains(&name.as_str()), "the prompt texts name {name:?}, which is not a tool");
+        }
+    }
+
+    #[test]
+    fn named_tools_finds_only_identifiers_after_with() {
+        assert_eq!(named_tools("find them with skill_search. Or with care."), vec!["skill_search".to_owned()]);
+    }
+}
