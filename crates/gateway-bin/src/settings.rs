@@ -870,8 +870,9 @@ pub(crate) fn write_key(home: &Path, key: &str, value: Option<&str>) -> Result<S
             recorder.record("home", Value::String(home.display().to_string()), Source::Default);
             recorder
         })?;
-    let unknown_marker = format!("`{key}`");
-    if value.is_some() && settings.warnings.iter().any(|warning| warning.contains(&unknown_marker)) {
+    let markers = [format!("`{key}`"), format!("section `{section}`")];
+    if value.is_some() && settings.warnings.iter().any(|warning| markers.iter().any(|marker| warning.contains(marker)))
+    {
         return Err(ConfigError::UnknownKey { key: key.to_owned() });
     }
     atomic_write(&path, next.as_bytes())?;

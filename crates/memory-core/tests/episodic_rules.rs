@@ -638,3 +638,63 @@ fn the_configuration_sets_the_cap_and_the_retrieval_and_is_validated() {
         assert!(matches!(error, cairn_memory_core::MemoryError::InvalidConfig(_)), "{error}");
     }
 }
+
+/// A model that counts how often it was released.
+struct Closable {
+    inner: HashEmbedder,
+    closed: std::sync::atomic::AtomicUsize,
+}
+
+impl EmbeddingBackend for Closable {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn is_ready(&self) -> bool {
+        true
+    }
+    fn embed_batch(&self, texts: &[&str]) -> cairn_embedder::Result<Vec<Vec<f32>>> {
+        self.inner.embed_batch(texts)
+    }
+    fn close(&self) {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn the_outgoing_model_answers_until_the_reembed_is_complete_and_is_then_released() {
+    let old = Arc::new(Closable { inner: HashEmbedder::new(64), closed: Default::default() });
+    let (_home, db) = open(Some(old.clone()));
+    for i in 0..20 {
+        db.write_episodic(&NewEpisode::new(format!("swap order row {i} about the rivers")).defer_embedding(true))
+            .unwrap();
+    }
+    assert_eq!(db.backfill_missing_embeddings(None).unwrap().embedded, 20);
+    let db = Arc::new(db);
+    let next = Arc::new(Gated {
+        inner: HashEmbedder::new(24),
+        entered: Barrier::new(2),
+        release: Barrier::new(2),
+        armed: AtomicBool::new(true),
+    });
+    let swap = {
+        let db = db.clone();
+        let next = next.clone();
+        std::thread::spawn(move || db.swap_embedding_model(next, Duration::from_secs(5)).unwrap())
+    };
+    next.entered.wait(); // the re-embed is under way
+    assert_eq!(db.embedder().unwrap().model_id(), "hash-64", "the new model must not answer yet");
+    // A backfill of the outgoing space must not undo the re-embedding.
+    assert_eq!(db.backfill_missing_embeddings(None).unwrap().embedded, 0);
+    let hits = db.search_episodic(&EpisodicQuery::new("swap order row 3 about the rivers")).unwrap();
+    assert!(!hits.is_empty(), "searches keep answering during the swap");
+    next.release.wait();
+    let done = swap.join().unwrap();
+    assert_eq!(done.step, ReembedStep::Done);
+    assert_eq!(db.embedder().unwrap().model_id(), "hash-24");
+    assert_eq!(old.closed.load(Ordering::SeqCst), 1, "the outgoing model is released");
+    let status = db.build_episodic_index().unwrap();
+    assert_eq!((status.active_with_vectors, status.space.as_deref()), (20, Some("hash-24#24")));
+}

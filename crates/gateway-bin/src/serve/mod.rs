@@ -165,6 +165,8 @@ pub(crate) struct AppState {
     pub(crate) context: cairn_context::ContextBuilder,
     /// One migration or import at a time.
     pub(crate) transfer_lock: Arc<tokio::sync::Mutex<()>>,
+    /// `true` once the migration run at start has finished (either way).
+    pub(crate) start_migration: watch::Sender<bool>,
     pub(crate) config_warnings: Vec<String>,
     pub(crate) started: Instant,
 }
@@ -248,6 +250,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         sessions,
         context,
         transfer_lock: Arc::default(),
+        start_migration: watch::Sender::new(false),
         config_warnings: config.warnings.clone(),
         started: Instant::now(),
     });
@@ -320,6 +323,7 @@ async fn migrate_at_start(state: Arc<AppState>) {
         Ok(Err(error)) => tracing::warn!(%error, "automatic migration failed; it is retried at the next start"),
         Err(error) => tracing::warn!(%error, "automatic migration did not finish"),
     }
+    state.start_migration.send_replace(true);
 }
 
 /// Folds the WAL back into `memory.db` so a clean stop leaves one file.

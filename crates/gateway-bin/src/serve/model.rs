@@ -25,9 +25,49 @@ pub(crate) struct DeferredEmbedder {
     loaded: OnceLock<Loaded>,
 }
 
-struct Loaded {
+/// A model as the gateway serves it: the cache over the batching worker
+/// over the lazily loaded model.
+pub(crate) struct Loaded {
     lazy: LazyEmbedder,
     cache: CachedEmbedder,
+}
+
+impl Loaded {
+    /// The serving stack over `info`'s model; loading starts at once.
+    pub(crate) fn start(info: &ModelInfo) -> Self {
+        let lazy = info.lazy();
+        // Concurrent requests' texts share forward passes (one at a time).
+        let batching = BatchingEmbedder::new(Arc::new(lazy.clone()), EMBED_BATCH);
+        let cache = CachedEmbedder::over(Arc::new(batching));
+        lazy.start_loading();
+        Self { lazy, cache }
+    }
+}
+
+impl EmbeddingBackend for Loaded {
+    fn model_id(&self) -> &str {
+        self.lazy.model_id()
+    }
+
+    fn dim(&self) -> usize {
+        self.lazy.dim()
+    }
+
+    fn is_ready(&self) -> bool {
+        self.lazy.is_ready()
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> cairn_embedder::Result<Vec<Vec<f32>>> {
+        self.lazy.embed_batch(texts)
+    }
+
+    fn embed(&self, text: &str) -> cairn_embedder::Result<Vec<f32>> {
+        self.cache.embed(text)
+    }
+
+    fn close(&self) {
+        self.lazy.close();
+    }
 }
 
 impl DeferredEmbedder {
@@ -258,14 +298,7 @@ impl ModelLifecycle {
             *self.phase.lock() = Phase::Failed { error: error.clone() };
             return Err(EnableError::Failed(error));
         }
-        let lazy = info.lazy();
-        // Concurrent requests' texts share forward passes (one at a time).
-        let batching = BatchingEmbedder::new(Arc::new(lazy.clone()), EMBED_BATCH);
-        let cache = CachedEmbedder::over(Arc::new(batching));
-        let _ = self.embedder.loaded.set(Loaded { lazy, cache });
-        if let Some(lazy) = self.embedder.wired() {
-            lazy.start_loading();
-        }
+        let _ = self.embedder.loaded.set(Loaded::start(&info));
         *self.phase.lock() = Phase::Wired { dir };
         Ok(())
     }

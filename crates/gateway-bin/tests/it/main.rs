@@ -16,6 +16,7 @@ mod memory_transfer;
 mod serve;
 mod serve_sessions;
 mod serve_transfer;
+mod settings;
 mod skills;
 
 pub(crate) fn cairn() -> Command {

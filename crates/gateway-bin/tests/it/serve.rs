@@ -421,14 +421,23 @@ fn serve_agents_detail_and_patch_rules() {
         .to_string(),
     );
     write(&agents.path().join("writer.md"), "---\nname: writer\ntools: [\"read\"]\n---\nWrite well.\n");
-    std::fs::write(home.path().join("config.json"), json!({"agent": {"agents_dir": agents.path()}}).to_string())
-        .unwrap();
+    let twin = json!({"name": "twin", "prompt": "Same.", "model": "small"}).to_string();
+    write(&agents.path().join("twin-a.json"), &twin);
+    write(&agents.path().join("twin-b.json"), &twin);
+    let project = tempfile::tempdir().unwrap();
+    let checkout_spec = json!({"name": "checkout", "prompt": "From the repo.", "model": "small"}).to_string();
+    write(&project.path().join(".kiro/agents/checkout.json"), &checkout_spec);
+    std::fs::write(
+        home.path().join("config.json"),
+        json!({"agent": {"agents_dir": agents.path(), "project_dir": project.path()}}).to_string(),
+    )
+    .unwrap();
     let gateway = start_in(home, &[], &[]);
 
     let listed = gateway.get("/api/agents");
     let names: Vec<&str> =
         listed.body["agents"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["reviewer", "writer"]);
+    assert_eq!(names, ["checkout", "reviewer", "twin", "writer"]);
     let detail = gateway.get("/api/agents/detail/reviewer");
     assert_eq!(detail.status, 200, "{}", detail.body);
     assert_eq!(detail.body["model"], "small");
@@ -472,8 +481,26 @@ fn serve_agents_detail_and_patch_rules() {
     let markdown = gateway.send("PATCH", "/api/agents/detail/writer", &json!({"model": "large"}));
     assert_eq!((markdown.status, markdown.code()), (409, "markdown_spec_readonly"));
     assert!(!std::fs::read_to_string(agents.path().join("writer.md")).unwrap().contains("large"));
+    // A project checkout's spec is never rewritten.
+    let checkout = gateway.send("PATCH", "/api/agents/detail/checkout", &json!({"model": "large"}));
+    assert_eq!((checkout.status, checkout.code()), (409, "project_spec_readonly"), "{}", checkout.body);
+    assert_eq!(std::fs::read_to_string(project.path().join(".kiro/agents/checkout.json")).unwrap(), checkout_spec);
+    // Two identical files declaring one name: the writer refuses the pair.
+    let twins = gateway.send("PATCH", "/api/agents/detail/twin", &json!({"model": "large"}));
+    assert_eq!((twins.status, twins.code()), (409, "ambiguous_spec"), "{}", twins.body);
+    for file in ["twin-a.json", "twin-b.json"] {
+        assert_eq!(std::fs::read_to_string(agents.path().join(file)).unwrap(), twin, "{file}");
+    }
+    // Keys other than `model` and `skills` are ignored, each with a notice.
+    let before = std::fs::read_to_string(agents.path().join("reviewer.json")).unwrap();
+    let ignored = gateway.send("PATCH", "/api/agents/detail/reviewer", &json!({"tools": ["*"]}));
+    assert_eq!(ignored.status, 200, "{}", ignored.body);
+    assert!(ignored.body["notices"][0].as_str().unwrap().contains("`tools` ignored"), "{}", ignored.body);
+    assert_eq!(std::fs::read_to_string(agents.path().join("reviewer.json")).unwrap(), before);
+    let mixed = gateway.send("PATCH", "/api/agents/detail/reviewer", &json!({"model": "medium", "welcome": 1}));
+    assert_eq!((mixed.status, &mixed.body["model"]), (200, &json!("medium")), "{}", mixed.body);
+    assert_eq!(mixed.body["notices"].as_array().unwrap().len(), 1);
     for (body, code) in [
-        (json!({"tools": ["*"]}), "unknown_field"),
         (json!({}), "empty_patch"),
         (json!({"model": ""}), "invalid_model"),
         (json!({"skills": "a"}), "invalid_skills"),

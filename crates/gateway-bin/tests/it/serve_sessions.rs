@@ -177,10 +177,11 @@ fn serve_session_messages_consolidate_on_the_threshold_and_when_idle() {
 }
 
 #[test]
-fn serve_session_messages_are_refused_without_an_llm_or_when_malformed() {
+fn serve_session_messages_are_refused_when_malformed_and_not_consolidated_without_an_llm() {
     let off = start(&["--heartbeat-secs", "3600"]);
-    let refused = off.send("POST", "/api/sessions/chat-1/messages", &messages(0..2));
-    assert_eq!((refused.status, refused.code()), (409, "consolidation_off"), "{}", refused.body);
+    let accepted = off.send("POST", "/api/sessions/chat-1/messages", &messages(0..2));
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    assert_eq!(accepted.body["consolidation"]["status"], "off", "{}", accepted.body);
     let health = off.get("/api/health").body;
     assert!(health["heartbeat"]["disabled"]["check_idle_sessions"].as_str().unwrap().contains("no LLM"), "{health}");
     drop(off);
@@ -229,4 +230,52 @@ fn serve_session_messages_are_refused_without_an_llm_or_when_malformed() {
     let other = gateway.send("POST", "/api/sessions/other.session:2/messages", &messages(0..3));
     assert_eq!((other.status, &other.body["messages"]), (200, &json!(3)), "{}", other.body);
     assert!(llm.seen.try_recv().is_err(), "no consolidation was due");
+}
+
+#[test]
+fn serve_sessions_apply_config_hooks_and_recall_episodic_memory_on_every_message() {
+    let gateway = start_with_config(
+        json!({
+            "hooks": {"transforms": {"^deploy": "[ops] "}, "auto_replies": {"^ping$": "pong"}},
+            "server": {"heartbeat_secs": 3600}
+        }),
+        &[],
+    );
+    let fragment = "We deploy the billing service on Postgres 16 every Tuesday morning.";
+    let written = gateway.send("POST", "/api/memory/episodic", &json!({"text": fragment, "importance": 0.9}));
+    assert_eq!(written.status, 200, "{}", written.body);
+    let post = |content: &str| {
+        let reply = gateway.send(
+            "POST",
+            "/api/sessions/chat-hooks/messages",
+            &json!({"messages": [{"role": "user", "content": content}]}),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.body["context"].clone()
+    };
+    let first = post("ping");
+    assert_eq!(first["auto_reply"]["reply"], "pong", "{first}");
+    assert_eq!(first["text"], "", "an auto-reply short-circuits the context");
+
+    let second = post("deploy the billing service on postgres 16");
+    let text = second["text"].as_str().unwrap();
+    assert!(text.contains("[ops] deploy the billing service"), "the transform applies: {text}");
+    assert!(text.contains("[Episodic Memory]") && text.contains("every Tuesday morning"), "{text}");
+    assert!(text.starts_with("[RUNTIME]"), "a follow-up turn refreshes the runtime identity: {text}");
+
+    let third = post("deploy the billing service on postgres 16 again");
+    assert!(third["text"].as_str().unwrap().contains("[Episodic Memory]"), "{third}");
+
+    let start = gateway.send("POST", "/api/sessions/chat-hooks/start", &json!({"query": "billing"}));
+    assert_eq!(start.status, 200, "{}", start.body);
+    let session = start.body["context"]["text"].as_str().unwrap();
+    assert!(
+        session.contains("deploy the billing service on postgres 16 again"),
+        "the transcript is the thread: {session}"
+    );
+    let resumed = gateway.send("POST", "/api/sessions/chat-hooks/start", &json!({"resumed": true}));
+    let resumed = resumed.body["context"]["text"].as_str().unwrap();
+    assert!(!resumed.contains("postgres 16 again"), "resumed skips the thread block: {resumed}");
+    let bad = gateway.send("POST", "/api/sessions/chat-hooks/start", &json!({"window": 0}));
+    assert_eq!((bad.status, bad.code()), (400, "invalid_window"));
 }

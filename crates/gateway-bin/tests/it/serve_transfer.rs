@@ -35,7 +35,7 @@ fn semantic_keys(gateway: &Gateway, prefix: &str) -> Vec<String> {
 }
 
 #[test]
-fn serve_migrate_brings_markdown_in_once_and_then_reports_already_migrated() {
+fn serve_migrates_markdown_at_start_once_and_then_reports_already_migrated() {
     let home = tempfile::tempdir().unwrap();
     let memory = home.path().join("memory");
     std::fs::create_dir_all(memory.join("history")).unwrap();
@@ -49,16 +49,14 @@ fn serve_migrate_brings_markdown_in_once_and_then_reports_already_migrated() {
     .unwrap();
     let gateway = start_in(home, &["--heartbeat-secs", "3600"], &[]);
 
+    // The gateway migrated the home at start; the request waited for it.
     let first = gateway.send("POST", "/api/memory/migrate", &json!({}));
     assert_eq!(first.status, 200, "{}", first.body);
-    let report = &first.body["report"];
-    assert_eq!(report["already_migrated"], false, "{report}");
-    assert_eq!(
-        (&report["semantic_written"], &report["episodic_written"], &report["lessons_written"]),
-        (&json!(2), &json!(1), &json!(1)),
-        "{report}"
-    );
-    assert_eq!(report["refused"], json!([]));
+    assert_eq!(first.body["report"]["already_migrated"], true, "{}", first.body);
+    let events = gateway.get("/api/memory/events").body;
+    let migration = events["events"].as_array().unwrap().iter().find(|event| event["action"] == "migration").cloned();
+    let migration = migration.unwrap_or_else(|| panic!("no migration event: {events}"));
+    assert_eq!(migration["source"], "auto", "{migration}");
     assert_eq!(semantic_keys(&gateway, "pref."), ["pref.editor", "pref.theme"]);
     let episodes = gateway.get("/api/memory/episodic").body;
     assert!(episodes["episodes"][0]["text"].as_str().unwrap().contains("Cairn repository"), "{episodes}");
@@ -237,8 +235,9 @@ fn serve_refuses_a_second_model_change_while_a_reembed_runs() {
     let status = gateway.wait_for("/api/memory/embedding-status", "the swap to start applying", |body| {
         body["reembed"]["step"] == "applying"
     });
-    assert_eq!(status["model_id"], "tiny-bert-gated", "{status}");
-    assert_eq!(status["model_loaded"], false, "{status}");
+    // The outgoing model answers until the re-embed into the new space is complete.
+    assert_eq!(status["model_id"], "tiny-bert", "{status}");
+    assert_eq!(status["model_loaded"], true, "{status}");
     let refused = gateway.send("POST", "/api/memory/embedding-model", &json!({"path": first}));
     assert_eq!((refused.status, refused.code()), (409, "reembed_in_progress"), "{}", refused.body);
     // Validation alone is still answered while the swap runs.

@@ -47,7 +47,7 @@ fn create_list_match_set_inject_show_and_delete() {
     );
 
     let rows: Value = serde_json::from_str(&ok(home.path(), &["list", "--json"])).unwrap();
-    assert_eq!(rows[0]["deliveries"], 1, "the first match delivered a body and was persisted");
+    assert!(rows[0]["deliveries"].is_null(), "`skills match` is a preview: it records no delivery");
     let audit = std::fs::read_to_string(home.path().join("skills-audit.jsonl")).unwrap();
     assert!(audit.lines().any(|line| line.contains("set_inject_on_trigger")), "{audit}");
 

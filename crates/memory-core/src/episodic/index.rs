@@ -522,12 +522,31 @@ impl MemoryDb {
         let (Some(embedder), generation) = self.embedder_with_generation() else {
             return Ok(BackfillReport { embedded: 0, remaining: self.count_missing(None)? });
         };
-        let space = space_signature(&*embedder);
+        // A model change owns the vectors while it runs: a backfill in the
+        // outgoing space would undo its re-embedding.
+        let Some(_no_swap) = self.episodic.swap.try_lock() else {
+            return Ok(BackfillReport {
+                embedded: 0,
+                remaining: self.count_missing(Some(&space_signature(&*embedder)))?,
+            });
+        };
+        self.backfill_into(&embedder, generation, progress)
+    }
+
+    /// Embeds every active row without a vector in `embedder`'s space,
+    /// while the embedder of `generation` is current.
+    fn backfill_into(
+        &self,
+        embedder: &Arc<dyn EmbeddingBackend>,
+        generation: u64,
+        progress: Option<&dyn Fn(usize, usize)>,
+    ) -> Result<BackfillReport> {
+        let space = space_signature(&**embedder);
         let total = self.count_missing(Some(&space))?;
         let mut report = BackfillReport::default();
         let mut after_id = 0i64;
         let mut failed = 0usize;
-        while embedder.is_ready() || wait_ready(&*embedder, Duration::ZERO) {
+        while embedder.is_ready() || wait_ready(&**embedder, Duration::ZERO) {
             let batch: Vec<(i64, String)> = self.read("finding episodic rows without vectors", |tx| {
                 let mut statement = tx
                     .prepare_cached(
@@ -696,26 +715,34 @@ impl MemoryDb {
         let Some(_single) = self.episodic.swap.try_lock() else { return Err(MemoryError::ReembedInProgress) };
         let _span = tracing::info_span!("swap_embedding_model", model = next.model_id()).entered();
         *self.episodic.progress.lock() = ReembedProgress { step: ReembedStep::Applying, ..ReembedProgress::default() };
-        let previous = self.embedder();
-        self.set_embedder(Some(Arc::clone(&next)));
-        let result = self.run_swap(&next, ready_timeout);
+        // The outgoing model keeps answering queries (rows already moved to
+        // the new space fall back to keywords) until every row is in the
+        // new space; only then does the new model take over.
+        let (previous, generation) = self.embedder_with_generation();
+        let result = self.run_swap(&next, generation, ready_timeout);
         match result {
             Ok(()) => {
+                self.set_embedder(Some(Arc::clone(&next)));
+                if let Some(previous) = previous {
+                    previous.close();
+                }
                 let mut progress = self.episodic.progress.lock();
                 progress.step = ReembedStep::Done;
                 Ok(progress.clone())
             }
             Err(error) => {
-                tracing::warn!(%error, "model swap failed; restoring the previous model");
-                self.set_embedder(previous);
+                tracing::warn!(%error, "model swap failed; the previous model stays");
                 {
                     let mut progress = self.episodic.progress.lock();
                     progress.step = ReembedStep::Failed;
                     progress.error = Some(error.to_string());
                 }
+                next.close();
                 // Rows already re-embedded are in the abandoned space: give
-                // them back vectors of the restored model where it can.
-                if let Err(error) = self.backfill_missing_embeddings(None) {
+                // them back vectors of the kept model where it can.
+                if let Some(previous) = &previous
+                    && let Err(error) = self.backfill_into(previous, self.space_generation(), None)
+                {
                     tracing::warn!(%error, "backfill after a failed swap did not finish");
                 }
                 Ok(self.reembed_progress())
@@ -723,7 +750,7 @@ impl MemoryDb {
         }
     }
 
-    fn run_swap(&self, next: &Arc<dyn EmbeddingBackend>, ready_timeout: Duration) -> Result<()> {
+    fn run_swap(&self, next: &Arc<dyn EmbeddingBackend>, generation: u64, ready_timeout: Duration) -> Result<()> {
         if !wait_ready(&**next, ready_timeout) {
             return Err(MemoryError::Embedding {
                 operation: "loading the new model",
@@ -736,7 +763,7 @@ impl MemoryDb {
         let progress = |done: usize, _total: usize| {
             self.episodic.progress.lock().done = done;
         };
-        let report = self.backfill_missing_embeddings(Some(&progress))?;
+        let report = self.backfill_into(next, generation, Some(&progress))?;
         // Verify: no active row is left outside the new space.
         if report.remaining > 0 {
             return Err(MemoryError::Embedding {

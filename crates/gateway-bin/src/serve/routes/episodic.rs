@@ -18,13 +18,14 @@ use serde_json::{Value, json};
 use super::{ApiResult, blocking, pooled};
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody, memory_error};
+use crate::serve::model::Loaded;
 
 /// Largest page of the episodic list.
 const MAX_PAGE: usize = 500;
 /// Longest episodic search result list.
 const MAX_SEARCH: usize = 100;
 /// How long a model swap waits for the new model to load.
-const SWAP_LOAD_TIMEOUT: Duration = Duration::from_secs(300);
+const SWAP_LOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct PageQuery {
@@ -178,10 +179,9 @@ pub(crate) async fn change_model(
         .name("cairn-model-swap".to_owned())
         .spawn(move || {
             let _flight = flight;
-            // Start loading now: the swap waits for the model to become ready.
-            let lazy = info.lazy();
-            lazy.start_loading();
-            let next: Arc<dyn cairn_embedder::EmbeddingBackend> = Arc::new(lazy);
+            // Start loading now: the swap waits for the model to become
+            // ready. It is served like the first model: cache over batching.
+            let next: Arc<dyn cairn_embedder::EmbeddingBackend> = Arc::new(Loaded::start(&info));
             match worker.memory.swap_embedding_model(next, SWAP_LOAD_TIMEOUT) {
                 Ok(progress) if progress.step == ReembedStep::Done => {
                     if let Err(error) =

@@ -23,8 +23,14 @@ fn bad_query(rejection: QueryRejection) -> ApiError {
     ApiError::bad_request("invalid_query", rejection.body_text())
 }
 
-/// Takes the single-flight lock of migrations and imports, or refuses.
-fn transfer_guard(state: &AppState) -> Result<tokio::sync::OwnedMutexGuard<()>, ApiError> {
+/// How long a transfer request waits for the migration a gateway runs at start.
+const START_MIGRATION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Takes the single-flight lock of migrations and imports, or refuses. The
+/// migration run at start is waited for (up to a minute), not refused.
+async fn transfer_guard(state: &AppState) -> Result<tokio::sync::OwnedMutexGuard<()>, ApiError> {
+    let mut started = state.start_migration.subscribe();
+    let _ = tokio::time::timeout(START_MIGRATION_PATIENCE, started.wait_for(|done| *done)).await;
     Arc::clone(&state.transfer_lock).try_lock_owned().map_err(|_| {
         ApiError::conflict("transfer_in_progress", "a migration or import is already running; retry when it is done")
     })
@@ -46,7 +52,7 @@ pub(crate) async fn migrate(
 ) -> ApiResult {
     let Query(query) = query.map_err(bad_query)?;
     let force = query.force.unwrap_or(false);
-    let guard = transfer_guard(&state)?;
+    let guard = transfer_guard(&state).await?;
     let memory = Arc::clone(&state.memory);
     let home = state.home.clone();
     let report = pooled(&state, move || {
@@ -78,7 +84,7 @@ pub(crate) async fn import(
     let document: ExportDocument = serde_json::from_value(body).map_err(|error| {
         ApiError::bad_request("invalid_bundle", format!("the body is not a Cairn export document: {error}"))
     })?;
-    let guard = transfer_guard(&state)?;
+    let guard = transfer_guard(&state).await?;
     let memory = Arc::clone(&state.memory);
     let files = Arc::clone(&state.files);
     let home = state.home.clone();
