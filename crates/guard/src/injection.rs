@@ -17,7 +17,8 @@ use std::sync::LazyLock;
 
 use regex::{RegexSet, RegexSetBuilder};
 
-use crate::normalize::{ascii_pattern, normalize};
+use crate::normalize::{ascii_pattern, deobfuscated, fold_pattern, normalize, rot13};
+use crate::secrets::base64_candidates;
 
 /// What kind of attack a rule detects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,27 +72,47 @@ const RULES: &[Rule] = &[
     rule(
         "instruction-override",
         C::InstructionOverride,
-        r"\b(?:ignore|disregard|forget|override|bypass|skip|abandon|discard)\b(?: \w+){0,4}? (?:all |any |the |your |my |of )*(?:previous|prior|above|earlier|preceding|former|original|initial|existing|old|system|developer|default)(?: \w+){0,2}? (?:instructions?|prompts?|rules|directives|guidelines|commands|context|messages|inputs?|programming|constraints|conversation)\b",
+        r"\b(?:ignore|ignoring|disregard|disregarding|forget|override|bypass|skip|abandon|discard|drop|dismiss|neglect|overlook|omit|scrap|nullify|void|erase|delete|clear|unlearn|disobey|set aside|put aside|throw out|throw away|toss out|pay no (?:attention|heed|mind) to|take no notice of|do not (?:follow|obey|heed|comply with)|don't (?:follow|obey|heed|comply with)|stop (?:following|obeying)|no longer (?:follow|obey)|cease following)\b(?: \w+){0,4}? (?:all |any |the |your |my |of |those |these |each |every |other )*(?:previous|previously|prior|above|earlier|preceding|former|foregoing|aforementioned|original|initial|existing|old|system|developer|default|given|provided|past|first|pre-?set|standing)(?: \w+){0,2}?[.,;:!-]? (?:instructions?|prompts?|rules|directives?|directions|guidelines|guidance|commands?|orders|context|messages?|inputs?|programming|constraints|conversation|text|content|configuration|setup|polic(?:y|ies)|restrictions|limitations|training|tasks?|requests?|steps|information|advice|statements?|sentences?|lines|paragraphs?)\b",
     ),
     rule(
         "instruction-override-everything",
         C::InstructionOverride,
-        r"\bignore (?:everything|all)(?: \w+){0,4} (?:before|above|prior)\b|\[(?:ignore|disregard) (?:all )?(?:prior|previous) (?:inputs?|instructions?)\]",
+        r"\b(?:ignore|disregard|forget|pay no attention to|set aside) (?:everything|all|anything|whatever|what)(?: \w+){0,5}? (?:before|above|prior|previously|earlier|so far|until now|up to now|up to this point)\b|\[(?:ignore|disregard) (?:all )?(?:prior|previous) (?:inputs?|instructions?)\]|\b(?:ignore|disregard|forget) (?:that|this|the above|all that)[.,;!]* (?:and |instead |now )*(?:say|print|write|output|tell|respond|reply|answer|do|follow|obey|translate|list)\b|\bstop everything\b|\b(?:ignore|disregard|forget|set aside|put aside|drop|discard|dismiss|pay no attention to) (?:all |any |the |your |of )*(?:instructions?|guidance|rules|directives?|directions|guidelines|commands|orders|prompts?)(?: that)? (?:you (?:were|have been|got) (?:given|told)|you(?:'ve| have)? received|(?:given|provided|shown|written|stated) (?:to you )?(?:before|earlier|above|previously|so far))\b|\b(?:the |your |all |any )?(?:previous|prior|above|earlier|original|initial|system|old)(?: ?[-,:;.]{1,2})? (?:instructions|rules|directives|guidelines|prompts?) (?:are|is|were|have been) (?:now |hereby )?(?:void|null|cancel?led|revoked|invalid|no longer valid|obsolete|outdated|lifted|suspended|overridden|disabled|deprecated)\b|\b(?:ignore|disregard) (?:any|all) (?:previous|prior|preceding) and (?:following|subsequent|future) instructions\b",
+    ),
+    rule(
+        "instruction-override-joined",
+        C::InstructionOverride,
+        r"(?:ignore|disregard|forget|bypass|override) ?(?:(?:all|any|the|your|of) ?)*(?:previous|prior|above|earlier|preceding|original|initial|system) ?(?:instructions?|prompts?|rules|directives|guidelines|commands)|(?:reveal|print|show|repeat|output|display) ?(?:me ?)?(?:your|the) ?(?:system|initial|original|hidden) ?(?:prompt|instructions|message)|developer ?mode ?(?:enabled|output)|developermodeon|do ?anything ?now|you ?are ?now ?(?:dan|free|unrestricted|unfiltered|jailbroken)",
+    ),
+    rule(
+        "instruction-override-multilingual",
+        C::InstructionOverride,
+        r"\b(?:ignora|ignore|ignorar|ignoren|olvida|olvide|olvidar|descarta|omite|haz caso omiso de)\b(?: \w+){0,3}? (?:instrucciones|indicaciones|ordenes|reglas|directrices|instruccion)\b(?: \w+){0,3}? ?(?:anteriores|previas|precedentes|de arriba|anteriormente|originales|iniciales|del sistema|dadas)\b|\b(?:ignore|ignorez|ignorer|oublie|oubliez|oublier|ne tiens pas compte des|ne tenez pas compte des)\b(?: \w+){0,3}? (?:instructions|consignes|regles|directives|ordres)\b(?: \w+){0,2}? ?(?:precedentes|anterieures|ci-dessus|initiales|originales|du systeme|d'avant|recues)\b|\b(?:ignoriere|ignorier|ignorieren sie|vergiss|vergessen sie|missachte)\b(?: \w+){0,5}? (?:anweisungen|instruktionen|regeln|befehle|vorgaben|anordnungen)\b|\b(?:ignora|ignorate|ignorare|dimentica|dimenticate|trascura)\b(?: \w+){0,3}? (?:istruzioni|regole|indicazioni|direttive)\b(?: \w+){0,2}? ?(?:precedenti|sopra|iniziali|originali|di sistema|ricevute)\b|\b(?:ignore|ignora|ignorar|esqueca|esquece|desconsidere|desconsidera)\b(?: \w+){0,3}? (?:instrucoes|regras|diretrizes|ordens|orientacoes)\b(?: \w+){0,2}? ?(?:anteriores|acima|iniciais|originais|do sistema|recebidas)\b|\b(?:negeer|vergeet)\b(?: \w+){0,4}? (?:instructies|regels|opdrachten|aanwijzingen)\b|(?:игнорируй|игнорируйте|игнорировать|проигнорируй|проигнорируйте|забудь|забудьте|не обращай внимания на|не обращайте внимания на|не слушай|отбрось)(?: [а-я]+){0,4}? (?:инструкции|инструкциям|указания|указаниям|правила|команды|инструкций|указаний|правил|команд)|(?:忽略|无视|忽视|不要理会|不要理睬|别管|忘记|忘掉|無視|忽略掉)(?:之前|以前|先前|上面|上述|以上|前面|前述|所有|全部|一切|的|你的|原来|原有|系统|系統|给你|收到|的所有)*(?:指令|指示|说明|說明|规则|規則|提示|命令|要求|设定|設定|限制)|(?:以前|前|上記|これまで|今まで|先ほど|最初|元)の(?:すべての|全ての)?(?:指示|命令|ルール|指令|プロンプト|設定|制約)(?:を|は)(?:すべて|全て)?(?:無視|忘れ)|(?:指示|命令|ルール|制約)を(?:すべて|全て)?無視|(?:이전|위의|앞의|기존|모든|이전의)(?: ?(?:모든|의))? ?(?:지시|지침|명령|규칙|지시사항|프롬프트|지시를|지침을|명령을|규칙을)(?:을|를|은|는)? ?(?:모두 )?(?:무시|잊어)",
     ),
     rule(
         "new-instructions",
         C::InstructionOverride,
-        r"\b(?:new|updated|revised|real) (?:system )?instructions? ?(?:follow|are ?:|:)|\bsystem instructions? begins?\b|\bend of system instructions?\b",
+        r"\b(?:new|updated|revised|real|actual|true) (?:system )?instructions? ?(?:follow|are ?:|:)|\bsystem instructions? begins?\b|\bend of system instructions?\b|\b(?:your|the) (?:new|real|actual|true) (?:instructions|objective|directive|orders) (?:is|are|will be|follow|:)",
     ),
     rule(
         "role-reassignment",
         C::RoleReassignment,
-        r"\byou are (?:now|no longer)\b(?: \w+){0,3}? (?:chatgpt|an? (?:ai|assistant|language model|chatbot)|gpt|claude|bound|restricted|limited|free|dan|unrestricted|unfiltered|jailbroken)\b|\byou(?: are|'re) not (?:chatgpt|an ai|a language model|gpt|claude|bound by)\b",
+        r"\byou are (?:now|no longer)\b(?: \w+){0,3}? (?:chatgpt|an? (?:ai|assistant|language model|chatbot)|gpt|claude|bound|restricted|limited|free|dan|unrestricted|unfiltered|jailbroken|uncensored|evil)\b|\byou(?: are|'re) not (?:chatgpt|an ai|a language model|gpt|claude|bound by)\b",
     ),
     rule(
         "act-as-ai-persona",
         C::RoleReassignment,
         r"\b(?:from now on|from this (?:moment|point)(?: on| onwards?)?|for the rest of this conversation|starting now)\b,? (?:you|u)(?: \w+){0,4}? (?:act|be|become|respond|answer|behave|pretend|simulate|play|take on|roleplay)\b(?: \w+){0,6}? (?:ai|bot|chatbot|model|persona|gpt|dan|mode|character)\b|\byou(?: are|'re) (?:going|about) to (?:act|pretend|become|play|simulate|be)\b(?: \w+){0,3}? (?:as )?(?:an? )?(?:\w+ ){0,3}?(?:dan|ai|gpt|chatbot|bot|model|persona)\b|\b(?:you will|you'll|you must|you shall|please) (?:now )?(?:simulate|emulate|impersonate)\b(?: \w+){0,4}? (?:ai|chatbot|bot|model|gpt|dan)\b",
+    ),
+    rule(
+        "mode-switch",
+        C::Jailbreak,
+        r"\b(?:you are|you're|you will be|you'll be|pretend (?:that )?(?:you are|you're|to be)|act as if (?:you are|you're)|imagine (?:that )?(?:you are|you're)|suppose (?:that )?(?:you are|you're)|simulate being|now operating|operating|running|respond|answer|reply)(?: now| currently| permanently)? (?:in|under|with) (?:\w+ )?(?:developer|dev|debug|god|sudo|admin|root|maintenance|unrestricted|unfiltered|uncensored|jailbreak|jailbroken|dan|evil|unlocked|no-?limits?|chaos|opposite|amoral) mode\b|\b(?:enter|entering|activate|activating|enable|enabling|switch (?:in)?to|unlock|unlocking|engage)\b(?: \w+){0,2}? (?:jailbreak|jailbroken|dan|amoral|no-?limits?|no restrictions|no rules|anything goes) mode\b",
+    ),
+    rule(
+        "no-rules-persona",
+        C::Jailbreak,
+        r"\b(?:pretend|imagine|act as if|suppose|assume|roleplay|role-play|let's say|from now on|for this conversation|in this hypothetical)\b,? (?:that )?(?:you|you're|you are|u)\b(?: \w+){0,5}? (?:have no|don't have any|do not have any|have zero|are free (?:of|from)|are not bound by|aren't bound by|are without|no longer have|are unbound by|are exempt from|are released from)(?: \w+){0,3}? (?:rules|restrictions|limits|limitations|filters|guidelines|boundaries|censorship|ethics|morals|policies|safeguards|guardrails|programming|constraints)\b",
     ),
     rule(
         "jailbreak-mode",
@@ -126,22 +147,27 @@ const RULES: &[Rule] = &[
     rule(
         "chat-template-token",
         C::FakeRoleMarker,
-        r"<\|(?:im_start|im_end|system|user|assistant|endoftext|start_header_id|end_header_id|eot_id)\|>",
+        r"< ?\| ?(?:im_start|im_end|im_sep|system|user|assistant|endoftext|endofprompt|start_header_id|end_header_id|eot_id|eom_id|begin_of_text|end_of_text|python_tag|fim_prefix|fim_suffix|fim_middle|start|end|message|channel|constrain|return|call) ?\| ?>|< ?\| ?im ?_ ?(?:start|end) ?\| ?>|\[ ?/? ?inst ?\]|< ?< ?/? ?sys ?> ?>|< ?(?:start|end)_of_turn ?>",
     ),
     rule(
         "fake-role-marker",
         C::FakeRoleMarker,
-        r"(?:^|\n|\. )\s*\[(?:system|sys|admin|developer|instructions?)\]|(?:^|\s)#{2,} ?(?:system|instruction|instructions|admin|developer)(?: message| prompt)? ?:|</?(?:system|user|assistant|human|instructions?|sys)>|(?:^|\s)(?:system|admin|developer) (?:message|override|note|instruction|prompt) ?:",
+        r"(?:^|\n|\. )\s*\[(?:system|sys|admin|developer|instructions?)\]|(?:^|\s)#{2,} ?(?:system|instruction|instructions|admin|developer)(?: message| prompt)? ?:|</?(?:system|user|assistant|human|instructions?|sys|system_prompt|developer)>|(?:^|\s)(?:system|admin|developer) (?:message|override|note|instruction|prompt|update|alert) ?:",
     ),
     rule(
         "prompt-extraction",
         C::PromptExtraction,
-        r"\b(?:reveal|print|show|output|repeat|display|tell me|share|give me|write out|leak|dump|disclose|recite|translate|summarize|what (?:are|were|is))\b(?: \w+){0,3}? (?:your|the) (?:\w+ )?(?:system prompt|initial (?:prompt|instructions)|original (?:prompt|instructions)|hidden (?:prompt|instructions)|instructions you (?:were|have been) given|prompt above|text above|developer (?:prompt|message)|pre-?prompt|instructions (?:above|given))|\b(?:the system prompt is|my instructions are)\b|\brepeat the instructions\b|\byour (?:initial|original|first) instructions\b",
+        r"\b(?:reveal|print|show|output|repeat|display|tell me|share|give me|write out|leak|dump|disclose|recite|translate|summarize|summarise|paraphrase|rewrite|copy|echo|quote|list|spell out|type out|reproduce|read back|read out|provide|send me|what (?:are|were|is|was))\b(?: \w+){0,4}? (?:your|the|its|thy) (?:\w+ )?(?:system prompt|system message|system instructions|initial (?:prompt|instructions|message)|original (?:prompt|instructions)|hidden (?:prompt|instructions)|secret (?:prompt|instructions)|confidential (?:prompt|instructions)|internal (?:prompt|instructions|rules)|instructions you (?:were|have been|got) (?:given|told)|prompt above|text above|developer (?:prompt|message|instructions)|pre-?prompt|instructions (?:above|given|you received)|first (?:message|instructions|prompt)|starting (?:prompt|instructions)|setup instructions|prompt you were given|rules you (?:were given|follow|must follow))|\b(?:the system prompt is|my instructions are)\b|\brepeat the instructions\b|\byour (?:initial|original|first|hidden|secret|system) instructions\b|\bwhat (?:were|are) you (?:told|instructed|programmed)(?: to do)? (?:before|at the (?:start|beginning)|initially|originally|first)\b|\bwhat (?:instructions|rules|directives) (?:were you given|did you (?:get|receive)|have you been given|do you have)\b",
+    ),
+    rule(
+        "prompt-extraction-multilingual",
+        C::PromptExtraction,
+        r"\b(?:muestra|muestrame|revela|revelame|repite|imprime|dime|ensename|traduce)\b(?: \w+){0,3}? (?:tu|tus|el|las|su|sus) (?:prompt (?:del sistema|de sistema|inicial|original)|instrucciones (?:iniciales|originales|del sistema|ocultas|anteriores)|mensaje del sistema)\b|\b(?:montre|montre-moi|revele|revele-moi|affiche|repete|donne-moi|dis-moi|traduis|ecris)\b(?: \w+){0,3}? (?:ton|tes|le|les|votre|vos) (?:prompt (?:systeme|initial|d'origine)|instructions (?:initiales|d'origine|originales|systeme|cachees|precedentes)|message systeme)\b|\b(?:zeige|zeig|verrate|wiederhole|gib|nenne|ubersetze|uebersetze)\b(?: \w+){0,3}? (?:deinen|deine|den|die|ihren|ihre) (?:system-?prompt|systemnachricht|ursprunglichen anweisungen|anfanglichen anweisungen|versteckten anweisungen|anweisungen)\b|(?:покажи|выведи|повтори|напиши|раскрой|переведи|скажи)(?: [а-я]+){0,3}? (?:системный промпт|системные инструкции|свои инструкции|твои инструкции|исходные инструкции|первоначальные инструкции|системное сообщение)|(?:显示|告诉我|输出|重复|打印|透露|泄露|给我看|翻译|說出|顯示)(?:一下)?(?:你的)?(?:系统提示|系统提示词|系統提示|初始指令|原始指令|系统指令|系統指令|隐藏指令|系统消息)|(?:システムプロンプト|最初の指示|元の指示|初期指示)を(?:表示|教え|出力|繰り返|見せ|翻訳)|(?:시스템 프롬프트|초기 지시|원래 지시|시스템 메시지)(?:를|을)? ?(?:보여|알려|출력|반복)",
     ),
     rule(
         "echo-preceding-text",
         C::PromptExtraction,
-        r"\b(?:repeat|print|output|reveal|show|display|recite|copy|echo|write out|spell ?check)\b(?: \w+){0,3}? (?:(?:the|all|of|everything|text|words|content|instructions?|messages?|prompts?|lines?) )*(?:above|before this|preceding|at the (?:beginning|start|top))\b|\b(?:beginning|start) of (?:this|the|our) (?:conversation|chat|prompt|session)\b",
+        r"\b(?:repeat|print|output|reveal|show|display|recite|copy|echo|write out|spell ?check|reproduce)\b(?: \w+){0,3}? (?:(?:the|all|of|everything|text|words|content|instructions?|messages?|prompts?|lines?|that|was|written|what|is) )*(?:above|before this|preceding|at the (?:beginning|start|top))\b|\b(?:summari[sz]e|translate|paraphrase|rewrite|quote|tell me)\b (?:(?:all|of|everything) )*(?:the |your |all )?(?:text|words|content|instructions?|prompts?|messages?|everything|conversation|lines) (?:above|before this|preceding|at the (?:beginning|start|top))\b|\b(?:beginning|start) of (?:this|the|our) (?:conversation|chat|prompt|session|context)\b|\b(?:everything|all (?:the )?text|all (?:the )?words|the (?:text|words|content|message)) (?:above|before) (?:this|my) (?:line|message|sentence|point|question)\b|\bwhat (?:is|was) written (?:above|at the (?:top|beginning|start))\b|\b(?:contents?|text) of (?:your|the) (?:context window|system message|system prompt)\b",
     ),
     rule(
         "note-to-ai",
@@ -153,7 +179,22 @@ const RULES: &[Rule] = &[
         C::Exfiltration,
         r"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|email|submit)\b(?: \w+){0,4}? (?:data|conversation|history|messages?|credentials?|keys?|tokens?|passwords?|secrets?|files?|contents?|information|info|details|chat|context|memory|memories|prompt|logs?|emails?)\b(?: \w+){0,3}? (?:to|at|via) (?:https?://|www\.|ftp://)|\b(?:fetch|visit|load|curl|wget|open) https?://[^\s]*\?[^\s]*(?:data|q|d|secret|token|key|info|content|conversation|history|prompt)=",
     ),
-    rule("markdown-image-query", C::Exfiltration, r"!\[[^\]]*\]\(https?://[^)\s]*\?[^)\s]*="),
+    rule("markdown-image-query", C::Exfiltration, r"!\[[^\]]*\] ?\( ?<?https?://[^)\s]*\?[^)\s]*="),
+    rule(
+        "markdown-image-data-path",
+        C::Exfiltration,
+        r"!\[[^\]]*\] ?\( ?<?https?://[^)\s]*(?:\{[^}\s]*\}|%7b|\[[^\]\s]*\]|<[^>\s]*>|\$\{?[a-z_]+|%[a-z_]+%|/(?:secrets?|passwords?|passwd|tokens?|api_?keys?|credentials?|conversations?|chat_?history|history|memory|memories|ssn|user_?data|private)(?:[/.?#)]|$))",
+    ),
+    rule(
+        "markdown-image-reference",
+        C::Exfiltration,
+        r"!\[[^\]]*\] ?\[[^\]]+\].*\[[^\]]+\]: ?<?https?://[^\s>]*(?:\?[^\s>]*=|\{|%7b|\$\{|/(?:secrets?|passwords?|tokens?|conversations?|history|memory)(?:[/.?#]|$))|\[[^\]]+\]: ?<?https?://[^\s>]*(?:\?[^\s>]*=|\{|%7b|\$\{|/(?:secrets?|passwords?|tokens?|conversations?|history|memory)(?:[/.?#]|$)).*!\[[^\]]*\] ?\[[^\]]+\]",
+    ),
+    rule(
+        "html-image-exfiltration",
+        C::Exfiltration,
+        r#"<img\b[^>]*\bsrc ?= ?["']?https?://[^"'\s>]*(?:\?[^"'\s>]*=|\{|%7b|\$\{|/(?:secrets?|passwords?|tokens?|conversations?|history|memory|data)(?:[/.?#"']|$))|<(?:iframe|script|link|object|embed|audio|video|source)\b[^>]*\b(?:src|href|data) ?= ?["']?https?://[^"'\s>]*\?[^"'\s>]*="#,
+    ),
     rule(
         "tool-call-forgery",
         C::ToolCallForgery,
@@ -191,17 +232,78 @@ const SIGNALS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The named rules and the composite's signal families in one
-/// [`RegexSet`]: indices below `RULES.len()` are rules, the rest signals.
-/// One pass over the text answers both layers.
+/// Signals that a text carries an encoded payload worth decoding: rot13 of
+/// the words attacks are made of, and the name of the cipher.
+const ROT13_SIGNAL: &str = r"\b(?:vtaber|qvfertneq|sbetrg|cerivbhf|vafgehpgvbaf?|flfgrz|cebzcg|erirny|wnvyoernx|qrirybcre|lbh ner abj|cergraq|cnffjbeq|frperg|ehyrf|cevagf?|vtaberq|nobir|ercrng|qverpgvirf?|vavgvny|betvany|ergevpgvbaf|nffvfgnag)\b|\brot ?-?13\b";
+
+/// Signs of a disguise [`deobfuscated`] undoes: four single letters with
+/// separators between them, or a leet character between two letters.
+/// [`deobfuscated`] checks the text precisely; these only keep it from
+/// running on the texts that show neither.
+const SPLIT_SIGNAL: &str = r"(?:^|[^a-z0-9])[a-z0-9](?:[ ._*+|~/\\,=-]{1,3}[a-z0-9]){3}(?:[^a-z0-9]|$)";
+const LEET_SIGNAL: &str = r"[a-z][013457890@$!|][a-z]";
+
+/// The named rules, the composite's signal families and the decoding
+/// signals in one [`RegexSet`]: indices below `RULES.len()` are rules, then
+/// `SIGNALS.len()` signals, then the rot13, split-letter and leetspeak
+/// signals. One pass over the text answers every layer.
 static SCREENER: LazyLock<RegexSet> = LazyLock::new(|| {
-    let patterns = RULES.iter().map(|r| r.pattern).chain(SIGNALS.iter().map(|(_, p)| *p)).map(ascii_pattern);
+    let patterns = RULES
+        .iter()
+        .map(|r| r.pattern)
+        .chain(SIGNALS.iter().map(|(_, p)| *p))
+        .chain([ROT13_SIGNAL, SPLIT_SIGNAL, LEET_SIGNAL])
+        .map(|pattern| ascii_pattern(&fold_pattern(pattern)));
     RegexSetBuilder::new(patterns)
         .size_limit(64 << 20)
         .dfa_size_limit(64 << 20)
         .build()
         .expect("built-in injection patterns compile")
 });
+
+const ROT13_INDEX: usize = RULES.len() + SIGNALS.len();
+const SPLIT_INDEX: usize = ROT13_INDEX + 1;
+const LEET_INDEX: usize = ROT13_INDEX + 2;
+
+/// Which patterns of [`SCREENER`] matched, over every view of one text.
+struct Hits([u64; 2]);
+
+impl Hits {
+    fn insert(&mut self, index: usize) {
+        self.0[index / 64] |= 1 << (index % 64);
+    }
+    fn contains(&self, index: usize) -> bool {
+        self.0[index / 64] & (1 << (index % 64)) != 0
+    }
+    /// Adds the patterns that match `view`.
+    fn scan(&mut self, view: &str) {
+        let screener = &*SCREENER;
+        // Most texts match nothing: a leftmost search that stops at the
+        // first match state settles them faster than the overlapping search
+        // that names every pattern.
+        if screener.is_match(view) {
+            for index in screener.matches(view).iter() {
+                self.insert(index);
+            }
+        }
+    }
+}
+
+/// Decoded base64 shorter than this is not screened: it holds no sentence.
+const BASE64_MIN_DECODED: usize = 12;
+
+/// The text a base64 run decodes to, when it is readable text (UTF-8, no
+/// control characters but whitespace, at least one space).
+fn decoded_text(candidate: &str) -> Option<String> {
+    use base64::Engine as _;
+    let trimmed = candidate.trim_end_matches('=');
+    let bytes = base64::engine::general_purpose::STANDARD_NO_PAD.decode(trimmed).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    (text.len() >= BASE64_MIN_DECODED
+        && text.contains(' ')
+        && !text.chars().any(|c| c.is_control() && !c.is_whitespace()))
+    .then_some(text)
+}
 
 /// Screens `text` for injected instructions and returns the first rule that
 /// fired, or `None` for text that looks like ordinary content.
@@ -216,22 +318,38 @@ pub fn screen(text: &str) -> Option<InjectionFinding> {
 }
 
 /// Like [`screen`], but returns every rule that fired, in table order.
+///
+/// The patterns run over the [`normalize`]d text and, where the text shows
+/// the signs of a disguise, over decoded views of it as well: letters
+/// joined and leetspeak read as letters, rot13 undone, and base64 runs that
+/// decode to readable text. A rule fires when it matches any view.
 pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     let normalized = normalize(text);
-    let screener = &*SCREENER;
-    // Most texts match nothing: a leftmost search that stops at the first
-    // match state settles them faster than the overlapping search that
-    // names every pattern.
-    if !screener.is_match(&normalized) {
-        return Vec::new();
+    let mut hits = Hits([0; 2]);
+    hits.scan(&normalized);
+    if hits.contains(SPLIT_INDEX) || hits.contains(LEET_INDEX) {
+        for view in deobfuscated(&normalized) {
+            hits.scan(&view);
+        }
     }
-    let matches = screener.matches(&normalized);
-    let mut findings: Vec<InjectionFinding> = matches
-        .iter()
-        .take_while(|&index| index < RULES.len())
+    if hits.contains(ROT13_INDEX) {
+        hits.scan(&rot13(&normalized));
+    }
+    for candidate in base64_candidates(text) {
+        if let Some(decoded) = decoded_text(&text[candidate]) {
+            let decoded = normalize(&decoded);
+            hits.scan(&decoded);
+            for view in deobfuscated(&decoded) {
+                hits.scan(&view);
+            }
+        }
+    }
+    let mut findings: Vec<InjectionFinding> = (0..RULES.len())
+        .filter(|&index| hits.contains(index))
         .map(|index| InjectionFinding { rule: RULES[index].name, category: RULES[index].category })
         .collect();
-    if matches.iter().filter(|&index| index >= RULES.len()).count() >= PERSONA_JAILBREAK_MIN_SIGNALS {
+    let signals = (RULES.len()..ROT13_INDEX).filter(|&index| hits.contains(index)).count();
+    if signals >= PERSONA_JAILBREAK_MIN_SIGNALS {
         findings.push(InjectionFinding { rule: PERSONA_JAILBREAK_RULE, category: C::Jailbreak });
     }
     if !findings.is_empty() {
@@ -254,7 +372,10 @@ pub fn rule_names() -> impl Iterator<Item = &'static str> {
 /// fixture exercises.
 #[cfg(test)]
 pub(crate) fn rule_regex(name: &str) -> Option<regex::Regex> {
-    RULES.iter().find(|r| r.name == name).map(|r| regex::Regex::new(&ascii_pattern(r.pattern)).expect("rule compiles"))
+    RULES
+        .iter()
+        .find(|r| r.name == name)
+        .map(|r| regex::Regex::new(&ascii_pattern(&fold_pattern(r.pattern))).expect("rule compiles"))
 }
 
 #[cfg(test)]

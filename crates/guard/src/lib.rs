@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+mod assignment;
 mod error;
 mod injection;
 mod normalize;
@@ -49,6 +50,7 @@ fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
+pub use assignment::{SECRET_KEY_MARKER, SECRET_KEY_RULE, is_secret_key};
 pub use error::{GuardError, Result};
 pub use injection::{
     InjectionCategory, InjectionFinding, PERSONA_JAILBREAK_MIN_SIGNALS, PERSONA_JAILBREAK_RULE, contains_injection,

@@ -1,25 +1,99 @@
 //! Text normalisation applied before the injection screen, so trivial
 //! obfuscation (full-width letters, zero-width joiners, bidi overrides,
-//! curly quotes, odd spacing, case) does not evade a pattern.
+//! Unicode tag characters, Hangul fillers, combining marks, Cyrillic and
+//! Greek look-alikes, curly quotes, odd spacing, case) does not evade a
+//! pattern.
+//!
+//! [`normalize`] is the one view every pattern sees. [`deobfuscated`] is a
+//! second view, built only for texts that show the signs of a deliberate
+//! disguise (letters split by separators, leetspeak), and [`rot13`] a third
+//! for texts that carry rot13-encoded attack words.
 
 use std::borrow::Cow;
 
+use unicode_normalization::char::{decompose_canonical, is_combining_mark};
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
 /// True for characters that render as nothing or only reorder text:
 /// zero-width spaces and joiners, bidi embeddings/overrides/isolates,
-/// the word joiner family, the BOM and the soft hyphen.
+/// the word joiner family, the BOM, the soft hyphen, variation selectors,
+/// the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0) and the Unicode tag
+/// characters (U+E0000 block), which smuggle ASCII a reader never sees.
 fn is_invisible(c: char) -> bool {
     matches!(c,
         '\u{00AD}'
         | '\u{034F}'
         | '\u{061C}'
-        | '\u{180E}'
+        | '\u{115F}'..='\u{1160}'
+        | '\u{17B4}'..='\u{17B5}'
+        | '\u{180B}'..='\u{180F}'
         | '\u{200B}'..='\u{200F}'
         | '\u{202A}'..='\u{202E}'
         | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{FEFF}')
+        | '\u{2066}'..='\u{206F}'
+        | '\u{3164}'
+        | '\u{FE00}'..='\u{FE0F}'
+        | '\u{FEFF}'
+        | '\u{FFA0}'
+        | '\u{1BCA0}'..='\u{1BCA3}'
+        | '\u{E0000}'..='\u{E0FFF}')
+}
+
+/// Unicode tag characters spell ASCII that renders as nothing but a model
+/// may still read (U+E0020..=U+E007E mirror U+0020..=U+007E): read them as
+/// that ASCII.
+fn untag(c: char) -> char {
+    match u32::from(c) {
+        code @ 0xE0020..=0xE007E => char::from((code - 0xE0000) as u8),
+        _ => c,
+    }
+}
+
+/// Characters the fold leaves out: invisibles and combining marks (kana
+/// voicing marks excepted, which the caseless blocks keep as they are).
+fn is_dropped(c: char) -> bool {
+    is_invisible(c) || (c >= '\u{300}' && !is_caseless(c) && is_combining_mark(c))
+}
+
+/// Latin-1 letters with a diacritic, by their base letter (lower case
+/// input): the common case of [`push_base_letters`] without a table search.
+fn latin1_base(c: char) -> Option<char> {
+    Some(match c {
+        'à'..='å' => 'a',
+        'ç' => 'c',
+        'è'..='ë' => 'e',
+        'ì'..='ï' => 'i',
+        'ñ' => 'n',
+        'ò'..='ö' | 'ø' => 'o',
+        'ù'..='ü' => 'u',
+        'ý' | 'ÿ' => 'y',
+        _ => return None,
+    })
+}
+
+/// Pushes the lower-case, diacritic-free form of the non-ASCII letter `c`:
+/// combining marks dropped (so "ìgnörè" and Zalgo text read as their
+/// letters), letters decomposed to their base.
+fn push_base_letters(out: &mut String, c: char) {
+    for lower in c.to_lowercase() {
+        if lower.is_ascii() {
+            out.push(lower);
+        } else if let Some(base) = latin1_base(lower) {
+            out.push(base);
+        } else if ('\u{C0}'..'\u{2000}').contains(&lower) {
+            let start = out.len();
+            decompose_canonical(lower, |part| {
+                if !is_combining_mark(part) {
+                    out.push(part);
+                }
+            });
+            if out.len() == start {
+                out.push(lower);
+            }
+        } else {
+            out.push(lower);
+        }
+    }
 }
 
 /// Maps typographic look-alikes onto their ASCII form.
@@ -33,20 +107,32 @@ fn fold_punctuation(c: char) -> char {
 }
 
 /// Normalises `text` for screening: Unicode NFKC, invisible characters
-/// removed, typographic quotes and dashes folded to ASCII, lower case, and
-/// every run of whitespace collapsed to one space.
+/// (tag characters and Hangul fillers included) removed, combining marks
+/// dropped and accented letters reduced to their base letter, typographic
+/// quotes and dashes folded to ASCII, lower case, every run of whitespace
+/// collapsed to one space, and look-alike letters of other scripts (small
+/// capitals, and Cyrillic, Greek or Armenian letters inside or beside Latin
+/// words) read as the Latin letters they imitate.
 ///
 /// ASCII input skips the NFKC pass (it is the identity there), and so does
 /// text the quick check proves already in NFKC form, which keeps the common
 /// cases cheap.
+///
+/// ```
+/// use cairn_guard::normalize;
+/// assert_eq!(normalize("Ign\u{043E}re  PREVIOUS"), "ignore previous");
+/// assert_eq!(normalize("i\u{0336}g\u{0336}n\u{0336}ore"), "ignore");
+/// assert_eq!(normalize("Réunion à Paris"), "reunion a paris");
+/// ```
 pub fn normalize(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         return fold_ascii(text);
     }
-    match fold_bytes::<true>(text) {
-        Some(folded) => Cow::Owned(folded),
-        None => fold_unicode(text, text.nfkc()),
-    }
+    let folded = match fold_bytes::<true>(text) {
+        Some(folded) => folded,
+        None => fold_unicode(text, text.nfkc()).into_owned(),
+    };
+    Cow::Owned(read_lookalikes(folded))
 }
 
 /// Characters the NFKC quick check allows as they are with combining class
@@ -70,7 +156,8 @@ fn fold_unicode(text: &str, chars: impl Iterator<Item = char>) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
     for c in chars {
-        if is_invisible(c) {
+        let c = untag(c);
+        if is_dropped(c) {
             continue;
         }
         if c.is_whitespace() {
@@ -85,7 +172,7 @@ fn fold_unicode(text: &str, chars: impl Iterator<Item = char>) -> Cow<'_, str> {
         if c.is_ascii() {
             out.push(c.to_ascii_lowercase());
         } else {
-            out.extend(c.to_lowercase());
+            push_base_letters(&mut out, c);
         }
     }
     Cow::Owned(out)
@@ -188,7 +275,8 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> Option<String> {
             }
         }
         index += c.len_utf8();
-        if is_invisible(c) {
+        let c = untag(c);
+        if is_dropped(c) {
             continue;
         }
         if c.is_whitespace() {
@@ -205,7 +293,7 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> Option<String> {
         } else if is_caseless(c) {
             out.push(c);
         } else {
-            out.extend(c.to_lowercase());
+            push_base_letters(&mut out, c);
         }
     }
     if let Some(start) = run_start
@@ -236,6 +324,387 @@ fn fold_ascii(text: &str) -> Cow<'_, str> {
     Cow::Owned(fold_bytes::<false>(text).expect("ASCII text is in NFKC form"))
 }
 
+/// The Latin letter a look-alike imitates, for letters no natural-language
+/// word is written in (small capitals, IPA letters, regional indicators,
+/// dotless i): always read as Latin.
+fn always_latin(c: char) -> Option<char> {
+    Some(match c {
+        'ı' => 'i',
+        'ɑ' | 'ᴀ' => 'a',
+        'ʙ' => 'b',
+        'ᴄ' => 'c',
+        'ᴅ' => 'd',
+        'ᴇ' => 'e',
+        'ꜰ' => 'f',
+        'ɡ' | 'ɢ' => 'g',
+        'ʜ' => 'h',
+        'ɪ' => 'i',
+        'ᴊ' => 'j',
+        'ᴋ' => 'k',
+        'ʟ' => 'l',
+        'ᴍ' => 'm',
+        'ɴ' => 'n',
+        'ᴏ' => 'o',
+        'ᴘ' => 'p',
+        'ʀ' => 'r',
+        'ꜱ' => 's',
+        'ᴛ' => 't',
+        'ᴜ' => 'u',
+        'ᴠ' => 'v',
+        'ᴡ' => 'w',
+        'ʏ' => 'y',
+        'ᴢ' => 'z',
+        '\u{1F1E6}'..='\u{1F1FF}' => char::from(b'a' + (u32::from(c) - 0x1F1E6) as u8),
+        _ => return None,
+    })
+}
+
+/// The Latin letter a Cyrillic, Greek or Armenian letter imitates (lower
+/// case, as the fold leaves it; a few imitate a Latin capital, `н` for `H`).
+/// These are real letters of other languages, so [`read_lookalikes`] reads
+/// them as Latin only inside or beside Latin words.
+fn script_lookalike(c: char) -> Option<char> {
+    Some(match c {
+        'а' | 'α' => 'a',
+        'в' | 'β' => 'b',
+        'с' | 'ϲ' => 'c',
+        'ԁ' => 'd',
+        'е' | 'ё' | 'ε' => 'e',
+        'һ' | 'н' | 'հ' => 'h',
+        'і' | 'ї' | 'ι' | 'ӏ' => 'i',
+        'ј' | 'ϳ' => 'j',
+        'к' | 'κ' => 'k',
+        'м' => 'm',
+        'η' | 'ո' => 'n',
+        'о' | 'ο' | 'օ' | 'σ' => 'o',
+        'р' | 'ρ' => 'p',
+        'ԛ' => 'q',
+        'г' => 'r',
+        'ѕ' => 's',
+        'т' | 'τ' => 't',
+        'υ' | 'ս' => 'u',
+        'ν' | 'ѵ' => 'v',
+        'ԝ' | 'ω' => 'w',
+        'х' | 'χ' => 'x',
+        'у' | 'γ' | 'ү' => 'y',
+        _ => return None,
+    })
+}
+
+/// How a word of [`read_lookalikes`] is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WordScript {
+    /// Latin letters (or always-Latin look-alikes) and no other script.
+    Latin,
+    /// Latin letters mixed with look-alikes of another script.
+    Mixed,
+    /// Only look-alikes of another script (and digits).
+    AllLookalike,
+    /// Anything else: a word of another script, digits, CJK.
+    Other,
+}
+
+/// Reads look-alike letters as the Latin letters they imitate: small
+/// capitals and the like everywhere; Cyrillic, Greek and Armenian ones in
+/// words that also hold Latin letters, and in words made only of
+/// look-alikes that stand beside a Latin word. A Russian or Greek sentence
+/// keeps its letters.
+fn read_lookalikes(text: String) -> String {
+    // Lead bytes of every look-alike: U+0131, U+0250..=U+058F (IPA,
+    // Greek, Cyrillic, Armenian), U+1D00.. (small capitals), U+A7xx and the
+    // regional indicators. Most non-ASCII text (accented Latin, CJK) has
+    // none of them and skips the char scan.
+    let candidate = |b: &u8| matches!(b, 0xC4 | 0xC9..=0xD6 | 0xE1 | 0xEA | 0xF0);
+    if !text.as_bytes().iter().any(candidate)
+        || !text.chars().any(|c| !c.is_ascii() && (always_latin(c).is_some() || script_lookalike(c).is_some()))
+    {
+        return text;
+    }
+    // Words: maximal runs of alphanumeric characters.
+    let mut words: Vec<(std::ops::Range<usize>, WordScript)> = Vec::new();
+    let mut start = None;
+    let classify = |range: std::ops::Range<usize>| {
+        let word = &text[range.clone()];
+        let mut latin = false;
+        let mut lookalike = false;
+        let mut other = false;
+        for c in word.chars() {
+            if c.is_ascii_alphabetic() || always_latin(c).is_some() {
+                latin = true;
+            } else if script_lookalike(c).is_some() {
+                lookalike = true;
+            } else if !c.is_ascii_digit() {
+                other = true;
+            }
+        }
+        let script = match (latin, lookalike, other) {
+            (_, true, _) if latin => WordScript::Mixed,
+            (false, true, false) => WordScript::AllLookalike,
+            (true, false, false) => WordScript::Latin,
+            _ => WordScript::Other,
+        };
+        (range, script)
+    };
+    for (index, c) in text.char_indices() {
+        if c.is_alphanumeric() {
+            start.get_or_insert(index);
+        } else if let Some(begin) = start.take() {
+            words.push(classify(begin..index));
+        }
+    }
+    if let Some(begin) = start {
+        words.push(classify(begin..text.len()));
+    }
+    let latin_like = |index: Option<usize>| {
+        index
+            .and_then(|i| words.get(i))
+            .is_some_and(|(_, script)| matches!(script, WordScript::Latin | WordScript::Mixed))
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut cursor = 0;
+    for (index, (range, script)) in words.iter().enumerate() {
+        let read_script = match script {
+            WordScript::Mixed => true,
+            WordScript::AllLookalike => latin_like(index.checked_sub(1)) || latin_like(Some(index + 1)),
+            WordScript::Latin | WordScript::Other => false,
+        };
+        out.push_str(&text[cursor..range.start]);
+        for c in text[range.clone()].chars() {
+            match always_latin(c).or_else(|| script_lookalike(c).filter(|_| read_script)) {
+                Some(latin) => out.push(latin),
+                None => out.push(c),
+            }
+        }
+        cursor = range.end;
+    }
+    out.push_str(&text[cursor..]);
+    out
+}
+
+/// Separators an obfuscator puts between the letters of a word.
+fn is_letter_separator(b: u8) -> bool {
+    matches!(b, b' ' | b'-' | b'_' | b'.' | b'*' | b'+' | b'|' | b'~' | b'/' | b'\\' | b',' | b'=')
+}
+
+/// Leetspeak digits and symbols and the letters they stand for.
+fn leet_letter(b: u8) -> Option<u8> {
+    Some(match b {
+        b'0' => b'o',
+        b'1' | b'!' => b'i',
+        b'3' => b'e',
+        b'4' | b'@' => b'a',
+        b'5' | b'$' => b's',
+        b'7' | b'+' => b't',
+        b'8' => b'b',
+        b'9' => b'g',
+        b'|' => b'l',
+        _ => return None,
+    })
+}
+
+/// A second view of a [`normalize`]d text for the screen, or `None` when the
+/// text shows no sign of a deliberate disguise (the common case, which then
+/// costs one pass over the bytes):
+///
+/// - letters split by separators (`i-g-n-o-r-e`, `i g n o r e`,
+///   `i.g.n.o.r.e`): runs of three or more single letters with one to three
+///   separator characters between them are joined;
+/// - leetspeak (`1gn0r3 4ll pr3v10u5`): in a text with at least one word
+///   whose digits or symbols sit between letters, every word that mixes
+///   letters with leet characters is read as letters.
+///
+/// Joined runs lose the spaces between the words they spelled; the screen
+/// has patterns that accept the run-together form.
+///
+/// `1` stands for `i` as often as for `l`: a text with leetspeak gets one
+/// view with every `1` read as `i`, and one where a `1` after a vowel or
+/// beside another `1` reads as `l` (`ru1es`, `a11`, `he1p`).
+pub(crate) fn deobfuscated(normalized: &str) -> Vec<String> {
+    let bytes = normalized.as_bytes();
+    let split = has_split_letters(bytes);
+    let leet = has_leet_word(bytes);
+    if !split && !leet {
+        return Vec::new();
+    }
+    let mut text = normalized.to_owned();
+    if split {
+        text = join_split_letters(&text);
+    }
+    let mut views = Vec::new();
+    if leet {
+        views.push(read_leet(&text, false));
+        if text.contains('1') {
+            views.push(read_leet(&text, true));
+        }
+    } else {
+        views.push(text);
+    }
+    views.retain(|view| view != normalized);
+    views
+}
+
+/// Runs of at least [`SPLIT_RUN`] single letters: `(start, end)` byte ranges.
+const SPLIT_RUN: usize = 4;
+
+/// The runs of single letters or digits (`i-g-n-o-r-e`) with one to three
+/// separator bytes between each two, at least [`SPLIT_RUN`] long; with
+/// `first_only`, stops at the first. One pass over the alphanumeric runs.
+fn split_letter_runs(bytes: &[u8], first_only: bool) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    // The current run: its start, its end, its number of letters.
+    let mut current: Option<(usize, usize, usize)> = None;
+    let mut index = 0;
+    while index < bytes.len() {
+        if !bytes[index].is_ascii_alphanumeric() {
+            index += 1;
+            continue;
+        }
+        let start = index;
+        while index < bytes.len() && bytes[index].is_ascii_alphanumeric() {
+            index += 1;
+        }
+        let single = index - start == 1;
+        let joins = current.is_some_and(|(_, end, _)| {
+            let gap = &bytes[end..start];
+            (1..=3).contains(&gap.len()) && gap.iter().all(|&b| is_letter_separator(b))
+        });
+        current = match (single, current) {
+            (true, Some((run_start, _, letters))) if joins => Some((run_start, index, letters + 1)),
+            (true, previous) => {
+                if let Some((run_start, end, letters)) = previous
+                    && letters >= SPLIT_RUN
+                {
+                    runs.push((run_start, end));
+                }
+                Some((start, index, 1))
+            }
+            (false, previous) => {
+                if let Some((run_start, end, letters)) = previous
+                    && letters >= SPLIT_RUN
+                {
+                    runs.push((run_start, end));
+                }
+                None
+            }
+        };
+        if first_only && !runs.is_empty() {
+            return runs;
+        }
+    }
+    if let Some((run_start, end, letters)) = current
+        && letters >= SPLIT_RUN
+    {
+        runs.push((run_start, end));
+    }
+    runs
+}
+
+fn has_split_letters(bytes: &[u8]) -> bool {
+    !split_letter_runs(bytes, true).is_empty()
+}
+
+fn join_split_letters(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut cursor = 0;
+    for (start, end) in split_letter_runs(bytes, false) {
+        out.push_str(&text[cursor..start]);
+        out.extend(text[start..end].bytes().filter(|b| b.is_ascii_alphanumeric()).map(char::from));
+        cursor = end;
+    }
+    out.push_str(&text[cursor..]);
+    out
+}
+
+/// Leet words: maximal runs of letters, digits and leet symbols.
+fn leet_words(bytes: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let is_leet_word_byte = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'@' | b'$' | b'!' | b'|');
+    let mut index = 0;
+    std::iter::from_fn(move || {
+        while index < bytes.len() && !is_leet_word_byte(bytes[index]) {
+            index += 1;
+        }
+        if index >= bytes.len() {
+            return None;
+        }
+        let start = index;
+        while index < bytes.len() && is_leet_word_byte(bytes[index]) {
+            index += 1;
+        }
+        Some((start, index))
+    })
+}
+
+/// A word-sized run (at most [`LEET_WORD_MAX`] bytes, so tokens and hashes
+/// are not words) with a leet character between two letters (`pr3v10us`,
+/// `1gn0re` has `0` between `n` and `r`), and at least two letters.
+fn is_leet_word(word: &[u8]) -> bool {
+    let letters = word.iter().filter(|b| b.is_ascii_alphabetic()).count();
+    word.len() <= LEET_WORD_MAX
+        && letters >= 2
+        && word.windows(3).any(|w| {
+            w[0].is_ascii_alphabetic()
+                && leet_letter(w[1]).is_some()
+                && !w[1].is_ascii_alphabetic()
+                && w[2].is_ascii_alphabetic()
+        })
+}
+
+/// The longest run [`is_leet_word`] reads as a word.
+const LEET_WORD_MAX: usize = 16;
+
+fn has_leet_word(bytes: &[u8]) -> bool {
+    bytes.iter().any(u8::is_ascii_digit) && leet_words(bytes).any(|(start, end)| is_leet_word(&bytes[start..end]))
+}
+
+fn read_leet(text: &str, one_as_l: bool) -> String {
+    let bytes = text.as_bytes();
+    let mut out = bytes.to_vec();
+    for (start, end) in leet_words(bytes) {
+        let word = &bytes[start..end];
+        let letters = word.iter().filter(|b| b.is_ascii_alphabetic()).count();
+        let leet = word.iter().filter(|&&b| !b.is_ascii_alphabetic() && leet_letter(b).is_some()).count();
+        if word.len() <= LEET_WORD_MAX && letters >= 1 && leet >= 1 && letters + leet == word.len() {
+            for (offset, &b) in word.iter().enumerate() {
+                if let Some(letter) = leet_letter(b).filter(|_| !b.is_ascii_alphabetic()) {
+                    let after_vowel =
+                        offset > 0 && matches!(word[offset - 1], b'a' | b'e' | b'i' | b'o' | b'u' | b'4' | b'3' | b'0');
+                    let doubled = word.get(offset + 1) == Some(&b'1') || (offset > 0 && word[offset - 1] == b'1');
+                    out[start + offset] = if b == b'1' && one_as_l && (after_vowel || doubled) { b'l' } else { letter };
+                }
+            }
+        }
+    }
+    String::from_utf8(out).expect("only ASCII bytes were replaced by ASCII bytes")
+}
+
+/// Rot13 of the ASCII letters of `text`.
+pub(crate) fn rot13(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            'a'..='m' | 'A'..='M' => char::from(c as u8 + 13),
+            'n'..='z' | 'N'..='Z' => char::from(c as u8 - 13),
+            _ => c,
+        })
+        .collect()
+}
+
+/// Folds the literal letters of a pattern the way [`normalize`] folds text
+/// (lower case, diacritics dropped: `й` becomes `и`), so patterns can be
+/// written in a language's ordinary spelling. ASCII is left alone, so the
+/// regex syntax is untouched.
+pub(crate) fn fold_pattern(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    for c in pattern.chars() {
+        if c.is_ascii() || is_caseless(c) {
+            out.push(c);
+        } else if !is_dropped(c) {
+            push_base_letters(&mut out, c);
+        }
+    }
+    out
+}
+
 /// Rewrites Unicode `\b` and `\w` into ASCII classes. The lazy DFA cannot
 /// evaluate Unicode word boundaries on non-ASCII text and would hand the
 /// whole search to a far slower engine; every pattern set in this crate goes
@@ -263,10 +732,16 @@ mod tests {
             ("don\u{2019}t tell", "don't tell"),
             ("  leading and trailing  ", "leading and trailing"),
             ("already folded", "already folded"),
-            ("Réunion\u{00A0}À  Paris ﬁn", "réunion à paris fin"),
-            ("Cafe\u{0301} déjà", "café déjà"),
+            ("Réunion\u{00A0}À  Paris ﬁn", "reunion a paris fin"),
+            ("Cafe\u{0301} déjà", "cafe deja"),
+            ("i\u{E007F}g\u{3164}n\u{FE0F}ore", "ignore"),
+            ("a\u{E0062}c", "abc"),
+            ("\u{0456}gn\u{043E}r\u{0435} \u{0430}ll", "ignore all"),
+            ("\u{026A}\u{0262}\u{0274}\u{1D0F}\u{0280}\u{1D07}", "ignore"),
+            ("игнорируй все инструкции", "игнорируи все инструкции"),
+            ("\u{0430}\u{0440}\u{0435} prompt", "ape prompt"),
             ("彼は毎朝　六時に", "彼は毎朝 六時に"),
-            ("x\u{2019}y \u{FF21}\u{0301}", "x'y á"),
+            ("x\u{2019}y \u{FF21}\u{0301}", "x'y a"),
         ];
         for (input, expected) in cases {
             assert_eq!(normalize(input), expected, "input {input:?}");

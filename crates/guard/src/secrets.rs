@@ -21,6 +21,7 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use regex::{Regex, RegexSet, SetMatches};
 
+use crate::assignment::{AssignmentContext, keyed_value_is_secret};
 use crate::normalize::ascii_pattern;
 
 /// A credential found in a text.
@@ -45,6 +46,13 @@ enum Check {
     NotPlaceholder,
     /// Assignment value: not a placeholder, plausibly a secret.
     AssignedValue,
+    /// A `key = value` pair: the key (group `key`) must name a secret and
+    /// the value (the first other group) must look like one, see
+    /// [`keyed_value_is_secret`].
+    KeyedValue,
+    /// A credential given to a command: anything but a placeholder, four or
+    /// more characters.
+    CommandLine,
 }
 
 struct CredentialRule {
@@ -75,7 +83,7 @@ const RULES: &[CredentialRule] = &[
     cred("anthropic-api-key", Check::None, r"\bsk-ant-[a-z]{2,10}\d{2}-[A-Za-z0-9_-]{20,}"),
     cred("openai-api-key", Check::LettersAndDigits, r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
     cred("github-token", Check::None, r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"),
-    cred("gitlab-token", Check::None, r"\bgl(?:pat|dt|rt|ptt|ft|cbt|soat|imt|agent)-[A-Za-z0-9_-]{20,}"),
+    cred("gitlab-token", Check::None, r"\bgl(?:pat|dt|rt|ptt|ft|cbt|soat|imt|agent|oas|ffct|wt)-[A-Za-z0-9_.-]{20,}"),
     cred(
         "slack-token",
         Check::None,
@@ -93,16 +101,25 @@ const RULES: &[CredentialRule] = &[
     ),
     cred("google-api-key", Check::None, r"\bAIza[0-9A-Za-z_-]{35}"),
     cred("google-oauth-token", Check::None, r"\bya29\.[0-9A-Za-z_-]{20,}"),
-    cred("stripe-key", Check::None, r"\b(?:sk|rk)_(?:live|test|prod)_[0-9A-Za-z]{16,}|\bwhsec_[0-9A-Za-z]{24,}"),
-    cred("jwt", Check::None, r"\bey[A-Za-z0-9_-]{15,}\.ey[A-Za-z0-9_/-]{10,}\.[A-Za-z0-9_/+-]*={0,2}"),
+    cred("stripe-key", Check::None, r"\b(?:sk|rk)_(?:live|test|prod)_[0-9A-Za-z]{10,}|\bwhsec_[0-9A-Za-z]{24,}"),
+    cred(
+        "jwt",
+        Check::None,
+        r"\bey[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_/-]{10,}(?:\.[A-Za-z0-9_/+-]*={0,2})?|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",
+    ),
     cred("bearer-token", Check::LettersAndDigits, r"(?i)\bbearer\s+([A-Za-z0-9._~+/-]{16,}=*)"),
     cred("basic-auth", Check::None, r#"(?i)\bauthorization["']?\s*[:=]\s*["']?basic\s+([A-Za-z0-9+/]{8,}={0,2})"#),
-    cred("url-password", Check::NotPlaceholder, r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@"'<>]+:([^\s/@"'<>]+)@"#),
+    cred(
+        "authorization-header",
+        Check::CommandLine,
+        r#"(?i)\b(?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:bearer|token|digest|apikey|api-key|sso-key|key|jwt|otp|oauth|hmac|signature)\s+([A-Za-z0-9._~+/=:,-]{8,})"#,
+    ),
+    cred("url-password", Check::NotPlaceholder, r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@"'<>]*:([^\s/@"'<>]+)@"#),
     cred("npm-token", Check::None, r"\bnpm_[A-Za-z0-9]{36}\b"),
     cred("pypi-token", Check::None, r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
     cred("huggingface-token", Check::None, r"\bhf_[A-Za-z]{34}\b"),
     cred("sendgrid-key", Check::None, r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b"),
-    cred("twilio-key", Check::None, r"\b(?:AC|SK)[a-z0-9]{32}\b"),
+    cred("twilio-key", Check::None, r"\b(?:AC|SK)[a-fA-F0-9]{32}\b|\b(?:AC|SK)[a-z0-9]{32}\b"),
     cred("artifactory-token", Check::None, r"\bAKC[a-zA-Z0-9]{10,}\b|\bAP[0-9A-F][a-zA-Z0-9]{8,}\b"),
     cred("discord-bot-token", Check::None, r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}"),
     cred("digitalocean-token", Check::None, r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
@@ -118,11 +135,110 @@ const RULES: &[CredentialRule] = &[
     cred("facebook-token", Check::None, r"\bEAA[A-Za-z0-9]{80,}|\b\d{15,16}(?:\||%7[Cc])[0-9A-Za-z_-]{27,}"),
     cred("telegram-bot-token", Check::None, r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b"),
     cred("azure-storage-key", Check::None, r"(?i)\bAccountKey=([A-Za-z0-9+/]{86}==)"),
-    cred("square-token", Check::None, r"\bsq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"),
+    cred("square-token", Check::None, r"\bsq0(?:atp|csp|idp)-[A-Za-z0-9_-]{22,}"),
     cred("mailgun-key", Check::None, r"\bkey-[a-f0-9]{32}\b"),
     cred("alibaba-key", Check::None, r"\bLTAI[A-Za-z0-9]{20}\b"),
     cred("planetscale-token", Check::None, r"\bpscale_(?:tkn|pw|oauth)_[A-Za-z0-9=._-]{32,}"),
     cred("doppler-token", Check::None, r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
+    cred(
+        "onepassword-secret-key",
+        Check::None,
+        r"\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}\b",
+    ),
+    cred("onepassword-service-token", Check::None, r"\bops_eyJ[A-Za-z0-9+/]{100,}={0,3}"),
+    cred("adobe-client-secret", Check::LettersAndDigits, r"\bp8e-[A-Za-z0-9]{32}\b"),
+    cred("airtable-token", Check::None, r"\bpat[A-Za-z0-9]{14}\.[a-f0-9]{64}\b"),
+    cred(
+        "authress-key",
+        Check::None,
+        r"\b(?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}",
+    ),
+    cred("aws-bedrock-key", Check::None, r"\bABSK[A-Za-z0-9+/]{40,}={0,2}"),
+    cred(
+        "azure-ad-client-secret",
+        Check::LettersAndDigits,
+        r"(?:^|[\s'\x22`=:(,>])([A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?:$|[\s'\x22`<),;])",
+    ),
+    cred("azure-sas-token", Check::None, r"(?i)[?&]sig=([A-Za-z0-9%+/]{40,}={0,2})"),
+    cred("clickhouse-key", Check::LettersAndDigits, r"\b4b1d[A-Za-z0-9]{38}\b"),
+    cred("clojars-token", Check::None, r"(?i)\bCLOJARS_[a-z0-9]{60}\b"),
+    cred("cloudflare-origin-ca-key", Check::None, r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}\b"),
+    cred("crates-io-token", Check::LettersAndDigits, r"\bcio[A-Za-z0-9]{32}\b"),
+    cred("defined-networking-token", Check::None, r"\bdnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}"),
+    cred("docker-hub-token", Check::None, r"\bdckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}"),
+    cred("dropbox-token", Check::None, r"\bsl\.[A-Za-z0-9_=-]{130,}"),
+    cred("duffel-token", Check::None, r"\bduffel_(?:test|live)_[A-Za-z0-9_=-]{43}"),
+    cred("dynatrace-token", Check::None, r"\bdt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}\b"),
+    cred("easypost-token", Check::None, r"\bEZ[AT]K[A-Za-z0-9]{54}\b"),
+    cred("figma-token", Check::None, r"\bfig[dou]_[A-Za-z0-9_-]{40,}"),
+    cred("flutterwave-key", Check::None, r"\bFLW(?:SECK|PUBK)(?:_TEST)?-[A-Za-z0-9]{12,32}(?:-X)?\b"),
+    cred("flyio-token", Check::None, r"\b(?:fo1_[A-Za-z0-9_-]{43}|fm[12][ar]?_[A-Za-z0-9+/]{100,}={0,3})"),
+    cred("frameio-token", Check::None, r"\bfio-u-[A-Za-z0-9_=-]{64}"),
+    cred("gitlab-runner-registration-token", Check::None, r"\bGR1348941[A-Za-z0-9_-]{20}\b"),
+    cred("gitlab-session-cookie", Check::None, r"_gitlab_session=([0-9a-z]{32})\b"),
+    cred("google-oauth-client-secret", Check::None, r"\bGOCSPX-[A-Za-z0-9_-]{28}\b"),
+    cred("grafana-api-key", Check::None, r"\beyJrIjoi[A-Za-z0-9]{70,400}={0,3}"),
+    cred("groq-api-key", Check::None, r"\bgsk_[A-Za-z0-9]{52}\b"),
+    cred("harness-token", Check::None, r"\b(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}\b"),
+    cred("hashicorp-terraform-token", Check::None, r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}"),
+    cred("heroku-api-key", Check::None, r"\bHRKU-AA[0-9A-Za-z_-]{58}"),
+    cred("huggingface-org-token", Check::None, r"\bapi_org_[A-Za-z]{34}\b"),
+    cred("infracost-token", Check::LettersAndDigits, r"\bico-[A-Za-z0-9]{32}\b"),
+    cred("intra42-secret", Check::None, r"\bs-s4t2(?:ud|af)-[a-f0-9]{64}\b"),
+    cred("langsmith-key", Check::None, r"\blsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}\b"),
+    cred("mailchimp-key", Check::None, r"\b[a-f0-9]{32}-us\d{1,2}\b"),
+    cred("mailgun-public-key", Check::None, r"\bpubkey-[a-f0-9]{32}\b"),
+    cred("mapbox-token", Check::None, r"\b(?:sk|pk|tk)\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
+    cred("maxmind-license-key", Check::None, r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b"),
+    cred(
+        "microsoft-teams-webhook",
+        Check::None,
+        r"https://[a-z0-9-]+\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/_-]{40,}",
+    ),
+    cred("neon-api-key", Check::None, r"\bnapi_[a-z0-9]{64}\b"),
+    cred("netlify-token", Check::None, r"\bnf[pc]_[A-Za-z0-9]{36,}"),
+    cred("new-relic-key", Check::None, r"\bNR(?:AK|JS|II|AA)-[A-Za-z0-9-]{19,32}\b"),
+    cred("notion-token", Check::None, r"\bntn_[0-9]{11}[A-Za-z0-9]{35}\b|\bsecret_[A-Za-z0-9]{43}\b"),
+    cred("nuget-api-key", Check::LettersAndDigits, r"\boy2[a-z0-9]{43}\b"),
+    cred("octopus-deploy-key", Check::LettersAndDigits, r"\bAPI-[A-Z0-9]{26}\b"),
+    cred("openshift-token", Check::None, r"\bsha256~[A-Za-z0-9_-]{43}"),
+    cred("packagist-token", Check::None, r"\bpackagist_[ou]u?t_[a-f0-9]{68}\b"),
+    cred("perplexity-key", Check::None, r"\bpplx-[A-Za-z0-9]{48}\b"),
+    cred("pinecone-key", Check::None, r"\bpcsk_[A-Za-z0-9_]{30,}"),
+    cred(
+        "plaid-token",
+        Check::None,
+        r"\baccess-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
+    ),
+    cred("prefect-token", Check::None, r"\bpnu_[A-Za-z0-9]{36}\b"),
+    cred("pulumi-token", Check::None, r"\bpul-[a-f0-9]{40}\b"),
+    cred("razorpay-key", Check::None, r"\brzp_(?:live|test)_[A-Za-z0-9]{14,}\b"),
+    cred("readme-token", Check::None, r"\brdme_[a-z0-9]{70}\b"),
+    cred("render-key", Check::None, r"\brnd_[A-Za-z0-9]{32}\b"),
+    cred("replicate-token", Check::None, r"\br8_[A-Za-z0-9]{37}\b"),
+    cred("rubygems-token", Check::None, r"\brubygems_[a-f0-9]{48}\b"),
+    cred("scalingo-token", Check::None, r"\btk-us-[A-Za-z0-9_-]{48}"),
+    cred("sendinblue-key", Check::None, r"\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}\b"),
+    cred("sentry-token", Check::None, r"\bsntry[su]_[A-Za-z0-9+/=_]{40,}"),
+    cred("settlemint-token", Check::None, r"\bsm_(?:pat|aat|sat)_[A-Za-z0-9]{16}\b"),
+    cred("shippo-token", Check::None, r"\bshippo_(?:live|test)_[a-fA-F0-9]{40}\b"),
+    cred("supabase-token", Check::None, r"\bsb[pk]_[a-f0-9]{40}\b|\bsb_secret_[A-Za-z0-9_-]{20,}"),
+    cred("tailscale-key", Check::None, r"\btskey-(?:auth|api|client|webhook|scim)-[A-Za-z0-9]{6,}-[A-Za-z0-9]{16,}"),
+    cred("twitter-bearer-token", Check::None, r"\bA{22}[A-Za-z0-9%]{80,120}"),
+    cred("typeform-token", Check::None, r"\btfp_[A-Za-z0-9_.=-]{59}"),
+    cred("xai-api-key", Check::None, r"\bxai-[A-Za-z0-9]{80}\b"),
+    cred(
+        "yandex-token",
+        Check::None,
+        r"\bt1\.[A-Za-z0-9_-]+={0,2}\.[A-Za-z0-9_-]{86}={0,2}|\bAQVN[A-Za-z0-9_-]{35,38}\b|\bYC[A-Za-z0-9_-]{38}\b",
+    ),
+    cred("bitbucket-app-password", Check::None, r"\bATBB[A-Za-z0-9_=.-]{32,}"),
+    cred("atlassian-container-token", Check::None, r"\bATCTT3[A-Za-z0-9_=-]{100,}"),
+    cred("buildkite-token", Check::None, r"\bbkua_[a-f0-9]{40}\b"),
+    cred("clickup-token", Check::None, r"\bpk_\d{6,10}_[A-Z0-9]{32}\b"),
+    cred("braintree-token", Check::None, r"\baccess_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}\b"),
+    cred("square-oauth-secret", Check::None, r"\bEAAA[A-Za-z0-9_-]{22,60}\b"),
+    cred("ibm-softlayer-url", Check::None, r"(?i)api\.softlayer\.com/soap/v3\.?1?/([a-z0-9]{64})"),
     cred(
         "bundler-credentials",
         Check::None,
@@ -134,9 +250,29 @@ const RULES: &[CredentialRule] = &[
         r#"(?i)\bkey\s*=\s*"[^"]*(?:password|secret|token|apikey|api_key)[^"]*"\s+value\s*=\s*"([^"]{4,})""#,
     ),
     cred(
+        "xml-secret-element",
+        Check::KeyedValue,
+        r#"(?i)<(?P<key>[A-Za-z0-9_.:-]*(?:password|passwd|pwd|secret|token|api-?key|apikey|passphrase|credentials?)[A-Za-z0-9_.:-]*)>([^<\s][^<]+)</"#,
+    ),
+    cred(
+        "command-line-credential",
+        Check::CommandLine,
+        r#"(?:^|[\s;|&(])(?:-u|--user|--proxy-user|--http-user)(?:=|\s+)["']?[^\s"':]{1,64}:([^\s"'@]{3,})["']?(?:\s|$)|(?:^|[\s;|&(])--(?:password|passwd|pass|pwd|http-password|ftp-password|proxy-password|db-password|token|auth-token|access-token|api-key|apikey|api-token|secret|client-secret|secret-key|private-token|registry-password|docker-password)(?:=|\s+)["']?([^\s"']{4,})|\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;]*?\s-p["']?([^\s"'-][^\s"']{3,})|\bsshpass\s+-p\s*["']?([^\s"']{4,})|\bdocker\s+login\b[^\n|;]*?\s-p\s+["']?([^\s"']{4,})"#,
+    ),
+    cred(
+        "env-name-value",
+        Check::KeyedValue,
+        r#"(?i)\bname["']?[ \t]*[:=][ \t]*["']?(?P<key>[A-Za-z0-9_.-]+)["']?[ \t]*(?:,|\r?\n)[ \t]*(?:-[ \t]*)?["']?value["']?[ \t]*[:=][ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`,;<>(){}\[\]]+))"#,
+    ),
+    cred(
         "secret-assignment",
-        Check::AssignedValue,
-        r#"(?i)[A-Za-z0-9_.-]*(?:password|passwd|passphrase|pwd|secret|token|api[_.-]?key|apikey|access[_.-]?(?:key|id)|private[_.-]?key|credentials?|login|[_.-]key)[A-Za-z0-9_.-]*["']?[ \t]*(?:=|:=|::=|:::=|\?=|:|=>)[ \t]*(?:"([^"\s]{6,})"|'([^'\s]{6,})'|([^\s"',;&#<>]{8,}))"#,
+        Check::KeyedValue,
+        r#"(?i)(?P<key>[A-Za-z0-9_.$@-]*(?:password|passwd|passphrase|passwort|contrasena|pwd|pass|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|creds|auth|login|accessid|[_.-]key|key)[A-Za-z0-9_.-]*)(?:["'\]]|\\")?[ \t]*(?:===|==|!==|!=|:::=|::=|:=|\?=|\|\|=|=>|=|:|,)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|\\"([^"\\\r\n]+)\\"|([^\s"'`,;<>(){}\[\]]+))"#,
+    ),
+    cred(
+        "provider-assignment",
+        Check::KeyedValue,
+        r#"(?i)\b(?P<key>(?:PROVIDER_WORDS)[A-Za-z0-9_.-]*)(?:["'\]]|\\")?[ \t]*(?:===|==|:=|\?=|=>|=|:)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`,;<>(){}\[\]]+))"#,
     ),
 ];
 
@@ -159,7 +295,9 @@ struct Compiled {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    let patterns: Vec<String> = RULES.iter().map(|r| ascii_pattern(r.pattern)).collect();
+    let providers = crate::assignment::PROVIDER_WORDS.join("|");
+    let patterns: Vec<String> =
+        RULES.iter().map(|r| ascii_pattern(&r.pattern.replace("PROVIDER_WORDS", &providers))).collect();
     Compiled {
         set: RegexSet::new(&patterns).expect("built-in credential patterns compile"),
         regexes: patterns.iter().map(|p| Regex::new(p).expect("credential pattern compiles")).collect(),
@@ -217,12 +355,40 @@ fn collect(text: &str, look_inside_base64: bool, findings: &mut Vec<CredentialFi
     let matched = compiled.set.is_match(text).then(|| compiled.set.matches(text));
     for index in matched.iter().flat_map(SetMatches::iter) {
         let rule = &RULES[index];
-        for captures in compiled.regexes[index].captures_iter(text) {
+        let regex = &compiled.regexes[index];
+        // The lazy DFA finds the matches; the slower capture engines then
+        // run on each match alone, not on the whole text.
+        for found in regex.find_iter(text) {
+            // A few bytes before the match keep the look-behind (`\b`) context.
+            let mut context_start = found.start().saturating_sub(4);
+            while !text.is_char_boundary(context_start) {
+                context_start -= 1;
+            }
+            let window = &text[context_start..found.end()];
+            let Some(captures) = regex.captures_at(window, found.start() - context_start) else { continue };
             let whole = captures.get(0).expect("group 0 always participates");
-            let secret = captures.iter().skip(1).flatten().next().unwrap_or(whole);
-            let quoted = is_quoted(text, secret.start(), secret.end());
-            if passes(rule.check, secret.as_str(), quoted) {
-                findings.push(CredentialFinding { rule: rule.name, span: secret.range() });
+            let key = captures.name("key");
+            let secret = captures
+                .iter()
+                .skip(1)
+                .flatten()
+                .find(|group| key.is_none_or(|key| key.range() != group.range()))
+                .unwrap_or(whole);
+            let span = context_start + secret.start()..context_start + secret.end();
+            let quoted = is_quoted(text, span.start, span.end);
+            let accepted = match (rule.check, key) {
+                (Check::KeyedValue, Some(key)) => {
+                    let context = AssignmentContext {
+                        quoted,
+                        line_start: starts_line(text, context_start + key.start()),
+                        line_end: ends_line(text, span.end + usize::from(quoted)),
+                    };
+                    keyed_value_is_secret(key.as_str(), secret.as_str(), context)
+                }
+                (check, _) => passes(check, secret.as_str(), quoted),
+            };
+            if accepted {
+                findings.push(CredentialFinding { rule: rule.name, span });
             }
         }
     }
@@ -246,7 +412,7 @@ fn is_base64_byte(b: u8) -> bool {
 /// every maximal run of base64 characters at least [`BASE64_MIN_RUN`] long,
 /// with up to two `=` after it. A probe [`BASE64_MIN_RUN`] - 1 bytes ahead
 /// skips most of ordinary text without looking at each byte.
-fn base64_candidates(text: &str) -> Vec<std::ops::Range<usize>> {
+pub(crate) fn base64_candidates(text: &str) -> Vec<std::ops::Range<usize>> {
     let bytes = text.as_bytes();
     let mut candidates = Vec::new();
     // Invariant: `start` is 0 or follows a byte outside the base64 class,
@@ -279,7 +445,28 @@ fn base64_candidates(text: &str) -> Vec<std::ops::Range<usize>> {
 fn is_quoted(text: &str, start: usize, end: usize) -> bool {
     let before = text[..start].chars().next_back();
     let after = text[end..].chars().next();
-    matches!((before, after), (Some('"'), Some('"')) | (Some('\''), Some('\'')))
+    matches!((before, after), (Some('"'), Some('"')) | (Some('\''), Some('\'')) | (Some('`'), Some('`')))
+}
+
+/// True when only indentation, a list dash, `export`/`set`/`declare` or an
+/// opening quote or brace stand between the start of the line and `index`:
+/// the shape of a configuration line.
+fn starts_line(text: &str, index: usize) -> bool {
+    let line = &text[text[..index].rfind('\n').map_or(0, |n| n + 1)..index];
+    let mut rest = line.trim_start_matches([' ', '\t', '-', '{', '"', '\'', '$', '@', '[']);
+    for prefix in ["export ", "set ", "declare ", "local ", "env:", "$env:", "setx "] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest).trim_start();
+    }
+    rest.trim_matches(['"', '\'']).is_empty()
+}
+
+/// True when only spaces, a comma or semicolon, a closing bracket or a
+/// comment follow `index` on its line.
+fn ends_line(text: &str, index: usize) -> bool {
+    let rest = text.get(index..).unwrap_or("");
+    let rest = &rest[..rest.find('\n').unwrap_or(rest.len())];
+    let rest = rest.trim_start_matches([' ', '\t', '\r', ',', ';', '}', ']', ')', '"', '\'']);
+    rest.is_empty() || rest.starts_with('#') || rest.starts_with("//")
 }
 
 fn decodes_to_credential(candidate: &str) -> bool {
@@ -335,6 +522,8 @@ fn kubernetes_data_values(text: &str, findings: &mut Vec<CredentialFinding>) {
 
 fn passes(check: Check, value: &str, quoted: bool) -> bool {
     match check {
+        Check::KeyedValue => plausible_secret_value(value, quoted),
+        Check::CommandLine => value.chars().count() >= 4 && !is_placeholder(value) && !looks_like_code(value),
         Check::None => true,
         Check::NotDocumentedExample => !value.ends_with("EXAMPLE"),
         Check::LettersAndDigits => {
@@ -365,7 +554,7 @@ fn plausible_secret_value(value: &str, quoted: bool) -> bool {
     (quoted && value.len() >= 8) || (classes >= 2 && value.len() >= 6 && (quoted || value.len() >= 8))
 }
 
-fn is_placeholder(value: &str) -> bool {
+pub(crate) fn is_placeholder(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
     let all_same = |c: u8| lower.bytes().all(|b| b == c);
     lower.starts_with("[redacted")
@@ -379,11 +568,49 @@ fn is_placeholder(value: &str) -> bool {
         || lower.starts_with("{{")
         || lower.starts_with("your")
         || lower.contains("xxxx")
+        || lower.contains("****")
         || lower.contains("placeholder")
         || lower.contains("changeme")
+        || lower.contains("change_me")
+        || lower.contains("change-me")
+        || lower.contains("replace_me")
+        || lower.contains("replaceme")
+        || lower.contains("replace-me")
+        || lower.contains("example")
+        || lower.contains("your_")
+        || lower.contains("your-")
+        || lower.ends_with("_here")
+        || lower.ends_with("-here")
+        || lower.starts_with("insert")
+        || lower.starts_with("enter_")
+        || lower.starts_with("enter-")
+        || lower.contains("redacted")
+        || lower.starts_with("{%")
         || matches!(
             lower.as_str(),
             "example"
+                | "passwd"
+                | "pass"
+                | "apikey"
+                | "api_key"
+                | "key"
+                | "test"
+                | "testing"
+                | "foo"
+                | "bar"
+                | "foobar"
+                | "empty"
+                | "n/a"
+                | "default"
+                | "hidden"
+                | "masked"
+                | "value"
+                | "todo"
+                | "fixme"
+                | "tbd"
+                | "secret_key"
+                | "private_key"
+                | "access_token"
                 | "dummy"
                 | "redacted"
                 | "null"
@@ -403,7 +630,7 @@ fn is_placeholder(value: &str) -> bool {
         )
 }
 
-fn looks_like_code(value: &str) -> bool {
+pub(crate) fn looks_like_code(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
     value.contains('(')
         || value.contains(')')
