@@ -54,6 +54,7 @@ pub use flat::FlatIndex;
 pub use hnsw::{HnswConfig, HnswIndex, IndexConfig};
 pub use index::{Hit, VectorIndex};
 pub use ranking::{
-    DecayInput, MmrCandidate, WordSet, admit, decay_score, jaccard, mmr, rank_by_decay, relevance_threshold,
+    DecayInput, MmrCandidate, RelevanceGate, WordSet, admit, decay_score, jaccard, mmr, rank_by_decay,
+    relevance_threshold,
 };
 pub use snapshot::{SnapshotExpectation, SnapshotHeader, SnapshotKind, id_checksum, read_header};

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 
 use crate::constants::{
     DECAY_RATE_PER_DAY, IMPORTANCE_BASE, IMPORTANCE_WEIGHT, LONG_TEXT_CHARS, LONG_TEXT_RELEVANCE_THRESHOLD,
-    MMR_MAX_POOL, RELEVANCE_THRESHOLD,
+    MINILM_LONG_TEXT_RELEVANCE_THRESHOLD, MINILM_RELEVANCE_THRESHOLD, MMR_MAX_POOL, RELEVANCE_THRESHOLD,
 };
 
 /// Decay-adjusted score `cos × (0.7 + 0.3 × importance) × exp(−0.03 × age_days)`.
@@ -44,16 +44,81 @@ pub fn rank_by_decay(items: &[DecayInput]) -> Vec<usize> {
     order
 }
 
-/// Raw-cosine threshold for a memory text of `text_chars` characters:
-/// 0.55, relaxed to 0.42 above 300 characters (long texts dilute cosine).
+/// Raw-cosine threshold for a memory text of `text_chars` characters under
+/// the specification's gate: 0.55, relaxed to 0.42 above 300 characters
+/// (long texts dilute cosine). See [`RelevanceGate`] for other models.
 pub fn relevance_threshold(text_chars: usize) -> f32 {
-    if text_chars > LONG_TEXT_CHARS { LONG_TEXT_RELEVANCE_THRESHOLD } else { RELEVANCE_THRESHOLD }
+    RelevanceGate::SPECIFICATION.threshold(text_chars)
 }
 
-/// Whether a memory may be injected into context: its *raw* cosine (never
-/// the decayed score) reaches [`relevance_threshold`].
+/// Whether a memory may be injected into context under the specification's
+/// gate: its *raw* cosine (never the decayed score) reaches
+/// [`relevance_threshold`].
 pub fn admit(cosine: f32, text_chars: usize) -> bool {
-    cosine >= relevance_threshold(text_chars)
+    RelevanceGate::SPECIFICATION.admit(cosine, text_chars)
+}
+
+/// The raw-cosine thresholds of the relevance gate, a property of the
+/// embedding model: cosines of related and unrelated texts sit at different
+/// heights in each model's space.
+///
+/// ```
+/// use cairn_memory_vector::RelevanceGate;
+/// let gate = RelevanceGate::for_model("all-MiniLM-L6-v2");
+/// assert_eq!(gate, RelevanceGate::ALL_MINILM_L6_V2);
+/// assert!(gate.admit(0.46, 64) && !RelevanceGate::SPECIFICATION.admit(0.46, 64));
+/// assert_eq!(RelevanceGate::for_model("Qwen3-Embedding-0.6B"), RelevanceGate::SPECIFICATION);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RelevanceGate {
+    /// Threshold for texts of at most `long_text_chars` characters.
+    pub short: f32,
+    /// Threshold for texts longer than `long_text_chars`.
+    pub long: f32,
+    /// Length (characters) above which `long` applies.
+    pub long_text_chars: usize,
+}
+
+impl RelevanceGate {
+    /// The specification's gate, set for Qwen3-Embedding: 0.55, and 0.42
+    /// above 300 characters.
+    pub const SPECIFICATION: RelevanceGate = RelevanceGate {
+        short: RELEVANCE_THRESHOLD,
+        long: LONG_TEXT_RELEVANCE_THRESHOLD,
+        long_text_chars: LONG_TEXT_CHARS,
+    };
+
+    /// all-MiniLM-L6-v2: the cosine that only 1 % of human-rated unrelated
+    /// pairs reach, on a public corpus that has nothing to do with the
+    /// evaluation data (see [`MINILM_RELEVANCE_THRESHOLD`]).
+    pub const ALL_MINILM_L6_V2: RelevanceGate = RelevanceGate {
+        short: MINILM_RELEVANCE_THRESHOLD,
+        long: MINILM_LONG_TEXT_RELEVANCE_THRESHOLD,
+        long_text_chars: LONG_TEXT_CHARS,
+    };
+
+    /// The gate of the model named `model_id` (the model folder's name, as
+    /// embedders report it; case and an `owner/` prefix are ignored).
+    /// Models without a calibrated gate use [`RelevanceGate::SPECIFICATION`].
+    pub fn for_model(model_id: &str) -> RelevanceGate {
+        let name = model_id.rsplit('/').next().unwrap_or(model_id).to_ascii_lowercase();
+        if name == "all-minilm-l6-v2" { RelevanceGate::ALL_MINILM_L6_V2 } else { RelevanceGate::SPECIFICATION }
+    }
+
+    /// The threshold for a text of `text_chars` characters.
+    pub fn threshold(&self, text_chars: usize) -> f32 {
+        if text_chars > self.long_text_chars { self.long } else { self.short }
+    }
+
+    /// Whether a raw cosine reaches the threshold for a text of `text_chars` characters.
+    pub fn admit(&self, cosine: f32, text_chars: usize) -> bool {
+        cosine >= self.threshold(text_chars)
+    }
+
+    /// The lower of the two thresholds: no cosine under it can be admitted.
+    pub fn lowest(&self) -> f32 {
+        self.short.min(self.long)
+    }
 }
 
 /// The set of lower-cased words of a text (split on anything that is not
@@ -276,6 +341,39 @@ mod tests {
         }
         assert_eq!(relevance_threshold(0), 0.55);
         assert_eq!(relevance_threshold(301), 0.42);
+    }
+
+    #[test]
+    fn each_model_has_its_gate() {
+        let table: &[(&str, RelevanceGate)] = &[
+            ("all-MiniLM-L6-v2", RelevanceGate::ALL_MINILM_L6_V2),
+            ("sentence-transformers/all-MiniLM-L6-v2", RelevanceGate::ALL_MINILM_L6_V2),
+            ("ALL-MINILM-L6-V2", RelevanceGate::ALL_MINILM_L6_V2),
+            ("Qwen3-Embedding-0.6B", RelevanceGate::SPECIFICATION),
+            // Not calibrated: the specification's gate.
+            ("all-MiniLM-L12-v2", RelevanceGate::SPECIFICATION),
+            ("all-MiniLM-L6-v2-finetuned", RelevanceGate::SPECIFICATION),
+            ("hash-trigram", RelevanceGate::SPECIFICATION),
+            ("", RelevanceGate::SPECIFICATION),
+        ];
+        for (model_id, expected) in table {
+            assert_eq!(RelevanceGate::for_model(model_id), *expected, "{model_id:?}");
+        }
+        let minilm = RelevanceGate::ALL_MINILM_L6_V2;
+        assert!(minilm.short < RelevanceGate::SPECIFICATION.short && minilm.long < RelevanceGate::SPECIFICATION.short);
+        // (cosine, characters, admitted) at the MiniLM thresholds.
+        let table: &[(f32, usize, bool)] = &[
+            (minilm.short, 300, true),
+            (minilm.short - 1e-4, 300, false),
+            (minilm.long, 301, true),
+            (minilm.long - 1e-4, 301, false),
+            (0.46, 70, true), // a plainly related pair that the specification's 0.55 refuses
+        ];
+        for &(cosine, chars, expected) in table {
+            assert_eq!(minilm.admit(cosine, chars), expected, "admit({cosine}, {chars})");
+        }
+        assert_eq!(minilm.lowest(), minilm.short.min(minilm.long));
+        assert_eq!(RelevanceGate::SPECIFICATION.lowest(), 0.42);
     }
 
     #[test]
