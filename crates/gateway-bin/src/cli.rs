@@ -49,6 +49,8 @@ pub(crate) enum Command {
     /// The MCP server over stdio (memory, lessons, skills and history as tools).
     #[command(subcommand)]
     Mcp(crate::mcp::McpCommand),
+    /// A host's lifecycle hook: read its hook JSON on stdin, answer in its protocol.
+    Hook(crate::commands::host_hook::HookArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,6 +7,7 @@ pub(crate) mod context;
 mod embed;
 mod guard;
 pub(crate) mod hooks;
+pub(crate) mod host_hook;
 pub(crate) mod memory;
 pub(crate) mod memory_consolidate;
 mod memory_episodic;
@@ -56,5 +57,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Skills(args) => skills::run(&home, args),
         Command::Serve(args) => crate::serve::run(&home, args),
         Command::Mcp(command) => crate::mcp::run(&home, command),
+        Command::Hook(args) => host_hook::run(&home, args),
     }
 }

@@ -7,6 +7,7 @@ mod context;
 mod embed;
 mod guard;
 mod hooks;
+mod host_hooks;
 mod mcp;
 mod memory;
 mod memory_consolidate;

@@ -1,0 +1,211 @@
+//! `cairn hook <host> <event>` fed hook input shaped as Claude Code and
+//! kiro-cli document it; output shape, caps and the transcript written.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::cairn;
+
+fn hook(home: &Path, host: &str, event: &str, input: &str) -> Output {
+    let mut child = cairn()
+        .arg("--home")
+        .arg(home)
+        .args(["hook", host, event])
+        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        .env_remove("CAIRN_EMBED_MODEL_PATH")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn cli(home: &Path, args: &[&str]) -> Output {
+    cairn().arg("--home").arg(home).args(args).env("CAIRN_SKIP_MODEL_DOWNLOAD", "1").output().unwrap()
+}
+
+fn seed(home: &Path) {
+    assert!(cli(home, &["memory", "lessons", "add", "always run the test suite before pushing"]).status.success());
+    assert!(cli(home, &["memory", "semantic", "set", "pref.editor", "helix"]).status.success());
+    assert!(
+        cli(home, &["memory", "episodic", "add", "The flaky integration test was fixed by pinning the port"])
+            .status
+            .success()
+    );
+}
+
+fn common(event: &str, session: &str) -> Value {
+    json!({
+        "session_id": session,
+        "transcript_path": "/nonexistent/transcript.jsonl",
+        "cwd": "/tmp/project",
+        "permission_mode": "default",
+        "hook_event_name": event,
+    })
+}
+
+fn transcript(home: &Path, session: &str) -> Vec<Value> {
+    let db = home.join("memory.db");
+    let connection = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut statement = connection
+        .prepare("SELECT role, content, tool_calls FROM session_transcripts WHERE session_key = ?1 ORDER BY seq")
+        .unwrap();
+    statement
+        .query_map([session], |row| {
+            Ok(json!({
+                "role": row.get::<_, String>(0)?,
+                "content": row.get::<_, String>(1)?,
+                "tool_calls": row.get::<_, Option<String>>(2)?,
+            }))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn claude_code_session_start_answers_additional_context() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path());
+    let mut input = common("SessionStart", "s-1");
+    input["source"] = json!("startup");
+    let output = hook(home.path(), "claude-code", "SessionStart", &input.to_string());
+    assert!(output.status.success());
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(answer["hookSpecificOutput"]["hookEventName"], "SessionStart");
+    let context = answer["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains("always run the test suite before pushing"), "{context}");
+    assert!(context.contains("pref.editor"), "{context}");
+    assert!(context.chars().count() <= 10_000);
+}
+
+#[test]
+fn claude_code_user_prompt_submit_answers_message_context_and_records_the_prompt() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path());
+    let mut input = common("UserPromptSubmit", "s-2");
+    input["prompt"] = json!("why was the integration test flaky?");
+    let output = hook(home.path(), "claude-code", "UserPromptSubmit", &input.to_string());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(answer["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
+    let context = answer["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains("pinning the port"), "episodic memory reaches the message: {context}");
+    assert!(!context.contains("why was the integration test flaky?"), "the prompt is not echoed: {context}");
+    let rows = transcript(home.path(), "claude-code:s-2");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["role"], "user");
+    assert_eq!(rows[0]["content"], "why was the integration test flaky?");
+}
+
+#[test]
+fn claude_code_tool_stop_and_end_append_to_the_transcript() {
+    let home = tempfile::tempdir().unwrap();
+    let mut tool = common("PostToolUse", "s-3");
+    tool["tool_name"] = json!("Bash");
+    tool["tool_input"] = json!({"command": "cargo test", "description": "run the tests"});
+    tool["tool_response"] = json!({"stdout": "test result: ok. 12 passed", "stderr": "", "interrupted": false});
+    tool["tool_use_id"] = json!("toolu_01");
+    let output = hook(home.path(), "claude-code", "PostToolUse", &tool.to_string());
+    assert!(output.status.success());
+    assert!(output.stdout.is_empty(), "PostToolUse answers nothing");
+
+    let transcript_file = home.path().join("claude.jsonl");
+    std::fs::write(
+        &transcript_file,
+        [
+            json!({"type": "user", "message": {"role": "user", "content": "run the tests"}}),
+            json!({"type": "assistant", "message": {"role": "assistant", "content": [
+                {"type": "text", "text": "All 12 tests pass."}]}}),
+        ]
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n"),
+    )
+    .unwrap();
+    let mut stop = common("Stop", "s-3");
+    stop["transcript_path"] = json!(transcript_file);
+    stop["stop_hook_active"] = json!(false);
+    assert!(hook(home.path(), "claude-code", "Stop", &stop.to_string()).status.success());
+    let mut end = common("SessionEnd", "s-3");
+    end["reason"] = json!("logout");
+    assert!(hook(home.path(), "claude-code", "SessionEnd", &end.to_string()).status.success());
+
+    let rows = transcript(home.path(), "claude-code:s-3");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert_eq!(rows[0]["role"], "assistant");
+    assert!(rows[0]["content"].as_str().unwrap().contains("12 passed"));
+    assert!(rows[0]["tool_calls"].as_str().unwrap().contains("cargo test"));
+    assert_eq!(rows[1]["content"], "All 12 tests pass.");
+    assert!(rows[2]["content"].as_str().unwrap().contains("logout"));
+}
+
+#[test]
+fn claude_code_output_is_capped_and_keeps_the_lessons() {
+    let home = tempfile::tempdir().unwrap();
+    assert!(cli(home.path(), &["memory", "lessons", "add", "never force-push to main"]).status.success());
+    for index in 0..40 {
+        let value = format!("a long preference value number {index} {}", "detail ".repeat(70));
+        assert!(
+            cli(home.path(), &["memory", "semantic", "set", &format!("pref.long{index}"), &value]).status.success()
+        );
+    }
+    let output = hook(home.path(), "claude-code", "SessionStart", &common("SessionStart", "s-4").to_string());
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let context = answer["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.chars().count() <= 10_000, "{}", context.chars().count());
+    assert!(context.contains("never force-push to main"), "the lessons survive the cap");
+}
+
+#[test]
+fn kiro_cli_spawn_and_prompt_print_plain_context() {
+    let home = tempfile::tempdir().unwrap();
+    seed(home.path());
+    let spawn = hook(
+        home.path(),
+        "kiro-cli",
+        "agentSpawn",
+        &json!({"hook_event_name": "agentSpawn", "cwd": "/tmp"}).to_string(),
+    );
+    assert!(spawn.status.success());
+    let text = String::from_utf8(spawn.stdout).unwrap();
+    assert!(text.contains("always run the test suite before pushing"), "{text}");
+    assert!(text.len() <= 10 * 1024);
+    assert!(serde_json::from_str::<Value>(&text).is_err(), "kiro-cli gets plain text");
+    let prompt = hook(
+        home.path(),
+        "kiro-cli",
+        "userPromptSubmit",
+        &json!({"hook_event_name": "userPromptSubmit", "cwd": "/tmp", "prompt": "the flaky integration test"})
+            .to_string(),
+    );
+    assert!(prompt.status.success());
+    assert!(String::from_utf8(prompt.stdout).unwrap().contains("pinning the port"));
+}
+
+#[test]
+fn bad_or_unknown_input_exits_zero_with_no_context_and_one_stderr_line() {
+    let home = tempfile::tempdir().unwrap();
+    for (host, event, input) in [
+        ("claude-code", "SessionStart", "not json"),
+        ("claude-code", "UserPromptSubmit", "[1, 2]"),
+        ("claude-code", "UserPromptSubmit", "{\"session_id\": \"s\"}"),
+        ("claude-code", "PostToolUse", "{\"session_id\": \"s\"}"),
+        ("claude-code", "Notification", "{\"session_id\": \"s\"}"),
+        ("kiro-cli", "preToolUse", "{}"),
+        ("kiro-cli", "userPromptSubmit", ""),
+    ] {
+        let output = hook(home.path(), host, event, input);
+        assert!(output.status.success(), "{host} {event} {input}");
+        assert!(output.stdout.is_empty(), "{host} {event} {input}: {}", String::from_utf8_lossy(&output.stdout));
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{host} {event} {input}: {stderr}");
+        assert!(stderr.starts_with("cairn hook: "), "{stderr}");
+    }
+}
