@@ -130,14 +130,19 @@ pub const EPISODIC_BACKFILL_BATCH: usize = 32;
 pub const HYBRID_CANDIDATES: usize = 100;
 /// The `k` of reciprocal-rank fusion: a list's rank `r` (from 1) adds `1 / (k + r)`.
 pub const RRF_K: f64 = 60.0;
-/// Weight of the cosine in the weighted-sum fusion (the keyword score gets the rest).
-pub const WEIGHTED_FUSION_VECTOR_WEIGHT: f64 = 0.6;
+/// Weight of the cosine in the weighted-sum fusion (the keyword score, bm25
+/// over the query's best bm25, gets the rest). The default fusion: a convex
+/// combination of scores normalised by their theoretical minimum (0) and
+/// the best of the query. Chosen with the prior weight and MMR by
+/// leave-one-conversation-out evaluation on the LoCoMo dev split (every
+/// fold picks 0.7 when the prior is off; `BENCHMARKS.md`).
+pub const WEIGHTED_FUSION_VECTOR_WEIGHT: f64 = 0.7;
 /// How much importance and age move a hybrid score: the fused score is
 /// multiplied by `(1 − w) + w × (0.7 + 0.3 × importance) × exp(−0.03 × days)`.
-/// At 1 this is the specification's factor; below 1 an old but strongly
-/// matching memory keeps part of its score, so age orders comparable
-/// matches instead of burying every old one.
-pub const HYBRID_PRIOR_WEIGHT: f64 = 0.25;
+/// At 1 this is the specification's factor. 0 by default: in the
+/// leave-one-conversation-out evaluation a weight of 0.25 did not beat 0,
+/// so importance and age do not reorder hybrid results unless asked to.
+pub const HYBRID_PRIOR_WEIGHT: f64 = 0.0;
 /// Keyword admission into the context block, for a hit under the cosine
 /// gate: it must be among this many best bm25 hits...
 pub const KEYWORD_ADMISSION_MAX_RANK: usize = 3;
@@ -165,6 +170,18 @@ pub const MAX_EPISODIC_PER_CONSOLIDATION: usize = 10;
 pub const MAX_LESSONS_PER_CONSOLIDATION: usize = 10;
 /// Characters of transcript a consolidation prompt carries (the newest messages win).
 pub const MAX_PROMPT_TRANSCRIPT_CHARS: usize = 60_000;
+/// Longest stored transcript message; longer text is cut (a prompt shows at
+/// most [`MAX_PROMPT_TRANSCRIPT_CHARS`] of a whole transcript).
+pub const MAX_TRANSCRIPT_MESSAGE_CHARS: usize = MAX_PROMPT_TRANSCRIPT_CHARS;
+/// Most messages stored per session; the oldest go first past it.
+pub const MAX_TRANSCRIPT_MESSAGES: usize = 2_000;
+/// Consolidated messages kept per session as thread history for a resume.
+pub const TRANSCRIPT_KEEP_CONSOLIDATED: usize = 50;
+/// Longest session key.
+pub const MAX_SESSION_KEY_CHARS: usize = 256;
+/// How long a consolidation run holds a session against other processes
+/// (a run that crashed frees it after this).
+pub const CONSOLIDATION_CLAIM_MS: i64 = 15 * 60 * 1_000;
 /// File name of the persisted consolidation and migration state, inside Cairn's home.
 pub const MEMORY_STATE_FILE_NAME: &str = "memory_state.json";
 /// Lock file serialising updates of the state file.

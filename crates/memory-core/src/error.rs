@@ -97,6 +97,13 @@ pub enum MemoryError {
         /// What was wrong with it.
         reason: String,
     },
+    /// Another consolidation run holds the session or moved its marker
+    /// meanwhile; nothing was recorded for this run.
+    #[error("session {session_key:?} is being consolidated by another run")]
+    SessionBusy {
+        /// The session.
+        session_key: String,
+    },
 }
 
 /// Result alias of the crate.
@@ -207,6 +214,14 @@ pub enum Rejected {
         /// The limit.
         max: usize,
     },
+    /// A session key that is empty, too long or holds control characters.
+    #[error("a session key must be 1 to {max} characters without control characters (got {chars})")]
+    InvalidSessionKey {
+        /// Its length.
+        chars: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl Rejected {
@@ -228,6 +243,7 @@ impl Rejected {
             Rejected::TextLength { .. } => "text_length",
             Rejected::InvalidImportance(_) => "invalid_importance",
             Rejected::InvalidSourceRef { .. } => "invalid_source_ref",
+            Rejected::InvalidSessionKey { .. } => "invalid_session_key",
         }
     }
 }

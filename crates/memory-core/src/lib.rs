@@ -61,6 +61,7 @@ mod migrate;
 mod schema;
 mod search;
 mod semantic;
+mod transcript;
 mod types;
 mod validate;
 
@@ -69,7 +70,7 @@ mod tests;
 
 pub use consolidate::{
     ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, RefusedItem, SkillProposal,
-    SkillProposalKind, SkillProposer, Summarizer, SummarizerError, TranscriptMessage,
+    SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
 };
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{
@@ -92,6 +93,7 @@ pub use lessons::{
 };
 pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_at_start, migrate_from_markdown};
 pub use schema::SCHEMA_VERSION;
+pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{
     AuditAction, AuditEvent, DeleteOutcome, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source, WriteOutcome,
 };

@@ -152,6 +152,32 @@ const MIGRATIONS: &[&str] = &[
     r#"
     INSERT INTO meta(name, value) VALUES ('store_id', random());
     "#,
+    // 5: session transcripts and their consolidation markers, so a restart
+    // neither skips nor repeats a message (the markers once lived in
+    // memory_state.json and counted messages of a transcript held only in
+    // memory; those counts describe nothing that still exists and are not
+    // carried over).
+    r#"
+    CREATE TABLE session_state (
+        session_key        TEXT PRIMARY KEY NOT NULL,
+        next_seq           INTEGER NOT NULL DEFAULT 0,
+        history_marker     INTEGER NOT NULL DEFAULT 0,
+        preferences_marker INTEGER NOT NULL DEFAULT 0,
+        last_activity      INTEGER NOT NULL,
+        claim_owner        INTEGER,
+        claim_until        INTEGER
+    ) WITHOUT ROWID;
+    CREATE INDEX session_state_pending ON session_state(last_activity) WHERE history_marker < next_seq;
+    CREATE TABLE session_transcripts (
+        session_key TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        role        TEXT NOT NULL,
+        content     TEXT NOT NULL,
+        tool_calls  TEXT,
+        created_at  INTEGER NOT NULL,
+        PRIMARY KEY (session_key, seq)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

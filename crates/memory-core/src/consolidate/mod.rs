@@ -1,25 +1,36 @@
 //! Consolidation: turning conversations into durable memory through a
 //! model behind the [`Summarizer`] trait (this crate never does network
-//! I/O), on two paths with independent triggers.
+//! I/O), on two paths with independent triggers, over the session
+//! transcripts persisted in `memory.db` ([`MemoryDb::append_transcript`]).
 //!
-//! - **Preferences path** ([`Consolidator::maybe_consolidate`]): once 30 new
-//!   messages arrived since an in-memory offset for the session, asks for
-//!   `semantic` facts (≤ 20) and, while the store is not migrated, whole-file
+//! - **Preferences path** ([`Consolidator::record_messages`],
+//!   [`Consolidator::maybe_consolidate`]): once 30 messages arrived past the
+//!   session's persisted preferences marker, asks for `semantic` facts
+//!   (≤ 20) and, while the store is not migrated, whole-file
 //!   `preferences_update` / `projects_update` replacements.
 //! - **History path** ([`Consolidator::check_idle_sessions`], called by the
 //!   heartbeat): after 3 h without activity, when messages exist past the
-//!   session's *persisted* `last_consolidated` marker, asks for a `history`
-//!   summary (appended to today's day file), `episodic` items (≤ 10),
-//!   implicit `lessons` (≤ 10) and, when enabled, a `new_skill` /
-//!   `refined_skill` proposal handed to a [`SkillProposer`]; then advances
-//!   the marker. The preferences path never moves it.
+//!   session's persisted history marker, asks for a `history` summary
+//!   (appended to today's day file), `episodic` items (≤ 10), implicit
+//!   `lessons` (≤ 10) and, when enabled, a `new_skill` / `refined_skill`
+//!   proposal handed to a [`SkillProposer`].
+//!
+//! Each run claims the session in the database (a lease, so two processes
+//! never consolidate one session at once), reads the messages past its
+//! marker, and on success moves the marker from where it started to the end
+//! of what it read in one transaction, which also prunes rows both paths
+//! have consolidated. A restart therefore neither skips a message nor
+//! repeats one: the transcript and the markers live in the same file. (A
+//! process killed after the model's items were written but before that
+//! transaction leaves the marker where it was; once its lease lapses the
+//! range is consolidated again, and the writers' dedup absorbs the repeats.)
 //!
 //! The caps are written into the prompt and enforced on the reply (extra
 //! items are dropped and logged). The reply is parsed leniently (code
 //! fences, prose around the JSON), but a reply without a valid JSON object
-//! writes nothing and leaves offsets and markers where they were, so the
-//! next trigger retries. Every item goes through the normal writers with
-//! source `consolidation`. One session never consolidates twice at once.
+//! writes nothing and leaves the markers where they were, so the next
+//! trigger retries. Every item goes through the normal writers with source
+//! `consolidation`.
 
 mod reply;
 pub(crate) mod state;
@@ -28,14 +39,15 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::constants::{
-    CONSOLIDATION_IDLE_SECS, CONSOLIDATION_MESSAGE_THRESHOLD, EPISODIC_DEFAULT_IMPORTANCE,
+    CONSOLIDATION_CLAIM_MS, CONSOLIDATION_IDLE_SECS, CONSOLIDATION_MESSAGE_THRESHOLD, EPISODIC_DEFAULT_IMPORTANCE,
     MAX_EPISODIC_PER_CONSOLIDATION, MAX_LESSONS_PER_CONSOLIDATION, MAX_PROMPT_TRANSCRIPT_CHARS,
     MAX_SEMANTIC_PER_CONSOLIDATION,
 };
@@ -44,6 +56,9 @@ use crate::files::MemoryFiles;
 use crate::lessons::LessonCategory;
 use crate::{EpisodicOutcome, MemoryDb, NewEpisode, Source, WriteOutcome};
 use state::StateFile;
+
+pub use crate::transcript::TranscriptMessage;
+use crate::transcript::{Claim, Marker};
 
 /// Turns a prompt into text: the model seam of consolidation. The binary
 /// implements it with an LLM client; tests play scripted replies.
@@ -83,22 +98,6 @@ pub struct SkillProposal {
 pub trait SkillProposer: Send + Sync {
     /// Accepts or refuses one proposal; a refusal is reported, not fatal.
     fn propose(&self, proposal: &SkillProposal) -> std::result::Result<(), String>;
-}
-
-/// One message of a session transcript.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TranscriptMessage {
-    /// `user`, `assistant`, ...
-    pub role: String,
-    /// The text.
-    pub content: String,
-}
-
-impl TranscriptMessage {
-    /// A message.
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        TranscriptMessage { role: role.into(), content: content.into() }
-    }
 }
 
 /// Settings of a [`Consolidator`].
@@ -209,14 +208,12 @@ impl ConsolidationReport {
     }
 }
 
-/// A session the history path should look at: key, transcript, run lock.
-type DueSession = (String, Arc<Vec<TranscriptMessage>>, Arc<Mutex<()>>);
-
+/// Per session, in this process: the run lock, and how many messages of
+/// the caller's in-process transcript [`Consolidator::maybe_consolidate`]
+/// has persisted.
 #[derive(Default)]
 struct SessionState {
-    prefs_offset: usize,
-    last_activity_ms: i64,
-    messages: Arc<Vec<TranscriptMessage>>,
+    persisted: Arc<Mutex<usize>>,
     running: Arc<Mutex<()>>,
 }
 
@@ -229,6 +226,8 @@ pub struct Consolidator {
     config: ConsolidatorConfig,
     state: StateFile,
     sessions: Mutex<HashMap<String, SessionState>>,
+    /// Names this consolidator's claims on sessions in the database.
+    owner: i64,
 }
 
 impl std::fmt::Debug for Consolidator {
@@ -254,6 +253,7 @@ impl Consolidator {
             config,
             state: StateFile::in_home(home),
             sessions: Mutex::new(HashMap::new()),
+            owner: claim_owner(),
         }
     }
 
@@ -266,7 +266,7 @@ impl Consolidator {
     /// The persisted history-path marker of a session: how many of its
     /// messages have been consolidated into history.
     pub fn last_consolidated(&self, session_key: &str) -> Result<usize> {
-        Ok(self.state.load()?.sessions.get(session_key).map(|marker| marker.last_consolidated).unwrap_or(0))
+        Ok(self.db.transcript_state(session_key)?.map(|state| state.history_marker as usize).unwrap_or(0))
     }
 
     /// True once Markdown memory was migrated (the preferences path then
@@ -275,36 +275,98 @@ impl Consolidator {
         Ok(self.state.load()?.migrated)
     }
 
-    /// Records activity for `session_key` with its whole transcript so far
-    /// (`now_ms`: Unix milliseconds) and runs the preferences path when 30
-    /// messages arrived since its last run. Returns the run's report, or
-    /// `None` when it did not fire (or the session is already consolidating).
+    fn session(&self, session_key: &str) -> (Arc<Mutex<usize>>, Arc<Mutex<()>>) {
+        let mut sessions = self.sessions.lock();
+        let session = sessions.entry(session_key.to_owned()).or_default();
+        (session.persisted.clone(), session.running.clone())
+    }
+
+    /// Persists `new_messages` in the session's transcript (`now_ms`: Unix
+    /// milliseconds, the session's activity time) and runs the preferences
+    /// path when 30 messages are past its marker. Returns the run's report,
+    /// or `None` when it did not fire (or the session is consolidating
+    /// elsewhere). A failed run leaves the messages stored and the marker
+    /// where it was: the next call retries.
+    pub fn record_messages(
+        &self,
+        session_key: &str,
+        new_messages: &[TranscriptMessage],
+        now_ms: i64,
+    ) -> Result<Option<ConsolidationReport>> {
+        self.db.append_transcript_at(session_key, new_messages, now_ms)?;
+        self.run_preferences_if_due(session_key)
+    }
+
+    /// [`record_messages`](Self::record_messages) for a caller that keeps the
+    /// whole transcript of the session in its own memory: `messages` is that
+    /// transcript so far, and the messages past the ones this consolidator
+    /// already persisted for it are appended. (A caller restarting with an
+    /// empty transcript appends from its first message on, after what the
+    /// database holds.)
     pub fn maybe_consolidate(
         &self,
         session_key: &str,
         messages: &[TranscriptMessage],
         now_ms: i64,
     ) -> Result<Option<ConsolidationReport>> {
-        let (offset, running, messages) = {
-            let mut sessions = self.sessions.lock();
-            let session = sessions.entry(session_key.to_owned()).or_default();
-            session.last_activity_ms = now_ms;
-            session.messages = Arc::new(messages.to_vec());
-            if session.prefs_offset > messages.len() {
-                // The transcript was reset; start counting again.
-                session.prefs_offset = 0;
+        let (persisted, _) = self.session(session_key);
+        {
+            let mut persisted = persisted.lock();
+            if *persisted > messages.len() {
+                // The caller's transcript was reset; everything in it is new.
+                *persisted = 0;
             }
-            if messages.len() - session.prefs_offset < self.config.message_threshold {
-                return Ok(None);
-            }
-            (session.prefs_offset, session.running.clone(), session.messages.clone())
-        };
-        let Some(_guard) = running.try_lock() else { return Ok(None) };
-        let report = self.run_preferences(session_key, &messages[offset..])?;
-        if let Some(session) = self.sessions.lock().get_mut(session_key) {
-            session.prefs_offset = session.prefs_offset.max(messages.len());
+            self.db.append_transcript_at(session_key, &messages[*persisted..], now_ms)?;
+            *persisted = messages.len();
         }
-        Ok(Some(report))
+        self.run_preferences_if_due(session_key)
+    }
+
+    fn run_preferences_if_due(&self, session_key: &str) -> Result<Option<ConsolidationReport>> {
+        let due = |start: u64, end: u64| end.saturating_sub(start) >= self.config.message_threshold as u64;
+        let Some(state) = self.db.transcript_state(session_key)? else { return Ok(None) };
+        if !due(state.preferences_marker, state.next_seq) {
+            return Ok(None);
+        }
+        let (_, running) = self.session(session_key);
+        let Some(_guard) = running.try_lock() else { return Ok(None) };
+        let Some(claim) =
+            self.db.claim_transcript(session_key, Marker::Preferences, self.owner, CONSOLIDATION_CLAIM_MS)?
+        else {
+            return Ok(None);
+        };
+        if !due(claim.start, claim.end) {
+            self.db.release_claim(session_key, self.owner)?;
+            return Ok(None);
+        }
+        let result = self.run_preferences(session_key, &claim.messages);
+        self.settle(session_key, &[(Marker::Preferences, &claim)], &[], result).map(Some)
+    }
+
+    /// Records a run's outcome: on success the markers move in one
+    /// transaction (storing `extra` as consolidated where it can); on
+    /// failure the claim is released and the markers stay.
+    fn settle<T>(
+        &self,
+        session_key: &str,
+        claims: &[(Marker, &Claim)],
+        extra: &[TranscriptMessage],
+        result: Result<T>,
+    ) -> Result<T> {
+        match result {
+            Ok(value) => {
+                let moves: Vec<(Marker, u64, u64)> =
+                    claims.iter().map(|(marker, claim)| (*marker, claim.start, claim.end)).collect();
+                self.db.finish_claim(session_key, self.owner, &moves, extra, crate::db::now_ms())?;
+                Ok(value)
+            }
+            Err(error) => {
+                if let Err(release) = self.db.release_claim(session_key, self.owner) {
+                    tracing::warn!(%release, "could not release a consolidation claim; its lease lapses");
+                }
+                Err(error)
+            }
+        }
     }
 
     /// Runs the history path for every session idle longer than the
@@ -318,57 +380,78 @@ impl Consolidator {
 
     /// [`check_idle_sessions`](Self::check_idle_sessions) with another idle
     /// time than the configured one (a setting changed while running).
+    /// Sessions come from the database, so those of an earlier process are
+    /// consolidated too.
     pub fn check_sessions_idle_for(&self, now_ms: i64, idle: Duration) -> Vec<(String, Result<ConsolidationReport>)> {
         let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
-        let due: Vec<DueSession> = self
-            .sessions
-            .lock()
-            .iter()
-            .filter(|(_, session)| now_ms - session.last_activity_ms > idle_ms)
-            .map(|(key, session)| (key.clone(), session.messages.clone(), session.running.clone()))
-            .collect();
+        let due = match self.db.idle_sessions(now_ms.saturating_sub(idle_ms)) {
+            Ok(due) => due,
+            Err(error) => return vec![(String::new(), Err(error))],
+        };
         let mut results = Vec::new();
-        for (key, messages, running) in due {
+        for key in due {
+            let (_, running) = self.session(&key);
             let Some(_guard) = running.try_lock() else { continue };
-            let marker = match self.last_consolidated(&key) {
-                Ok(marker) => marker.min(messages.len()),
+            let claim = match self.db.claim_transcript(&key, Marker::History, self.owner, CONSOLIDATION_CLAIM_MS) {
+                Ok(Some(claim)) => claim,
+                Ok(None) => continue,
                 Err(error) => {
                     results.push((key, Err(error)));
                     continue;
                 }
             };
-            if marker >= messages.len() {
+            if claim.start >= claim.end {
+                if let Err(error) = self.db.release_claim(&key, self.owner) {
+                    results.push((key, Err(error)));
+                }
                 continue;
             }
-            let result = self.run_history(&key, &messages[marker..]).and_then(|report| {
-                self.set_marker(&key, messages.len())?;
-                Ok(report)
-            });
+            let result = self.run_history(&key, &claim.messages);
+            let result = self.settle(&key, &[(Marker::History, &claim)], &[], result);
             results.push((key, result));
         }
         results
     }
 
-    /// Runs both paths now over `messages` regardless of the triggers (the
-    /// CLI's `memory consolidate`). The history marker advances on success.
+    /// Runs both paths now regardless of the triggers (the CLI's `memory
+    /// consolidate`), each over the session's stored messages past its
+    /// marker followed by `messages`. On success both markers move past
+    /// everything covered and `messages` is stored in the session's
+    /// transcript as consolidated (unless other messages arrived meanwhile);
+    /// on failure nothing is stored and the markers stay, so a retry with
+    /// the same `messages` does not see them twice.
     pub fn consolidate_now(
         &self,
         session_key: &str,
         messages: &[TranscriptMessage],
     ) -> Result<(ConsolidationReport, ConsolidationReport)> {
-        let running = self.sessions.lock().entry(session_key.to_owned()).or_default().running.clone();
+        let (_, running) = self.session(session_key);
         let _guard = running.lock();
-        let preferences = self.run_preferences(session_key, messages)?;
-        let marker = self.last_consolidated(session_key)?.min(messages.len());
-        let history = self.run_history(session_key, &messages[marker..])?;
-        self.set_marker(session_key, messages.len())?;
-        Ok((preferences, history))
-    }
-
-    fn set_marker(&self, session_key: &str, value: usize) -> Result<()> {
-        self.state.update(|state| {
-            state.sessions.entry(session_key.to_owned()).or_default().last_consolidated = value;
-        })
+        let empty = Claim { start: 0, end: 0, messages: Vec::new() };
+        let claim = |marker| -> Result<Claim> {
+            if self.db.transcript_state(session_key)?.is_none() {
+                return Ok(empty.clone());
+            }
+            self.db
+                .claim_transcript(session_key, marker, self.owner, CONSOLIDATION_CLAIM_MS)?
+                .ok_or_else(|| MemoryError::SessionBusy { session_key: crate::validate::cut(session_key, 100) })
+        };
+        let preferences_claim = claim(Marker::Preferences)?;
+        let history_claim = match claim(Marker::History) {
+            Ok(claim) => claim,
+            Err(error) => return self.settle(session_key, &[], &[], Err(error)),
+        };
+        let with =
+            |claim: &Claim| -> Vec<TranscriptMessage> { claim.messages.iter().chain(messages).cloned().collect() };
+        let result = self
+            .run_preferences(session_key, &with(&preferences_claim))
+            .and_then(|preferences| Ok((preferences, self.run_history(session_key, &with(&history_claim))?)));
+        self.settle(
+            session_key,
+            &[(Marker::Preferences, &preferences_claim), (Marker::History, &history_claim)],
+            messages,
+            result,
+        )
     }
 
     fn ask(&self, prompt: &str) -> Result<Map<String, Value>> {
@@ -528,6 +611,17 @@ impl Consolidator {
     }
 }
 
+/// A process- and instance-unique name for this consolidator's claims.
+fn claim_owner() -> i64 {
+    static NEXT: AtomicI64 = AtomicI64::new(1);
+    let instance = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos() as i64)
+        .unwrap_or(0);
+    (i64::from(std::process::id()) << 32) ^ (nanos << 8) ^ instance
+}
+
 fn invalid(reason: String) -> MemoryError {
     tracing::warn!(%reason, "consolidation reply has the wrong shape; nothing written");
     MemoryError::InvalidReply { reason }
@@ -551,7 +645,11 @@ fn transcript(messages: &[TranscriptMessage]) -> String {
             Some(finding) => format!("[message withheld: flagged by the injection screen ({})]", finding.rule),
             None => cairn_guard::redact_all(message.content.trim()).into_owned(),
         };
-        let line = format!("[{}] {}", message.role, content);
+        let mut line = format!("[{}] {}", message.role, content);
+        if !message.tool_calls.is_empty() {
+            let names: Vec<&str> = message.tool_calls.iter().map(|call| call.name.as_str()).collect();
+            line.push_str(&format!(" (tools called: {})", names.join(", ")));
+        }
         total += line.len() + 1;
         if total > MAX_PROMPT_TRANSCRIPT_CHARS && !lines.is_empty() {
             break;

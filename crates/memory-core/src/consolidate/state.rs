@@ -1,11 +1,11 @@
-//! `<home>/memory_state.json`: the small persisted state of consolidation
-//! and migration (the per-session `last_consolidated` marker and the
-//! `migrated` flag). Read-modify-write happens under an exclusive lock on
+//! `<home>/memory_state.json`: the small persisted state of migration (the
+//! `migrated` flag). The consolidation markers live in `memory.db` beside
+//! the transcripts they point into; a `sessions` object older builds wrote
+//! here is ignored and dropped on the next update. Read-modify-write happens under an exclusive lock on
 //! `<home>/memory_state.lock` and the file is replaced through a temporary
 //! file and a rename, so processes sharing a home never lose an update and
 //! never see a torn file.
 
-use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -21,14 +21,6 @@ pub(crate) struct MemoryState {
     /// True once Markdown memory has been migrated into memory.db.
     #[serde(default)]
     pub(crate) migrated: bool,
-    /// Per session: how many of its messages the history path has consolidated.
-    #[serde(default)]
-    pub(crate) sessions: BTreeMap<String, SessionMarker>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SessionMarker {
-    pub(crate) last_consolidated: usize,
 }
 
 #[derive(Debug, Clone)]
