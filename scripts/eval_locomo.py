@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
-"""Evidence recall of Cairn's episodic search on LoCoMo-style data.
+"""Evidence recall of Cairn's episodic search on LoCoMo-style data, by
+leave-one-conversation-out cross-validation.
 
 Drives the `cairn` binary: one fresh home per conversation, `cairn memory
 import-episodic` (text "Speaker: text", created_at = the turn's timestamp,
 source_ref = the turn id), then `cairn memory search --queries FILE --json`
-with `--now` one day after the conversation's last turn. In the same run, on
-the same rows, it computes the baselines itself: plain top-k cosine with the
-same model (vectors from `cairn embed`), Okapi BM25 (k1 1.5, b 0.75,
-lower-cased word tokens, as rank_bm25's BM25Okapi), and reciprocal-rank
-fusion of the two (k 60).
+with `--now` one day after the conversation's last turn, once per ranking
+configuration of the grid below. In the same run, on the same rows, it
+computes the baselines itself: plain top-k cosine with the same model
+(vectors from `cairn embed`), Okapi BM25 (k1 1.5, b 0.75, lower-cased word
+tokens, as rank_bm25's BM25Okapi), and reciprocal-rank fusion of the two
+(k 60, full lists).
 
 Recall@k of a question = share of its evidence turns among the first k
-results; reported overall and per LoCoMo category.
+results. Every number is reported per conversation ("fold") and as the mean
+over the folds with the spread (lowest and highest fold).
+
+Cross-validation: for each conversation, the configuration of the grid with
+the best mean of R@8 and R@20 over the questions of the *other*
+conversations is chosen and measured on the held-out one ("CV-selected").
+Fixed systems (the build's default, the baselines) are measured the same way,
+so every row of the table is a held-out number. `--context` rows count what
+the `[Episodic Memory]` block admits (limit 8, block cap 3,000 characters).
 
     python3 scripts/eval_locomo.py --cairn target/release/cairn \\
-        --data /path/to/locomo-dev --model ~/.local/share/cairn/models/all-MiniLM-L6-v2
+        --data ../shared/evaldata/locomo-dev --model ~/.local/share/cairn/models/all-MiniLM-L6-v2
 """
 
 import argparse
@@ -24,12 +34,35 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 
 KS = (8, 20)
 RRF_K = 60
+
+# The ranking choices cross-validated: fusion (with its one constant),
+# the importance × age weight, and MMR.
+GRID = [
+    (f"{fusion} prior {prior} mmr {'on' if mmr else 'off'}",
+     ["--fusion", fusion, "--prior-weight", str(prior)] + ([] if mmr else ["--no-mmr"]))
+    for fusion in ("rrf:10", "rrf:30", "rrf:60", "weighted:0.5", "weighted:0.6", "weighted:0.7", "weighted:0.8")
+    for prior in (0, 0.25)
+    for mmr in (True, False)
+]
+DEFAULT = "cairn hybrid, this build's default"
+FIXED = {
+    DEFAULT: ["--mode", "hybrid"],
+    "cairn hybrid, previous default (RRF k 60, prior 0.25, MMR)": ["--fusion", "rrf:60", "--prior-weight", "0.25"],
+    "cairn --mode vector (the specification's pipeline)": ["--mode", "vector"],
+    "cairn --mode keyword": ["--mode", "keyword"],
+}
+CONTEXT = {
+    "cairn --context, default (model's gate + keyword path)": ["--mode", "hybrid"],
+    "cairn --context, --mode vector (specification's gate)": ["--mode", "vector"],
+}
+PLAIN_RRF = "baseline: RRF(cosine, BM25), k 60"
 
 
 def read_jsonl(path):
@@ -109,6 +142,11 @@ def dot(a, b):
     return sum(x * y for x, y in zip(a, b))
 
 
+def mean_recall(rows):
+    """Mean (R@8, R@20) over a list of per-question {k: recall} dicts."""
+    return tuple(sum(row[k] for row in rows) / len(rows) for k in KS)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cairn", default="target/release/cairn")
@@ -122,33 +160,23 @@ def main():
     env = dict(os.environ, CAIRN_EMBED_MODEL_PATH=args.model, CAIRN_SKIP_MODEL_DOWNLOAD="1")
     env.pop("CAIRN_HOME", None)
 
-    # system name -> list of (category, {k: recall})
-    results = collections.defaultdict(list)
-    cairn_variants = {
-        "cairn hybrid (default: RRF, importance x age, MMR)": ["--mode", "hybrid"],
-        "cairn hybrid, weighted-sum fusion": ["--mode", "hybrid", "--fusion", "weighted"],
-        "cairn hybrid, spec age factor (prior weight 1)": ["--mode", "hybrid", "--prior-weight", "1"],
-        "cairn hybrid, no MMR": ["--mode", "hybrid", "--no-mmr"],
-        "cairn vector (spec pipeline: decay + MMR)": ["--mode", "vector"],
-        "cairn keyword": ["--mode", "keyword"],
-    }
-    context_variants = {
-        "cairn --context (hybrid: cosine gate + keyword path)": ["--mode", "hybrid"],
-        "cairn --context (vector: cosine gate only)": ["--mode", "vector"],
-    }
-    admitted_counts = collections.defaultdict(list)
-
+    # results[system][conversation] = list of {k: recall}, one per question
+    results = collections.defaultdict(dict)
+    admitted = collections.defaultdict(dict)
     by_conversation = collections.defaultdict(list)
     for row in memories:
         by_conversation[row["conversation_id"]].append(row)
+    conversations = []
     for conversation, rows in sorted(by_conversation.items()):
         conv_queries = [q for q in queries if q["conversation_id"] == conversation]
         if not conv_queries:
             continue
+        conversations.append(conversation)
         last = max(dt.datetime.fromisoformat(row["timestamp"]) for row in rows)
         now = (last + dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         texts = [f"{row['speaker']}: {row['text']}" for row in rows]
         ids = [row["id"] for row in rows]
+        evidence = {q["id"]: set(q["evidence_ids"]) for q in conv_queries}
         with tempfile.TemporaryDirectory() as workdir:
             home = os.path.join(workdir, "home")
             import_path = os.path.join(workdir, "rows.jsonl")
@@ -161,9 +189,6 @@ def main():
             query_path = os.path.join(workdir, "queries.jsonl")
             write_jsonl(query_path, [{"id": q["id"], "question": q["question"]} for q in conv_queries])
 
-            evidence = {q["id"]: set(q["evidence_ids"]) for q in conv_queries}
-            category = {q["id"]: q["category_name"] for q in conv_queries}
-
             def search(extra, limit, context=False):
                 cmd = [args.cairn, "--home", home, "memory", "search", "--queries", query_path, "--now", now,
                        "--limit", str(limit), "--json"] + extra + (["--context"] if context else [])
@@ -173,50 +198,82 @@ def main():
                     out[row["id"]] = [hit["source_ref"] for hit in row["hits"]]
                 return out
 
-            for name, extra in cairn_variants.items():
-                ranked = search(extra, max(KS))
-                for qid, refs in ranked.items():
-                    results[name].append((category[qid], {k: recall(refs, evidence[qid], k) for k in KS}))
-            for name, extra in context_variants.items():
-                per_k = {k: search(extra, k, context=True) for k in KS}
-                for qid in per_k[KS[0]]:
-                    results[name].append(
-                        (category[qid], {k: recall(per_k[k][qid], evidence[qid], k) for k in KS}))
-                    admitted_counts[name].append(len(per_k[KS[0]][qid]))
+            def score(ranked_by_id):
+                return [{k: recall(ranked_by_id[q["id"]], evidence[q["id"]], k) for k in KS} for q in conv_queries]
 
-            # Baselines on the same rows.
+            for name, extra in list(GRID) + list(FIXED.items()):
+                results[name][conversation] = score(search(extra, max(KS)))
+            for name, extra in CONTEXT.items():
+                hits = search(extra, KS[0], context=True)
+                results[name][conversation] = score(hits)
+                admitted[name][conversation] = [len(hits[q["id"]]) for q in conv_queries]
+
             memory_vectors = embed(args.cairn, texts, env, workdir, "memories")
             query_vectors = embed(args.cairn, [q["question"] for q in conv_queries], env, workdir, "queries")
             bm25 = Bm25([tokens(text) for text in texts])
+            baselines = collections.defaultdict(dict)
             for q, qv in zip(conv_queries, query_vectors):
                 cosine = ranking([dot(qv, mv) for mv in memory_vectors], ids)
                 keyword = ranking(bm25.scores(tokens(q["question"])), ids)
-                fused = rrf(cosine, keyword)
-                for name, ranked in (("plain cosine top-k (same model)", cosine), ("BM25 (Okapi)", keyword),
-                                     ("RRF(cosine, BM25), k=60", fused)):
-                    results[name].append((q["category_name"], {k: recall(ranked, evidence[q["id"]], k) for k in KS}))
+                baselines["baseline: plain cosine top-k (same model)"][q["id"]] = cosine
+                baselines["baseline: BM25 (Okapi)"][q["id"]] = keyword
+                baselines[PLAIN_RRF][q["id"]] = rrf(cosine, keyword)
+            for name, ranked_by_id in baselines.items():
+                results[name][conversation] = score(ranked_by_id)
 
-    categories = sorted({c for rows in results.values() for c, _ in rows})
-    header = "| system | n | " + " | ".join(f"R@{k}" for k in KS) + " | " + " | ".join(
-        f"{c} R@{k}" for c in categories for k in KS) + " |"
-    print(header)
-    print("|" + "---|" * (2 + len(KS) + len(categories) * len(KS)))
+    # Leave one conversation out: choose on the others, measure on it.
+    chosen = {}
+    for held_out in conversations:
+        training = [c for c in conversations if c != held_out]
+
+        def training_score(name):
+            return sum(mean_recall([row for c in training for row in results[name][c]])) / len(KS)
+
+        best = max((name for name, _ in GRID), key=training_score)  # first of equals in grid order
+        chosen[held_out] = best
+        results["CV-selected (grid choice on the other two)"][held_out] = results[best][held_out]
+
+    def fold_means(name):
+        return {c: mean_recall(results[name][c]) for c in conversations}
+
+    def cell(values):
+        return " / ".join(f"{v:.3f}" for v in values)
+
+    order = (["CV-selected (grid choice on the other two)"] + list(FIXED) + list(CONTEXT)
+             + ["baseline: plain cosine top-k (same model)", "baseline: BM25 (Okapi)", PLAIN_RRF])
+    print("| system | " + " | ".join(f"{c} R@8 / R@20" for c in conversations)
+          + " | mean R@8 [min, max] | mean R@20 [min, max] |")
+    print("|---|" + "---|" * (len(conversations) + 2))
     table = {}
-    for name, rows in results.items():
-        overall = {k: sum(r[k] for _, r in rows) / len(rows) for k in KS}
-        per_category = {}
-        for c in categories:
-            subset = [r for cat, r in rows if cat == c]
-            per_category[c] = {k: (sum(r[k] for r in subset) / len(subset) if subset else float("nan")) for k in KS}
-        table[name] = {"n": len(rows), "overall": overall, "categories": per_category}
-        cells = [f"{overall[k]:.3f}" for k in KS] + [f"{per_category[c][k]:.3f}" for c in categories for k in KS]
-        print(f"| {name} | {len(rows)} | " + " | ".join(cells) + " |")
-    for name, counts in admitted_counts.items():
-        print(f"\n{name}: mean admitted rows at limit 8 = {sum(counts) / len(counts):.2f}, "
-              f"questions with nothing admitted = {sum(1 for c in counts if c == 0)}/{len(counts)}")
+    for name in order:
+        folds = fold_means(name)
+        summary = []
+        for i, k in enumerate(KS):
+            values = [folds[c][i] for c in conversations]
+            summary.append(f"{statistics.mean(values):.3f} [{min(values):.3f}, {max(values):.3f}]")
+        print(f"| {name} | " + " | ".join(cell(folds[c]) for c in conversations) + " | " + " | ".join(summary) + " |")
+        table[name] = folds
+    print()
+    plain = fold_means(PLAIN_RRF)
+    for name in ("CV-selected (grid choice on the other two)", DEFAULT):
+        folds = fold_means(name)
+        deltas = {c: tuple(folds[c][i] - plain[c][i] for i in range(len(KS))) for c in conversations}
+        print(f"{name} minus plain RRF, per fold (R@8 / R@20): "
+              + ", ".join(f"{c} {deltas[c][0]:+.3f} / {deltas[c][1]:+.3f}" for c in conversations))
+    print("chosen per held-out conversation: " + ", ".join(f"{c}: {chosen[c]}" for c in conversations))
+    default_folds = fold_means(DEFAULT)
+    context_name = next(iter(CONTEXT))
+    context_folds = fold_means(context_name)
+    print("admitted-context R@8 minus search R@8 (default): "
+          + ", ".join(f"{c} {context_folds[c][0] - default_folds[c][0]:+.3f}" for c in conversations))
+    for name, per_conversation in admitted.items():
+        counts = [n for c in conversations for n in per_conversation[c]]
+        print(f"{name}: mean admitted rows at limit 8 = {sum(counts) / len(counts):.2f}, "
+              f"questions with nothing admitted = {sum(1 for n in counts if n == 0)}/{len(counts)}")
     if args.json:
+        grid_table = {name: fold_means(name) for name, _ in GRID}
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"table": table, "admitted": {k: v for k, v in admitted_counts.items()}}, handle, indent=1)
+            json.dump({"table": table, "grid": grid_table, "chosen": chosen}, handle, indent=1)
 
 
 if __name__ == "__main__":

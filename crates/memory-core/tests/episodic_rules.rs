@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cairn_embedder::{EmbedError, EmbeddingBackend, HashEmbedder};
 use cairn_memory_core::{
-    Admission, AuditAction, DeleteOutcome, EpisodicOutcome, EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode,
+    Admission, AuditAction, DeleteOutcome, EpisodicOutcome, EpisodicQuery, Fusion, MemoryConfig, MemoryDb, NewEpisode,
     ReembedStep, Rejected, RetrievalMode, Source,
 };
 use serde_json::json;
@@ -20,6 +20,7 @@ const NOW: i64 = 1_700_000_000_000;
 struct TableEmbedder {
     table: HashMap<String, Vec<f32>>,
     fallback: HashEmbedder,
+    model_id: &'static str,
 }
 
 impl TableEmbedder {
@@ -28,7 +29,14 @@ impl TableEmbedder {
         TableEmbedder {
             table: entries.iter().map(|(text, vector)| ((*text).to_owned(), unit(vector.clone()))).collect(),
             fallback: HashEmbedder::new(dim),
+            model_id: "table",
         }
+    }
+
+    /// The same table, reporting another model id.
+    fn named(mut self, model_id: &'static str) -> Self {
+        self.model_id = model_id;
+        self
     }
 }
 
@@ -39,7 +47,7 @@ fn unit(mut vector: Vec<f32>) -> Vec<f32> {
 
 impl EmbeddingBackend for TableEmbedder {
     fn model_id(&self) -> &str {
-        "table"
+        self.model_id
     }
     fn dim(&self) -> usize {
         self.fallback.dim()
@@ -396,10 +404,18 @@ fn tombstoned_rows_never_surface_through_any_path() {
 fn hybrid_hits_carry_keyword_and_fused_scores() {
     let (_home, db) = hash_store();
     inserted(db.write_episodic(&NewEpisode::new("Melanie painted a sunrise over the lake").created_at(NOW)).unwrap());
-    let hits = db.search_episodic(&EpisodicQuery::new("When did Melanie paint a sunrise?").now(NOW)).unwrap();
+    let query = EpisodicQuery::new("When did Melanie paint a sunrise?").now(NOW);
+    // The default: 0.7 × cosine + 0.3 × bm25 / best bm25, no importance × age.
+    let hits = db.search_episodic(&query).unwrap();
     let score = &hits[0].score;
     assert_eq!((score.vector_rank, score.keyword_rank), (Some(1), Some(1)));
     assert!(score.bm25.unwrap() > 0.0 && score.cosine.is_some());
+    let cosine = f64::from(score.cosine.unwrap());
+    assert!((score.fused - (0.7 * cosine + 0.3)).abs() < 1e-6, "the best bm25 hit's keyword part is 1: {score:?}");
+    assert!((score.score - score.fused).abs() < 1e-12, "prior weight 0 leaves the fused score: {score:?}");
+    // RRF with the specification's factor at weight 0.25.
+    let rrf = query.fusion(Fusion::Rrf { k: 60.0 }).prior_weight(0.25);
+    let score = &db.search_episodic(&rrf).unwrap()[0].score;
     assert!((score.fused - 1.0).abs() < 1e-9, "first in both lists fuses to 1: {score:?}");
     assert!((score.score - (0.75 + 0.25 * 0.85)).abs() < 1e-6, "{score:?}");
 }
@@ -421,6 +437,34 @@ fn keyword_admission_lets_in_strong_bm25_hits_under_the_cosine_gate() {
     );
     // Pure-vector mode keeps the specification's cosine-only gate.
     assert!(db.search_episodic(&query.mode(RetrievalMode::PureVector)).unwrap().is_empty());
+}
+
+#[test]
+fn the_cosine_gate_is_the_embedding_models() {
+    const RELATED: &str = "We decided to migrate the billing service from Postgres 13 to Postgres 16";
+    const UNRELATED: &str = "The cafeteria menu changes on Fridays";
+    const QUERY: &str = "postgres upgrade plan";
+    let table = || {
+        TableEmbedder::new(&[(RELATED, at_cosine(0.46, 1)), (UNRELATED, at_cosine(0.2, 2)), (QUERY, at_cosine(1.0, 3))])
+    };
+    let query = EpisodicQuery::new(QUERY).relevance_filter(true);
+    let admitted = |db: &MemoryDb, query: &EpisodicQuery| {
+        db.search_episodic(query).unwrap().iter().map(|h| (h.text.clone(), h.score.admitted)).collect::<Vec<_>>()
+    };
+    // all-MiniLM-L6-v2 has its own gate: 0.46 is in, 0.2 is out (and the
+    // keyword path does not apply: one of three query terms).
+    let (_home, minilm) = open(Some(Arc::new(table().named("all-MiniLM-L6-v2"))));
+    inserted(minilm.write_episodic(&NewEpisode::new(RELATED)).unwrap());
+    inserted(minilm.write_episodic(&NewEpisode::new(UNRELATED)).unwrap());
+    assert_eq!(admitted(&minilm, &query), vec![(RELATED.to_owned(), Some(Admission::Cosine))]);
+    assert!(minilm.episodic_context(QUERY, 8, 3_000).unwrap().contains("Postgres 16"));
+    // The specification's pipeline keeps the specification's gate.
+    assert!(admitted(&minilm, &query.clone().mode(RetrievalMode::PureVector)).is_empty());
+    // A model without a calibrated gate gets the specification's.
+    let (_home, other) = open(Some(Arc::new(table())));
+    inserted(other.write_episodic(&NewEpisode::new(RELATED)).unwrap());
+    assert!(admitted(&other, &query).is_empty());
+    assert_eq!(other.episodic_context(QUERY, 8, 3_000).unwrap(), "");
 }
 
 #[test]

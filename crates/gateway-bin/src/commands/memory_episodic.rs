@@ -101,9 +101,9 @@ pub(crate) struct SearchArgs {
     /// `hybrid` (default), `vector` (the specification's pure-vector ranking) or `keyword`.
     #[arg(long, default_value = "hybrid")]
     pub(crate) mode: String,
-    /// Hybrid fusion: `rrf` (default) or `weighted`.
-    #[arg(long, default_value = "rrf")]
-    pub(crate) fusion: String,
+    /// Hybrid fusion: `weighted` (the default, 0.7 cosine), `weighted:W`, `rrf` (k 60) or `rrf:K`.
+    #[arg(long)]
+    pub(crate) fusion: Option<String>,
     /// Weight of importance × age in hybrid and keyword modes (0 to 1).
     #[arg(long, default_value_t = constants::HYBRID_PRIOR_WEIGHT)]
     pub(crate) prior_weight: f64,
@@ -256,10 +256,12 @@ fn build_query(args: &SearchArgs, text: &str, now: Option<i64>) -> anyhow::Resul
     let Some(mode) = RetrievalMode::parse(&args.mode) else {
         bail!("--mode must be hybrid, vector or keyword, not {:?}", args.mode)
     };
-    let fusion = match args.fusion.as_str() {
-        "rrf" => Fusion::Rrf { k: constants::RRF_K },
-        "weighted" => Fusion::Weighted { vector_weight: constants::WEIGHTED_FUSION_VECTOR_WEIGHT },
-        other => bail!("--fusion must be rrf or weighted, not {other:?}"),
+    let fusion = match args.fusion.as_deref() {
+        None => Fusion::default(),
+        Some(text) => match Fusion::parse(text) {
+            Some(fusion) => fusion,
+            None => bail!("--fusion must be weighted, weighted:W (0 to 1), rrf or rrf:K (K ≥ 0), not {text:?}"),
+        },
     };
     if !(0.0..=1.0).contains(&args.prior_weight) {
         bail!("--prior-weight must be between 0 and 1");

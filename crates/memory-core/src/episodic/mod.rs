@@ -17,7 +17,9 @@
 //!
 //! Search ([`MemoryDb::search_episodic`]) runs one of three modes:
 //! [`RetrievalMode::Hybrid`] (default: the union of the vector top-N and
-//! the FTS5 bm25 top-N, fused, then importance × age and MMR),
+//! the bm25 top-N, fused by a weighted sum of the cosine and the
+//! best-normalised bm25, then MMR; importance × age is available with a
+//! weight that defaults to 0),
 //! [`RetrievalMode::PureVector`] (the specification's pipeline exactly) and
 //! [`RetrievalMode::Keyword`]. Without a query vector every mode answers
 //! from keywords, so search never stops working while a model loads or
@@ -38,7 +40,7 @@ pub use search::sanitize_fts_query;
 
 use serde::Serialize;
 
-use crate::constants::{EPISODIC_CONTEXT_LIMIT, EPISODIC_DEFAULT_IMPORTANCE, RRF_K};
+use crate::constants::{EPISODIC_CONTEXT_LIMIT, EPISODIC_DEFAULT_IMPORTANCE, RRF_K, WEIGHTED_FUSION_VECTOR_WEIGHT};
 use crate::types::Source;
 
 /// One episodic row to write. Built with [`NewEpisode::new`] and the
@@ -179,7 +181,7 @@ pub struct EpisodicRecord {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RetrievalMode {
-    /// Vector and keyword candidates, fused, then importance × age and MMR.
+    /// Vector and keyword candidates, fused, then (weighted) importance × age and MMR.
     #[default]
     Hybrid,
     /// The specification's pipeline: vector candidates only, scored
@@ -219,13 +221,43 @@ pub enum Fusion {
 }
 
 impl Default for Fusion {
+    /// The weighted sum with [`WEIGHTED_FUSION_VECTOR_WEIGHT`]: chosen over
+    /// RRF by leave-one-conversation-out evaluation (`BENCHMARKS.md`).
     fn default() -> Self {
-        Fusion::Rrf { k: RRF_K }
+        Fusion::Weighted { vector_weight: WEIGHTED_FUSION_VECTOR_WEIGHT }
     }
 }
 
-/// A search request. [`EpisodicQuery::new`] gives the defaults: hybrid, RRF
-/// (k 60), limit 8, no relevance filter, MMR on, `now` = the clock.
+impl Fusion {
+    /// Parses `rrf` (k 60), `rrf:K`, `weighted` (the default weight) and
+    /// `weighted:W` (`W` in `[0, 1]`); `None` for anything else.
+    ///
+    /// ```
+    /// use cairn_memory_core::Fusion;
+    /// assert_eq!(Fusion::parse("rrf:10"), Some(Fusion::Rrf { k: 10.0 }));
+    /// assert_eq!(Fusion::parse("weighted:0.5"), Some(Fusion::Weighted { vector_weight: 0.5 }));
+    /// assert_eq!(Fusion::parse("weighted:1.5"), None);
+    /// ```
+    pub fn parse(text: &str) -> Option<Self> {
+        let (name, value) = match text.split_once(':') {
+            Some((name, value)) => (name, Some(value.parse::<f64>().ok()?)),
+            None => (text, None),
+        };
+        match (name, value) {
+            ("rrf", None) => Some(Fusion::Rrf { k: RRF_K }),
+            ("rrf", Some(k)) if k.is_finite() && k >= 0.0 => Some(Fusion::Rrf { k }),
+            ("weighted", None) => Some(Fusion::Weighted { vector_weight: WEIGHTED_FUSION_VECTOR_WEIGHT }),
+            ("weighted", Some(weight)) if (0.0..=1.0).contains(&weight) => {
+                Some(Fusion::Weighted { vector_weight: weight })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A search request. [`EpisodicQuery::new`] gives the defaults: hybrid,
+/// weighted-sum fusion (0.7 cosine), no importance × age, limit 8, no
+/// relevance filter, MMR on, `now` = the clock.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpisodicQuery {
     /// The query text (keywords are taken from it; it is embedded unless
@@ -329,7 +361,9 @@ impl EpisodicQuery {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Admission {
-    /// Its raw cosine reached 0.55 (0.42 above 300 characters).
+    /// Its raw cosine reached the embedding model's gate
+    /// ([`cairn_memory_vector::RelevanceGate`]: the specification's 0.55,
+    /// 0.42 above 300 characters, unless the model has its own).
     Cosine,
     /// Under the cosine gate, but a top bm25 hit holding most query terms.
     Keyword,

@@ -1,11 +1,12 @@
 //! Episodic search: candidates (vector index or exact scan, FTS5 bm25),
-//! fusion, admission, importance × age, MMR, the limit.
+//! fusion, admission (the embedding model's [`RelevanceGate`]),
+//! importance × age, MMR, the limit.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cairn_memory_vector::constants::{LONG_TEXT_RELEVANCE_THRESHOLD, MMR_LAMBDA, MMR_MAX_POOL};
-use cairn_memory_vector::{Hit, MmrCandidate, admit, decay_score, mmr};
+use cairn_memory_vector::constants::{MMR_LAMBDA, MMR_MAX_POOL};
+use cairn_memory_vector::{Hit, MmrCandidate, RelevanceGate, decay_score, mmr};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::index::{IndexAccess, episodic_revision};
@@ -186,6 +187,14 @@ impl MemoryDb {
         let fts_query = sanitize_fts_query(&query.text);
         let use_keywords = query.mode != RetrievalMode::PureVector || query_vector.is_none();
         let dim = embedder.as_ref().map_or(0, |embedder| embedder.dim());
+        // The gate is the model's; the specification's pipeline keeps the
+        // specification's gate whatever the model.
+        let gate = match (&embedder, query.mode) {
+            (Some(embedder), RetrievalMode::Hybrid | RetrievalMode::Keyword) => {
+                RelevanceGate::for_model(embedder.model_id())
+            }
+            _ => RelevanceGate::SPECIFICATION,
+        };
 
         let candidates = self.read("searching episodic memory", |tx| {
             let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
@@ -211,8 +220,8 @@ impl MemoryDb {
                     let mut hits = Vec::new();
                     for k in FILTERED_PROBES.map(|k| k.min(pool)) {
                         hits = search(k)?;
-                        let may_continue = hits.len() == k
-                            && hits.last().is_some_and(|hit| hit.cosine >= LONG_TEXT_RELEVANCE_THRESHOLD);
+                        let may_continue =
+                            hits.len() == k && hits.last().is_some_and(|hit| hit.cosine >= gate.lowest());
                         if !may_continue || k == pool {
                             break;
                         }
@@ -271,7 +280,7 @@ impl MemoryDb {
                 let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosine);
                 if query.relevance_filter
                     && keyword_hit.is_none_or(|(rank, _)| rank > KEYWORD_ADMISSION_MAX_RANK)
-                    && known_cosine.is_some_and(|cosine| cosine < LONG_TEXT_RELEVANCE_THRESHOLD)
+                    && known_cosine.is_some_and(|cosine| cosine < gate.lowest())
                 {
                     continue;
                 }
@@ -295,7 +304,7 @@ impl MemoryDb {
             Ok(out)
         })?;
 
-        let hits = rank(candidates, query, query_vector.is_some(), now);
+        let hits = rank(candidates, query, &gate, query_vector.is_some(), now);
         if query.touch && !hits.is_empty() {
             self.touch_episodic(&hits, now_ms());
         }
@@ -321,7 +330,13 @@ impl MemoryDb {
 }
 
 /// Admission, scoring, MMR and the limit over the fetched candidates.
-fn rank(candidates: Vec<Candidate>, query: &EpisodicQuery, have_vector: bool, now: i64) -> Vec<EpisodicHit> {
+fn rank(
+    candidates: Vec<Candidate>,
+    query: &EpisodicQuery,
+    gate: &RelevanceGate,
+    have_vector: bool,
+    now: i64,
+) -> Vec<EpisodicHit> {
     let query_stems: BTreeSet<String> =
         if query.relevance_filter { keywords::stems(&query.text) } else { BTreeSet::new() };
     let best_bm25 = candidates.iter().filter_map(|c| c.bm25).fold(0.0f64, f64::max);
@@ -330,7 +345,7 @@ fn rank(candidates: Vec<Candidate>, query: &EpisodicQuery, have_vector: bool, no
         let chars = candidate.row.text.chars().count();
         let admitted = if !query.relevance_filter {
             None
-        } else if candidate.cosine.is_some_and(|cosine| admit(cosine, chars)) {
+        } else if candidate.cosine.is_some_and(|cosine| gate.admit(cosine, chars)) {
             Some(Admission::Cosine)
         } else if query.mode == RetrievalMode::PureVector && have_vector {
             continue;
@@ -478,6 +493,35 @@ mod tests {
         assert!((rrf_normalised(fusion, &[Some(1), None], 2) - 0.5).abs() < 1e-12);
         // A row 2nd in both beats one that is 1st in one list only.
         assert!(rrf(60.0, &[Some(2), Some(2)]) > rrf(60.0, &[Some(1), None]));
+    }
+
+    #[test]
+    fn fusion_names_parse_and_bad_ones_are_refused() {
+        let table: &[(&str, Option<Fusion>)] = &[
+            ("weighted", Some(Fusion::Weighted { vector_weight: 0.7 })),
+            ("weighted:0.5", Some(Fusion::Weighted { vector_weight: 0.5 })),
+            ("weighted:0", Some(Fusion::Weighted { vector_weight: 0.0 })),
+            ("weighted:1", Some(Fusion::Weighted { vector_weight: 1.0 })),
+            ("rrf", Some(Fusion::Rrf { k: 60.0 })),
+            ("rrf:10", Some(Fusion::Rrf { k: 10.0 })),
+            ("weighted:1.01", None),
+            ("weighted:-0.1", None),
+            ("weighted:NaN", None),
+            ("rrf:-1", None),
+            ("rrf:inf", None),
+            ("rrf:", None),
+            ("rrf:ten", None),
+            ("RRF", None),
+            ("cosine", None),
+            ("", None),
+        ];
+        for (text, expected) in table {
+            assert_eq!(Fusion::parse(text), *expected, "{text:?}");
+        }
+        assert_eq!(
+            Fusion::default(),
+            Fusion::Weighted { vector_weight: crate::constants::WEIGHTED_FUSION_VECTOR_WEIGHT }
+        );
     }
 
     #[test]
