@@ -51,6 +51,9 @@ pub(crate) enum Command {
     Mcp(crate::mcp::McpCommand),
     /// A host's lifecycle hook: read its hook JSON on stdin, answer in its protocol.
     Hook(crate::commands::host_hook::HookArgs),
+    /// Add Cairn's MCP server and hooks to Claude Code or kiro-cli config (or remove them).
+    #[command(subcommand)]
+    Host(crate::commands::host_install::HostCommand),
 }
 
 #[derive(Debug, Subcommand)]

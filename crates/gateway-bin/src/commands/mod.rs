@@ -8,6 +8,7 @@ mod embed;
 mod guard;
 pub(crate) mod hooks;
 pub(crate) mod host_hook;
+pub(crate) mod host_install;
 pub(crate) mod memory;
 pub(crate) mod memory_consolidate;
 mod memory_episodic;
@@ -58,5 +59,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => crate::serve::run(&home, args),
         Command::Mcp(command) => crate::mcp::run(&home, command),
         Command::Hook(args) => host_hook::run(&home, args),
+        Command::Host(command) => host_install::run(&home, command),
     }
 }

@@ -209,3 +209,145 @@ fn bad_or_unknown_input_exits_zero_with_no_context_and_one_stderr_line() {
         assert!(stderr.starts_with("cairn hook: "), "{stderr}");
     }
 }
+
+fn host(home: &Path, user_home: &Path, args: &[&str]) -> Output {
+    cairn()
+        .arg("--home")
+        .arg(home)
+        .arg("host")
+        .args(args)
+        .env("HOME", user_home)
+        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        .output()
+        .unwrap()
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn claude_code_project_install_merges_backs_up_and_uninstalls_exactly() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let settings_path = project.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings_path.parent().unwrap()).unwrap();
+    let original = json!({
+        "permissions": {"allow": ["Bash(git status)"]},
+        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "lint.sh"}]}],
+                  "Stop": [{"hooks": [{"type": "command", "command": "notify.sh"}]}]}
+    });
+    std::fs::write(&settings_path, serde_json::to_string_pretty(&original).unwrap()).unwrap();
+    let project_dir = project.path().to_str().unwrap();
+
+    let dry = host(home.path(), home.path(), &["install", "claude-code", "--project", project_dir, "--dry-run"]);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    let diff = String::from_utf8(dry.stdout).unwrap();
+    assert!(diff.contains("+++ ") && diff.contains("+") && diff.contains("hook claude-code SessionStart"), "{diff}");
+    assert_eq!(read_json(&settings_path), original, "a dry run writes nothing");
+    assert!(!project.path().join(".mcp.json").exists());
+
+    let installed = host(home.path(), home.path(), &["install", "claude-code", "--project", project_dir]);
+    assert!(installed.status.success(), "{}", String::from_utf8_lossy(&installed.stderr));
+    let settings = read_json(&settings_path);
+    assert_eq!(settings["permissions"], original["permissions"]);
+    assert_eq!(settings["hooks"]["PreToolUse"], original["hooks"]["PreToolUse"]);
+    let stop = settings["hooks"]["Stop"].as_array().unwrap();
+    assert_eq!(stop.len(), 2, "merged beside the user's own Stop hook");
+    for event in ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"] {
+        let text = settings["hooks"][event].to_string();
+        assert!(text.contains(&format!("hook claude-code {event}")), "{event}: {text}");
+    }
+    assert_eq!(settings["hooks"]["PostToolUse"][0]["matcher"], "*");
+    let backup = project.path().join(".claude/settings.json.cairn.bak");
+    assert_eq!(read_json(&backup), original, "the previous file is kept");
+    let mcp = read_json(&project.path().join(".mcp.json"));
+    assert_eq!(mcp["mcpServers"]["cairn"]["args"][2], "mcp");
+    assert_eq!(
+        mcp["mcpServers"]["cairn"]["command"].as_str().unwrap(),
+        std::fs::canonicalize(env!("CARGO_BIN_EXE_cairn")).unwrap().to_str().unwrap()
+    );
+
+    // Installing twice adds nothing.
+    let again = host(home.path(), home.path(), &["install", "claude-code", "--project", project_dir]);
+    assert!(String::from_utf8(again.stdout).unwrap().lines().all(|line| line.starts_with("unchanged ")));
+    assert_eq!(read_json(&settings_path), settings);
+
+    // The installed command is a working hook.
+    let command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"].as_str().unwrap().to_owned();
+    assert!(cli(home.path(), &["memory", "lessons", "add", "keep commits small"]).status.success());
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(common("SessionStart", "s-9").to_string().as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(answer["hookSpecificOutput"]["additionalContext"].as_str().unwrap().contains("keep commits small"));
+
+    let removed = host(home.path(), home.path(), &["uninstall", "claude-code", "--project", project_dir]);
+    assert!(removed.status.success());
+    assert_eq!(read_json(&settings_path), original, "uninstall removes exactly what install added");
+    assert!(read_json(&project.path().join(".mcp.json")).get("mcpServers").is_none());
+}
+
+#[test]
+fn claude_code_user_install_keeps_the_rest_of_claude_json_and_refuses_broken_files() {
+    let home = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let state = user.path().join(".claude.json");
+    std::fs::write(&state, r#"{"numStartups": 12, "mcpServers": {"other": {"command": "other-server"}}}"#).unwrap();
+    let installed = host(home.path(), user.path(), &["install", "claude-code"]);
+    assert!(installed.status.success(), "{}", String::from_utf8_lossy(&installed.stderr));
+    let value = read_json(&state);
+    assert_eq!(value["numStartups"], 12);
+    assert_eq!(value["mcpServers"]["other"]["command"], "other-server");
+    assert_eq!(value["mcpServers"]["cairn"]["type"], "stdio");
+    assert!(read_json(&user.path().join(".claude/settings.json"))["hooks"]["SessionStart"].is_array());
+    assert!(host(home.path(), user.path(), &["uninstall", "claude-code"]).status.success());
+    assert_eq!(read_json(&state), json!({"numStartups": 12, "mcpServers": {"other": {"command": "other-server"}}}));
+
+    std::fs::write(&state, "{ not json").unwrap();
+    let refused = host(home.path(), user.path(), &["install", "claude-code"]);
+    assert!(!refused.status.success());
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "{ not json", "a broken file is never clobbered");
+}
+
+#[test]
+fn kiro_cli_agent_install_and_uninstall() {
+    let home = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let agents = user.path().join(".kiro/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let original = json!({
+        "name": "dev",
+        "tools": ["fs_read", "@git"],
+        "mcpServers": {"git": {"command": "git-mcp"}},
+        "hooks": {"agentSpawn": [{"command": "git status"}]}
+    });
+    std::fs::write(agents.join("dev.json"), original.to_string()).unwrap();
+    let missing = host(home.path(), user.path(), &["install", "kiro-cli", "--agent", "nobody"]);
+    assert!(!missing.status.success());
+    assert!(!agents.join("nobody.json").exists());
+    let no_agent = host(home.path(), user.path(), &["install", "kiro-cli"]);
+    assert!(!no_agent.status.success());
+
+    assert!(host(home.path(), user.path(), &["install", "kiro-cli", "--agent", "dev"]).status.success());
+    let agent = read_json(&agents.join("dev.json"));
+    assert_eq!(agent["tools"], json!(["fs_read", "@git", "@cairn"]));
+    assert_eq!(agent["mcpServers"]["git"], original["mcpServers"]["git"]);
+    assert_eq!(
+        agent["mcpServers"]["cairn"]["args"],
+        json!(["--home", std::fs::canonicalize(home.path()).unwrap(), "mcp", "serve"])
+    );
+    assert_eq!(agent["hooks"]["agentSpawn"].as_array().unwrap().len(), 2);
+    assert!(
+        agent["hooks"]["userPromptSubmit"][0]["command"].as_str().unwrap().ends_with("hook kiro-cli userPromptSubmit")
+    );
+    assert!(host(home.path(), user.path(), &["uninstall", "kiro-cli", "--agent", "dev"]).status.success());
+    assert_eq!(read_json(&agents.join("dev.json")), original);
+}

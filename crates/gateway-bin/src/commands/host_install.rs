@@ -1,0 +1,325 @@
+//! `cairn host install|uninstall <host>`: add (or remove) the MCP server
+//! entry and the lifecycle hook entries in a host's own config files.
+//!
+//! - `claude-code`: hooks in `~/.claude/settings.json` and the MCP server in
+//!   `~/.claude.json` (user scope), or with `--project DIR` in
+//!   `DIR/.claude/settings.json` and `DIR/.mcp.json`.
+//! - `kiro-cli --agent NAME`: the agent spec `NAME.json` in the agents
+//!   directory (`agent.agents_dir`, else `~/.kiro/agents`) gets the
+//!   `mcpServers.cairn` entry, `agentSpawn` and `userPromptSubmit` hooks,
+//!   and `@cairn` in its `tools` when it lists tools.
+//!
+//! Files are merged, never clobbered: unknown keys and other entries stay,
+//! an entry already present is not added twice, and a file that is not a
+//! JSON object is refused. Each changed file is written atomically after a
+//! copy of the previous file is kept beside it (`<file>.cairn.bak`).
+//! `--dry-run` prints the unified diff and writes nothing. `uninstall`
+//! removes exactly the entries `install` adds for this binary and home
+//! (compared by value), and nothing else.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value, json};
+
+use crate::home::Home;
+
+/// `cairn host ...`
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum HostCommand {
+    /// Add Cairn's MCP server and hooks to a host's config.
+    Install(HostArgs),
+    /// Remove what `install` added.
+    Uninstall(HostArgs),
+}
+
+/// The host and where its config lives.
+#[derive(Debug, clap::Args)]
+pub(crate) struct HostArgs {
+    /// `claude-code` or `kiro-cli`.
+    #[arg(value_enum)]
+    pub(crate) host: super::host_hook::HostName,
+    /// Claude Code: configure this project (`.claude/settings.json`, `.mcp.json`) instead of the user.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) project: Option<PathBuf>,
+    /// kiro-cli: the agent spec to configure (`<agents dir>/<NAME>.json`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) agent: Option<String>,
+    /// Print the changes as a unified diff and write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+/// The name of Cairn's MCP server entry in host configs.
+const SERVER_NAME: &str = "cairn";
+/// Claude Code events Cairn hooks into.
+const CLAUDE_EVENTS: &[&str] = &["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"];
+/// kiro-cli triggers Cairn hooks into.
+const KIRO_EVENTS: &[&str] = &["agentSpawn", "userPromptSubmit"];
+
+/// One config file's planned change.
+struct Edit {
+    path: PathBuf,
+    before: Option<String>,
+    after: Value,
+}
+
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty() && text.chars().all(|ch| ch.is_ascii_alphanumeric() || "/._-+=:@".contains(ch)) {
+        return text.to_owned();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// How host configs start Cairn: this binary, with this home.
+struct Invocation {
+    exe: String,
+    home: String,
+}
+
+impl Invocation {
+    fn current(home: &Home) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("locating the cairn binary")?;
+        let exe = exe.canonicalize().unwrap_or(exe);
+        home.ensure_dir()?;
+        let dir = home.dir().canonicalize().unwrap_or_else(|_| home.dir().to_owned());
+        Ok(Self { exe: exe.to_string_lossy().into_owned(), home: dir.to_string_lossy().into_owned() })
+    }
+
+    fn hook_command(&self, host: &str, event: &str) -> String {
+        format!("{} --home {} hook {host} {event}", shell_quote(&self.exe), shell_quote(&self.home))
+    }
+
+    fn mcp_server(&self) -> Value {
+        json!({"command": self.exe, "args": ["--home", self.home, "mcp", "serve"]})
+    }
+}
+
+fn load(path: &Path) -> anyhow::Result<(Option<String>, Value)> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let value: Value = if text.trim().is_empty() {
+                Value::Object(Map::new())
+            } else {
+                serde_json::from_str(&text).with_context(|| {
+                    format!("{} is not valid JSON; fix it first, nothing was changed", path.display())
+                })?
+            };
+            if !value.is_object() {
+                bail!("{} is not a JSON object; nothing was changed", path.display());
+            }
+            Ok((Some(text), value))
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok((None, Value::Object(Map::new()))),
+        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// `object[key]` as an object, created when absent; an error when it is something else.
+fn object_at<'a>(value: &'a mut Value, key: &str, path: &Path) -> anyhow::Result<&'a mut Map<String, Value>> {
+    let map = value.as_object_mut().expect("checked to be an object");
+    let entry = map.entry(key.to_owned()).or_insert_with(|| Value::Object(Map::new()));
+    entry
+        .as_object_mut()
+        .with_context(|| format!("`{key}` in {} is not an object; nothing was changed", path.display()))
+}
+
+fn array_at<'a>(map: &'a mut Map<String, Value>, key: &str, path: &Path) -> anyhow::Result<&'a mut Vec<Value>> {
+    let entry = map.entry(key.to_owned()).or_insert_with(|| Value::Array(Vec::new()));
+    entry.as_array_mut().with_context(|| format!("`{key}` in {} is not an array; nothing was changed", path.display()))
+}
+
+fn set_server(value: &mut Value, key: &str, server: Value, path: &Path, install: bool) -> anyhow::Result<()> {
+    let servers = object_at(value, key, path)?;
+    if install {
+        match servers.get(SERVER_NAME) {
+            Some(existing) if *existing != server => bail!(
+                "{} already has a different `{key}.{SERVER_NAME}` entry; remove it first (nothing was changed)",
+                path.display()
+            ),
+            _ => {
+                servers.insert(SERVER_NAME.to_owned(), server);
+            }
+        }
+    } else if servers.get(SERVER_NAME) == Some(&server) {
+        servers.remove(SERVER_NAME);
+    }
+    if servers.is_empty() {
+        value.as_object_mut().expect("an object").remove(key);
+    }
+    Ok(())
+}
+
+/// Adds (or removes) `entry` in the `hooks.<event>` arrays.
+fn set_hooks(value: &mut Value, entries: &[(&str, Value)], path: &Path, install: bool) -> anyhow::Result<()> {
+    let hooks = object_at(value, "hooks", path)?;
+    for (event, entry) in entries {
+        let list = array_at(hooks, event, path)?;
+        if install {
+            if !list.contains(entry) {
+                list.push(entry.clone());
+            }
+        } else {
+            list.retain(|existing| existing != entry);
+            if list.is_empty() {
+                hooks.remove(*event);
+            }
+        }
+    }
+    if hooks.is_empty() {
+        value.as_object_mut().expect("an object").remove("hooks");
+    }
+    Ok(())
+}
+
+fn claude_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<Vec<Edit>> {
+    let invocation = Invocation::current(home)?;
+    let (settings_path, mcp_path) = match &args.project {
+        Some(dir) => (dir.join(".claude/settings.json"), dir.join(".mcp.json")),
+        None => {
+            let user = dirs::home_dir().context("no home directory; pass --project")?;
+            (user.join(".claude/settings.json"), user.join(".claude.json"))
+        }
+    };
+    let (before, mut settings) = load(&settings_path)?;
+    let entries: Vec<(&str, Value)> = CLAUDE_EVENTS
+        .iter()
+        .map(|event| {
+            let handler = json!({"type": "command", "command": invocation.hook_command("claude-code", event)});
+            let entry = if *event == "PostToolUse" {
+                json!({"matcher": "*", "hooks": [handler]})
+            } else {
+                json!({"hooks": [handler]})
+            };
+            (*event, entry)
+        })
+        .collect();
+    set_hooks(&mut settings, &entries, &settings_path, install)?;
+    let mut edits = vec![Edit { path: settings_path, before, after: settings }];
+    let (before, mut mcp) = load(&mcp_path)?;
+    let mut server = invocation.mcp_server();
+    if args.project.is_none() {
+        server["type"] = json!("stdio");
+    }
+    set_server(&mut mcp, "mcpServers", server, &mcp_path, install)?;
+    edits.push(Edit { path: mcp_path, before, after: mcp });
+    Ok(edits)
+}
+
+fn kiro_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<Vec<Edit>> {
+    let Some(name) = &args.agent else { bail!("kiro-cli needs --agent NAME (the agent spec to configure)") };
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        bail!("--agent must be an agent name, not a path ({name:?})");
+    }
+    let invocation = Invocation::current(home)?;
+    let path = home.agents_dir(None)?.join(format!("{name}.json"));
+    let (before, mut agent) = load(&path)?;
+    if before.is_none() {
+        bail!("no agent spec {} (create the agent in kiro-cli first)", path.display());
+    }
+    set_server(&mut agent, "mcpServers", invocation.mcp_server(), &path, install)?;
+    let entries: Vec<(&str, Value)> = KIRO_EVENTS
+        .iter()
+        .map(|event| (*event, json!({"command": invocation.hook_command("kiro-cli", event)})))
+        .collect();
+    set_hooks(&mut agent, &entries, &path, install)?;
+    let tool = Value::String(format!("@{SERVER_NAME}"));
+    if let Some(tools) = agent.get_mut("tools").and_then(Value::as_array_mut) {
+        if install {
+            if !tools.contains(&tool) && !tools.contains(&json!("*")) {
+                tools.push(tool);
+            }
+        } else {
+            tools.retain(|existing| *existing != tool);
+        }
+    }
+    Ok(vec![Edit { path, before, after: agent }])
+}
+
+fn render(value: &Value) -> anyhow::Result<String> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// The previous text normalised the way it would be written, so a diff
+/// shows only what changed.
+fn normalised(before: Option<&str>) -> String {
+    before
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .and_then(|value| render(&value).ok())
+        .unwrap_or_default()
+}
+
+fn apply(edits: &[Edit], dry_run: bool) -> anyhow::Result<()> {
+    for edit in edits {
+        let after = render(&edit.after)?;
+        let before_value = edit.before.as_deref().and_then(|text| serde_json::from_str::<Value>(text).ok());
+        let unchanged = match &before_value {
+            Some(value) => *value == edit.after,
+            None => edit.after.as_object().is_some_and(Map::is_empty),
+        };
+        if unchanged {
+            println!("unchanged {}", edit.path.display());
+            continue;
+        }
+        if dry_run {
+            let before = normalised(edit.before.as_deref());
+            let name = edit.path.display().to_string();
+            let diff = similar::TextDiff::from_lines(&before, &after);
+            print!("{}", diff.unified_diff().context_radius(3).header(&name, &name));
+            continue;
+        }
+        if let Some(parent) = edit.path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        if let Some(before) = &edit.before {
+            let mut backup = edit.path.clone().into_os_string();
+            backup.push(".cairn.bak");
+            let backup = PathBuf::from(backup);
+            crate::settings::atomic_write(&backup, before.as_bytes())?;
+            crate::settings::atomic_write(&edit.path, after.as_bytes())?;
+            println!("updated {} (previous file in {})", edit.path.display(), backup.display());
+        } else {
+            crate::settings::atomic_write(&edit.path, after.as_bytes())?;
+            println!("created {}", edit.path.display());
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn run(home: &Home, command: &HostCommand) -> anyhow::Result<ExitCode> {
+    let (args, install) = match command {
+        HostCommand::Install(args) => (args, true),
+        HostCommand::Uninstall(args) => (args, false),
+    };
+    let edits = match args.host {
+        super::host_hook::HostName::ClaudeCode => {
+            if args.agent.is_some() {
+                bail!("--agent is for kiro-cli; Claude Code takes --project DIR or nothing (user scope)");
+            }
+            claude_edits(home, args, install)?
+        }
+        super::host_hook::HostName::KiroCli => {
+            if args.project.is_some() {
+                bail!("--project is for Claude Code; kiro-cli takes --agent NAME");
+            }
+            kiro_edits(home, args, install)?
+        }
+    };
+    apply(&edits, args.dry_run)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quote_leaves_plain_paths_and_quotes_the_rest() {
+        assert_eq!(shell_quote("/usr/bin/cairn"), "/usr/bin/cairn");
+        assert_eq!(shell_quote("/home/a b/cairn"), "'/home/a b/cairn'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+}
