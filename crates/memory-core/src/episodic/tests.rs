@@ -66,3 +66,55 @@ fn a_version_1_store_migrates_and_keeps_its_rows() {
     assert_eq!(hits.len(), 1, "{hits:?}");
     assert_eq!(hits[0].id, rows[0].id);
 }
+
+#[test]
+fn a_failed_index_add_after_the_row_insert_rolls_the_row_back() {
+    use cairn_embedder::EmbeddingBackend as _;
+
+    let (_home, db) = store();
+    let EpisodicOutcome::Inserted { id: first, .. } =
+        db.write_episodic(&NewEpisode::new("The team moved the standup to nine thirty")).unwrap()
+    else {
+        panic!("first write inserts");
+    };
+    // The id the next insert will get is already in the index (a stale
+    // entry), so the index refuses the add after the row is inserted.
+    let next_id: i64 = {
+        let connection = db.lock_writer();
+        connection
+            .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'episodic_memories'", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .unwrap()
+    } + 1;
+    let index = db.current_index().expect("the write built an index");
+    let stale = HashEmbedder::new(64).embed("an unrelated stale vector about gardening").unwrap();
+    index.add(next_id as u64, &stale).unwrap();
+    let events_before = db.audit(1_000).unwrap().len();
+
+    let text = "Booked the flights to Porto for the October conference";
+    let error = db.write_episodic(&NewEpisode::new(text)).unwrap_err();
+    assert!(matches!(error, crate::MemoryError::Index { .. }), "{error}");
+
+    // The table is as before: no row, no audit row, no revision change seen as a write.
+    let rows = db.list_episodic(10, 0).unwrap();
+    assert_eq!(rows.iter().map(|row| row.id).collect::<Vec<_>>(), vec![first]);
+    assert!(db.get_episodic(next_id).unwrap().is_none());
+    assert_eq!(db.audit(1_000).unwrap().len(), events_before, "the created event rolled back too");
+    assert_eq!(db.stats().unwrap().episodic_live, 1);
+
+    // The index is rebuilt from the table: it holds exactly the active rows.
+    let hits = db.search_episodic(&EpisodicQuery::new(text).mode(RetrievalMode::PureVector)).unwrap();
+    assert!(hits.iter().all(|hit| hit.id == first), "{hits:?}");
+    let rebuilt = db.current_index().expect("a search rebuilds the index");
+    assert_eq!(rebuilt.ids(), vec![first as u64], "table and index agree");
+
+    // And the same write now succeeds.
+    let outcome = db.write_episodic(&NewEpisode::new(text)).unwrap();
+    let EpisodicOutcome::Inserted { id, .. } = outcome else { panic!("{outcome:?}") };
+    let index = db.current_index().unwrap();
+    let mut ids = index.ids();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![first as u64, id as u64]);
+    assert_eq!(db.list_episodic(10, 0).unwrap().len(), 2);
+}
