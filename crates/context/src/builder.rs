@@ -203,6 +203,8 @@ pub struct MessageRequest<'a> {
     pub interactive: bool,
     /// The runtime identity, refreshed on follow-up turns.
     pub runtime: Option<&'a RuntimeIdentity>,
+    /// A preview: the same context, and no skill hit or delivery recorded.
+    pub preview: bool,
 }
 
 /// Assembles session and message context from the sources it is given.
@@ -589,8 +591,16 @@ impl ContextBuilder {
         }
 
         if let Some(catalog) = &self.skills {
-            let matched = catalog.match_message(request.message);
-            let (bodies, hints, cut) = self.triggered_skills(matched, caps.skills, &mut assembly.notices);
+            let matched = if request.preview {
+                catalog.preview_message(request.message)
+            } else {
+                catalog.match_message(request.message)
+            };
+            let (bodies, hints, cut, delivered) = self.triggered_skills(matched, caps.skills, &mut assembly.notices);
+            if !request.preview {
+                // Only bodies that reached the prompt count as deliveries.
+                catalog.record_delivered(delivered.iter().map(String::as_str));
+            }
             assembly.push(SectionName::TriggeredSkills, bodies, Some(caps.skills), cut);
             assembly.push(SectionName::SkillHint, hints, None, false);
         }
@@ -635,7 +645,7 @@ impl ContextBuilder {
         mut matched: MessageSkills,
         cap: usize,
         notices: &mut Vec<String>,
-    ) -> (String, String, bool) {
+    ) -> (String, String, bool, Vec<String>) {
         for withheld in &matched.withheld {
             notices.push(format!("skill {} withheld by the injection screen ({})", withheld.name, withheld.rule));
         }
@@ -664,10 +674,11 @@ impl ContextBuilder {
             used += cost;
             kept.push(skill);
         }
+        let delivered = kept.iter().map(|skill| skill.name.clone()).collect();
         matched.bodies = kept;
         let bodies = matched.render_bodies();
         let hints = matched.render_hints().unwrap_or_default();
-        (bodies, hints, cut)
+        (bodies, hints, cut, delivered)
     }
 }
 

@@ -99,6 +99,7 @@ fn preview(home: &Home, args: &PreviewArgs) -> anyhow::Result<ExitCode> {
             first_in_session: true,
             interactive: true,
             runtime: Some(&runtime),
+            preview: true,
             ..Default::default()
         })
     } else {

@@ -216,7 +216,7 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
         SkillsCommand::Match { message } => {
             let triggered = catalog.triggered(message);
             let explicit = catalog.dollar_requests(message);
-            let delivered = catalog.match_message(message);
+            let delivered = catalog.preview_message(message);
             let value = json!({
                 "triggered": triggered,
                 "explicit": explicit,

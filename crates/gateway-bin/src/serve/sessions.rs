@@ -6,8 +6,9 @@
 //! the heartbeat's `check_idle_sessions` job runs the history path for
 //! sessions idle longer than `memory.history_idle_hours`. Both run on the
 //! embed pool (they call the LLM and write embedding-bearing rows), never
-//! on the async executor. The transcript is also the thread history of a
-//! session start.
+//! on the async executor. Transcripts live in `memory.db` (so a restart
+//! neither skips nor repeats a message) and are also the thread history of
+//! a session start.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,22 +22,23 @@ use parking_lot::Mutex;
 
 use super::llm::{LlmClient, LlmSummarizer};
 
-/// One session's transcript. The async lock serialises posts to a session
-/// without holding a thread while a post waits for the one before it.
-pub(crate) type Transcript = Arc<tokio::sync::Mutex<Vec<TranscriptMessage>>>;
+/// Serialises posts to one session without holding a thread while a post
+/// waits for the one before it.
+pub(crate) type SessionLock = Arc<tokio::sync::Mutex<()>>;
 
-/// The gateway's sessions: their transcripts and, with an LLM, the
-/// Consolidator that reads them.
+/// The gateway's sessions: their transcripts in the store and, with an
+/// LLM, the Consolidator that reads them.
 pub(crate) struct Sessions {
+    memory: Arc<MemoryDb>,
     consolidator: Option<Consolidator>,
-    transcripts: Mutex<HashMap<String, Transcript>>,
+    locks: Mutex<HashMap<String, SessionLock>>,
 }
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions")
             .field("consolidator", &self.consolidator)
-            .field("sessions", &self.transcripts.lock().len())
+            .field("sessions", &self.locks.lock().len())
             .finish()
     }
 }
@@ -64,9 +66,9 @@ impl Sessions {
         idle: Duration,
     ) -> Self {
         let config = ConsolidatorConfig { idle, ..ConsolidatorConfig::default() };
-        let consolidator =
-            client.map(|client| Consolidator::new(home, memory, files, Arc::new(LlmSummarizer(client)), config));
-        Self { consolidator, transcripts: Mutex::new(HashMap::new()) }
+        let consolidator = client
+            .map(|client| Consolidator::new(home, Arc::clone(&memory), files, Arc::new(LlmSummarizer(client)), config));
+        Self { memory, consolidator, locks: Mutex::new(HashMap::new()) }
     }
 
     /// Whether an LLM consolidates these sessions.
@@ -74,25 +76,36 @@ impl Sessions {
         self.consolidator.is_some()
     }
 
-    /// The transcript of `key`, created empty on first use.
-    pub(crate) fn transcript(&self, key: &str) -> Transcript {
-        Arc::clone(self.transcripts.lock().entry(key.to_owned()).or_default())
+    /// The lock that orders posts to `key`.
+    pub(crate) fn lock(&self, key: &str) -> SessionLock {
+        Arc::clone(self.locks.lock().entry(key.to_owned()).or_default())
     }
 
-    /// Appends `messages` to the session's `transcript` (its lock held by
-    /// the caller) and lets the Consolidator decide whether the
-    /// preferences path is due. Blocking: the LLM may be asked.
+    /// Whether `key` has no stored message yet.
+    pub(crate) fn is_new(&self, key: &str) -> Result<bool> {
+        Ok(self.memory.transcript_state(key)?.is_none_or(|state| state.next_seq == 0))
+    }
+
+    /// The newest `limit` messages of `key`, oldest first.
+    pub(crate) fn tail(&self, key: &str, limit: usize) -> Result<Vec<TranscriptMessage>> {
+        Ok(self.memory.transcript_tail(key, limit)?.into_iter().map(|stored| stored.message).collect())
+    }
+
+    /// Stores `messages` in the session's transcript and, with an LLM,
+    /// lets the Consolidator decide whether the preferences path is due.
+    /// Blocking: the LLM may be asked.
     pub(crate) fn append(
         &self,
         key: &str,
-        transcript: &mut Vec<TranscriptMessage>,
-        messages: Vec<TranscriptMessage>,
+        messages: &[TranscriptMessage],
         now_ms: i64,
     ) -> Result<Option<ConsolidationReport>> {
-        transcript.extend(messages);
         match &self.consolidator {
-            Some(consolidator) => consolidator.maybe_consolidate(key, transcript, now_ms),
-            None => Ok(None),
+            Some(consolidator) => consolidator.record_messages(key, messages, now_ms),
+            None => {
+                self.memory.append_transcript_at(key, messages, now_ms)?;
+                Ok(None)
+            }
         }
     }
 

@@ -147,14 +147,10 @@ fn serve_session_messages_consolidate_on_the_threshold_and_when_idle() {
     assert_eq!(lessons["lessons"][0]["rule"], "Schedule releases for Tuesday mornings", "{lessons}");
     assert_eq!(llm.seen.recv().unwrap(), "history");
     // The persisted marker moves once the run is done.
-    let state = gateway.home().join("memory_state.json");
     let started = Instant::now();
     loop {
-        let marker = std::fs::read_to_string(&state)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .map(|state| state["sessions"]["chat-1"]["last_consolidated"].clone());
-        if marker == Some(json!(30)) {
+        let marker = gateway.get("/api/sessions/chat-1").body["session"]["history_marker"].clone();
+        if marker == json!(30) {
             break;
         }
         assert!(started.elapsed() < IDLE_PATIENCE, "the history marker did not move: {marker:?}");
@@ -278,4 +274,30 @@ fn serve_sessions_apply_config_hooks_and_recall_episodic_memory_on_every_message
     assert!(!resumed.contains("postgres 16 again"), "resumed skips the thread block: {resumed}");
     let bad = gateway.send("POST", "/api/sessions/chat-hooks/start", &json!({"window": 0}));
     assert_eq!((bad.status, bad.code()), (400, "invalid_window"));
+}
+
+#[test]
+fn serve_sessions_survive_a_restart_without_skipping_a_message() {
+    let llm = FakeLlm::start();
+    let config = json!({"llm": {"base_url": llm.base_url, "model": "scripted"}, "server": {"heartbeat_secs": 3600}});
+    let mut gateway = start_with_config(config.clone(), &[]);
+    let first = gateway.send("POST", "/api/sessions/chat-r/messages", &messages(0..10));
+    assert_eq!(first.body["consolidation"]["status"], "not_due", "{}", first.body);
+    assert!(gateway.terminate().success());
+    let home = gateway.into_home();
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    let gateway = crate::serve::start_in(home, &[], &[]);
+    let stored = gateway.get("/api/sessions/chat-r");
+    assert_eq!(stored.body["session"]["next_seq"], 10, "{}", stored.body);
+    // Ten before the restart and twenty after reach the 30-message threshold.
+    let second = gateway.send("POST", "/api/sessions/chat-r/messages", &messages(10..30));
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.body["messages"], 30, "{}", second.body);
+    let consolidation = &second.body["consolidation"];
+    assert_eq!(consolidation["status"], "done", "{consolidation}");
+    assert_eq!(consolidation["report"]["messages"], 30, "{consolidation}");
+    assert_eq!(llm.seen.recv().unwrap(), "preferences");
+    let again = gateway.send("POST", "/api/sessions/chat-r/messages", &messages(30..31));
+    assert_eq!(again.body["consolidation"]["status"], "not_due", "nothing is consolidated twice: {}", again.body);
+    assert_eq!(gateway.get("/api/sessions/nobody").code(), "session_not_found");
 }

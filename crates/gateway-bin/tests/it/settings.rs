@@ -191,3 +191,33 @@ fn serve_migrates_legacy_markdown_once_at_start_and_marks_fresh_homes() {
     let report: Value = serde_json::from_str(&stdout(&run(fresh.path(), &["memory", "migrate", "--json"]))).unwrap();
     assert_eq!(report["already_migrated"], true, "a fresh home is marked migrated too: {report}");
 }
+
+#[test]
+fn previews_record_nothing_and_deliveries_count_bodies_that_reached_a_prompt() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("skills/deploy")).unwrap();
+    std::fs::write(
+        home.path().join("skills/deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: Ship it\ntriggers: deploy\n---\nRun make deploy.\n",
+    )
+    .unwrap();
+    let gateway = start_in(home, &["--heartbeat-secs", "3600"], &[]);
+    let deliveries = || {
+        let listed = gateway.get("/api/skills").body;
+        let deploy =
+            listed["skills"].as_array().unwrap().iter().find(|skill| skill["name"] == "deploy").unwrap().clone();
+        deploy["deliveries"].as_u64().unwrap_or(0)
+    };
+    for _ in 0..3 {
+        let preview = gateway.get("/api/memory/context-preview?q=please%20deploy%20now").body;
+        assert!(preview["message"]["text"].as_str().unwrap().contains("Run make deploy."), "{preview}");
+    }
+    assert_eq!(deliveries(), 0, "previews record nothing");
+    let posted = gateway.send(
+        "POST",
+        "/api/sessions/s-skills/messages",
+        &json!({"messages": [{"role": "user", "content": "please deploy now"}]}),
+    );
+    assert!(posted.body["context"]["text"].as_str().unwrap().contains("Run make deploy."), "{}", posted.body);
+    assert_eq!(deliveries(), 1, "a body that reached a prompt is one delivery");
+}

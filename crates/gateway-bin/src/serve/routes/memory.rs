@@ -250,6 +250,7 @@ pub(crate) async fn context_preview(
             model_window: query.window,
             message: &q,
             first_in_session: true,
+            preview: true,
             ..Default::default()
         });
         Ok(Json(json!({"ok": true, "query": q, "session": session, "message": message})))

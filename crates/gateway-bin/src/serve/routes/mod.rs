@@ -138,6 +138,7 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/memory/import", post(transfer::import))
         .route("/api/sessions/{key}/messages", post(sessions::post_messages))
         .route("/api/sessions/{key}/start", post(sessions::start))
+        .route("/api/sessions/{key}", get(sessions::get_session))
         .route("/api/skills", get(skills::list).post(skills::create))
         .route("/api/skills/-/inject-on-trigger", post(skills::inject_on_trigger))
         .route("/api/skills/{*name}", get(skills::get).put(skills::replace).delete(skills::delete))

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::{ApiResult, pooled};
 use crate::serve::AppState;
-use crate::serve::error::{ApiError, JsonBody};
+use crate::serve::error::{ApiError, JsonBody, memory_error};
 use crate::serve::llm::LlmCompressor;
 use crate::serve::sessions::now_ms;
 
@@ -123,12 +123,14 @@ pub(crate) async fn post_messages(
     let last_user = messages.iter().rev().find(|message| message.role == "user").map(|message| message.content.clone());
     let sessions = Arc::clone(&state.sessions);
     // Held until the pool job ends, even if this request is dropped first.
-    let mut transcript = sessions.transcript(&key).lock_owned().await;
+    let ordered = sessions.lock(&key).lock_owned().await;
     let session = key.clone();
     let builder = state.context.clone();
+    let memory = Arc::clone(&state.memory);
     let (total, outcome, context) = pooled(&state, move || {
-        let first_in_session = transcript.is_empty();
-        let outcome = sessions.append(&session, &mut transcript, messages, now_ms());
+        let _ordered = ordered;
+        let first_in_session = sessions.is_new(&session).map_err(memory_error)?;
+        let outcome = sessions.append(&session, &messages, now_ms());
         let context = last_user.map(|message| {
             let runtime = runtime(&session, window, None);
             builder.build_message(&MessageRequest {
@@ -139,7 +141,8 @@ pub(crate) async fn post_messages(
                 ..Default::default()
             })
         });
-        Ok((transcript.len(), outcome, context))
+        let total = memory.transcript_state(&session).map_err(memory_error)?.map_or(0, |state| state.next_seq);
+        Ok((total, outcome, context))
     })
     .await?;
     let consolidation = if !state.sessions.consolidates() {
@@ -207,22 +210,19 @@ pub(crate) async fn start(
     if body.agent.as_ref().is_some_and(|agent| agent.is_empty() || agent.chars().count() > MAX_AGENT_CHARS) {
         return Err(ApiError::bad_request("invalid_agent", format!("agent is 1 to {MAX_AGENT_CHARS} characters")));
     }
-    let thread: Vec<ThreadMessage> = {
-        let transcript = state.sessions.transcript(&key);
-        let transcript = transcript.lock().await;
-        let skip = transcript.len().saturating_sub(THREAD_MESSAGES);
-        transcript
-            .iter()
-            .skip(skip)
-            .filter_map(|message| match message.role.as_str() {
-                "user" => Some(ThreadMessage::user(message.content.clone())),
-                "assistant" => Some(ThreadMessage::assistant(message.content.clone())),
-                _ => None,
-            })
-            .collect()
-    };
     let worker = Arc::clone(&state);
     pooled(&state, move || {
+        let thread: Vec<ThreadMessage> = worker
+            .sessions
+            .tail(&key, THREAD_MESSAGES)
+            .map_err(memory_error)?
+            .into_iter()
+            .filter_map(|message| match message.role.as_str() {
+                "user" => Some(ThreadMessage::user(message.content)),
+                "assistant" => Some(ThreadMessage::assistant(message.content)),
+                _ => None,
+            })
+            .collect();
         let agent = match &body.agent {
             Some(name) => Some(
                 worker
@@ -246,4 +246,18 @@ pub(crate) async fn start(
         Ok(Json(json!({"ok": true, "session": key, "context": built})))
     })
     .await
+}
+
+/// `GET /api/sessions/{key}`: the session's stored transcript state (next
+/// message number, consolidation markers, messages kept, last activity);
+/// 404 for a session with no stored message.
+pub(crate) async fn get_session(State(state): State<Arc<AppState>>, Path(key): Path<String>) -> ApiResult {
+    check_key(&key)?;
+    let memory = Arc::clone(&state.memory);
+    let lookup = key.clone();
+    let found = super::blocking(move || memory.transcript_state(&lookup).map_err(memory_error)).await?;
+    match found {
+        Some(session) => Ok(Json(json!({"ok": true, "session": session}))),
+        None => Err(ApiError::not_found("session_not_found", format!("no stored message for session {key:?}"))),
+    }
 }
