@@ -2,7 +2,8 @@
 
 Usage: python3 scripts/eval_guard.py target/release/cairn [EVALDATA_DIR] [-v]
 EVALDATA_DIR defaults to ../shared/evaldata beside the checkout. -v lists misses
-and changed benign rows.
+and changed benign rows. The last table is the guard's own corpus
+(crates/guard/test_data/corpus.jsonl), per family.
 """
 import json, subprocess, sys, collections, tempfile, os
 B = sys.argv[1]
@@ -55,3 +56,42 @@ for name, rows in [('injection-dev benign rows', benign), ('locomo-dev memories'
     print(f'| {name} | {len(rows)} | {len(changed)} | {100*(1-len(changed)/len(rows)):.2f}% |')
     if '-v' in sys.argv:
         for r, o in changed: print('   CHANGED', o['rules'], r['text'][:200])
+print()
+print('## own corpus (crates/guard/test_data/corpus.jsonl), per family')
+print('| family | kind | positives | caught | near misses | touched | benign | touched |\n|---|---|---|---|---|---|---|---|')
+C = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'crates', 'guard', 'test_data', 'corpus.jsonl')
+own = [json.loads(l) for l in open(C, encoding='utf-8') if l.strip()]
+verdicts = {}
+for kind in ['injection', 'secrets']:
+    rows = [r for r in own if r['kind'] in (kind, 'benign')]
+    for r, o in zip(rows, scan(kind, [{'id': i, 'text': r['text']} for i, r in enumerate(rows)])):
+        verdicts[(kind, id(r))] = o
+def caught(r):
+    if r['kind'] == 'injection':
+        return verdicts[('injection', id(r))]['flagged']
+    o = verdicts[('secrets', id(r))]
+    return o['flagged'] and r['secret'] not in o['redacted']
+def touched(r, kind):
+    o = verdicts[(kind, id(r))]
+    return o['flagged'] if kind == 'injection' else o['redacted'] != r['text']
+families = []
+for r in own:
+    if r['family'] not in families: families.append(r['family'])
+totals = collections.Counter()
+for fam in families:
+    rows = [r for r in own if r['family'] == fam]
+    kind = rows[0]['kind']
+    pos = [r for r in rows if r['label'] == 'positive']; near = [r for r in rows if r['label'] == 'near-miss']
+    ben = [r for r in rows if r['label'] == 'benign']
+    pc = sum(caught(r) for r in pos)
+    nt = sum(touched(r, kind) for r in near)
+    bt = sum(touched(r, 'injection') or touched(r, 'secrets') for r in ben)
+    totals.update(pos=len(pos), pc=pc, near=len(near), nt=nt, ben=len(ben), bt=bt)
+    rate = lambda a, b: f'{100*a/b:.0f}%' if b else ''
+    print(f"| {fam} | {kind} | {len(pos) or ''} | {rate(pc, len(pos))} | {len(near) or ''} | {rate(nt, len(near))} | {len(ben) or ''} | {rate(bt, len(ben))} |")
+    if '-v' in sys.argv:
+        for r in pos:
+            if not caught(r): print('   MISS', fam, r['text'][:120].replace('\n', '\\n'))
+        for r in near:
+            if touched(r, kind): print('   TOUCHED', fam, r['text'][:120].replace('\n', '\\n'))
+print(f"| all | | {totals['pos']} | {100*totals['pc']/totals['pos']:.1f}% | {totals['near']} | {100*totals['nt']/totals['near']:.1f}% | {totals['ben']} | {100*totals['bt']/totals['ben']:.1f}% |")

@@ -262,6 +262,8 @@ static SCREENER: LazyLock<RegexSet> = LazyLock::new(|| {
 });
 
 const ROT13_INDEX: usize = RULES.len() + SIGNALS.len();
+/// The rule that matches instructions whose words were run together.
+const JOINED_RULE: &str = "instruction-override-joined";
 const SPLIT_INDEX: usize = ROT13_INDEX + 1;
 const LEET_INDEX: usize = ROT13_INDEX + 2;
 
@@ -348,6 +350,11 @@ pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
         .filter(|&index| hits.contains(index))
         .map(|index| InjectionFinding { rule: RULES[index].name, category: RULES[index].category })
         .collect();
+    // The run-together rule is a fallback for text whose spaces a disguise
+    // removed: it names a finding only when no other rule does.
+    if findings.len() > 1 {
+        findings.retain(|finding| finding.rule != JOINED_RULE);
+    }
     let signals = (RULES.len()..ROT13_INDEX).filter(|&index| hits.contains(index)).count();
     if signals >= PERSONA_JAILBREAK_MIN_SIGNALS {
         findings.push(InjectionFinding { rule: PERSONA_JAILBREAK_RULE, category: C::Jailbreak });

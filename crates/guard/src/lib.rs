@@ -4,13 +4,18 @@
 //! a log line or an audit row, and before a file is read on a model's behalf:
 //!
 //! - [`screen`] looks for injected instructions (instruction overrides, role
-//!   reassignment, forged role markers, prompt extraction, exfiltration,
-//!   tool-call forgery, secrecy demands, persona jailbreaks) after
-//!   [`normalize`]-ing the text so trivial obfuscation does not evade it.
-//! - [`redact_credentials`] replaces API keys, tokens, private keys and
-//!   password assignments with typed markers such as
-//!   `[REDACTED:aws-access-key]`; [`redact_exfiltration_urls`] does the same
-//!   for links that carry data out in their query or path.
+//!   reassignment, mode switches, forged role markers, prompt extraction,
+//!   exfiltration, tool-call forgery, secrecy demands, persona jailbreaks),
+//!   in English and ten other languages, after [`normalize`]-ing the text
+//!   (look-alike letters, tag characters, fillers, combining marks) and over
+//!   decoded views where the text shows a disguise (split letters,
+//!   leetspeak, rot13, base64), so obfuscation does not evade it.
+//! - [`redact_credentials`] replaces API keys, tokens, private keys,
+//!   generic secret assignments, command-line and header credentials with
+//!   typed markers such as `[REDACTED:aws-access-key]`;
+//!   [`redact_exfiltration_urls`] does the same for links that carry data
+//!   out in their query or path. [`is_secret_key`] tells a store which keys
+//!   name a credential, so it keeps only [`SECRET_KEY_MARKER`] under them.
 //! - [`is_sensitive_path`] and [`safe_read_file`] keep credential stores,
 //!   kernel interfaces and the gateway's own secrets out of reach.
 //!

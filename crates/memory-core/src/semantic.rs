@@ -321,6 +321,17 @@ impl MemoryDb {
         source: Source,
     ) -> Result<WriteOutcome> {
         let _span = tracing::debug_span!("write_semantic", key = %validate::cut(key, 100)).entered();
+        // A value under a secret-named key (`pref.db_password`) is a
+        // credential whatever its shape: only the guard's marker is stored,
+        // audited, embedded and shown.
+        let marker = serde_json::Value::String(cairn_guard::SECRET_KEY_MARKER.to_owned());
+        let value = if cairn_guard::is_secret_key(key)
+            && !matches!(value, serde_json::Value::Bool(_) | serde_json::Value::Null)
+        {
+            &marker
+        } else {
+            value
+        };
         let value_text = match self.check_write(key, value, confidence, &source) {
             Ok(text) => text,
             Err(rejected) => {
