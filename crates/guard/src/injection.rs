@@ -241,7 +241,7 @@ const ROT13_SIGNAL: &str = r"\b(?:vtaber|qvfertneq|sbetrg|cerivbhf|vafgehpgvbaf?
 /// [`deobfuscated`] checks the text precisely; these only keep it from
 /// running on the texts that show neither.
 const SPLIT_SIGNAL: &str = r"(?:^|[^a-z0-9])[a-z0-9](?:[ ._*+|~/\\,=-]{1,3}[a-z0-9]){3}(?:[^a-z0-9]|$)";
-const LEET_SIGNAL: &str = r"[a-z][013457890@$!|][a-z]";
+const LEET_SIGNAL: &str = r"\b[a-z0-9@$!|]{0,13}[a-z][013457890@$!|][a-z][a-z0-9@$!|]{0,13}\b";
 
 /// The named rules, the composite's signal families and the decoding
 /// signals in one [`RegexSet`]: indices below `RULES.len()` are rules, then
