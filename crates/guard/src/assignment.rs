@@ -480,8 +480,8 @@ fn key_words(key: &str) -> Vec<String> {
 /// as `pref.db_password`): `None` when it does not name a secret.
 pub(crate) fn key_kind(key: &str) -> Option<KeyKind> {
     let words = key_words(key);
-    // Only the last segment of a dotted or slashed path names the value
-    // (`config.password.hint` is a hint; `db.password` a password).
+    // The last credential word found decides, and metadata words after it
+    // undo it (`config.password.hint` is a hint; `db.password` a password).
     let mut found: Option<(usize, KeyKind)> = None;
     for (index, word) in words.iter().enumerate() {
         let previous = index.checked_sub(1).map(|i| words[i].as_str());

@@ -11,7 +11,11 @@
 //!    shape of an in-the-wild jailbreak.
 //!
 //! Patterns run over [`normalize`]d text and use ASCII word boundaries so the
-//! regex engine can stay on its fast DFA path.
+//! regex engine can stay on its fast DFA path. The same set also holds three
+//! decoding signals (rot13 attack words, letters split by separators,
+//! leetspeak); where one fires, the set runs again over the decoded view, and
+//! base64 runs that decode to readable text are screened too. A rule fires
+//! when it matches any view.
 
 use std::sync::LazyLock;
 

@@ -2,13 +2,18 @@
 //!
 //! Three kinds of rules, one pass each:
 //!
-//! - **Provider formats** with a recognisable prefix or shape (AWS key ids,
-//!   GitHub, Slack, OpenAI/Anthropic, Google, Stripe, JWTs, private key
-//!   blocks, ...). These fire on the token alone.
+//! - **Provider formats** with a recognisable prefix or shape, written from
+//!   the public catalogues (gitleaks' rules, detect-secrets' plugins,
+//!   trufflehog's detectors): AWS, GitHub, GitLab, Slack, OpenAI/Anthropic,
+//!   Google, Azure, Stripe, package registries, JWTs, private key blocks,
+//!   ... These fire on the token alone.
 //! - **Assignments** whose key names a secret (`password=`, `api_key:`,
-//!   `SNYK_TOKEN ?=`, `"oktaApiToken": "..."`, `*_KEY=`): only the value is
-//!   redacted, and only when it is not a placeholder and looks like a secret
-//!   (mixed character classes, or a quoted value of eight or more characters).
+//!   `SNYK_TOKEN ?=`, `"oktaApiToken": "..."`, `define('DB_PASSWORD', ...)`,
+//!   `if password == "..."`, `- name: X_PASSWORD` / `value:`), command-line
+//!   credentials (`curl -u`, `--password`, `mysql -p`) and authorization
+//!   headers: only the value is redacted, and only when it is not a
+//!   placeholder or code and its shape and entropy make it a secret (see
+//!   the `assignment` module).
 //! - **Containers**: base64 blobs that decode to a credential, and the
 //!   `data:` entries of a Kubernetes `Secret` manifest.
 //!
