@@ -216,6 +216,7 @@ fn bench(c: &mut Criterion) {
         first_in_session: true,
         interactive: true,
         runtime: Some(&fixture.runtime),
+        preview: false,
     };
     let first = fixture.builder.build_message(&message);
     assert!(

@@ -51,10 +51,18 @@ fn memory_json(home: &Path, args: &[&str]) -> Value {
     serde_json::from_str(String::from_utf8(output.stdout).unwrap().trim()).unwrap()
 }
 
+/// The session's history marker as memory.db stores it (`null` before the session has one).
 fn marker(home: &Path) -> Value {
-    std::fs::read_to_string(home.join("memory_state.json"))
-        .map(|text| serde_json::from_str::<Value>(&text).unwrap()["sessions"]["chat-1"]["last_consolidated"].clone())
-        .unwrap_or(Value::Null)
+    let path = home.join("memory.db");
+    if !path.exists() {
+        return Value::Null;
+    }
+    let connection = rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    connection
+        .query_row("SELECT history_marker FROM session_state WHERE session_key = 'chat-1'", [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .map_or(Value::Null, |marker| json!(marker))
 }
 
 #[test]
