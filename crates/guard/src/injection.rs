@@ -21,7 +21,9 @@ use std::sync::LazyLock;
 
 use regex::{RegexSet, RegexSetBuilder};
 
-use crate::normalize::{ascii_pattern, deobfuscated, fold_pattern, normalize, rot13};
+use crate::normalize::{
+    ascii_pattern, decode_braille, decode_hex, decode_morse, deobfuscated, fold_pattern, normalize, rot13,
+};
 use crate::secrets::base64_candidates;
 
 /// What kind of attack a rule detects.
@@ -81,7 +83,7 @@ const RULES: &[Rule] = &[
     rule(
         "instruction-override-everything",
         C::InstructionOverride,
-        r"\b(?:ignore|disregard|forget|pay no attention to|set aside) (?:everything|all|anything|whatever|what)(?: \w+){0,5}? (?:before|above|prior|previously|earlier|so far|until now|up to now|up to this point)\b|\[(?:ignore|disregard) (?:all )?(?:prior|previous) (?:inputs?|instructions?)\]|\b(?:ignore|disregard|forget) (?:that|this|the above|all that)[.,;!]* (?:and |instead |now )*(?:say|print|write|output|tell|respond|reply|answer|do|follow|obey|translate|list)\b|\bstop everything\b|\b(?:ignore|disregard|forget|set aside|put aside|drop|discard|dismiss|pay no attention to) (?:all |any |the |your |of )*(?:instructions?|guidance|rules|directives?|directions|guidelines|commands|orders|prompts?)(?: that)? (?:you (?:were|have been|got) (?:given|told)|you(?:'ve| have)? received|(?:given|provided|shown|written|stated) (?:to you )?(?:before|earlier|above|previously|so far))\b|\b(?:the |your |all |any )?(?:previous|prior|above|earlier|original|initial|system|old)(?: ?[-,:;.]{1,2})? (?:instructions|rules|directives|guidelines|prompts?) (?:are|is|were|have been) (?:now |hereby )?(?:void|null|cancel?led|revoked|invalid|no longer valid|obsolete|outdated|lifted|suspended|overridden|disabled|deprecated)\b|\b(?:ignore|disregard) (?:any|all) (?:previous|prior|preceding) and (?:following|subsequent|future) instructions\b",
+        r"\b(?:ignore|disregard|forget|pay no attention to|set aside) (?:everything|all|anything|whatever|what)(?: \w+){0,5}? (?:before|above|prior|previously|earlier|so far|until now|up to now|up to this point)\b|\[(?:ignore|disregard) (?:all )?(?:prior|previous) (?:inputs?|instructions?)\]|\b(?:ignore|disregard|forget) (?:that|this|the above|all that)[.,;!]* (?:and |instead |now )*(?:say|print|write|output|tell|respond|reply|answer|do|follow|obey|translate|list)\b|\bstop everything\b|\b(?:ignore|disregard|bypass|override|forget|abandon|drop)\b (?:all (?:of )?)?your (?:own )?(?:instructions|rules|guidelines|programming|directives|restrictions|safety guidelines|safety rules|content polic(?:y|ies)|policies|system prompt|training|filters|guardrails|constraints)\b|\b(?:ignore|disregard|forget|set aside|put aside|drop|discard|dismiss|pay no attention to) (?:all |any |the |your |of )*(?:instructions?|guidance|rules|directives?|directions|guidelines|commands|orders|prompts?)(?: that)? (?:you (?:were|have been|got) (?:given|told)|you(?:'ve| have)? received|(?:given|provided|shown|written|stated) (?:to you )?(?:before|earlier|above|previously|so far))\b|\b(?:the |your |all |any )?(?:previous|prior|above|earlier|original|initial|system|old)(?: ?[-,:;.]{1,2})? (?:instructions|rules|directives|guidelines|prompts?) (?:are|is|were|have been) (?:now |hereby )?(?:void|null|cancel?led|revoked|invalid|no longer valid|obsolete|outdated|lifted|suspended|overridden|disabled|deprecated)\b|\b(?:ignore|disregard) (?:any|all) (?:previous|prior|preceding) and (?:following|subsequent|future) instructions\b",
     ),
     rule(
         "instruction-override-joined",
@@ -245,6 +247,10 @@ const ROT13_SIGNAL: &str = r"\b(?:vtaber|qvfertneq|sbetrg|cerivbhf|vafgehpgvbaf?
 /// [`deobfuscated`] checks the text precisely; these only keep it from
 /// running on the texts that show neither.
 const SPLIT_SIGNAL: &str = r"(?:^|[^a-z0-9])[a-z0-9](?:[ ._*+|~/\\,=-]{1,3}[a-z0-9]){3}(?:[^a-z0-9]|$)";
+/// Eight Morse letters, six braille cells, or twelve hexadecimal byte
+/// pairs in a row: an encoded payload [`decode_morse`], [`decode_braille`]
+/// or [`decode_hex`] can read.
+const ENCODED_SIGNAL: &str = r"(?:[.-]{1,6} ){8}|[\x{2801}-\x{28FF}]{6}|(?:[0-9a-f]{2}[ :]?){12}";
 const LEET_SIGNAL: &str = r"\b[a-z0-9@$!|]{0,13}[a-z][013457890@$!|][a-z][a-z0-9@$!|]{0,13}\b";
 
 /// The named rules, the composite's signal families and the decoding
@@ -256,7 +262,7 @@ static SCREENER: LazyLock<RegexSet> = LazyLock::new(|| {
         .iter()
         .map(|r| r.pattern)
         .chain(SIGNALS.iter().map(|(_, p)| *p))
-        .chain([ROT13_SIGNAL, SPLIT_SIGNAL, LEET_SIGNAL])
+        .chain([ROT13_SIGNAL, SPLIT_SIGNAL, LEET_SIGNAL, ENCODED_SIGNAL])
         .map(|pattern| ascii_pattern(&fold_pattern(pattern)));
     RegexSetBuilder::new(patterns)
         .size_limit(64 << 20)
@@ -270,6 +276,7 @@ const ROT13_INDEX: usize = RULES.len() + SIGNALS.len();
 const JOINED_RULE: &str = "instruction-override-joined";
 const SPLIT_INDEX: usize = ROT13_INDEX + 1;
 const LEET_INDEX: usize = ROT13_INDEX + 2;
+const ENCODED_INDEX: usize = ROT13_INDEX + 3;
 
 /// Which patterns of [`SCREENER`] matched, over every view of one text.
 struct Hits([u64; 2]);
@@ -327,8 +334,9 @@ pub fn screen(text: &str) -> Option<InjectionFinding> {
 ///
 /// The patterns run over the [`normalize`]d text and, where the text shows
 /// the signs of a disguise, over decoded views of it as well: letters
-/// joined and leetspeak read as letters, rot13 undone, and base64 runs that
-/// decode to readable text. A rule fires when it matches any view.
+/// joined and leetspeak read as letters, rot13 undone, Morse, braille and
+/// hexadecimal read as letters, and base64 runs that decode to readable
+/// text. A rule fires when it matches any view.
 pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     let normalized = normalize(text);
     let mut hits = Hits([0; 2]);
@@ -341,13 +349,18 @@ pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     if hits.contains(ROT13_INDEX) {
         hits.scan(&rot13(&normalized));
     }
-    for candidate in base64_candidates(text) {
-        if let Some(decoded) = decoded_text(&text[candidate]) {
-            let decoded = normalize(&decoded);
-            hits.scan(&decoded);
-            for view in deobfuscated(&decoded) {
-                hits.scan(&view);
-            }
+    let mut encoded: Vec<String> = Vec::new();
+    if hits.contains(ENCODED_INDEX) {
+        encoded.extend(decode_morse(text));
+        encoded.extend(decode_braille(text));
+        encoded.extend(decode_hex(text));
+    }
+    let base64 = base64_candidates(text).into_iter().filter_map(|candidate| decoded_text(&text[candidate]));
+    for decoded in encoded.into_iter().chain(base64) {
+        let decoded = normalize(&decoded);
+        hits.scan(&decoded);
+        for view in deobfuscated(&decoded) {
+            hits.scan(&view);
         }
     }
     let mut findings: Vec<InjectionFinding> = (0..RULES.len())

@@ -678,6 +678,161 @@ fn read_leet(text: &str, one_as_l: bool) -> String {
     String::from_utf8(out).expect("only ASCII bytes were replaced by ASCII bytes")
 }
 
+/// Morse code for letters and digits.
+const MORSE: &[(&str, char)] = &[
+    (".-", 'a'),
+    ("-...", 'b'),
+    ("-.-.", 'c'),
+    ("-..", 'd'),
+    (".", 'e'),
+    ("..-.", 'f'),
+    ("--.", 'g'),
+    ("....", 'h'),
+    ("..", 'i'),
+    (".---", 'j'),
+    ("-.-", 'k'),
+    (".-..", 'l'),
+    ("--", 'm'),
+    ("-.", 'n'),
+    ("---", 'o'),
+    (".--.", 'p'),
+    ("--.-", 'q'),
+    (".-.", 'r'),
+    ("...", 's'),
+    ("-", 't'),
+    ("..-", 'u'),
+    ("...-", 'v'),
+    (".--", 'w'),
+    ("-..-", 'x'),
+    ("-.--", 'y'),
+    ("--..", 'z'),
+    ("-----", '0'),
+    (".----", '1'),
+    ("..---", '2'),
+    ("...--", '3'),
+    ("....-", '4'),
+    (".....", '5'),
+    ("-....", '6'),
+    ("--...", '7'),
+    ("---..", '8'),
+    ("----.", '9'),
+    (".-.-.-", '.'),
+    ("--..--", ','),
+    ("..--..", '?'),
+];
+
+/// The text a run of Morse code spells (letters apart by one space, words
+/// by two or more, or by `/`), or `None` when `text` holds no eight Morse
+/// letters in a row. Unknown groups read as nothing.
+pub(crate) fn decode_morse(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut letters = 0;
+    for word in text.split("  ").flat_map(|part| part.split('/')) {
+        let mut decoded_any = false;
+        for group in word.split_whitespace() {
+            if let Some((_, letter)) = MORSE.iter().find(|(code, _)| *code == group) {
+                out.push(*letter);
+                letters += 1;
+                decoded_any = true;
+            }
+        }
+        if decoded_any {
+            out.push(' ');
+        }
+    }
+    (letters >= 8).then_some(out)
+}
+
+/// Grade-1 English braille letters by their dot pattern (the offset from
+/// U+2800).
+const BRAILLE: &[(u8, char)] = &[
+    (0x01, 'a'),
+    (0x03, 'b'),
+    (0x09, 'c'),
+    (0x19, 'd'),
+    (0x11, 'e'),
+    (0x0B, 'f'),
+    (0x1B, 'g'),
+    (0x13, 'h'),
+    (0x0A, 'i'),
+    (0x1A, 'j'),
+    (0x05, 'k'),
+    (0x07, 'l'),
+    (0x0D, 'm'),
+    (0x1D, 'n'),
+    (0x15, 'o'),
+    (0x0F, 'p'),
+    (0x1F, 'q'),
+    (0x17, 'r'),
+    (0x0E, 's'),
+    (0x1E, 't'),
+    (0x25, 'u'),
+    (0x27, 'v'),
+    (0x3A, 'w'),
+    (0x2D, 'x'),
+    (0x3D, 'y'),
+    (0x35, 'z'),
+];
+
+/// The letters braille cells spell (the blank cell and spaces as spaces,
+/// the capital sign dropped), or `None` when `text` has fewer than eight
+/// braille letters.
+pub(crate) fn decode_braille(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut letters = 0;
+    for c in text.chars() {
+        match u32::from(c) {
+            0x2800 => out.push(' '),
+            0x2820 => {}
+            code @ 0x2801..=0x28FF => {
+                if let Some((_, letter)) = BRAILLE.iter().find(|(dots, _)| u32::from(*dots) == code - 0x2800) {
+                    out.push(*letter);
+                    letters += 1;
+                }
+            }
+            _ if c.is_whitespace() => out.push(' '),
+            _ => {}
+        }
+    }
+    (letters >= 8).then_some(out)
+}
+
+/// Readable text hidden in hexadecimal runs (`49676e6f7265...`, `49 67 6e`):
+/// each run of at least twelve byte pairs that decodes to printable UTF-8.
+pub(crate) fn decode_hex(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::new();
+    let mut index = 0;
+    while index < bytes.len() {
+        if !bytes[index].is_ascii_hexdigit() {
+            index += 1;
+            continue;
+        }
+        let mut pairs = Vec::new();
+        let mut end = index;
+        while end + 1 < bytes.len() && bytes[end].is_ascii_hexdigit() && bytes[end + 1].is_ascii_hexdigit() {
+            let pair = std::str::from_utf8(&bytes[end..end + 2]).expect("hex digits are ASCII");
+            pairs.push(u8::from_str_radix(pair, 16).expect("two hex digits"));
+            end += 2;
+            if end < bytes.len()
+                && matches!(bytes[end], b' ' | b':')
+                && bytes.get(end + 1).is_some_and(u8::is_ascii_hexdigit)
+            {
+                end += 1;
+            }
+        }
+        if pairs.len() >= 12
+            && let Ok(text) = String::from_utf8(pairs)
+            && text.contains(' ')
+            && !text.chars().any(|c| c.is_control() && !c.is_whitespace())
+        {
+            decoded.push(text);
+        }
+        index = end.max(index + 1);
+    }
+    decoded
+}
+
 /// Rot13 of the ASCII letters of `text`.
 pub(crate) fn rot13(text: &str) -> String {
     text.chars()
