@@ -21,10 +21,9 @@ use cairn_hooks::{ConfigHooks, HookSet, MergeOptions, MergeReport, merge_user_ho
 use cairn_memory_core::{JsonlLessonStore, MemoryDb, MemoryFiles, constants};
 use cairn_skills::{AuditEvent, AuditSink, Catalog, SkillsConfig, SystemClock};
 
+use crate::serve::auth::TOKEN_FILE_NAME;
 use crate::settings::{CONFIG_FILE_NAME, Settings};
 
-/// The API token's file inside the home.
-pub(crate) const TOKEN_FILE_NAME: &str = "server.token";
 /// The skills audit trail inside the home.
 pub(crate) const SKILLS_AUDIT_FILE_NAME: &str = "skills-audit.jsonl";
 /// Files of the home that hold credentials or raw memory and are never
