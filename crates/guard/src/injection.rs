@@ -88,7 +88,7 @@ const RULES: &[Rule] = &[
     rule(
         "instruction-override-joined",
         C::InstructionOverride,
-        r"(?:ignore|disregard|forget|bypass|override) ?(?:(?:all|any|the|your|of) ?)*(?:previous|prior|above|earlier|preceding|original|initial|system) ?(?:instructions?|prompts?|rules|directives|guidelines|commands)|(?:reveal|print|show|repeat|output|display) ?(?:me ?)?(?:your|the) ?(?:system|initial|original|hidden) ?(?:prompt|instructions|message)|developer ?mode ?(?:enabled|output)|developermodeon|do ?anything ?now|you ?are ?now ?(?:dan|free|unrestricted|unfiltered|jailbroken)",
+        r"(?:ignore|disregard|forget|bypass|override) ?(?:(?:all|any|the|your|of) ?)*(?:previous|prior|above|earlier|preceding|original|initial|system) ?(?:instructions?|prompts?|rules|directives|guidelines|commands)|(?:reveal|print|show|repeat|output|display) ?(?:me ?)?(?:your|the) ?(?:system|initial|original|hidden) ?(?:prompt|instructions|message)|developer ?mode ?(?:enabled|output)|developermodeon|do ?anything ?now|you ?are ?now ?(?:dan|free|unrestricted|unfiltered|jailbroken)|you ?are ?now ?in ?(?:developer|dan|jailbreak|unrestricted|god|debug) ?mode",
     ),
     rule(
         "instruction-override-multilingual",

@@ -31,3 +31,4 @@ fn version_prints_package_version() {
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert_eq!(stdout.trim(), format!("cairn {}", env!("CARGO_PKG_VERSION")));
 }
+mod guard_evasions;
