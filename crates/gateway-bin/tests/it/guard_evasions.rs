@@ -1,7 +1,7 @@
 //! The guard corpus's disguised injections through the CLI: `cairn guard
 //! scan` flags every one and leaves the near misses alone, and each write
 //! path (`memory semantic set`, `memory lessons add`, `memory episodic add`,
-//! `memory import-episodic`) refuses them. A value under a secret-named key
+//! `memory import-episodic`) refuses one of each family. A value under a secret-named key
 //! is stored, audited and shown only as the guard's marker.
 
 use std::io::Write;
@@ -27,6 +27,14 @@ fn injection_rows(label: &str) -> Vec<(String, String)> {
 
 /// Runs `cairn --home <home> memory <args> --json`, or, when `value` is
 /// given, `... <args> --json -- <value>` (values may start with `-`).
+/// The first positive of each family: every disguise through each CLI write
+/// path at one process per family (the library tests of memory-core drive
+/// every row through the same writers).
+fn one_per_family() -> Vec<(String, String)> {
+    let mut seen = std::collections::BTreeSet::new();
+    injection_rows("positive").into_iter().filter(|(family, _)| seen.insert(family.clone())).collect()
+}
+
 fn memory_with(home: &Path, args: &[&str], value: Option<&str>) -> (i32, Value) {
     let output = cairn()
         .env_remove("CAIRN_EMBED_MODEL_PATH")
@@ -91,7 +99,7 @@ fn guard_scan_flags_every_disguise_and_no_near_miss() {
 #[test]
 fn semantic_set_refuses_every_disguise() {
     let home = tempfile::tempdir().unwrap();
-    for (index, (family, text)) in injection_rows("positive").iter().enumerate() {
+    for (index, (family, text)) in one_per_family().iter().enumerate() {
         let key = format!("user.note_{index}");
         assert_refused_as_injection(family, text, memory_with(home.path(), &["semantic", "set", &key], Some(text)));
     }
@@ -101,7 +109,7 @@ fn semantic_set_refuses_every_disguise() {
 #[test]
 fn lessons_add_refuses_every_disguise() {
     let home = tempfile::tempdir().unwrap();
-    for (family, text) in injection_rows("positive") {
+    for (family, text) in one_per_family() {
         let rule = format!("ALWAYS follow these: {text}");
         assert_refused_as_injection(&family, &text, memory_with(home.path(), &["lessons", "add"], Some(&rule)));
     }
@@ -111,7 +119,7 @@ fn lessons_add_refuses_every_disguise() {
 #[test]
 fn episodic_add_and_import_refuse_every_disguise() {
     let home = tempfile::tempdir().unwrap();
-    let positives = injection_rows("positive");
+    let positives = one_per_family();
     // Episodic rows need ten characters; short attacks get a lead-in.
     let padded: Vec<String> = positives
         .iter()
