@@ -272,8 +272,21 @@ fn serve_sessions_apply_config_hooks_and_recall_episodic_memory_on_every_message
     let resumed = gateway.send("POST", "/api/sessions/chat-hooks/start", &json!({"resumed": true}));
     let resumed = resumed.body["context"]["text"].as_str().unwrap();
     assert!(!resumed.contains("postgres 16 again"), "resumed skips the thread block: {resumed}");
-    let bad = gateway.send("POST", "/api/sessions/chat-hooks/start", &json!({"window": 0}));
-    assert_eq!((bad.status, bad.code()), (400, "invalid_window"));
+    let refused = [
+        (json!({"window": 0}), 400, "invalid_window"),
+        (json!({"query": "q".repeat(8_001)}), 400, "query_too_long"),
+        (json!({"agent": ""}), 400, "invalid_agent"),
+        (json!({"agent": "a".repeat(129)}), 400, "invalid_agent"),
+        (json!({"agent": "no-such-agent"}), 404, "unknown_agent"),
+        (json!({"window": "large"}), 422, "invalid_body"),
+    ];
+    for (body, status, code) in refused {
+        let bad = gateway.send("POST", "/api/sessions/chat-hooks/start", &body);
+        assert_eq!((bad.status, bad.code()), (status, code), "{body}: {}", bad.body);
+    }
+    // The longest query the check above accepts.
+    let longest = gateway.send("POST", "/api/sessions/chat-hooks/start", &json!({"query": "q".repeat(8_000)}));
+    assert_eq!(longest.status, 200, "{}", longest.body);
 }
 
 #[test]
