@@ -14,6 +14,7 @@
 //! `cairn memory backfill`, embeds them later). This server never
 //! downloads a model.
 
+pub(crate) mod discovery;
 mod tools;
 
 use std::process::ExitCode;
@@ -35,6 +36,18 @@ pub(crate) enum McpCommand {
     Serve,
     /// Print the tool names and their JSON input schemas (JSON).
     Tools,
+    /// The MCP servers of the agent specs and mcp.json files, with where each is defined.
+    List(discovery::cli::ListArgs),
+    /// Start each server and run the MCP handshake (initialize, tools/list); report status and tools.
+    Probe(discovery::cli::ProbeArgs),
+    /// Enable a server for an agent (`@name` in its `tools` and `allowedTools`).
+    Enable(discovery::cli::ToggleArgs),
+    /// Disable a server for an agent (remove `@name` from its `tools` and `allowedTools`).
+    Disable(discovery::cli::ToggleArgs),
+    /// Add the mcp.json servers to an agent spec's `mcpServers` (existing definitions win).
+    Sync(discovery::cli::SyncArgs),
+    /// Import servers from Claude Code, Hermes or OpenClaw configs into `<home>/mcp.json` (disabled).
+    Import(discovery::cli::ImportArgs),
 }
 
 pub(crate) fn run(home: &Home, command: &McpCommand) -> anyhow::Result<ExitCode> {
@@ -56,6 +69,12 @@ pub(crate) fn run(home: &Home, command: &McpCommand) -> anyhow::Result<ExitCode>
             println!("{}", serde_json::to_string_pretty(&tools)?);
             Ok(ExitCode::SUCCESS)
         }
+        McpCommand::List(args) => discovery::cli::list(home, args),
+        McpCommand::Probe(args) => discovery::cli::probe(home, args),
+        McpCommand::Enable(args) => discovery::cli::toggle(home, args, true),
+        McpCommand::Disable(args) => discovery::cli::toggle(home, args, false),
+        McpCommand::Sync(args) => discovery::cli::sync(home, args),
+        McpCommand::Import(args) => discovery::cli::import(home, args),
     }
 }
 

@@ -1,0 +1,407 @@
+//! Byte-preserving edits of JSON config files: enable and disable a server
+//! for an agent (`@name` in `tools` and `allowedTools`), sync the
+//! `mcp.json` servers into an agent spec's `mcpServers`, and add entries
+//! to an `mcpServers` object.
+//!
+//! Only the values that change are rewritten: the members of an object are
+//! located in the original text (their values are borrowed
+//! [`RawValue`]s, so their byte ranges are known), a changed value replaces
+//! its range, and a new member is inserted after the last one with the
+//! indentation of its neighbours. Every other byte stays as it was. A file
+//! is written atomically and only when it changed.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::{Discovery, SourceKind, names_server};
+use crate::settings::atomic_write;
+
+/// Why an edit was refused; `code` is stable for the API.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct EditRefused {
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+impl EditRefused {
+    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+}
+
+/// One member of a JSON object located in its text.
+struct Member {
+    key: String,
+    /// The value's bytes in the whole text.
+    value: Range<usize>,
+}
+
+/// The members of the object spanning `range` of `text`, in order.
+fn members(text: &str, range: Range<usize>) -> Result<Vec<Member>, String> {
+    let slice = &text[range.clone()];
+    let parsed: IndexMap<String, &RawValue> = serde_json::from_str(slice).map_err(|error| error.to_string())?;
+    let base = text.as_ptr() as usize;
+    Ok(parsed
+        .into_iter()
+        .map(|(key, raw)| {
+            let start = raw.get().as_ptr() as usize - base;
+            Member { key, value: start..start + raw.get().len() }
+        })
+        .collect())
+}
+
+/// The whole document's object range (surrounding whitespace excluded).
+fn document(text: &str) -> Result<Range<usize>, String> {
+    let start = text.len() - text.trim_start().len();
+    let end = text.trim_end().len();
+    if start >= end || !text[start..].starts_with('{') {
+        return Err("not a JSON object".to_owned());
+    }
+    Ok(start..end)
+}
+
+/// The indentation of the line holding byte `at`.
+fn line_indent(text: &str, at: usize) -> &str {
+    let line_start = text[..at].rfind('\n').map_or(0, |newline| newline + 1);
+    let line = &text[line_start..];
+    &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+}
+
+/// `value` rendered for a slot whose line is indented by `indent`: on one
+/// line when the original was on one line, pretty otherwise.
+fn render(value: &Value, indent: &str, inline: bool) -> String {
+    if inline {
+        return match value {
+            Value::Array(items) => {
+                format!("[{}]", items.iter().map(Value::to_string).collect::<Vec<_>>().join(", "))
+            }
+            other => other.to_string(),
+        };
+    }
+    let pretty = serde_json::to_string_pretty(value).expect("JSON values serialise");
+    pretty.replace('\n', &format!("\n{indent}"))
+}
+
+/// A JSON object text being edited.
+pub(crate) struct JsonText {
+    pub(crate) text: String,
+}
+
+impl JsonText {
+    pub(crate) fn parse(text: String) -> Result<Self, String> {
+        let range = document(&text)?;
+        members(&text, range)?;
+        Ok(Self { text })
+    }
+
+    fn top(&self) -> Vec<Member> {
+        members(&self.text, document(&self.text).expect("checked at parse")).expect("checked at parse")
+    }
+
+    /// The value of a top-level member.
+    pub(crate) fn get(&self, key: &str) -> Option<Value> {
+        let member = self.top().into_iter().find(|member| member.key == key)?;
+        serde_json::from_str(&self.text[member.value]).ok()
+    }
+
+    /// Sets a top-level member (replaced in place, or added last).
+    pub(crate) fn set(&mut self, key: &str, value: &Value) {
+        let range = document(&self.text).expect("checked at parse");
+        self.set_in(range, key, value);
+    }
+
+    fn set_in(&mut self, object: Range<usize>, key: &str, value: &Value) {
+        let members = members(&self.text, object.clone()).expect("an object");
+        if let Some(member) = members.iter().find(|member| member.key == key) {
+            let indent = line_indent(&self.text, member.value.start).to_owned();
+            let inline = !self.text[member.value.clone()].contains('\n');
+            let rendered = render(value, &indent, inline);
+            self.text.replace_range(member.value.clone(), &rendered);
+            return;
+        }
+        self.insert_in(object, &members, key, value);
+    }
+
+    fn insert_in(&mut self, object: Range<usize>, members: &[Member], key: &str, value: &Value) {
+        let key_text = Value::String(key.to_owned()).to_string();
+        match members.last() {
+            Some(last) => {
+                let indent = line_indent(&self.text, last.value.start).to_owned();
+                let same_line = !self.text[object.start..last.value.start].contains('\n');
+                let (separator, indent) =
+                    if same_line { (" ".to_owned(), String::new()) } else { (format!("\n{indent}"), indent) };
+                let inline = !self.text[last.value.clone()].contains('\n') && !value.is_object();
+                let rendered = render(value, &indent, inline && same_line);
+                self.text.insert_str(last.value.end, &format!(",{separator}{key_text}: {rendered}"));
+            }
+            None => {
+                let outer = line_indent(&self.text, object.start).to_owned();
+                let inner = format!("{outer}  ");
+                let rendered = render(value, &inner, false);
+                self.text.replace_range(object, &format!("{{\n{inner}{key_text}: {rendered}\n{outer}}}"));
+            }
+        }
+    }
+
+    /// Adds `entries` to the object member `key` (created when absent);
+    /// existing entries are never replaced. A `key` that is not an object
+    /// is a conflict and nothing changes.
+    pub(crate) fn add_to_object(&mut self, key: &str, entries: &[(String, Value)]) -> Result<Vec<String>, String> {
+        let top = self.top();
+        let Some(member) = top.iter().find(|member| member.key == key) else {
+            let object: Map<String, Value> = entries.iter().cloned().collect();
+            self.set(key, &Value::Object(object));
+            return Ok(entries.iter().map(|(name, _)| name.clone()).collect());
+        };
+        let range = member.value.clone();
+        if !self.text[range.clone()].starts_with('{') {
+            return Err(format!("`{key}` is not an object"));
+        }
+        let mut added = Vec::new();
+        for (name, value) in entries {
+            let object = self.member_range(key).expect("present");
+            let existing = members(&self.text, object.clone()).map_err(|error| format!("`{key}`: {error}"))?;
+            if existing.iter().any(|member| member.key == *name) {
+                continue;
+            }
+            self.insert_in(object, &existing, name, value);
+            added.push(name.clone());
+        }
+        Ok(added)
+    }
+
+    fn member_range(&self, key: &str) -> Option<Range<usize>> {
+        self.top().into_iter().find(|member| member.key == key).map(|member| member.value)
+    }
+}
+
+/// Reads a JSON object file for editing; `Ok(None)` when it does not exist.
+pub(crate) fn read_json_file(path: &Path) -> Result<Option<JsonText>, EditRefused> {
+    let text = match super::read_config_file(&cairn_guard::SensitivePaths::for_current_user(), path) {
+        Ok(None) => return Ok(None),
+        Ok(Some(text)) => text,
+        Err(problem) => return Err(EditRefused::new("unreadable", format!("{}: {problem}", path.display()))),
+    };
+    JsonText::parse(text).map(Some).map_err(|problem| {
+        EditRefused::new("malformed_file", format!("{} is malformed ({problem}); nothing was changed", path.display()))
+    })
+}
+
+/// What an edit did to one file.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct EditOutcome {
+    pub(crate) path: PathBuf,
+    pub(crate) changed: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) notices: Vec<String>,
+}
+
+/// A string list member as entries; absent reads as empty, anything but a
+/// list of strings is refused.
+fn string_list(spec: &JsonText, key: &str, path: &Path) -> Result<Option<Vec<String>>, EditRefused> {
+    match spec.get(key) {
+        None => Ok(None),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text),
+                _ => Err(()),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+            .map_err(|()| {
+                EditRefused::new(
+                    "spec_unreadable",
+                    format!("`{key}` in {} is not a list of strings; nothing was changed", path.display()),
+                )
+            }),
+        Some(_) => Err(EditRefused::new(
+            "spec_unreadable",
+            format!("`{key}` in {} is not a list of strings; nothing was changed", path.display()),
+        )),
+    }
+}
+
+/// Enables (`true`) or disables server `name` for the selected agent:
+/// `@name` added to (or every `@name`/`@name/...` removed from) `tools` and
+/// `allowedTools`. Adding to `allowedTools` auto-approves the server's tools.
+pub(crate) fn toggle(discovery: &Discovery, name: &str, enable: bool) -> Result<EditOutcome, EditRefused> {
+    let agent = discovery.agent.as_ref().ok_or_else(|| EditRefused::new("agent_required", "name the agent to edit"))?;
+    if let Some((code, message)) = agent.read_only_reason() {
+        return Err(EditRefused::new(code, message));
+    }
+    if discovery.find(name).is_none() {
+        return Err(EditRefused::new("unknown_server", format!("no source defines an MCP server named {name:?}")));
+    }
+    let path = &agent.path;
+    let mut spec = read_json_file(path)?
+        .ok_or_else(|| EditRefused::new("spec_missing", format!("{} no longer exists", path.display())))?;
+    let reference = format!("@{name}");
+    let mut changed = false;
+    for key in ["tools", "allowedTools"] {
+        let entries = string_list(&spec, key, path)?;
+        let before = entries.clone().unwrap_or_default();
+        let after: Vec<String> = if enable {
+            let mut after = before.clone();
+            if !after.iter().any(|entry| entry.trim() == reference || entry.trim() == format!("{reference}/*")) {
+                after.push(reference.clone());
+            }
+            after
+        } else {
+            before.iter().filter(|entry| !names_server(entry, name)).cloned().collect()
+        };
+        if after != before {
+            spec.set(key, &json!(after));
+            changed = true;
+        }
+    }
+    let mut notices = Vec::new();
+    if changed {
+        atomic_write(path, spec.text.as_bytes())
+            .map_err(|error| EditRefused::new("write_failed", error.to_string()))?;
+    }
+    let reread = cairn_agent_spec::AgentSpec::from_json_str(&spec.text)
+        .map_err(|error| EditRefused::new("spec_unreadable", error.to_string()))?;
+    if !enable && reread.granted_tools().mounts_server(name) {
+        notices.push(format!(
+            "`tools` still mounts `{name}` through a wildcard (`*` or `@mcp`); list it in `excludedTools` to keep it out"
+        ));
+    }
+    let in_spec = reread.mcp_servers().iter().any(|server| server.name == name);
+    if enable && !in_spec && !reread.include_mcp_json().unwrap_or(false) {
+        notices.push(format!(
+            "`{name}` is not in this agent's `mcpServers`; run `cairn mcp sync` (or set `includeMcpJson`) so kiro-cli starts it"
+        ));
+    }
+    Ok(EditOutcome { path: path.clone(), changed, notices })
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct SyncOutcome {
+    pub(crate) path: PathBuf,
+    pub(crate) added: Vec<String>,
+    /// Names already in the spec (its definition wins).
+    pub(crate) kept: Vec<String>,
+    pub(crate) dry_run: bool,
+}
+
+/// Adds the servers of the `mcp.json` files to the selected agent's
+/// `mcpServers`; a name the spec already defines keeps its definition.
+pub(crate) fn sync(discovery: &Discovery, dry_run: bool) -> Result<SyncOutcome, EditRefused> {
+    let agent = discovery.agent.as_ref().ok_or_else(|| EditRefused::new("agent_required", "name the agent to edit"))?;
+    if let Some((code, message)) = agent.read_only_reason() {
+        return Err(EditRefused::new(code, message));
+    }
+    let path = &agent.path;
+    let mut spec = read_json_file(path)?
+        .ok_or_else(|| EditRefused::new("spec_missing", format!("{} no longer exists", path.display())))?;
+    let own: Vec<String> = match spec.get("mcpServers") {
+        None => Vec::new(),
+        Some(Value::Object(map)) => map.keys().cloned().collect(),
+        Some(_) => {
+            return Err(EditRefused::new(
+                "conflict",
+                format!("`mcpServers` in {} is not an object; it was left as it is", path.display()),
+            ));
+        }
+    };
+    let mut wanted: Vec<(String, Value)> = Vec::new();
+    let mut kept = Vec::new();
+    for definition in &discovery.definitions {
+        let kind = discovery.sources[definition.source].kind;
+        if kind == SourceKind::AgentSpec {
+            continue;
+        }
+        let name = &definition.server.name;
+        if own.contains(name) {
+            if !kept.contains(name) {
+                kept.push(name.clone());
+            }
+            continue;
+        }
+        if wanted.iter().any(|(known, _)| known == name) {
+            continue;
+        }
+        wanted.push((name.clone(), definition.raw.clone()));
+    }
+    let added = if dry_run {
+        wanted.iter().map(|(name, _)| name.clone()).collect()
+    } else {
+        let added =
+            spec.add_to_object("mcpServers", &wanted).map_err(|problem| EditRefused::new("conflict", problem))?;
+        if !added.is_empty() {
+            atomic_write(path, spec.text.as_bytes())
+                .map_err(|error| EditRefused::new("write_failed", error.to_string()))?;
+        }
+        added
+    };
+    Ok(SyncOutcome { path: path.clone(), added, kept, dry_run })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(before: &str, edit: impl FnOnce(&mut JsonText), after: &str) {
+        let mut text = JsonText::parse(before.to_owned()).unwrap();
+        edit(&mut text);
+        assert_eq!(text.text, after);
+        serde_json::from_str::<Value>(&text.text).unwrap();
+    }
+
+    #[test]
+    fn replaced_values_keep_every_other_byte() {
+        check(
+            "{\n  \"name\": \"dev\",   \"tools\": [\"fs_read\"],\n  \"x\": {\"a\" :1}\n}\n",
+            |text| text.set("tools", &json!(["fs_read", "@time"])),
+            "{\n  \"name\": \"dev\",   \"tools\": [\"fs_read\", \"@time\"],\n  \"x\": {\"a\" :1}\n}\n",
+        );
+        check(
+            "{\n    \"tools\": [\n        \"a\"\n    ]\n}",
+            |text| text.set("tools", &json!(["a", "b"])),
+            "{\n    \"tools\": [\n      \"a\",\n      \"b\"\n    ]\n}",
+        );
+    }
+
+    #[test]
+    fn new_members_follow_the_last_one() {
+        check(
+            "{\n  \"name\": \"dev\"\n}\n",
+            |text| text.set("allowedTools", &json!(["@time"])),
+            "{\n  \"name\": \"dev\",\n  \"allowedTools\": [\"@time\"]\n}\n",
+        );
+        check("{}", |text| text.set("tools", &json!(["@t"])), "{\n  \"tools\": [\n    \"@t\"\n  ]\n}");
+        check("{\"a\": 1}", |text| text.set("b", &json!([])), "{\"a\": 1, \"b\": []}");
+    }
+
+    #[test]
+    fn entries_are_added_to_an_object_member_without_replacing() {
+        let mut text =
+            JsonText::parse("{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"}\n  }\n}\n".to_owned()).unwrap();
+        let added = text
+            .add_to_object("mcpServers", &[("a".into(), json!({"command": "y"})), ("b".into(), json!({"url": "u"}))])
+            .unwrap();
+        assert_eq!(added, ["b"]);
+        assert_eq!(
+            text.text,
+            "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"},\n    \"b\": {\n      \"url\": \"u\"\n    }\n  }\n}\n"
+        );
+        let mut bad = JsonText::parse("{\"mcpServers\": [1]}".to_owned()).unwrap();
+        assert!(bad.add_to_object("mcpServers", &[("b".into(), json!({}))]).is_err());
+        assert_eq!(bad.text, "{\"mcpServers\": [1]}");
+    }
+
+    #[test]
+    fn malformed_documents_are_refused() {
+        for bad in ["", "[1]", "{", "{\"a\": }", "null"] {
+            assert!(JsonText::parse(bad.to_owned()).is_err(), "{bad:?}");
+        }
+    }
+}
