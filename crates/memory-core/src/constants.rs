@@ -194,3 +194,11 @@ pub const MIGRATION_EPISODIC_IMPORTANCE: f64 = 0.4;
 pub const IMPORT_LEDGER_FILE_NAME: &str = "import_ledger.txt";
 /// Lessons one import may add (the JSONL store keeps only 200).
 pub const MAX_IMPORTED_LESSONS: usize = 50;
+/// Largest foreign-agent file (Claude Code, Hermes, OpenClaw) an import reads, in bytes.
+pub const MAX_FOREIGN_FILE_BYTES: u64 = 1024 * 1024;
+/// Directory entries a foreign import reads from one directory; more are reported, not read.
+pub const MAX_FOREIGN_DIR_ENTRIES: usize = 1_000;
+/// Hermes profiles a foreign import scans.
+pub const MAX_HERMES_PROFILES: usize = 50;
+/// Confidence of a `user.*` fact carried over from another agent's files.
+pub const FOREIGN_FACT_CONFIDENCE: f64 = MIGRATION_SEMANTIC_CONFIDENCE;

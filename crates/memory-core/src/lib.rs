@@ -54,6 +54,7 @@ mod episodic;
 mod error;
 mod export;
 mod files;
+mod foreign;
 mod jsonl;
 mod keywords;
 mod lessons;
@@ -86,6 +87,10 @@ pub use export::{
 pub use files::{
     Clock, ContextSection, FileHit, FilesContext, FilesContextCaps, HISTORY_DIR, HistoryAppend, IndexReport,
     MEMORY_DIR, ManualClock, MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE, PruneReport, RecentHistory, SystemClock,
+};
+pub use foreign::{
+    Diagnostic, ForeignCounts, ForeignItem, ForeignReport, ForeignRoots, ForeignSource, ItemOutcome, apply_foreign,
+    scan_foreign,
 };
 pub use jsonl::{JsonlLessonStore, LessonBook};
 pub use lessons::{

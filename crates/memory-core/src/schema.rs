@@ -178,6 +178,22 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (session_key, seq)
     ) WITHOUT ROWID;
     "#,
+    // 6: the provenance ledger of foreign-agent imports (Claude Code,
+    // Hermes, OpenClaw): one row per item a writer decided, so re-applying
+    // the same source changes nothing. It lives beside the memory it
+    // describes, so a copy of memory.db keeps the two consistent.
+    r#"
+    CREATE TABLE import_provenance (
+        source      TEXT NOT NULL,
+        path        TEXT NOT NULL,
+        item_hash   TEXT NOT NULL,
+        landed_as   TEXT NOT NULL,
+        outcome     TEXT NOT NULL,
+        target      TEXT,
+        recorded_at INTEGER NOT NULL,
+        PRIMARY KEY (source, path, item_hash)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.
