@@ -33,6 +33,25 @@ pub enum GuardError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is not a regular file (a FIFO, a socket, a device, a
+    /// directory): reading it could block forever or never end.
+    #[error("{path} is not a regular file (it is a {kind})")]
+    NotRegularFile {
+        /// The resolved path.
+        path: PathBuf,
+        /// What it is instead (`FIFO`, `socket`, `directory`, ...).
+        kind: &'static str,
+    },
+    /// The file is larger than the read's cap; nothing was read.
+    #[error("{path} is larger than the {limit}-byte limit ({bytes} bytes)")]
+    TooLarge {
+        /// The resolved path.
+        path: PathBuf,
+        /// Its size (at least this many bytes).
+        bytes: u64,
+        /// The cap of this read.
+        limit: u64,
+    },
     /// The file is not valid UTF-8 text.
     #[error("{path} is not valid UTF-8")]
     NotUtf8 {

@@ -62,7 +62,10 @@ pub use injection::{
     rule_names, screen, screen_all,
 };
 pub use normalize::normalize;
-pub use paths::{SensitivePaths, is_sensitive_path, lexical_normalize, mentions_sensitive_location, safe_read_file};
+pub use paths::{
+    MAX_READ_BYTES, SensitivePaths, is_sensitive_path, lexical_normalize, mentions_sensitive_location, read_regular_file,
+    safe_read_file, safe_read_file_bounded,
+};
 pub use secrets::{CredentialFinding, find_credentials, redact_credentials};
 pub use urls::{find_exfiltration_urls, redact_exfiltration_urls};
 

@@ -116,15 +116,32 @@ impl SensitivePaths {
         self.classify(path).map_or(true, |reason| reason.is_some())
     }
 
-    /// Reads `path` as UTF-8 text unless it is sensitive.
+    /// Reads `path` as UTF-8 text unless it is sensitive, not a regular
+    /// file or larger than [`MAX_READ_BYTES`].
     pub fn read_to_string(&self, path: &Path) -> Result<String> {
-        let bytes = self.read(path)?;
-        let resolved = resolve_existing(&self.absolute(path)?);
+        self.read_to_string_bounded(path, MAX_READ_BYTES)
+    }
+
+    /// Reads `path` as UTF-8 text unless it is sensitive, not a regular
+    /// file or larger than `max_bytes` (at most `max_bytes` are read).
+    pub fn read_to_string_bounded(&self, path: &Path, max_bytes: u64) -> Result<String> {
+        let (resolved, bytes) = self.read_resolved(path, max_bytes)?;
         String::from_utf8(bytes).map_err(|_| GuardError::NotUtf8 { path: resolved })
     }
 
-    /// Reads `path` as bytes unless it is sensitive.
+    /// Reads `path` as bytes unless it is sensitive, not a regular file or
+    /// larger than [`MAX_READ_BYTES`].
     pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        self.read_bounded(path, MAX_READ_BYTES)
+    }
+
+    /// Reads `path` as bytes unless it is sensitive, not a regular file or
+    /// larger than `max_bytes` (at most `max_bytes` are read).
+    pub fn read_bounded(&self, path: &Path, max_bytes: u64) -> Result<Vec<u8>> {
+        self.read_resolved(path, max_bytes).map(|(_, bytes)| bytes)
+    }
+
+    fn read_resolved(&self, path: &Path, max_bytes: u64) -> Result<(PathBuf, Vec<u8>)> {
         let lexical = self.absolute(path)?;
         let resolved = resolve_existing(&lexical);
         let refusal = self.classify_resolved(&lexical).or_else(|| self.classify_resolved(&resolved));
@@ -134,7 +151,8 @@ impl SensitivePaths {
         }
         // Read the resolved target, so a symlink swapped after the check
         // still points at the file that was classified.
-        std::fs::read(&resolved).map_err(|source| GuardError::Io { path: resolved, source })
+        let bytes = read_regular_file(&resolved, max_bytes)?;
+        Ok((resolved, bytes))
     }
 
     fn absolute(&self, path: &Path) -> Result<PathBuf> {
@@ -238,15 +256,95 @@ fn resolve_existing(path: &Path) -> PathBuf {
     }
 }
 
+/// The cap of a guarded read unless the caller names a smaller one: 8 MiB,
+/// far above any prompt, skill or spec a person writes, and small enough
+/// that a hostile file costs little memory.
+pub const MAX_READ_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Reads at most `max_bytes` of the regular file at `path`, refusing any
+/// other kind of file before a byte is read.
+///
+/// The file is opened without blocking (a FIFO with no writer would hang a
+/// plain open) and its type and size are taken from the open handle, so a
+/// file swapped between a check and the open is still checked.
+pub fn read_regular_file(path: &Path, max_bytes: u64) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    let io_error = |source| GuardError::Io { path: path.to_path_buf(), source };
+    let file = open_nonblocking(path).map_err(io_error)?;
+    let metadata = file.metadata().map_err(io_error)?;
+    if !metadata.is_file() {
+        return Err(GuardError::NotRegularFile { path: path.to_path_buf(), kind: file_kind(&metadata.file_type()) });
+    }
+    let too_large = |bytes| GuardError::TooLarge { path: path.to_path_buf(), bytes, limit: max_bytes };
+    if metadata.len() > max_bytes {
+        return Err(too_large(metadata.len()));
+    }
+    let capacity = usize::try_from(metadata.len()).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(capacity);
+    // One byte past the cap tells a file that grew since the stat.
+    file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(io_error)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+#[cfg(unix)]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    std::fs::OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path)
+}
+
+#[cfg(not(unix))]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// A file type's name for an error message.
+fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if kind.is_fifo() {
+            return "FIFO";
+        }
+        if kind.is_socket() {
+            return "socket";
+        }
+        if kind.is_char_device() {
+            return "character device";
+        }
+        if kind.is_block_device() {
+            return "block device";
+        }
+    }
+    if kind.is_dir() {
+        "directory"
+    } else if kind.is_symlink() {
+        "symbolic link"
+    } else {
+        "special file"
+    }
+}
+
 /// True when `path` must not be read, under the process-wide rules.
 pub fn is_sensitive_path(path: impl AsRef<Path>) -> bool {
     GLOBAL.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_sensitive(path.as_ref())
 }
 
 /// The one guarded read: refuses a sensitive path with
-/// [`GuardError::SensitivePath`] and reads UTF-8 text otherwise.
+/// [`GuardError::SensitivePath`], anything but a regular file with
+/// [`GuardError::NotRegularFile`] and a file over [`MAX_READ_BYTES`] with
+/// [`GuardError::TooLarge`], and reads UTF-8 text otherwise.
 pub fn safe_read_file(path: impl AsRef<Path>) -> Result<String> {
-    GLOBAL.read().unwrap_or_else(std::sync::PoisonError::into_inner).read_to_string(path.as_ref())
+    safe_read_file_bounded(path, MAX_READ_BYTES)
+}
+
+/// [`safe_read_file`] with a cap of `max_bytes` (at most that many bytes
+/// are read).
+pub fn safe_read_file_bounded(path: impl AsRef<Path>, max_bytes: u64) -> Result<String> {
+    GLOBAL.read().unwrap_or_else(std::sync::PoisonError::into_inner).read_to_string_bounded(path.as_ref(), max_bytes)
 }
 
 /// References to credential stores and cloud metadata endpoints inside tool

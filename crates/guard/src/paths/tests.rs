@@ -122,3 +122,37 @@ fn sensitive_mentions_in_tool_input() {
         assert_eq!(mentions_sensitive_location(text), None, "{text}");
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn guarded_read_refuses_a_fifo_without_opening_it_for_a_writer() {
+    let (dir, rules) = fixture();
+    let fifo = dir.path().join("home/project/prompt.md");
+    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(status.success());
+    // No writer ever opens the FIFO: a blocking open would hang here.
+    match rules.read_to_string(&fifo) {
+        Err(GuardError::NotRegularFile { kind, .. }) => assert_eq!(kind, "FIFO"),
+        other => panic!("expected NotRegularFile, got {other:?}"),
+    }
+    let directory = dir.path().join("home/project");
+    assert!(matches!(rules.read(&directory), Err(GuardError::NotRegularFile { kind: "directory", .. })));
+}
+
+#[test]
+fn guarded_read_refuses_a_file_over_the_cap_before_reading_it() {
+    let (dir, rules) = fixture();
+    let big = dir.path().join("home/project/big.md");
+    let file = fs::File::create(&big).unwrap();
+    // Sparse: the size is what counts, not the blocks on disk.
+    file.set_len(MAX_READ_BYTES + 1).unwrap();
+    match rules.read_to_string(&big) {
+        Err(GuardError::TooLarge { bytes, limit, .. }) => {
+            assert_eq!((bytes, limit), (MAX_READ_BYTES + 1, MAX_READ_BYTES));
+        }
+        other => panic!("expected TooLarge, got {:?}", other.map(|text| text.len())),
+    }
+    let small = dir.path().join("home/project/notes.md");
+    assert_eq!(rules.read_to_string_bounded(&small, 5).unwrap(), "hello");
+    assert!(matches!(rules.read_to_string_bounded(&small, 4), Err(GuardError::TooLarge { bytes: 5, limit: 4, .. })));
+}
