@@ -9,7 +9,8 @@
 //!     --model ~/.local/share/cairn/models/all-MiniLM-L6-v2 \
 //!     --corpus ../shared/tools/peers/data/corpus_1k.jsonl --runs 3
 //! ```
-//! Threads: candle uses `RAYON_NUM_THREADS` (default: physical cores).
+//! Threads: the embedder uses `RAYON_NUM_THREADS` (default: all cores).
+//! `--only b1` or `--only bs` runs one of the two measures (for profiling).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -40,6 +41,7 @@ fn main() -> anyhow::Result<()> {
     let mut model = std::env::var_os("CAIRN_EMBED_MODEL_PATH").map(PathBuf::from);
     let mut corpus = PathBuf::from("../shared/tools/peers/data/corpus_1k.jsonl");
     let (mut runs, mut n1, mut batch_size) = (3usize, 1000usize, 32usize);
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
@@ -49,6 +51,13 @@ fn main() -> anyhow::Result<()> {
             "--runs" => runs = value()?.parse()?,
             "--n1" => n1 = value()?.parse()?,
             "--bs" => batch_size = value()?.parse()?,
+            "--only" => {
+                let part = value()?;
+                if part != "b1" && part != "bs" {
+                    bail!("--only takes b1 or bs, not {part}");
+                }
+                only = Some(part);
+            }
             other => bail!("unknown flag {other}"),
         }
     }
@@ -69,8 +78,9 @@ fn main() -> anyhow::Result<()> {
 
     let (mut p50s, mut throughputs) = (Vec::new(), Vec::new());
     for run in 0..runs {
+        let (single, batched) = (only.as_deref() != Some("bs"), only.as_deref() != Some("b1"));
         let mut latencies: Vec<f64> = Vec::with_capacity(n1);
-        for text in texts.iter().take(n1) {
+        for text in texts.iter().take(if single { n1 } else { 1 }) {
             let start = Instant::now();
             embedder.embed(text)?;
             latencies.push(start.elapsed().as_secs_f64() * 1e3);
@@ -79,7 +89,7 @@ fn main() -> anyhow::Result<()> {
         let mean = latencies.iter().sum::<f64>() / latencies.len() as f64;
         let all: Vec<&str> = texts.iter().map(String::as_str).collect();
         let start = Instant::now();
-        let vectors = embedder.embed_batch(&all)?;
+        let vectors = if batched { embedder.embed_batch(&all)? } else { vec![Vec::new(); all.len()] };
         let batch_s = start.elapsed().as_secs_f64();
         assert_eq!(vectors.len(), texts.len());
         let throughput = texts.len() as f64 / batch_s;

@@ -9,10 +9,17 @@ use serde::Deserialize;
 use tokenizers::Tokenizer;
 use tracing::{debug, info_span};
 
+use rayon::prelude::*;
+
 use super::kernels::{self, Norm};
+use super::matmul::{Epilogue, PackedLinear};
 use super::tokenize::{encode_all, load_tokenizer, read_json};
 use crate::backend::{EmbeddingBackend, l2_normalize};
 use crate::constants::{DEFAULT_MAX_SEQ_LENGTH, MAX_BATCH};
+
+/// Below this many texts per thread, one forward pass splits its work
+/// across threads instead of each thread taking whole texts.
+const MIN_TEXTS_PER_THREAD: usize = 4;
 use crate::error::{EmbedError, Result};
 
 /// How token vectors become one sentence vector (from `1_Pooling/config.json`).
@@ -89,29 +96,12 @@ struct SentenceBertConfig {
     max_seq_length: Option<usize>,
 }
 
-/// A linear layer: weight transposed (`in × out`, contiguous, for the
-/// matrix product on candle) and bias (added by the fused kernels).
-struct Linear {
-    weight_t: Tensor,
-    bias: Vec<f32>,
-}
-
-impl Linear {
-    /// `input (rows × in) · weight_t` without the bias.
-    fn product(&self, input: Vec<f32>, rows: usize) -> Result<Vec<f32>> {
-        let width = input.len() / rows.max(1);
-        let input = Tensor::from_vec(input, (rows, width), &Device::Cpu)?;
-        let output = input.matmul(&self.weight_t)?;
-        Ok(output.flatten_all()?.to_vec1::<f32>()?)
-    }
-}
-
 struct Layer {
-    qkv: Linear,
-    attention_out: Linear,
+    qkv: PackedLinear,
+    attention_out: PackedLinear,
     attention_norm: Norm,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: PackedLinear,
+    output: PackedLinear,
     output_norm: Norm,
 }
 
@@ -174,9 +164,19 @@ impl Weights {
         Ok((self.take(&format!("{name}.weight"))?, self.take(&format!("{name}.bias"))?))
     }
 
-    fn linear(&mut self, name: &str) -> Result<Linear> {
+    fn linear(&mut self, name: &str) -> Result<PackedLinear> {
         let (weight, bias) = self.linear_parts(name)?;
-        Ok(Linear { weight_t: weight.t()?.contiguous()?, bias: bias.to_vec1()? })
+        self.pack(&weight, &bias, name)
+    }
+
+    /// Packs a `out × in` weight and its `out` bias for the matrix kernel.
+    fn pack(&self, weight: &Tensor, bias: &Tensor, name: &str) -> Result<PackedLinear> {
+        let (outputs, inputs) = weight.dims2()?;
+        if bias.dims() != [outputs] {
+            return Err(EmbedError::model_files(&self.path, format!("`{name}` bias does not match its weight")));
+        }
+        let weight: Vec<f32> = weight.flatten_all()?.to_vec1()?;
+        Ok(PackedLinear::new(&weight, &bias.to_vec1::<f32>()?, outputs, inputs))
     }
 
     fn layer_norm(&mut self, name: &str, eps: f64) -> Result<Norm> {
@@ -243,10 +243,17 @@ impl CandleBert {
             let (query_weight, query_bias) = weights.linear_parts(&format!("{base}.attention.self.query"))?;
             let (key_weight, key_bias) = weights.linear_parts(&format!("{base}.attention.self.key"))?;
             let (value_weight, value_bias) = weights.linear_parts(&format!("{base}.attention.self.value"))?;
-            let qkv = Linear {
-                weight_t: Tensor::cat(&[(query_weight * scale)?, key_weight, value_weight], 0)?.t()?.contiguous()?,
-                bias: Tensor::cat(&[(query_bias * scale)?, key_bias, value_bias], 0)?.to_vec1()?,
-            };
+            let qkv = weights.pack(
+                &Tensor::cat(&[(query_weight * scale)?, key_weight, value_weight], 0)?,
+                &Tensor::cat(&[(query_bias * scale)?, key_bias, value_bias], 0)?,
+                &format!("{base}.attention.self"),
+            )?;
+            if qkv.outputs() != 3 * hidden {
+                return Err(EmbedError::model_files(
+                    &weights.path,
+                    format!("`{base}` attention is not hidden_size wide"),
+                ));
+            }
             layers.push(Layer {
                 qkv,
                 attention_out: weights.linear(&format!("{base}.attention.output.dense"))?,
@@ -279,8 +286,9 @@ impl CandleBert {
     }
 
     /// Runs one chunk of texts, unpadded: the linear layers see every
-    /// token of every text as one row, attention runs per text.
-    fn forward_chunk(&self, ids: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+    /// token of every text as one row, attention runs per text. With
+    /// `parallel`, the products and attention split across the rayon pool.
+    fn forward_chunk(&self, ids: &[&[u32]], parallel: bool) -> Result<Vec<Vec<f32>>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -300,15 +308,20 @@ impl CandleBert {
             hidden,
             &self.embeddings_norm,
         );
+        // Scratch buffers, reused by every layer.
+        let intermediate_width = self.layers.first().map_or(0, |layer| layer.intermediate.outputs());
+        let mut qkv = vec![0.0f32; tokens * 3 * hidden];
+        let mut context = vec![0.0f32; tokens * hidden];
+        let mut projected = vec![0.0f32; tokens * hidden];
+        let mut intermediate = vec![0.0f32; tokens * intermediate_width];
         for layer in &self.layers {
-            let qkv = layer.qkv.product(states.clone(), tokens)?;
-            let context = kernels::attention(&qkv, &layer.qkv.bias, &lengths, self.heads, head_dim);
-            let attended = layer.attention_out.product(context, tokens)?;
-            kernels::bias_residual_norm(&attended, &layer.attention_out.bias, &mut states, &layer.attention_norm);
-            let mut intermediate = layer.intermediate.product(states.clone(), tokens)?;
-            kernels::bias_gelu(&mut intermediate, &layer.intermediate.bias);
-            let output = layer.output.product(intermediate, tokens)?;
-            kernels::bias_residual_norm(&output, &layer.output.bias, &mut states, &layer.output_norm);
+            layer.qkv.product(&states, tokens, Epilogue::Bias, &mut qkv, parallel);
+            kernels::attention(&qkv, &lengths, self.heads, head_dim, &mut context, parallel);
+            layer.attention_out.product(&context, tokens, Epilogue::Bias, &mut projected, parallel);
+            kernels::residual_norm(&projected, &mut states, &layer.attention_norm);
+            layer.intermediate.product(&states, tokens, Epilogue::BiasGelu, &mut intermediate, parallel);
+            layer.output.product(&intermediate, tokens, Epilogue::Bias, &mut projected, parallel);
+            kernels::residual_norm(&projected, &mut states, &layer.output_norm);
         }
 
         let mut sentences = Vec::with_capacity(ids.len());
@@ -409,10 +422,28 @@ impl EmbeddingBackend for CandleBert {
         let ids = encode_all(&self.tokenizer, texts)?;
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&index| std::cmp::Reverse(ids[index].len()));
-        let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(self.max_batch) {
+        // Enough texts for every thread: whole chunks run in parallel, each
+        // on one thread (no synchronisation inside a forward pass). Else one
+        // chunk splits its products and attention across the threads.
+        let threads = rayon::current_num_threads();
+        let chunk_size = if order.len() >= threads * MIN_TEXTS_PER_THREAD && threads > 1 {
+            self.max_batch.min(order.len().div_ceil(threads))
+        } else {
+            self.max_batch
+        };
+        let chunks: Vec<&[usize]> = order.chunks(chunk_size).collect();
+        let run = |chunk: &&[usize], parallel: bool| -> Result<Vec<Vec<f32>>> {
             let chunk_ids: Vec<&[u32]> = chunk.iter().map(|&index| ids[index].as_slice()).collect();
-            for (&index, vector) in chunk.iter().zip(self.forward_chunk(&chunk_ids)?) {
+            self.forward_chunk(&chunk_ids, parallel)
+        };
+        let results: Vec<Vec<Vec<f32>>> = if chunks.len() > 1 {
+            chunks.par_iter().map(|chunk| run(chunk, false)).collect::<Result<_>>()?
+        } else {
+            chunks.iter().map(|chunk| run(chunk, true)).collect::<Result<_>>()?
+        };
+        let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for (chunk, chunk_vectors) in chunks.iter().zip(results) {
+            for (&index, vector) in chunk.iter().zip(chunk_vectors) {
                 vectors[index] = vector;
             }
         }

@@ -72,13 +72,14 @@ pub(super) struct Norm {
     pub(super) eps: f32,
 }
 
-/// `out[r] = LayerNorm(product[r] + bias + residual[r])`, written into `residual`.
-pub(super) fn bias_residual_norm(product: &[f32], bias: &[f32], residual: &mut [f32], norm: &Norm) {
-    let width = bias.len();
+/// `out[r] = LayerNorm(product[r] + residual[r])`, written into `residual`
+/// (the product already carries its bias).
+pub(super) fn residual_norm(product: &[f32], residual: &mut [f32], norm: &Norm) {
+    let width = norm.weight.len();
     for_each_row(residual, width, |row_index, row| {
         let source = &product[row_index * width..(row_index + 1) * width];
-        for ((x, p), b) in row.iter_mut().zip(source).zip(bias) {
-            *x += p + b;
+        for (x, p) in row.iter_mut().zip(source) {
+            *x += p;
         }
         layer_norm_row(row, &norm.weight, &norm.bias, norm.eps);
     });
@@ -130,89 +131,126 @@ fn erf(x: f32) -> f32 {
     p / q
 }
 
-/// In place: `x = gelu(x + bias)` (exact, erf-based GELU) for every row.
-pub(super) fn bias_gelu(buffer: &mut [f32], bias: &[f32]) {
-    for_each_row(buffer, bias.len(), |_, row| {
-        for (x, b) in row.iter_mut().zip(bias) {
-            let v = *x + b;
-            *x = 0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2));
-        }
-    });
+/// Exact (erf-based) GELU.
+#[inline(always)]
+pub(super) fn gelu(v: f32) -> f32 {
+    0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// Self-attention over unpadded sequences. `qkv` rows are
-/// `[q (heads × head_dim) | k | v]` before bias; the query part of the
-/// weights already carries the `1/sqrt(head_dim)` scale. Returns the
-/// context rows (`tokens × heads·head_dim`).
-pub(super) fn attention(qkv: &[f32], qkv_bias: &[f32], lengths: &[usize], heads: usize, head_dim: usize) -> Vec<f32> {
+/// `[q (heads × head_dim) | k | v]` with their bias; the query part already
+/// carries the `1/sqrt(head_dim)` scale. Writes the context rows
+/// (`tokens × heads·head_dim`) into `out`. With `parallel`, large inputs
+/// are split across sequences (several) or heads (one).
+pub(super) fn attention(
+    qkv: &[f32],
+    lengths: &[usize],
+    heads: usize,
+    head_dim: usize,
+    out: &mut [f32],
+    parallel: bool,
+) {
     let hidden = heads * head_dim;
-    let stride = 3 * hidden;
-    let tokens: usize = lengths.iter().sum();
-    // Add the bias once; every (sequence, head) task then reads plain rows.
-    let mut biased = qkv.to_vec();
-    for_each_row(&mut biased, stride, |_, row| {
-        for (x, b) in row.iter_mut().zip(qkv_bias) {
-            *x += b;
-        }
-    });
-    let mut starts = Vec::with_capacity(lengths.len());
-    let mut start = 0;
+    let work: usize = lengths.iter().map(|length| length * length).sum::<usize>() * hidden;
+    let parallel = parallel && work >= MIN_ATTENTION_PARALLEL_WORK && rayon::current_num_threads() > 1;
+    // Each sequence's rows of `qkv` and of `out`.
+    let mut sequences = Vec::with_capacity(lengths.len());
+    let (mut rest, mut first) = (out, 0);
     for &length in lengths {
-        starts.push(start);
-        start += length;
+        let (mine, tail) = std::mem::take(&mut rest).split_at_mut(length * hidden);
+        sequences.push((&qkv[first * 3 * hidden..(first + length) * 3 * hidden], mine));
+        rest = tail;
+        first += length;
     }
-    // One task per (sequence, head); each returns its context block.
-    let tasks: Vec<(usize, usize)> =
-        (0..lengths.len()).flat_map(|sequence| (0..heads).map(move |head| (sequence, head))).collect();
-    let run = |&(sequence, head): &(usize, usize)| -> Vec<f32> {
-        let (first, length) = (starts[sequence], lengths[sequence]);
-        let part = |token: usize, part: usize| {
-            let offset = (first + token) * stride + part * hidden + head * head_dim;
-            &biased[offset..offset + head_dim]
-        };
-        // This head's keys and values, contiguous.
-        let mut keys = Vec::with_capacity(length * head_dim);
-        let mut values = Vec::with_capacity(length * head_dim);
-        for token in 0..length {
-            keys.extend_from_slice(part(token, 1));
-            values.extend_from_slice(part(token, 2));
-        }
-        let mut context = vec![0.0f32; length * head_dim];
-        let mut scores = vec![0.0f32; length];
-        for query in 0..length {
-            let q = part(query, 0);
-            let mut max = f32::NEG_INFINITY;
-            for (score, key) in scores.iter_mut().zip(keys.chunks_exact(head_dim)) {
-                *score = dot(q, key);
-                max = max.max(*score);
-            }
-            let mut sum = 0.0;
-            for score in &mut scores {
-                *score = (*score - max).exp();
-                sum += *score;
-            }
-            let inverse = 1.0 / sum;
-            let out = &mut context[query * head_dim..(query + 1) * head_dim];
-            for (score, value) in scores.iter().zip(values.chunks_exact(head_dim)) {
-                let weight = score * inverse;
-                for (o, v) in out.iter_mut().zip(value) {
-                    *o += weight * v;
-                }
+    if parallel && sequences.len() == 1 {
+        let (rows, out) = sequences.pop().expect("one sequence");
+        let blocks: Vec<Vec<f32>> = (0..heads)
+            .into_par_iter()
+            .map(|head| {
+                let mut block = vec![0.0f32; rows.len() / 3];
+                let mut scratch = AttentionScratch::default();
+                attend_head(rows, hidden, head, head_dim, &mut block, hidden, &mut scratch);
+                block
+            })
+            .collect();
+        for (head, block) in blocks.iter().enumerate() {
+            for (row, source) in out.chunks_exact_mut(hidden).zip(block.chunks_exact(hidden)) {
+                row[head * head_dim..(head + 1) * head_dim]
+                    .copy_from_slice(&source[head * head_dim..(head + 1) * head_dim]);
             }
         }
-        context
-    };
-    let work: usize = lengths.iter().map(|length| length * length).sum::<usize>() * heads * head_dim;
-    let blocks: Vec<Vec<f32>> =
-        if work < 256 * 1024 { tasks.iter().map(run).collect() } else { tasks.par_iter().map(run).collect() };
-    let mut out = vec![0.0f32; tokens * hidden];
-    for (&(sequence, head), block) in tasks.iter().zip(&blocks) {
-        for (token, values) in block.chunks_exact(head_dim).enumerate() {
-            let offset = (starts[sequence] + token) * hidden + head * head_dim;
-            out[offset..offset + head_dim].copy_from_slice(values);
+    } else if parallel {
+        sequences.into_par_iter().for_each_init(AttentionScratch::default, |scratch, (rows, out)| {
+            for head in 0..heads {
+                attend_head(rows, hidden, head, head_dim, out, hidden, scratch);
+            }
+        });
+    } else {
+        let mut scratch = AttentionScratch::default();
+        for (rows, out) in sequences {
+            for head in 0..heads {
+                attend_head(rows, hidden, head, head_dim, out, hidden, &mut scratch);
+            }
         }
     }
-    out
+}
+
+/// Below this much work (sum of length² × width) attention stays on one thread.
+const MIN_ATTENTION_PARALLEL_WORK: usize = 256 * 1024;
+
+/// Per-thread buffers reused across heads and sequences.
+#[derive(Default)]
+struct AttentionScratch {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+/// One head of one sequence: `rows` are the sequence's `qkv` rows; the
+/// head's context goes to `out[token * out_stride + head * head_dim ..]`.
+fn attend_head(
+    rows: &[f32],
+    hidden: usize,
+    head: usize,
+    head_dim: usize,
+    out: &mut [f32],
+    out_stride: usize,
+    scratch: &mut AttentionScratch,
+) {
+    let stride = 3 * hidden;
+    let length = rows.len() / stride;
+    let offset = head * head_dim;
+    let AttentionScratch { keys, values, scores } = scratch;
+    keys.clear();
+    values.clear();
+    for row in rows.chunks_exact(stride) {
+        keys.extend_from_slice(&row[hidden + offset..hidden + offset + head_dim]);
+        values.extend_from_slice(&row[2 * hidden + offset..2 * hidden + offset + head_dim]);
+    }
+    scores.clear();
+    scores.resize(length, 0.0);
+    for (query, row) in rows.chunks_exact(stride).enumerate() {
+        let q = &row[offset..offset + head_dim];
+        let mut max = f32::NEG_INFINITY;
+        for (score, key) in scores.iter_mut().zip(keys.chunks_exact(head_dim)) {
+            *score = dot(q, key);
+            max = max.max(*score);
+        }
+        let mut sum = 0.0;
+        for score in scores.iter_mut() {
+            *score = (*score - max).exp();
+            sum += *score;
+        }
+        let inverse = 1.0 / sum;
+        let context = &mut out[query * out_stride + offset..query * out_stride + offset + head_dim];
+        context.fill(0.0);
+        for (score, value) in scores.iter().zip(values.chunks_exact(head_dim)) {
+            let weight = score * inverse;
+            for (o, v) in context.iter_mut().zip(value) {
+                *o += weight * v;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -239,8 +277,11 @@ mod tests {
         // One sequence of one token: softmax over one key is 1, context = v.
         let (heads, head_dim) = (2, 2);
         let qkv = [1.0, 2.0, 3.0, 4.0, 0.5, 0.5, 0.5, 0.5, 9.0, 8.0, 7.0, 6.0];
-        let bias = [0.0; 12];
-        assert_eq!(attention(&qkv, &bias, &[1], heads, head_dim), vec![9.0, 8.0, 7.0, 6.0]);
+        for parallel in [false, true] {
+            let mut out = vec![0.0; 4];
+            attention(&qkv, &[1], heads, head_dim, &mut out, parallel);
+            assert_eq!(out, vec![9.0, 8.0, 7.0, 6.0]);
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod bert;
 mod kernels;
+mod matmul;
 mod qwen3;
 mod tokenize;
 

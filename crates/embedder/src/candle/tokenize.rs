@@ -25,6 +25,12 @@ pub(crate) fn load_tokenizer(dir: &Path, max_tokens: usize) -> Result<Tokenizer>
 
 /// Token ids of every text, in input order.
 pub(crate) fn encode_all(tokenizer: &Tokenizer, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
+    if let [text] = texts {
+        // One text: no batch machinery (and no thread pool) around it.
+        let encoding =
+            tokenizer.encode(*text, true).map_err(|error| EmbedError::Tokenizer { message: error.to_string() })?;
+        return Ok(vec![encoding.get_ids().to_vec()]);
+    }
     let encodings = tokenizer
         .encode_batch(texts.to_vec(), true)
         .map_err(|error| EmbedError::Tokenizer { message: error.to_string() })?;
