@@ -81,6 +81,7 @@ impl Home {
     /// The home of `settings`; its sensitive-path set is installed for the
     /// guard's process-wide reads too.
     pub(crate) fn new(settings: Settings) -> Self {
+        owner_only_umask();
         let mut sensitive = SensitivePaths::for_current_user().with_gateway_home(&settings.home);
         for name in HOME_SECRETS {
             sensitive = sensitive.with_extra(settings.home.join(name));
@@ -104,7 +105,9 @@ impl Home {
         &self.sensitive
     }
 
-    /// Creates the home directory (owner-only) when it does not exist.
+    /// Creates the home directory (owner-only) when it does not exist; an
+    /// existing one whose modes let others in is tightened (once per
+    /// process), with a notice.
     pub(crate) fn ensure_dir(&self) -> anyhow::Result<()> {
         let dir = self.dir();
         if !dir.exists() {
@@ -114,6 +117,8 @@ impl Home {
             std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
             builder.create(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
+        static TIGHTENED: std::sync::Once = std::sync::Once::new();
+        TIGHTENED.call_once(|| tighten_home(dir));
         Ok(())
     }
 
@@ -278,4 +283,72 @@ pub(crate) struct ContextParts {
     pub(crate) files: Option<Arc<MemoryFiles>>,
     pub(crate) skills: Option<Arc<Catalog>>,
     pub(crate) hooks: Option<Arc<ConfigHooks>>,
+}
+
+/// Everything Cairn creates from here on is owner-only (0700 directories,
+/// 0600 files): SQLite's databases and journals, history files, indexes.
+/// Set once, before any store is opened; hooks inherit it.
+fn owner_only_umask() {
+    #[cfg(unix)]
+    {
+        let _ = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    }
+}
+
+/// How deep the tightening walk goes below the home (models, skills and
+/// history sit two or three levels down).
+const TIGHTEN_DEPTH: usize = 4;
+/// Most entries the tightening walk looks at.
+const TIGHTEN_MAX_ENTRIES: usize = 100_000;
+
+/// Takes group and other permissions off the home and what lies in it
+/// (without following symlinks), and says so on stderr when it changed
+/// anything.
+fn tighten_home(home: &Path) {
+    #[cfg(unix)]
+    {
+        let mut tightened = Vec::new();
+        let mut seen = 0;
+        tighten(home, TIGHTEN_DEPTH, &mut seen, &mut tightened);
+        if !tightened.is_empty() {
+            let shown: Vec<String> = tightened.iter().take(5).map(|path| path.display().to_string()).collect();
+            let more = tightened.len().saturating_sub(shown.len());
+            eprintln!(
+                "cairn: made {} path(s) of the home owner-only (0700 / 0600) because others could read them: {}{}",
+                tightened.len(),
+                shown.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = home;
+}
+
+#[cfg(unix)]
+fn tighten(path: &Path, depth: usize, seen: &mut usize, tightened: &mut Vec<PathBuf>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    *seen += 1;
+    if *seen > TIGHTEN_MAX_ENTRIES {
+        return;
+    }
+    let Ok(metadata) = std::fs::symlink_metadata(path) else { return };
+    if metadata.file_type().is_symlink() {
+        return;
+    }
+    let mode = metadata.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        match std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o077)) {
+            Ok(()) => tightened.push(path.to_owned()),
+            Err(error) => tracing::warn!(%error, path = %path.display(), "cannot make a home path owner-only"),
+        }
+    }
+    if metadata.is_dir()
+        && depth > 0
+        && let Ok(entries) = std::fs::read_dir(path)
+    {
+        for entry in entries.flatten() {
+            tighten(&entry.path(), depth - 1, seen, tightened);
+        }
+    }
 }

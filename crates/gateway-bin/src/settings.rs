@@ -28,6 +28,12 @@ pub(crate) const DEFAULT_PORT: u16 = 8745;
 pub(crate) const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 /// Heartbeat period.
 pub(crate) const DEFAULT_HEARTBEAT_SECS: u64 = 60;
+/// Seconds a client has to send a request's headers.
+pub(crate) const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
+/// Seconds a client has to send a request's body.
+pub(crate) const DEFAULT_BODY_TIMEOUT_SECS: u64 = 30;
+/// Open connections one client address may hold at once.
+pub(crate) const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: u64 = 64;
 /// Threads of the embed pool. They mostly wait: every embedding goes
 /// through one batching worker, so more of them in flight means larger
 /// forward passes, not more concurrent ones.
@@ -273,6 +279,9 @@ pub(crate) struct ServerSection {
     pub(crate) allow_non_loopback: bool,
     pub(crate) max_body_bytes: u64,
     pub(crate) heartbeat_secs: u64,
+    pub(crate) header_timeout_secs: u64,
+    pub(crate) body_timeout_secs: u64,
+    pub(crate) max_connections_per_client: u64,
 }
 
 /// `skills`: the catalog settings.
@@ -742,7 +751,37 @@ impl Settings {
             server_section.u64("heartbeat_secs", 1, 86_400)?,
             DEFAULT_HEARTBEAT_SECS,
         );
-        let server = ServerSection { host, port, allow_non_loopback, max_body_bytes, heartbeat_secs };
+        let header_timeout_secs = recorder.pick(
+            "server.header_timeout_secs",
+            None,
+            None,
+            server_section.u64("header_timeout_secs", 1, 3_600)?,
+            DEFAULT_HEADER_TIMEOUT_SECS,
+        );
+        let body_timeout_secs = recorder.pick(
+            "server.body_timeout_secs",
+            None,
+            None,
+            server_section.u64("body_timeout_secs", 1, 3_600)?,
+            DEFAULT_BODY_TIMEOUT_SECS,
+        );
+        let max_connections_per_client = recorder.pick(
+            "server.max_connections_per_client",
+            None,
+            None,
+            server_section.u64("max_connections_per_client", 1, 100_000)?,
+            DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        );
+        let server = ServerSection {
+            host,
+            port,
+            allow_non_loopback,
+            max_body_bytes,
+            heartbeat_secs,
+            header_timeout_secs,
+            body_timeout_secs,
+            max_connections_per_client,
+        };
         collect_unknown(&server_section, &path, &mut warnings);
 
         let agent = AgentSection { agents_dir, project_dir, spec_pins, kiro_hooks };

@@ -61,7 +61,7 @@ pub use injection::{
     InjectionCategory, InjectionFinding, PERSONA_JAILBREAK_MIN_SIGNALS, PERSONA_JAILBREAK_RULE, contains_injection,
     rule_names, screen, screen_all,
 };
-pub use normalize::normalize;
+pub use normalize::{is_invisible, normalize};
 pub use paths::{
     MAX_READ_BYTES, SensitivePaths, is_sensitive_path, lexical_normalize, mentions_sensitive_location, read_regular_file,
     safe_read_file, safe_read_file_bounded,

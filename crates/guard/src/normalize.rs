@@ -19,7 +19,7 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 /// the word joiner family, the BOM, the soft hyphen, variation selectors,
 /// the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0) and the Unicode tag
 /// characters (U+E0000 block), which smuggle ASCII a reader never sees.
-fn is_invisible(c: char) -> bool {
+pub fn is_invisible(c: char) -> bool {
     matches!(c,
         '\u{00AD}'
         | '\u{034F}'

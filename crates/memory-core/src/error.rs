@@ -222,6 +222,14 @@ pub enum Rejected {
         /// The limit.
         max: usize,
     },
+    /// A `created_at` before 1970 or more than a day in the future.
+    #[error("created_at {created_at} ms is outside 1970-01-01 to {latest} ms (a day from now)")]
+    CreatedAtOutOfRange {
+        /// The offending time, in milliseconds since the Unix epoch.
+        created_at: i64,
+        /// The latest accepted time.
+        latest: i64,
+    },
 }
 
 impl Rejected {
@@ -244,6 +252,7 @@ impl Rejected {
             Rejected::InvalidImportance(_) => "invalid_importance",
             Rejected::InvalidSourceRef { .. } => "invalid_source_ref",
             Rejected::InvalidSessionKey { .. } => "invalid_session_key",
+            Rejected::CreatedAtOutOfRange { .. } => "created_at_out_of_range",
         }
     }
 }

@@ -312,7 +312,9 @@ impl MemoryDb {
     /// `rejected` (or `injection_blocked`) audit row with a redacted snippet;
     /// nothing else changes. An accepted write then meets the conflict
     /// ladder against the stored value, inside one `BEGIN IMMEDIATE`
-    /// transaction, and returns what it did.
+    /// transaction, and returns what it did. What is stored (and shown
+    /// later) has credentials redacted and control characters other than
+    /// line breaks and tabs removed from every string.
     pub fn write_semantic(
         &self,
         key: &str,
@@ -345,6 +347,14 @@ impl MemoryDb {
                     rejected,
                 ));
             }
+        };
+        // Stored as a user will see it later: credentials redacted and
+        // control characters removed from every string (after the screen,
+        // which sees the value as sent).
+        let scrubbed = validate::scrub_value(value);
+        let (value, value_text) = match &scrubbed {
+            Some(clean) => (clean, serde_json::to_string(clean).expect("a serde_json::Value always serialises")),
+            None => (value, value_text),
         };
         // Embed before taking the write lock; skip building the text when there is no embedder.
         let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, value)) } else { None };

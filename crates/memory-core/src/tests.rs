@@ -227,8 +227,10 @@ fn injection_is_blocked_and_the_snippet_redacted() {
         Source::UserExplicit,
         "rejected:injection",
     );
-    // Accepted values keep their credentials out of the audit trail as well.
-    check(&db, "user.aws", json!("key AKIAZ7Q3W4E5R6T7Y8U9"), 1.0, Source::UserExplicit, "created");
+    // Accepted values are stored, and audited, with their credentials redacted.
+    let written = db.write_semantic("user.aws", &json!("key AKIAZ7Q3W4E5R6T7Y8U9"), 1.0, Source::UserExplicit);
+    assert!(matches!(written, Ok(WriteOutcome::Created { .. })), "{written:?}");
+    assert_eq!(db.get_semantic("user.aws").unwrap().unwrap().value, json!("key [REDACTED:aws-access-key]"));
     assert_eq!(last_event(&db).new_value.as_deref(), Some("\"key [REDACTED:aws-access-key]\""));
 }
 

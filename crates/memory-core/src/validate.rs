@@ -111,3 +111,124 @@ pub(crate) fn snippet(text: &str) -> String {
     let prefix = cut(text, 2 * MAX_VALUE_BYTES);
     cut(&cairn_guard::redact_all(&prefix), AUDIT_SNIPPET_CHARS)
 }
+
+/// The characters of `text` a reader sees: invisible ones (zero-width
+/// spaces and joiners, bidi controls, tag characters, …) are not counted.
+pub(crate) fn visible_chars(text: &str) -> usize {
+    text.chars().filter(|&c| !cairn_guard::is_invisible(c)).count()
+}
+
+/// Text as it is stored: credentials and exfiltration URLs redacted, and
+/// control characters other than line breaks and tabs removed (a stored
+/// ESC or BEL would reach a terminal or a prompt later). `None` when
+/// nothing changes.
+pub(crate) fn scrub_text(text: &str) -> Option<String> {
+    let redacted = cairn_guard::redact_all(text);
+    let has_control = redacted.chars().any(is_stripped_control);
+    match (redacted, has_control) {
+        (std::borrow::Cow::Borrowed(_), false) => None,
+        (redacted, true) => Some(redacted.chars().filter(|&c| !is_stripped_control(c)).collect()),
+        (std::borrow::Cow::Owned(redacted), false) => Some(redacted),
+    }
+}
+
+fn is_stripped_control(c: char) -> bool {
+    c.is_control() && !matches!(c, '\n' | '\t')
+}
+
+/// [`scrub_text`] over every string of a value (object keys included);
+/// `None` when nothing changes.
+pub(crate) fn scrub_value(value: &serde_json::Value) -> Option<serde_json::Value> {
+    match value {
+        serde_json::Value::String(text) => scrub_text(text).map(serde_json::Value::String),
+        serde_json::Value::Array(items) => {
+            let scrubbed: Vec<Option<serde_json::Value>> = items.iter().map(scrub_value).collect();
+            scrubbed.iter().any(Option::is_some).then(|| {
+                serde_json::Value::Array(
+                    scrubbed.into_iter().zip(items).map(|(new, old)| new.unwrap_or_else(|| old.clone())).collect(),
+                )
+            })
+        }
+        serde_json::Value::Object(map) => {
+            let mut changed = false;
+            let mut out = serde_json::Map::with_capacity(map.len());
+            for (name, item) in map {
+                let name = match scrub_text(name) {
+                    Some(name) => {
+                        changed = true;
+                        name
+                    }
+                    None => name.clone(),
+                };
+                let item = match scrub_value(item) {
+                    Some(item) => {
+                        changed = true;
+                        item
+                    }
+                    None => item.clone(),
+                };
+                out.insert(name, item);
+            }
+            changed.then_some(serde_json::Value::Object(out))
+        }
+        _ => None,
+    }
+}
+
+/// Earliest accepted `created_at`: the Unix epoch.
+pub(crate) const EARLIEST_CREATED_AT_MS: i64 = 0;
+/// How far past now a `created_at` may lie (clock skew between machines).
+pub(crate) const CREATED_AT_FUTURE_SLACK_MS: i64 = 86_400_000;
+
+/// A `created_at` in milliseconds is from 1970 to a day from `now_ms`.
+pub(crate) fn created_at(created_at: i64, now_ms: i64) -> Result<(), Rejected> {
+    let latest = now_ms.saturating_add(CREATED_AT_FUTURE_SLACK_MS);
+    if (EARLIEST_CREATED_AT_MS..=latest).contains(&created_at) {
+        Ok(())
+    } else {
+        Err(Rejected::CreatedAtOutOfRange { created_at, latest })
+    }
+}
+
+#[cfg(test)]
+mod hardening_tests {
+    use super::*;
+
+    #[test]
+    fn visible_length_skips_invisible_characters() {
+        let cases =
+            [("\u{200B}".repeat(30), 0), ("ab\u{200B}c\u{2060}\u{FEFF}".to_owned(), 3), ("plain".to_owned(), 5)];
+        for (text, expected) in cases {
+            assert_eq!(visible_chars(&text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn scrubbing_redacts_credentials_and_removes_control_characters() {
+        let cases =
+            [("plain text\nand a tab\t", None), ("bell \u{7} esc \u{1b}[31m nul \u{0}", Some("bell  esc [31m nul "))];
+        for (text, expected) in cases {
+            assert_eq!(scrub_text(text).as_deref(), expected, "{text:?}");
+        }
+        let secret = scrub_text("key AKIAQWERTYUIOPASDFGH").unwrap();
+        assert!(!secret.contains("AKIAQWERTYUIOPASDFGH"), "{secret}");
+        let value = serde_json::json!({"a\u{7}": ["ok", "AKIAQWERTYUIOPASDFGH"], "n": 1});
+        let scrubbed = scrub_value(&value).unwrap().to_string();
+        assert!(!scrubbed.contains("AKIAQWERTYUIOPASDFGH") && !scrubbed.contains("\\u0007"), "{scrubbed}");
+        assert_eq!(scrub_value(&serde_json::json!({"a": [1, "b"]})), None);
+    }
+
+    #[test]
+    fn created_at_is_from_1970_to_a_day_from_now() {
+        let now = 1_700_000_000_000;
+        for accepted in [0, now, now + CREATED_AT_FUTURE_SLACK_MS] {
+            assert_eq!(created_at(accepted, now), Ok(()), "{accepted}");
+        }
+        for refused in [i64::MIN, -1, now + CREATED_AT_FUTURE_SLACK_MS + 1, i64::MAX] {
+            assert!(
+                matches!(created_at(refused, now), Err(Rejected::CreatedAtOutOfRange { created_at, .. }) if created_at == refused),
+                "{refused}"
+            );
+        }
+    }
+}

@@ -232,8 +232,8 @@ pub(crate) fn episodic(home: &Home, command: &EpisodicCommand) -> anyhow::Result
                 println!("{}", serde_json::to_value(&rows)?);
             } else {
                 for row in &rows {
-                    let reference = row.source_ref.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default();
-                    println!("{:>6}  {:.2}{}  {}", row.id, row.importance, reference, row.text);
+                    let reference = row.source_ref.as_deref().map(|r| format!(" [{}]", shown(r))).unwrap_or_default();
+                    println!("{:>6}  {:.2}{}  {}", row.id, row.importance, reference, shown(&row.text));
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -282,7 +282,7 @@ fn build_query(args: &SearchArgs, text: &str, now: Option<i64>) -> anyhow::Resul
 /// One query's answer as JSON.
 fn answer(db: &MemoryDb, args: &SearchArgs, query: &EpisodicQuery) -> anyhow::Result<Value> {
     if args.context {
-        let context = db.episodic_context_for(query, args.cap)?;
+        let context = db.episodic_context_quoted(query, args.cap, &cairn_context::neutralize_one_line)?;
         Ok(json!({"block": context.block, "hits": context.hits}))
     } else {
         Ok(json!({"hits": db.search_episodic(query)?}))
@@ -332,7 +332,7 @@ pub(crate) fn search(home: &Home, args: &SearchArgs) -> anyhow::Result<ExitCode>
     if args.json {
         println!("{result}");
     } else if args.context {
-        println!("{}", result["block"].as_str().unwrap_or_default());
+        println!("{}", shown(result["block"].as_str().unwrap_or_default()));
     } else {
         for hit in result["hits"].as_array().into_iter().flatten() {
             let score = &hit["score"];
@@ -342,11 +342,29 @@ pub(crate) fn search(home: &Home, args: &SearchArgs) -> anyhow::Result<ExitCode>
                 score["score"].as_f64().unwrap_or(0.0),
                 score["cosine"].as_f64().map_or("-".to_owned(), |c| format!("{c:.3}")),
                 score["keyword_rank"].as_u64().map_or("-".to_owned(), |r| r.to_string()),
-                hit["text"].as_str().unwrap_or_default()
+                shown(hit["text"].as_str().unwrap_or_default())
             );
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stored text as a terminal shows it: every control character but the
+/// line break escaped (`\u{1b}`), so a stored ANSI sequence prints as
+/// text instead of acting on the terminal.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Parses one import row.

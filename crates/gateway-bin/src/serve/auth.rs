@@ -35,6 +35,18 @@ impl ApiToken {
     /// Reads `<home>/server.token`, creating it (mode 0600) at first start.
     pub(crate) fn load_or_create(home: &Path) -> anyhow::Result<(Self, PathBuf)> {
         let path = home.join(TOKEN_FILE_NAME);
+        // A symlink could point anywhere (its target would be read as the
+        // token and chmodded): refuse it rather than follow it.
+        match std::fs::symlink_metadata(&path) {
+            Ok(metadata) if metadata.file_type().is_symlink() => anyhow::bail!(
+                "{} is a symlink; refusing to use it as the API token (remove it and a new token is written)",
+                path.display()
+            ),
+            Ok(metadata) if !metadata.is_file() => {
+                anyhow::bail!("{} is not a regular file; refusing to use it as the API token", path.display())
+            }
+            _ => {}
+        }
         match std::fs::read_to_string(&path) {
             Ok(text) if is_token(text.trim()) => {
                 restrict(&path)?;
@@ -92,8 +104,10 @@ fn restrict(path: &Path) -> anyhow::Result<()> {
 }
 
 fn presented(headers: &HeaderMap) -> Option<&str> {
+    // The scheme is case-insensitive (RFC 7235 §2.1): `bearer` is `Bearer`.
     if let Some(value) = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok())
-        && let Some(token) = value.strip_prefix("Bearer ")
+        && let Some((scheme, token)) = value.trim_start().split_once(' ')
+        && scheme.eq_ignore_ascii_case("bearer")
     {
         return Some(token.trim());
     }
@@ -163,5 +177,25 @@ mod tests {
         assert_eq!(presented(&headers), Some("def"));
         headers.insert(header::AUTHORIZATION, "Bearer ghi".parse().unwrap());
         assert_eq!(presented(&headers), Some("ghi"));
+        for scheme in ["bearer", "BEARER", "bEaReR"] {
+            headers.insert(header::AUTHORIZATION, format!("{scheme} jkl").parse().unwrap());
+            assert_eq!(presented(&headers), Some("jkl"), "{scheme}");
+        }
+        headers.insert(header::AUTHORIZATION, "Basic jkl".parse().unwrap());
+        assert_eq!(presented(&headers), Some("def"), "another scheme falls through to the header");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_token_file_is_refused_and_its_target_left_alone() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let home = tempfile::tempdir().unwrap();
+        let target = home.path().join("target");
+        std::fs::write(&target, "a".repeat(64)).unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::symlink(&target, home.path().join(TOKEN_FILE_NAME)).unwrap();
+        let error = ApiToken::load_or_create(home.path()).unwrap_err().to_string();
+        assert!(error.contains("symlink"), "{error}");
+        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o644);
     }
 }

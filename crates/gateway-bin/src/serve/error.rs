@@ -112,3 +112,60 @@ pub(crate) fn memory_error(error: cairn_memory_core::MemoryError) -> ApiError {
         None => ApiError::internal(error),
     }
 }
+
+/// Largest non-JSON error body carried over into the JSON message.
+const MAX_CARRIED_ERROR_BYTES: usize = 1024;
+
+/// Makes every error response JSON: a refusal written by an extractor
+/// (`?limit=-1`, a bad path parameter) or a layer in plain text becomes an
+/// [`ApiError`] with its text as the message. A 401 never says which
+/// methods the route takes. Runs on the router's whole answer (the
+/// method router adds `Allow` after every layer a route has).
+pub(crate) async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    if status == StatusCode::UNAUTHORIZED {
+        let mut response = response;
+        response.headers_mut().remove(header::ALLOW);
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, MAX_CARRIED_ERROR_BYTES).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let message = match text.is_empty() {
+        true => status.canonical_reason().unwrap_or("request refused").to_owned(),
+        false => text,
+    };
+    let mut rebuilt = ApiError::new(status, status_code_name(status), message).into_response();
+    for name in [header::ALLOW, header::RETRY_AFTER, header::CONNECTION] {
+        if let Some(value) = parts.headers.get(&name) {
+            rebuilt.headers_mut().insert(name, value.clone());
+        }
+    }
+    rebuilt
+}
+
+/// The stable `code` of an error response that had none.
+fn status_code_name(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::NOT_FOUND => "no_route",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::UNPROCESSABLE_ENTITY => "invalid_request",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        status if status.is_server_error() => "internal",
+        _ => "refused",
+    }
+}

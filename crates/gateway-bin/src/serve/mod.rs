@@ -7,6 +7,8 @@
 pub(crate) mod auth;
 pub(crate) mod error;
 pub(crate) mod heartbeat;
+pub(crate) mod instance;
+pub(crate) mod listener;
 pub(crate) mod llm;
 pub(crate) mod model;
 pub(crate) mod pool;
@@ -183,6 +185,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
              (or set server.allow_non_loopback in config.json) to expose the API to the network"
         );
     }
+    let instance = instance::InstanceLock::acquire(&home)?;
     let (token, token_path) = ApiToken::load_or_create(&home)?;
 
     let lifecycle = Arc::new(ModelLifecycle::new(ModelManager::new(home_ctx.model_manager_config())));
@@ -261,13 +264,14 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         .thread_name("cairn-http")
         .build()
         .context("starting the async runtime")?;
-    let max_body = usize::try_from(config.server.max_body_bytes).unwrap_or(usize::MAX);
+    let limits = listener::Limits::from_settings(&config.server);
     let period = Duration::from_secs(config.server.heartbeat_secs);
     let port_file = args.port_file.clone();
     let outcome = runtime.block_on(async {
         let listener =
             tokio::net::TcpListener::bind(address).await.with_context(|| format!("listening on {address}"))?;
         let bound = listener.local_addr().context("reading the bound address")?;
+        instance.record_address(bound)?;
         if let Some(path) = &port_file {
             crate::settings::atomic_write(path, format!("{bound}\n").as_bytes())?;
         }
@@ -276,10 +280,9 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         tokio::spawn(migrate_at_start(Arc::clone(&state)));
         let (stop_tx, stop_rx) = watch::channel(false);
         let heartbeat_task = tokio::spawn(heartbeat::run(jobs, period, heartbeat, stop_rx));
-        axum::serve(listener, routes::router(Arc::clone(&state), max_body))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("serving HTTP")?;
+        let app = routes::router(Arc::clone(&state), limits.max_body_bytes)
+            .layer(axum::middleware::from_fn_with_state(limits, listener::read_body_within));
+        listener::serve(listener, app, limits, shutdown_signal()).await;
         eprintln!("cairn serve: stopping; finishing in-flight work");
         let _ = stop_tx.send(true);
         let _ = heartbeat_task.await;
@@ -296,6 +299,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     let db_path = state.memory.path().to_owned();
     drop(state);
     checkpoint_wal(&db_path);
+    drop(instance);
     outcome?;
     eprintln!("cairn serve: stopped");
     Ok(ExitCode::SUCCESS)

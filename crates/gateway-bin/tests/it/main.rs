@@ -32,3 +32,4 @@ fn version_prints_package_version() {
     assert_eq!(stdout.trim(), format!("cairn {}", env!("CARGO_PKG_VERSION")));
 }
 mod guard_evasions;
+mod hardening_server;

@@ -20,7 +20,7 @@ pub struct EpisodicContext {
 /// Renders admitted hits: the header, then one `- fragment` line per hit
 /// (credentials and exfiltration URLs redacted, cut to 1,500 characters),
 /// skipping lines that would take the block past `budget` characters.
-pub(crate) fn render(hits: Vec<EpisodicHit>, budget: usize) -> EpisodicContext {
+pub(crate) fn render(hits: Vec<EpisodicHit>, budget: usize, quote: &dyn Fn(&str) -> String) -> EpisodicContext {
     let mut block = String::from(EPISODIC_BLOCK_HEADER);
     let mut used = EPISODIC_BLOCK_HEADER.chars().count();
     let mut kept = Vec::new();
@@ -28,7 +28,7 @@ pub(crate) fn render(hits: Vec<EpisodicHit>, budget: usize) -> EpisodicContext {
         return EpisodicContext { block: String::new(), hits: kept };
     }
     for hit in hits {
-        let fragment = validate::cut(&cairn_guard::redact_all(&hit.text), EPISODIC_FRAGMENT_CHARS);
+        let fragment = validate::cut(&quote(&cairn_guard::redact_all(&hit.text)), EPISODIC_FRAGMENT_CHARS);
         let fragment = fragment.replace('\n', " ");
         let line_chars = 3 + fragment.chars().count(); // "\n- " + fragment
         if used + line_chars > budget {
@@ -66,8 +66,21 @@ impl MemoryDb {
     /// [`episodic_context`](Self::episodic_context) with full search options
     /// (the relevance filter is always on), returning the admitted hits too.
     pub fn episodic_context_for(&self, query: &EpisodicQuery, cap: usize) -> Result<EpisodicContext> {
+        self.episodic_context_quoted(query, cap, &|text| text.to_owned())
+    }
+
+    /// [`episodic_context_for`](Self::episodic_context_for) with every
+    /// fragment passed through `quote` first (a prompt builder's
+    /// neutraliser of structural markers, so a stored `[END CRITICAL
+    /// RULES]` cannot pass for a section of the prompt).
+    pub fn episodic_context_quoted(
+        &self,
+        query: &EpisodicQuery,
+        cap: usize,
+        quote: &dyn Fn(&str) -> String,
+    ) -> Result<EpisodicContext> {
         let query = query.clone().relevance_filter(true);
         let hits = self.search_episodic(&query)?;
-        Ok(render(hits, cap.min(EPISODIC_INJECT_CAP)))
+        Ok(render(hits, cap.min(EPISODIC_INJECT_CAP), quote))
     }
 }

@@ -58,10 +58,13 @@ struct Checked {
 
 fn check(episode: &NewEpisode) -> Result<Checked, Rejected> {
     episode.source.validate()?;
-    let text = episode.text.trim();
-    let chars = text.chars().count();
-    if !(EPISODIC_MIN_CHARS..=EPISODIC_MAX_CHARS).contains(&chars) {
-        return Err(Rejected::TextLength { chars, min: EPISODIC_MIN_CHARS, max: EPISODIC_MAX_CHARS });
+    // Lengths count only the characters a reader sees (30 zero-width
+    // spaces are no text at all).
+    let raw = episode.text.trim();
+    let length = |chars: usize| Rejected::TextLength { chars, min: EPISODIC_MIN_CHARS, max: EPISODIC_MAX_CHARS };
+    let visible = validate::visible_chars(raw);
+    if visible > EPISODIC_MAX_CHARS {
+        return Err(length(visible));
     }
     if episode.importance.is_nan() {
         return Err(Rejected::InvalidImportance(episode.importance));
@@ -71,12 +74,23 @@ fn check(episode: &NewEpisode) -> Result<Checked, Rejected> {
     {
         return Err(Rejected::InvalidSourceRef { max: EPISODIC_MAX_SOURCE_REF_CHARS });
     }
-    if let Some(finding) = cairn_guard::screen(text) {
+    if let Some(created_at) = episode.created_at {
+        validate::created_at(created_at, now_ms())?;
+    }
+    // The screen sees the text as sent, before any redaction rewrites it.
+    if let Some(finding) = cairn_guard::screen(raw) {
         return Err(Rejected::Injection { rule: finding.rule });
+    }
+    // Stored as a user will see it later: credentials redacted, control
+    // characters gone.
+    let text = validate::scrub_text(raw).map_or_else(|| raw.to_owned(), |scrubbed| scrubbed.trim().to_owned());
+    let visible = validate::visible_chars(&text);
+    if !(EPISODIC_MIN_CHARS..=EPISODIC_MAX_CHARS).contains(&visible) {
+        return Err(length(visible));
     }
     let tags = sanitize_tags(&episode.tags);
     Ok(Checked {
-        text: text.to_owned(),
+        text,
         importance: episode.importance.clamp(0.0, 1.0),
         tags_json: serde_json::to_string(&tags).expect("strings serialise"),
     })
@@ -192,9 +206,13 @@ fn record_from_row(row: &rusqlite::Row<'_>, space: Option<&str>) -> rusqlite::Re
 impl MemoryDb {
     /// Writes one episodic row (see [`NewEpisode`] for the fields).
     ///
-    /// Rules, in order: source name, text length (10–2,000 characters),
+    /// Rules, in order: source name, text at most 2,000 visible characters,
     /// importance a number (then clamped to `[0, 1]`), `source_ref` length,
-    /// injection screen (before any embedding), tags sanitised. A refusal
+    /// `created_at` from 1970 to a day from now, injection screen (before
+    /// any embedding), then, on the text as stored (credentials redacted,
+    /// control characters removed), at least 10 visible characters;
+    /// invisible characters (zero-width, bidi, tags) never count. Tags are
+    /// sanitised. A refusal
     /// returns [`MemoryError::Rejected`] and records a `rejected` or
     /// `injection_blocked` audit row with a redacted snippet.
     ///
