@@ -48,6 +48,7 @@ mod event;
 mod matcher;
 mod merge;
 mod projection;
+mod reap;
 mod runner;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,8 @@
 //!
 //! A hook gets the event as JSON on stdin, runs in its own process group
 //! and is killed with that whole group when its timeout passes (and its
-//! leftovers are killed once it exits). Both pipes are drained while it
+//! leftovers are killed once it exits, including descendants that left
+//! the group: see [`crate::reap`]). Both pipes are drained while it
 //! runs; only the first `cap + lookahead` bytes are kept, so a hook that
 //! prints gigabytes costs a few kilobytes. What is kept is redacted with
 //! `cairn-guard` and then cut at the cap with a truncation marker.
@@ -23,6 +24,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use wait_timeout::ChildExt;
+
+use crate::reap::{self, RUN_MARK_ENV, RunMark};
 
 use crate::constants::{
     DEFAULT_TIMEOUT, MAX_OUTPUT_SIZE, MAX_TIMEOUT_MS, PIPE_DRAIN_GRACE, READ_CHUNK, REDACTION_LOOKAHEAD,
@@ -432,6 +435,10 @@ fn execute(command: &str, input: &HookInput, timeout: Duration, keep: usize) -> 
         // Its own process group, so a timeout kills everything it started.
         process.process_group(0);
     }
+    // Everything it starts inherits the mark, even outside the group.
+    let mark = RunMark::new();
+    process.env(RUN_MARK_ENV, mark.value());
+    reap::become_subreaper();
     let mut child = match process.spawn() {
         Ok(child) => child,
         Err(error) => return failed(error.to_string()),
@@ -458,8 +465,9 @@ fn execute(command: &str, input: &HookInput, timeout: Duration, keep: usize) -> 
     drop(done_tx);
     let status = match child.wait_timeout(timeout) {
         Ok(Some(status)) => {
-            // The leader is done; whatever it left running in its group goes too.
+            // The leader is done; whatever it left running goes too.
             kill_group(&child);
+            reap::kill_marked(&mark);
             Ok(Some(status))
         }
         Ok(None) => {
@@ -468,12 +476,14 @@ fn execute(command: &str, input: &HookInput, timeout: Duration, keep: usize) -> 
             let _ = child.kill();
             // Reap the leader so no zombie is left behind.
             let _ = child.wait();
+            reap::kill_marked(&mark);
             Ok(None)
         }
         Err(error) => {
             kill_group(&child);
             let _ = child.kill();
             let _ = child.wait();
+            reap::kill_marked(&mark);
             Err(error.to_string())
         }
     };

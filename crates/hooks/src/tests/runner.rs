@@ -367,3 +367,49 @@ fn a_hundred_megabytes_of_output_keeps_memory_flat() {
         .unwrap_or_else(|| panic!("no probe line in {stdout}"));
     assert!(peak_kib < 32 * 1024, "peak resident memory {peak_kib} KiB");
 }
+
+/// Reads the pid a hook's detached grandchild wrote, waiting for the file
+/// only as long as the hook itself did (the hook exits after writing it).
+#[cfg(target_os = "linux")]
+fn written_pid(path: &Path) -> u32 {
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_grandchild_in_its_own_session_is_reaped_when_the_hook_exits() {
+    let scripts = Scripts::new();
+    let pid_file = scripts.path("pid");
+    // `setsid` leaves the hook's process group and session; the hook waits
+    // until the grandchild has written its pid, then exits.
+    let hook = scripts.script(
+        "escapes.sh",
+        &format!(
+            "setsid sh -c 'echo $$ > {pid}.tmp && mv {pid}.tmp {pid} && exec sleep 120' &\nwhile [ ! -s {pid} ]; do :; done\necho done",
+            pid = pid_file.display()
+        ),
+    );
+    let outcome = run(&HookEntry::new(&hook), &scripts.input(HookEvent::Stop));
+    assert_eq!(outcome.outcome, HookOutcome::Passed);
+    let pid = written_pid(&pid_file);
+    assert!(std::fs::metadata(format!("/proc/{pid}")).is_err(), "detached grandchild {pid} survived the hook");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_grandchild_in_its_own_session_is_reaped_when_the_hook_times_out() {
+    let scripts = Scripts::new();
+    let pid_file = scripts.path("pid");
+    let hook = scripts.script(
+        "escapes-and-hangs.sh",
+        &format!(
+            "setsid sh -c 'echo $$ > {pid}.tmp && mv {pid}.tmp {pid} && exec sleep 120' &\nwhile [ ! -s {pid} ]; do :; done\nsleep 120",
+            pid = pid_file.display()
+        ),
+    );
+    let entry = HookEntry { timeout_ms: Some(2_000), ..HookEntry::new(&hook) };
+    let outcome = run(&entry, &scripts.input(HookEvent::Stop));
+    assert_eq!(outcome.outcome, HookOutcome::TimedOut { timeout_ms: 2_000 });
+    let pid = written_pid(&pid_file);
+    assert!(std::fs::metadata(format!("/proc/{pid}")).is_err(), "detached grandchild {pid} survived the hook");
+}
