@@ -319,7 +319,21 @@ impl Catalog {
             let mut found = Vec::new();
             let mut visited = HashSet::new();
             discover(&root, &root, 0, &mut visited, &mut found);
+            // Links are followed inside a root; a skill that resolves out
+            // of it (a checkout's link to a token, `/etc/passwd`, a folder
+            // elsewhere) is refused.
+            let canonical_root = fs::canonicalize(&root).ok();
             for (name, dir, path) in found {
+                if let Some(target) = outside_root(canonical_root.as_deref(), &path) {
+                    warn!(
+                        skill = %name,
+                        path = %path.display(),
+                        target = %target.display(),
+                        "skill {name} resolves outside its root {}; refused",
+                        root.display()
+                    );
+                    continue;
+                }
                 if source == SkillSource::Builtin && seeded.contains(&name) {
                     debug!(skill = %name, "bundled skill was copied into the home before; not listed from the bundle");
                     continue;
@@ -361,7 +375,7 @@ impl Catalog {
         {
             return Some(cached.clone());
         }
-        let text = match cairn_guard::safe_read_file(&path) {
+        let text = match cairn_guard::safe_read_file_bounded(&path, MAX_SKILL_FILE_BYTES as u64) {
             Ok(text) => text,
             Err(error) => {
                 warn!(path = %path.display(), %error, "skipping skill that cannot be read");
@@ -700,6 +714,16 @@ impl Catalog {
 /// `SKILL.md`, or the lower-case `skill.md` fallback.
 pub(crate) fn skill_file_in(dir: &Path) -> Option<PathBuf> {
     ["SKILL.md", "skill.md"].into_iter().map(|file| dir.join(file)).find(|path| path.is_file())
+}
+
+/// Where `path` really lands when that is outside `root` (already
+/// canonical), or when it cannot be resolved at all.
+fn outside_root(root: Option<&Path>, path: &Path) -> Option<PathBuf> {
+    match (root, fs::canonicalize(path)) {
+        (Some(root), Ok(target)) if target.starts_with(root) => None,
+        (_, Ok(target)) => Some(target),
+        (_, Err(_)) => Some(path.to_path_buf()),
+    }
 }
 
 /// Walks `dir` for skill directories. A directory holding `SKILL.md` is a

@@ -65,6 +65,12 @@ fn finding(severity: Severity, rule: &'static str, message: impl Into<String>) -
     LintFinding { severity, rule, message: message.into() }
 }
 
+/// A `SKILL.md` through the guarded read, capped at the largest skill Cairn
+/// accepts.
+fn read_skill_file(file: &Path) -> Result<String, cairn_guard::GuardError> {
+    cairn_guard::safe_read_file_bounded(file, crate::constants::MAX_SKILL_FILE_BYTES as u64)
+}
+
 /// Parses frontmatter text strictly, as the standard requires.
 pub fn parse_frontmatter(text: &str) -> Result<SkillMeta, FrontmatterError> {
     parse_strict(text).map(|(meta, _, _)| meta)
@@ -76,7 +82,7 @@ pub fn read_properties(dir: &Path) -> Result<SkillMeta, LintFinding> {
     let Some(file) = skill_file_in(dir) else {
         return Err(finding(Severity::Error, "missing-skill-md", format!("SKILL.md not found in {}", dir.display())));
     };
-    let text = std::fs::read_to_string(&file)
+    let text = read_skill_file(&file)
         .map_err(|error| finding(Severity::Error, "unreadable", format!("cannot read {}: {error}", file.display())))?;
     let meta = parse_frontmatter(&text).map_err(|error| finding(Severity::Error, "frontmatter", error.to_string()))?;
     if meta.name.as_deref().is_none_or(|name| name.trim().is_empty()) {
@@ -141,7 +147,7 @@ pub fn lint_skill_dir(dir: &Path) -> LintReport {
         findings.push(finding(Severity::Error, "missing-skill-md", format!("SKILL.md not found in {}", dir.display())));
         return report(findings);
     };
-    let text = match std::fs::read_to_string(&file) {
+    let text = match read_skill_file(&file) {
         Ok(text) => text,
         Err(error) => {
             findings.push(finding(Severity::Error, "unreadable", format!("cannot read {}: {error}", file.display())));

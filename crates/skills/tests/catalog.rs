@@ -166,13 +166,15 @@ fn skill_files_resolving_outside_the_owned_directory_are_refused() {
     std::os::unix::fs::symlink(elsewhere.path(), fixture.skills_dir().join("parent")).unwrap();
     fixture.catalog.invalidate();
 
+    // Neither is a skill of this root: both resolve outside it.
     let listed: Vec<String> = fixture.catalog.list_skills().into_iter().map(|row| row.name).collect();
-    assert!(listed.contains(&"linked".to_owned()) && listed.contains(&"filelink".to_owned()), "{listed:?}");
+    assert!(!listed.contains(&"linked".to_owned()) && !listed.contains(&"filelink".to_owned()), "{listed:?}");
+    assert!(fixture.catalog.get("linked").is_none() && fixture.catalog.get("filelink").is_none());
 
-    assert!(matches!(fixture.catalog.set_inject_on_trigger("linked", false), Err(SkillsError::Symlink { .. })));
+    assert!(matches!(fixture.catalog.set_inject_on_trigger("linked", false), Err(SkillsError::NotFound { .. })));
     assert!(matches!(fixture.catalog.delete("linked"), Err(SkillsError::Symlink { .. })));
-    assert!(matches!(fixture.catalog.set_inject_on_trigger("filelink", false), Err(SkillsError::NotOwned { .. })));
-    assert!(matches!(fixture.catalog.update("filelink", "x"), Err(SkillsError::NotOwned { .. })));
+    assert!(matches!(fixture.catalog.set_inject_on_trigger("filelink", false), Err(SkillsError::NotFound { .. })));
+    assert!(fixture.catalog.update("filelink", "x").is_err());
     assert!(matches!(fixture.catalog.create("parent/new", "x"), Err(SkillsError::Symlink { .. })));
     assert_eq!(std::fs::read_to_string(&foreign).unwrap(), original);
     assert!(!elsewhere.path().join("new").exists());
