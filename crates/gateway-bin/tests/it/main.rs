@@ -9,6 +9,7 @@ mod guard;
 mod hooks;
 mod host_hooks;
 mod mcp;
+mod mcp_discovery;
 mod memory;
 mod memory_consolidate;
 mod memory_episodic;

@@ -141,12 +141,12 @@ pub(crate) fn list(home: &Home, args: &ListArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Servers to probe, by name.
+pub(crate) type Targets = Vec<(String, McpTransport)>;
+
 /// The servers a probe covers: the named ones, or every effective server
 /// that is not `disabled`.
-pub(crate) fn probe_targets(
-    discovery: &Discovery,
-    only: &[String],
-) -> anyhow::Result<(Vec<(String, McpTransport)>, Vec<Skipped>)> {
+pub(crate) fn probe_targets(discovery: &Discovery, only: &[String]) -> anyhow::Result<(Targets, Vec<Skipped>)> {
     let mut targets = Vec::new();
     let mut skipped = Vec::new();
     if only.is_empty() {

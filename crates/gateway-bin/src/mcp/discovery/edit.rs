@@ -137,7 +137,7 @@ impl JsonText {
                 let (separator, indent) =
                     if same_line { (" ".to_owned(), String::new()) } else { (format!("\n{indent}"), indent) };
                 let inline = !self.text[last.value.clone()].contains('\n') && !value.is_object();
-                let rendered = render(value, &indent, inline && same_line);
+                let rendered = render(value, &indent, inline);
                 self.text.insert_str(last.value.end, &format!(",{separator}{key_text}: {rendered}"));
             }
             None => {

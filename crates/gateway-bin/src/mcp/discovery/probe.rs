@@ -391,6 +391,13 @@ impl StdioSession<'_> {
             }
             status
         });
+        // Its last words may still be in the pipe.
+        for _ in 0..20 {
+            if !self.stderr.lock().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let tail = String::from_utf8_lossy(&self.stderr.lock()).trim().to_owned();
         let mut reason = match status {
             Some(status) => format!("the server exited before answering ({status})"),
@@ -485,7 +492,7 @@ fn take_response(message: &Value, id: u64, what: &str) -> Result<Option<Value>, 
 
 fn read_initialize(result: &Value, handshake: &mut Handshake) -> bool {
     let info = result.get("serverInfo");
-    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(|text| snippet(text));
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(snippet);
     handshake.server_name = text(info.and_then(|info| info.get("name")));
     handshake.server_version = text(info.and_then(|info| info.get("version")));
     handshake.protocol_version = text(result.get("protocolVersion"));

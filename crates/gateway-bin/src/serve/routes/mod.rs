@@ -3,6 +3,7 @@
 
 mod agents;
 mod episodic;
+mod mcp;
 mod memory;
 mod sessions;
 mod skills;
@@ -144,6 +145,11 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/skills/{*name}", get(skills::get).put(skills::replace).delete(skills::delete))
         .route("/api/agents", get(agents::list))
         .route("/api/agents/detail/{name}", get(agents::get_detail).patch(agents::patch_detail))
+        .route("/api/mcp", get(mcp::list))
+        .route("/api/mcp/probe", get(mcp::cached).post(mcp::fresh))
+        .route("/api/mcp/toggle", post(mcp::toggle))
+        .route("/api/mcp/sync", post(mcp::sync))
+        .route("/api/mcp/import", post(mcp::import))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     api.layer(middleware::from_fn_with_state(state.token.clone(), require_token))
