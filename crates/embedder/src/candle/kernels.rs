@@ -196,7 +196,7 @@ pub(super) fn attention(
 }
 
 /// Below this much work (sum of length² × width) attention stays on one thread.
-const MIN_ATTENTION_PARALLEL_WORK: usize = 256 * 1024;
+const MIN_ATTENTION_PARALLEL_WORK: usize = 64 * 1024;
 
 /// Per-thread buffers reused across heads and sequences.
 #[derive(Default)]

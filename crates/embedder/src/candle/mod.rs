@@ -4,7 +4,7 @@ mod bert;
 mod kernels;
 mod matmul;
 mod qwen3;
-mod tokenize;
+pub(crate) mod tokenize;
 
 pub use bert::{CandleBert, CandleBertOptions, Pooling};
 pub use qwen3::{Qwen3Embedder, Qwen3Options, format_query};

@@ -208,3 +208,78 @@ fn real_model_matches_sentence_transformers_reference_vectors() {
     }
     println!("fidelity on {} reference vectors from {}: min cosine {worst}", references.len(), dir.display());
 }
+
+// ---- the hand-tuned forward pass against candle's own BERT ----------------
+
+/// candle-transformers' `BertModel` on the same folder, one text at a time,
+/// mean-pooled and L2-normalised: the reference implementation the packed,
+/// fused forward pass of [`CandleBert`] is held to.
+fn candle_transformers_vectors(dir: &std::path::Path, texts: &[&str]) -> Vec<Vec<f32>> {
+    use candle_core::{DType, Device, Tensor};
+    use candle_transformers::models::bert::{BertModel, Config};
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    let fields = config.as_object_mut().unwrap();
+    // Training-only fields candle's config requires.
+    fields.entry("hidden_dropout_prob").or_insert(serde_json::json!(0.0));
+    fields.entry("initializer_range").or_insert(serde_json::json!(0.02));
+    let config: Config = serde_json::from_value(config).unwrap();
+    let sentence: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("sentence_bert_config.json")).unwrap()).unwrap();
+    let max_tokens = sentence["max_seq_length"].as_u64().unwrap() as usize;
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let weights = candle_nn::VarBuilder::from_buffered_safetensors(bytes, DType::F32, &Device::Cpu).unwrap();
+    let model = BertModel::load(weights, &config).unwrap();
+    let tokenizer = crate::candle::tokenize::load_tokenizer(dir, max_tokens).unwrap();
+    texts
+        .iter()
+        .map(|text| {
+            let ids = tokenizer.encode(*text, true).unwrap().get_ids().to_vec();
+            let input = Tensor::new(ids.as_slice(), &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+            let types = input.zeros_like().unwrap();
+            let states = model.forward(&input, &types, None).unwrap();
+            let mean = (states.sum(1).unwrap() / ids.len() as f64).unwrap();
+            let mut vector: Vec<f32> = mean.squeeze(0).unwrap().to_vec1().unwrap();
+            crate::l2_normalize(&mut vector);
+            vector
+        })
+        .collect()
+}
+
+/// Min cosine between candle-transformers' vectors and [`CandleBert`]'s,
+/// single and batched.
+fn min_cosine_against_candle(dir: &std::path::Path, texts: &[&str]) -> f32 {
+    let model = CandleBert::load(dir).unwrap();
+    let reference = candle_transformers_vectors(dir, texts);
+    let batch = model.embed_batch(texts).unwrap();
+    let mut worst = 1.0f32;
+    for ((text, expected), batched) in texts.iter().zip(&reference).zip(&batch) {
+        worst = worst.min(cosine(expected, batched)).min(cosine(expected, &model.embed(text).unwrap()));
+    }
+    worst
+}
+
+#[test]
+fn hand_tuned_forward_matches_candle_transformers_bert_on_the_tiny_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model_dir = dir.path().join("tiny-bert");
+    write_tiny_bert(&model_dir, 5).unwrap();
+    let long: String = crate::testing::TINY_WORDS.iter().copied().cycle().take(40).collect::<Vec<_>>().join(" ");
+    // Enough texts for the chunks to run in parallel, and one past the
+    // 16-token limit.
+    let mut texts = vec!["cat", "the dog sat on a mat and the cat sat", "memory skill hook", long.as_str()];
+    texts.extend(["rust model vector search"; 9]);
+    let worst = min_cosine_against_candle(&model_dir, &texts);
+    assert!(worst >= 0.99999, "min cosine {worst}");
+}
+
+#[test]
+fn hand_tuned_forward_matches_candle_transformers_bert_on_the_real_model() {
+    let Some(dir) = require_model(real_model_dir()) else { return };
+    let data = include_str!("../../test_data/embed_ref_sample.jsonl");
+    let references: Vec<Reference> = data.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let texts: Vec<&str> = references.iter().map(|reference| reference.text.as_str()).collect();
+    let worst = min_cosine_against_candle(&dir, &texts);
+    assert!(worst >= 0.9999, "min cosine {worst}");
+    println!("hand-tuned vs candle-transformers BERT on {} texts: min cosine {worst}", texts.len());
+}
