@@ -51,6 +51,7 @@ mod error;
 mod hooks;
 mod mcp;
 mod parse;
+pub mod projection;
 mod prompt;
 mod resources;
 mod spec;

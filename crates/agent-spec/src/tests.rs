@@ -2,6 +2,7 @@
 //! (re-bless with `UPDATE_EXPECT=1`), plus tables for the tool questions.
 
 mod discovery;
+mod projection;
 mod prompts;
 mod resources;
 mod specs;

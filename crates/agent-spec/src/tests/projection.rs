@@ -1,0 +1,238 @@
+//! Every case under `test_data/projection/` projected onto every backend
+//! against its `<backend>.expect`, plus the vocabulary's own rules.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use expect_test::expect_file;
+use serde_json::Value;
+
+use super::test_data;
+use crate::AgentSpec;
+use crate::Scope;
+use crate::projection::{
+    Backend, Ceiling, Concern, Disposition, ProjectionInput, ProjectionOptions, Version, claude_rule_name, project,
+    ruling, rulings, spec_permissions_accepted,
+};
+
+fn read_spec(dir: &Path) -> AgentSpec {
+    let json = dir.join("spec.json");
+    if json.exists() {
+        AgentSpec::parse_file_text(&json, &std::fs::read_to_string(&json).unwrap()).unwrap()
+    } else {
+        let md = dir.join("spec.md");
+        AgentSpec::parse_file_text(&md, &std::fs::read_to_string(&md).unwrap()).unwrap()
+    }
+}
+
+fn options(dir: &Path) -> (ProjectionOptions, Scope, Option<String>) {
+    let path = dir.join("options.json");
+    let mut options = ProjectionOptions::default();
+    if !path.exists() {
+        return (options, Scope::User, None);
+    }
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let strings = |key: &str| -> Vec<String> {
+        value[key].as_array().into_iter().flatten().map(|item| item.as_str().unwrap().to_owned()).collect()
+    };
+    if value.get("ceiling").is_some() {
+        options.ceiling = Ceiling::permitting(strings("ceiling"));
+    }
+    options.permission_mode = value["permission_mode"].as_str().map(str::to_owned);
+    options.available_models = strings("available_models");
+    options.kiro_cli_version = value["kiro_cli_version"].as_str().and_then(Version::parse);
+    options.http_advertised = value["http_advertised"].as_bool().unwrap_or(false);
+    options.checkout_hooks_consent = value["checkout_hooks_consent"].as_bool().unwrap_or(false);
+    let scope = if value["scope"] == "project" { Scope::Project } else { Scope::User };
+    (options, scope, value["prompt"].as_str().map(str::to_owned))
+}
+
+fn peers(dir: &Path) -> BTreeMap<String, AgentSpec> {
+    let Ok(entries) = std::fs::read_dir(dir.join("peers")) else { return BTreeMap::new() };
+    entries
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let spec = AgentSpec::parse_file_text(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+            (spec.name().unwrap().to_owned(), spec)
+        })
+        .collect()
+}
+
+#[test]
+fn every_case_on_every_backend_matches_its_expectation() {
+    let root = test_data("projection");
+    let mut cases: Vec<_> =
+        std::fs::read_dir(&root).unwrap().map(|entry| entry.unwrap().path()).filter(|path| path.is_dir()).collect();
+    cases.sort();
+    assert!(cases.len() >= 15, "projection cases missing from {}", root.display());
+    for dir in cases {
+        let spec = read_spec(&dir);
+        let (options, scope, prompt) = options(&dir);
+        let peers = peers(&dir);
+        let name = spec.name().unwrap().to_owned();
+        let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: prompt.as_deref(), peers: &peers };
+        for backend in Backend::ALL {
+            let projection = project(&input, backend, &options);
+            let text = serde_json::to_string_pretty(&projection).unwrap() + "\n";
+            expect_file![dir.join(format!("{backend}.expect"))].assert_eq(&text);
+        }
+    }
+}
+
+/// Exhaustive on purpose: a concern added to the enum but not to
+/// `Concern::ALL` stops this from compiling.
+fn position(concern: Concern) -> usize {
+    match concern {
+        Concern::McpServers => 0,
+        Concern::Tools => 1,
+        Concern::DisabledTools => 2,
+        Concern::ExcludedTools => 3,
+        Concern::AllowedTools => 4,
+        Concern::AutoApprove => 5,
+        Concern::Model => 6,
+        Concern::AvailableModels => 7,
+        Concern::PermissionsDefaultMode => 8,
+        Concern::Permissions => 9,
+        Concern::Prompt => 10,
+        Concern::Resources => 11,
+        Concern::Hooks => 12,
+        Concern::ToolsSettings => 13,
+        Concern::ToolAliases => 14,
+        Concern::ManagedToolPolicy => 15,
+    }
+}
+
+#[test]
+fn every_backend_answers_every_concern() {
+    let positions: BTreeSet<usize> = Concern::ALL.iter().map(|concern| position(*concern)).collect();
+    assert_eq!(positions.len(), Concern::ALL.len(), "Concern::ALL repeats a concern");
+    assert_eq!(positions.iter().max().map(|max| max + 1), Some(Concern::ALL.len()), "Concern::ALL misses a concern");
+    for backend in Backend::ALL {
+        let answered = rulings(backend);
+        assert_eq!(answered.len(), Concern::ALL.len(), "{backend}");
+        for (concern, answer) in Concern::ALL.iter().zip(&answered) {
+            assert_eq!(answer.concern, *concern, "{backend} answered {:?} for {concern:?}", answer.concern);
+            assert!(!answer.detail.is_empty(), "{backend} gives {concern:?} no detail");
+            if let Disposition::NoChannel { channel } = answer.disposition {
+                assert!(!channel.is_empty(), "{backend}: a no-channel ruling on {concern:?} must name the channel");
+            }
+        }
+    }
+}
+
+/// The specification's per-backend table, cell by cell, for the rows it
+/// states.
+#[test]
+fn rulings_follow_the_per_backend_table() {
+    use Disposition::{Delivered, Translated};
+    let withheld = |answer: Disposition| -> String {
+        match answer {
+            Disposition::Withheld { class } => serde_json::to_value(class).unwrap().as_str().unwrap().to_owned(),
+            Disposition::NoChannel { .. } => "no-channel".to_owned(),
+            Delivered => "delivered".to_owned(),
+            Translated => "translated".to_owned(),
+        }
+    };
+    let table: &[(Backend, Concern, &str)] = &[
+        (Backend::Claude, Concern::McpServers, "delivered"),
+        (Backend::Claude, Concern::Model, "delivered"),
+        (Backend::Claude, Concern::AvailableModels, "delivered"),
+        (Backend::Claude, Concern::PermissionsDefaultMode, "delivered"),
+        (Backend::Claude, Concern::Tools, "translated"),
+        (Backend::Claude, Concern::DisabledTools, "translated"),
+        (Backend::Claude, Concern::AutoApprove, "gate-preserving"),
+        (Backend::Claude, Concern::Prompt, "context-instead"),
+        (Backend::Claude, Concern::Resources, "no-reader"),
+        (Backend::Claude, Concern::Hooks, "no-channel"),
+        (Backend::Claude, Concern::ToolsSettings, "no-channel"),
+        (Backend::Codex, Concern::McpServers, "delivered"),
+        (Backend::Codex, Concern::Model, "delivered"),
+        (Backend::Codex, Concern::DisabledTools, "translated"),
+        (Backend::Codex, Concern::AvailableModels, "harness-owns-the-vocabulary"),
+        (Backend::Codex, Concern::PermissionsDefaultMode, "fixed-by-governance"),
+        (Backend::Codex, Concern::AutoApprove, "gate-preserving"),
+        (Backend::Codex, Concern::Prompt, "context-instead"),
+        (Backend::Codex, Concern::Resources, "no-reader"),
+        (Backend::Codex, Concern::Hooks, "no-channel"),
+        (Backend::Codex, Concern::ToolsSettings, "no-channel"),
+        (Backend::Opencode, Concern::Hooks, "translated"),
+        (Backend::Opencode, Concern::PermissionsDefaultMode, "fixed-by-governance"),
+        (Backend::Opencode, Concern::Resources, "no-reader"),
+        (Backend::Mimocode, Concern::Hooks, "unasked-native-tools"),
+        (Backend::Mimocode, Concern::DisabledTools, "translated"),
+        (Backend::Goose, Concern::Hooks, "translated"),
+        (Backend::Goose, Concern::Resources, "no-channel-advertised"),
+        (Backend::Goose, Concern::PermissionsDefaultMode, "fixed-by-governance"),
+        (Backend::Strands, Concern::McpServers, "delivered"),
+        (Backend::Strands, Concern::Model, "delivered"),
+        (Backend::Strands, Concern::AvailableModels, "no-vocabulary-advertised"),
+        (Backend::Strands, Concern::AutoApprove, "gate-preserving"),
+        (Backend::Strands, Concern::PermissionsDefaultMode, "gate-preserving"),
+        (Backend::Strands, Concern::Prompt, "context-instead"),
+        (Backend::Strands, Concern::Hooks, "translated"),
+        (Backend::Strands, Concern::ToolsSettings, "no-channel"),
+        (Backend::Pi, Concern::McpServers, "broker-only"),
+        (Backend::Pi, Concern::Model, "delivered"),
+        (Backend::Deepseek, Concern::McpServers, "broker-only"),
+        (Backend::Deepseek, Concern::Model, "delivered"),
+        (Backend::Kas, Concern::Hooks, "translated"),
+        (Backend::Kas, Concern::ToolsSettings, "translated"),
+        (Backend::KiroCli, Concern::Hooks, "delivered"),
+        (Backend::KiroCli, Concern::AutoApprove, "translated"),
+    ];
+    for (backend, concern, expected) in table {
+        assert_eq!(withheld(ruling(*backend, *concern).disposition), *expected, "{backend} {concern:?}");
+    }
+    // "Three fields travel everywhere": every mirror delivers or translates
+    // mcpServers, tools and model.
+    for backend in
+        [Backend::Claude, Backend::Codex, Backend::Opencode, Backend::Mimocode, Backend::Goose, Backend::Strands]
+    {
+        for concern in [Concern::McpServers, Concern::Tools, Concern::Model] {
+            assert!(matches!(ruling(backend, concern).disposition, Delivered | Translated), "{backend} {concern:?}");
+        }
+    }
+}
+
+#[test]
+fn backend_names_parse_and_unknown_ones_are_refused() {
+    for backend in Backend::ALL {
+        assert_eq!(Backend::parse(backend.as_str()).unwrap(), backend);
+    }
+    assert_eq!(Backend::parse("claude-code").unwrap(), Backend::Claude);
+    let error = Backend::parse("copilot").unwrap_err().to_string();
+    assert!(error.contains("unknown backend `copilot`") && error.contains("kiro-cli"), "{error}");
+}
+
+#[test]
+fn claude_rule_names_are_sanitised_as_claude_code_writes_them() {
+    let cases = [
+        ("docs", "search", "mcp__docs__search"),
+        ("docs.server", "get page", "mcp__docs_server__get_page"),
+        ("a/b@c", "x-y_z", "mcp__a_b_c__x-y_z"),
+        ("ünï", "tool", "mcp___n___tool"),
+    ];
+    for (server, tool, expected) in cases {
+        assert_eq!(claude_rule_name(server, tool), expected);
+    }
+}
+
+#[test]
+fn version_floors_withhold_below_the_floor_and_when_unknown() {
+    type Case<'a> = (Option<&'a str>, Option<Option<&'a str>>, bool);
+    let cases: &[Case<'_>] = &[
+        (Some("2.23.0"), None, true),
+        (Some("kiro-cli 2.40.1"), None, true),
+        (Some("2.22.9"), None, false),
+        (None, None, false),
+        (Some("2.23.0"), Some(Some("0.66.33")), true),
+        (Some("2.23.0"), Some(Some("0.66.32")), false),
+        (Some("2.23.0"), Some(None), false),
+    ];
+    for (kiro_cli, engine, accepted) in cases {
+        let kiro_cli = kiro_cli.and_then(Version::parse);
+        let engine = engine.map(|engine| engine.and_then(Version::parse));
+        assert_eq!(spec_permissions_accepted(kiro_cli, engine).is_ok(), *accepted, "{kiro_cli:?} {engine:?}");
+    }
+    assert_eq!(Version::parse("no digits"), None);
+}
