@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_context::{
-    AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicMemory, EpisodicQuery,
+    AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicMemory, RecallQuery,
     ManualClock, MessageRequest, RuntimeIdentity, SectionName, SessionRequest, Surface, ThreadMessage, resolve_caps,
 };
 use cairn_embedder::{EmbeddingBackend, WordVectorEmbedder};
@@ -234,7 +234,7 @@ fn bench(c: &mut Criterion) {
             let channel = fixture.channels.entries("C1");
             let episodic = fixture
                 .database
-                .recall(&EpisodicQuery { text: MESSAGE, vector: Some(&fixture.query_vector), limit: 8 })
+                .recall(&RecallQuery { text: MESSAGE, vector: Some(&fixture.query_vector), limit: 8 })
                 .unwrap();
             let skills = fixture.skills.match_message(MESSAGE);
             black_box((hooks, channel, episodic, skills))

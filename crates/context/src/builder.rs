@@ -19,7 +19,7 @@ use crate::constants::{
 use crate::neutralize::{neutralize_one_line, neutralize_structural_markers};
 use crate::runtime::RuntimeIdentity;
 use crate::sources::{
-    CitedText, EpisodicMemory, EpisodicQuery, LessonSource, MarkdownMemory, SemanticMemory, SteeringDoc,
+    CitedText, EpisodicMemory, RecallQuery, LessonSource, MarkdownMemory, SemanticMemory, SteeringDoc,
 };
 use crate::text::{chars, truncate, truncate_lines};
 use crate::thread::{Compressor, ThreadMessage, thread_block};
@@ -621,7 +621,7 @@ impl ContextBuilder {
         }
 
         if let Some(episodic) = &self.episodic {
-            let query = EpisodicQuery { text: request.message, vector: request.query_vector, limit: EPISODIC_LIMIT };
+            let query = RecallQuery { text: request.message, vector: request.query_vector, limit: EPISODIC_LIMIT };
             match episodic.recall(&query) {
                 Ok(fragments) => {
                     let cap = caps.episodic_inject();

@@ -78,7 +78,7 @@ pub use neutralize::{
 };
 pub use runtime::{RuntimeIdentity, Surface};
 pub use sources::{
-    CitedText, EpisodicFragment, EpisodicMemory, EpisodicQuery, LessonLayers, LessonSource, MarkdownMemory,
+    CitedText, EpisodicFragment, EpisodicMemory, RecallQuery, LessonLayers, LessonSource, MarkdownMemory,
     MarkdownSections, RecalledFragments, SemanticMemory, SteeringDoc,
 };
 pub use thread::{Compressor, Role, ThreadMessage};

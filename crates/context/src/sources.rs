@@ -143,9 +143,10 @@ impl LessonSource for LessonLayers {
     }
 }
 
-/// What a message asks of episodic memory.
+/// What a message asks of episodic memory (the store's own query type is
+/// `cairn_memory_core::EpisodicQuery`).
 #[derive(Debug, Clone, Copy)]
-pub struct EpisodicQuery<'a> {
+pub struct RecallQuery<'a> {
     /// The message text.
     pub text: &'a str,
     /// Its embedding, when the host already has it (saves an embed call).
@@ -166,7 +167,7 @@ pub struct EpisodicFragment {
 /// Episodic memory: relevant fragments for a message, best first.
 pub trait EpisodicMemory: Send + Sync {
     /// Fragments admitted for the query, best first, at most `query.limit`.
-    fn recall(&self, query: &EpisodicQuery<'_>) -> Result<Vec<EpisodicFragment>>;
+    fn recall(&self, query: &RecallQuery<'_>) -> Result<Vec<EpisodicFragment>>;
 }
 
 /// Fragments given as data (already recalled by the host).
@@ -174,7 +175,7 @@ pub trait EpisodicMemory: Send + Sync {
 pub struct RecalledFragments(pub Vec<EpisodicFragment>);
 
 impl EpisodicMemory for RecalledFragments {
-    fn recall(&self, query: &EpisodicQuery<'_>) -> Result<Vec<EpisodicFragment>> {
+    fn recall(&self, query: &RecallQuery<'_>) -> Result<Vec<EpisodicFragment>> {
         Ok(self.0.iter().take(query.limit).cloned().collect())
     }
 }
@@ -184,7 +185,7 @@ impl EpisodicMemory for RecalledFragments {
 /// MMR), with the host's query vector when it has one. Each fragment is
 /// cited with its date (UTC) and the caller's reference.
 impl EpisodicMemory for MemoryDb {
-    fn recall(&self, query: &EpisodicQuery<'_>) -> Result<Vec<EpisodicFragment>> {
+    fn recall(&self, query: &RecallQuery<'_>) -> Result<Vec<EpisodicFragment>> {
         let mut search = cairn_memory_core::EpisodicQuery::new(query.text).limit(query.limit).relevance_filter(true);
         search.vector = query.vector.map(<[f32]>::to_vec);
         let hits = self
