@@ -19,7 +19,7 @@ use crate::constants::{
 use crate::neutralize::{neutralize_one_line, neutralize_structural_markers};
 use crate::runtime::RuntimeIdentity;
 use crate::sources::{
-    CitedText, EpisodicMemory, RecallQuery, LessonSource, MarkdownMemory, SemanticMemory, SteeringDoc,
+    CitedText, EpisodicMemory, LessonSource, MarkdownMemory, RecallQuery, SemanticMemory, SteeringDoc,
 };
 use crate::text::{chars, truncate, truncate_lines};
 use crate::thread::{Compressor, ThreadMessage, thread_block};

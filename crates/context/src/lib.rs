@@ -78,8 +78,8 @@ pub use neutralize::{
 };
 pub use runtime::{RuntimeIdentity, Surface};
 pub use sources::{
-    CitedText, EpisodicFragment, EpisodicMemory, RecallQuery, LessonLayers, LessonSource, MarkdownMemory,
-    MarkdownSections, RecalledFragments, SemanticMemory, SteeringDoc,
+    CitedText, EpisodicFragment, EpisodicMemory, LessonLayers, LessonSource, MarkdownMemory, MarkdownSections,
+    RecallQuery, RecalledFragments, SemanticMemory, SteeringDoc,
 };
 pub use thread::{Compressor, Role, ThreadMessage};
 pub use window::{ModelWindows, canonical_model_id, resolve_model_window};

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cairn_context::{ContextBuilder, EpisodicMemory, RecallQuery, MessageRequest, SectionName};
+use cairn_context::{ContextBuilder, EpisodicMemory, MessageRequest, RecallQuery, SectionName};
 use cairn_embedder::{EmbeddingBackend, HashEmbedder};
 use cairn_memory_core::{EpisodicOutcome, MemoryConfig, MemoryDb, NewEpisode};
 
