@@ -4,6 +4,7 @@
 #
 #   scripts/embed_compare.sh            # 2 rounds of ort then Cairn
 #   ROUNDS=3 scripts/embed_compare.sh
+#   SKIP_BUILD=1 scripts/embed_compare.sh   # use the examples already built
 #
 # Needs: the model (`cairn model fetch`), the peer venv from
 # ../shared/tools/peers/README.md (onnxruntime, tokenizers, numpy, psutil).
@@ -24,7 +25,7 @@ for need in "$MODEL/model.safetensors" "$PEERS/embed_bench.py" "$PEERS/data/corp
     [[ -e "$need" ]] || { echo "missing: $need" >&2; exit 1; }
 done
 
-cargo build --quiet --release --example embed_bench --example embed_fidelity
+[[ -n "${SKIP_BUILD:-}" ]] || cargo build --quiet --release --example embed_bench --example embed_fidelity
 
 : >"$OUT/runs.jsonl"
 for round in $(seq 1 "$ROUNDS"); do
