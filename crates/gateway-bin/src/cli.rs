@@ -54,6 +54,8 @@ pub(crate) enum Command {
     /// Add Cairn's MCP server and hooks to Claude Code or kiro-cli config (or remove them).
     #[command(subcommand)]
     Host(crate::commands::host_install::HostCommand),
+    /// Print (or --open) the address of the running server's dashboard page, token in the fragment.
+    Dashboard(crate::commands::dashboard::DashboardArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod dashboard;
 mod home;
 mod logging;
 mod mcp;

@@ -4,6 +4,7 @@
 pub(crate) mod agents;
 pub(crate) mod config;
 pub(crate) mod context;
+pub(crate) mod dashboard;
 mod embed;
 mod guard;
 pub(crate) mod hooks;
@@ -60,5 +61,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(command) => crate::mcp::run(&home, command),
         Command::Hook(args) => host_hook::run(&home, args),
         Command::Host(command) => host_install::run(&home, command),
+        Command::Dashboard(args) => dashboard::run(&home, args),
     }
 }

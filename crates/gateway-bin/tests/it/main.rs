@@ -4,6 +4,7 @@ use std::process::Command;
 
 mod agents;
 mod context;
+mod dashboard;
 mod embed;
 mod guard;
 mod hooks;

@@ -154,5 +154,7 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .method_not_allowed_fallback(method_not_allowed);
     api.layer(middleware::from_fn_with_state(state.token.clone(), require_token))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(crate::dashboard::api_headers))
         .with_state(state)
+        .merge(crate::dashboard::router())
 }

@@ -1,0 +1,1013 @@
+// The Cairn dashboard. Plain JavaScript, no dependencies.
+//
+// Rules this file keeps:
+// - Every value from the API reaches the page as text (textContent, text
+//   nodes, attribute values); no HTML is ever built from strings.
+// - The API token lives in sessionStorage and travels only in the
+//   Authorization header; it is taken from the URL fragment once and the
+//   fragment is removed from the address bar.
+// - Polling runs only while the embedding model downloads, loads or a
+//   re-embed runs.
+'use strict';
+
+const TOKEN_KEY = 'cairn.token';
+const FACT_PAGE = 200;
+const EPISODE_PAGE = 50;
+const POLL_MS = 1000;
+
+const state = {
+  token: null,
+  view: 'memory',
+  pane: 'facts',
+  facts: [],
+  factsShown: 0,
+  factSearch: false,
+  episodeOffset: 0,
+  episodeTotal: 0,
+  pollTimer: null,
+  loaded: new Set(),
+  probes: new Map(),
+};
+
+// ---- small DOM helpers -------------------------------------------------
+
+const $ = (id) => document.getElementById(id);
+
+/** Builds an element; string children become text nodes, never markup. */
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = String(value);
+    else if (key.startsWith('on') && typeof value === 'function') node.addEventListener(key.slice(2), value);
+    else if (key === 'data') Object.assign(node.dataset, value);
+    else if (typeof value === 'boolean' || typeof value === 'number') node[key] = value;
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function cell(label, content, cls) {
+  return el('td', { class: cls, 'data-label': label }, content);
+}
+
+function clear(node) {
+  node.replaceChildren();
+  return node;
+}
+
+function say(id, text, kind) {
+  const node = $(id);
+  node.textContent = text || '';
+  node.className = 'message' + (kind ? ' ' + kind : '');
+}
+
+function when(ms) {
+  if (ms === null || ms === undefined) return '—';
+  const date = new Date(ms);
+  return Number.isNaN(date.getTime()) ? String(ms) : date.toLocaleString();
+}
+
+function valueText(value) {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+function num(value, digits) {
+  if (value === null || value === undefined) return '—';
+  return typeof value === 'number' ? value.toFixed(digits) : String(value);
+}
+
+function bytes(count) {
+  if (count === null || count === undefined) return '—';
+  if (count < 1024) return count + ' B';
+  if (count < 1024 * 1024) return (count / 1024).toFixed(1) + ' KiB';
+  return (count / (1024 * 1024)).toFixed(1) + ' MiB';
+}
+
+// ---- the API -----------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Requests in flight, mirrored in `<body data-pending>` for scripts that wait on the page. */
+let pending = 0;
+
+function track(delta) {
+  pending += delta;
+  document.body.dataset.pending = String(pending);
+}
+
+async function api(method, path, body) {
+  track(1);
+  try {
+    return await request(method, path, body);
+  } finally {
+    track(-1);
+  }
+}
+
+async function request(method, path, body) {
+  const headers = { Authorization: 'Bearer ' + state.token };
+  const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (error) {
+    throw new ApiError(0, 'unreachable', 'cairn serve did not answer (' + error.message + '); is it still running?');
+  }
+  let data = null;
+  try {
+    data = await response.json();
+  } catch (_) {
+    data = null;
+  }
+  if (response.status === 401) {
+    signOut('The token was refused: it does not match the server.token of the running cairn serve.');
+    throw new ApiError(401, 'unauthorized', 'the token was refused');
+  }
+  if (!response.ok || !data || data.ok === false) {
+    const code = data && data.code ? data.code : 'http_' + response.status;
+    const message = data && data.error ? data.error : 'the server answered ' + response.status;
+    throw new ApiError(response.status, code, message);
+  }
+  return data;
+}
+
+function refusal(error) {
+  if (!(error instanceof ApiError)) return String(error);
+  if (error.status === 0) return error.message;
+  return 'Refused (' + error.code + '): ' + error.message;
+}
+
+/** Runs `job`, showing a refusal in message element `id`. */
+async function guarded(id, job) {
+  try {
+    await job();
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return;
+    say(id, refusal(error), 'error');
+  }
+}
+
+// ---- sign-in -----------------------------------------------------------
+
+function takeTokenFromFragment() {
+  const hash = window.location.hash.replace(/^#/, '');
+  if (!hash) return;
+  const params = new URLSearchParams(hash);
+  const token = params.get('token');
+  if (token) sessionStorage.setItem(TOKEN_KEY, token.trim());
+  // Keep the token out of the address bar and the history.
+  history.replaceState(null, '', window.location.pathname + window.location.search);
+}
+
+/** Forgets the token and every value shown; `why` tells the user. */
+function signOut(why) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  state.token = null;
+  stopPolling();
+  state.loaded.clear();
+  state.probes.clear();
+  $('app').hidden = true;
+  $('tabs').hidden = true;
+  $('sign-out').hidden = true;
+  for (const id of ['fact-list', 'epi-list', 'lesson-list', 'audit-list', 'mem-counts', 'skill-list',
+    'agent-list', 'agent-finding-list', 'agent-detail-fields', 'ctx-session-bars', 'ctx-message-bars', 'mcp-list']) {
+    clear($(id));
+  }
+  for (const id of ['ctx-session-text', 'ctx-message-text', 'skill-detail-content', 'embed-status', 'embed-detail',
+    'fact-summary', 'epi-summary', 'epi-page', 'mcp-skipped']) {
+    $(id).textContent = '';
+  }
+  $('login').hidden = false;
+  $('login-error').textContent = why || '';
+  $('token-input').value = '';
+  $('token-input').focus();
+}
+
+async function signIn(token) {
+  state.token = token;
+  try {
+    await api('GET', '/api/health');
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) signOut(refusal(error));
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $('login').hidden = true;
+  $('login-error').textContent = '';
+  $('app').hidden = false;
+  $('tabs').hidden = false;
+  $('sign-out').hidden = false;
+  showView(state.view);
+}
+
+// ---- views -------------------------------------------------------------
+
+function showView(view) {
+  state.view = view;
+  for (const button of document.querySelectorAll('button.tab')) {
+    if (button.dataset.view === view) button.setAttribute('aria-current', 'page');
+    else button.removeAttribute('aria-current');
+  }
+  for (const section of document.querySelectorAll('main > .view')) {
+    section.hidden = section.id !== 'view-' + view;
+  }
+  if (view === 'memory') loadMemory();
+  else if (view === 'skills') loadSkills();
+  else if (view === 'agents') loadAgents();
+  else if (view === 'mcp') loadMcp();
+  else if (view === 'context') $('ctx-q').focus();
+}
+
+function showPane(pane) {
+  state.pane = pane;
+  for (const button of document.querySelectorAll('button.subtab')) {
+    if (button.dataset.pane === pane) button.setAttribute('aria-current', 'true');
+    else button.removeAttribute('aria-current');
+  }
+  for (const section of document.querySelectorAll('#view-memory > .pane')) {
+    section.hidden = section.id !== 'pane-' + pane;
+  }
+  if (pane === 'episodic' && !state.loaded.has('episodic')) loadEpisodes(0);
+  else if (pane === 'lessons') loadLessons();
+  else if (pane === 'audit') loadAudit();
+}
+
+// ---- memory: counts, embedding, settings --------------------------------
+
+async function loadMemory() {
+  const first = !state.loaded.has('memory');
+  state.loaded.add('memory');
+  await Promise.all([
+    loadCounts(),
+    loadEmbedding(),
+    loadSettings(),
+    state.factSearch ? Promise.resolve() : loadFacts(),
+  ]);
+  if (state.pane !== 'facts') showPane(state.pane);
+  if (first) {
+    // The Memory view has its data on screen once the next frame is drawn.
+    requestAnimationFrame(() => performance.mark('cairn-memory-painted'));
+  }
+}
+
+async function loadCounts() {
+  await guarded('fact-msg', async () => {
+    const data = await api('GET', '/api/memory/stats');
+    const stats = data.stats;
+    state.episodeTotal = stats.episodic_live;
+    const rows = [
+      ['Facts', stats.semantic_live - stats.lessons],
+      ['Lessons', stats.lessons],
+      ['Episodic fragments', stats.episodic_live],
+      ['Audit events', stats.audit_events],
+      ['Facts and lessons without a vector', stats.semantic_missing_vectors],
+      ['Embedding model', stats.embedding_model],
+    ];
+    clear($('mem-counts')).append(...rows.flatMap(([name, value]) => [
+      el('dt', { text: name }),
+      el('dd', { text: value === null || value === undefined ? '—' : value }),
+    ]));
+    renderEpisodePager();
+  });
+}
+
+function embeddingBusy(status) {
+  const reembed = status.reembed && status.reembed.step;
+  return status.setup_step === 'downloading' || status.setup_step === 'loading'
+    || reembed === 'applying' || reembed === 'running';
+}
+
+async function loadEmbedding() {
+  stopPolling();
+  let status;
+  try {
+    status = (await api('GET', '/api/memory/embedding-status'));
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) $('embed-status').textContent = refusal(error);
+    return;
+  }
+  renderEmbedding(status);
+  if (embeddingBusy(status) && state.token) {
+    state.pollTimer = setTimeout(loadEmbedding, POLL_MS);
+  }
+}
+
+function stopPolling() {
+  if (state.pollTimer !== null) clearTimeout(state.pollTimer);
+  state.pollTimer = null;
+}
+
+function renderEmbedding(status) {
+  const progress = $('embed-progress');
+  const reembed = status.reembed || {};
+  let text;
+  let detail = '';
+  progress.hidden = true;
+  if (reembed.step === 'applying' || reembed.step === 'running') {
+    text = 'Re-embedding every row with the new model…';
+    if (reembed.total > 0) {
+      progress.max = reembed.total;
+      progress.value = reembed.done;
+      progress.hidden = false;
+      detail = reembed.done + ' of ' + reembed.total + ' rows';
+    }
+  } else if (status.setup_step === 'downloading') {
+    text = 'Downloading ' + status.model_id + '…';
+    if (status.bytes_total) {
+      progress.max = status.bytes_total;
+      progress.value = status.bytes_downloaded;
+      progress.hidden = false;
+      detail = bytes(status.bytes_downloaded) + ' of ' + bytes(status.bytes_total);
+    } else {
+      detail = bytes(status.bytes_downloaded) + ' so far';
+    }
+    if (status.download_attempt > 1) detail += ' (attempt ' + status.download_attempt + ' of ' + status.download_max_attempts + ')';
+  } else if (status.setup_step === 'loading') {
+    text = 'Loading ' + status.model_id + ' into memory…';
+  } else if (status.setup_step === 'done') {
+    text = status.model_id + ' is loaded (' + status.model_dim + ' dimensions): search uses vectors and keywords.';
+  } else if (status.setup_step === 'error') {
+    text = 'The model is not available: search uses keywords only.';
+  } else {
+    text = 'No model loaded: search uses keywords only.';
+  }
+  if (status.error) detail = (detail ? detail + ' — ' : '') + status.error;
+  if (reembed.step === 'failed' && reembed.error) detail = (detail ? detail + ' — ' : '') + 'Re-embed failed: ' + reembed.error;
+  $('embed-status').textContent = text;
+  $('embed-detail').textContent = detail;
+  $('embed-retry').hidden = status.setup_step !== 'error';
+}
+
+async function loadSettings() {
+  await guarded('settings-msg', async () => {
+    const data = await api('GET', '/api/memory/settings');
+    $('set-idle').value = String(data.settings.history_idle_hours);
+    $('set-days').value = String(data.settings.history_max_days);
+  });
+}
+
+async function saveSettings(event) {
+  event.preventDefault();
+  const update = {
+    history_idle_hours: Number($('set-idle').value),
+    history_max_days: Number($('set-days').value),
+  };
+  say('settings-msg', 'Saving…');
+  await guarded('settings-msg', async () => {
+    const data = await api('PUT', '/api/memory/settings', update);
+    $('set-idle').value = String(data.settings.history_idle_hours);
+    $('set-days').value = String(data.settings.history_max_days);
+    say('settings-msg', 'Saved to config.json; the running server uses the new values now.', 'ok');
+  });
+}
+
+// ---- memory: facts -----------------------------------------------------
+
+async function loadFacts() {
+  await guarded('fact-msg', async () => {
+    const data = await api('GET', '/api/memory/semantic');
+    state.facts = data.entries.filter((entry) => !entry.key.startsWith('lesson.'));
+    state.factSearch = false;
+    state.factsShown = 0;
+    clear($('fact-list'));
+    $('fact-summary').textContent = state.facts.length + (state.facts.length === 1 ? ' fact' : ' facts');
+    showMoreFacts();
+  });
+}
+
+function showMoreFacts() {
+  const next = state.facts.slice(state.factsShown, state.factsShown + FACT_PAGE);
+  $('fact-list').append(...next.map(factRow));
+  state.factsShown += next.length;
+  const more = $('fact-more');
+  more.hidden = state.factsShown >= state.facts.length;
+  more.textContent = 'Show more (' + (state.facts.length - state.factsShown) + ' not shown)';
+}
+
+function factRow(entry) {
+  return el('tr', { data: { key: entry.key } },
+    cell('Key', el('code', { text: entry.key })),
+    cell('Value', valueText(entry.value), 'fact-value'),
+    cell('Source', entry.source || '—'),
+    cell('Confidence', num(entry.confidence, 2), 'num'),
+    cell('Updated', entry.updated_at ? when(entry.updated_at) : '—', 'num'),
+    cell('', [
+      el('button', { type: 'button', class: 'small', text: 'Edit', onclick: () => editFact(entry) }),
+      ' ',
+      el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteFact(entry.key) }),
+    ], 'actions'));
+}
+
+function editFact(entry) {
+  const isString = typeof entry.value === 'string';
+  $('fact-key').value = entry.key;
+  $('fact-value').value = valueText(entry.value);
+  $('fact-json').checked = !isString;
+  if (entry.confidence !== undefined && entry.confidence !== null) $('fact-confidence').value = String(entry.confidence);
+  $('fact-value').focus();
+}
+
+function skipWords(key, reason) {
+  switch (reason && reason.reason) {
+    case 'protected_user_explicit':
+      return 'Kept the stored value of ' + key + ': the user set it explicitly, and this write is not from the user.';
+    case 'lower_confidence':
+      return 'Kept the stored value of ' + key + ': its confidence ' + num(reason.existing, 2)
+        + ' is more than 0.1 above this write\'s ' + num(reason.attempted, 2) + '.';
+    case 'duplicate_lesson':
+      return 'An existing lesson already says this (' + reason.existing_key + '); it was kept.';
+    case 'existing_wins':
+      return 'Kept the stored entry ' + reason.existing_key + ': existing memory wins.';
+    default:
+      return 'Kept the stored value of ' + key + '.';
+  }
+}
+
+function outcomeWords(result) {
+  switch (result.outcome) {
+    case 'created': return ['Saved ' + result.key + ' (new).', 'ok'];
+    case 'updated': return ['Saved ' + result.key + ': the previous value was replaced.', 'ok'];
+    case 'unchanged': return [result.key + ' already holds exactly this; nothing changed.', 'ok'];
+    case 'skipped': return ['Not written. ' + skipWords(result.key, result.reason), 'warn'];
+    default: return [JSON.stringify(result), ''];
+  }
+}
+
+async function saveFact(event) {
+  event.preventDefault();
+  const key = $('fact-key').value.trim();
+  const raw = $('fact-value').value;
+  let value = raw;
+  if ($('fact-json').checked) {
+    try {
+      value = JSON.parse(raw);
+    } catch (error) {
+      say('fact-msg', 'The value is not valid JSON: ' + error.message, 'error');
+      return;
+    }
+  }
+  const body = {
+    key,
+    value,
+    source: $('fact-source').value,
+    confidence: Number($('fact-confidence').value),
+  };
+  await guarded('fact-msg', async () => {
+    const data = await api('PUT', '/api/memory/semantic', body);
+    const [words, kind] = outcomeWords(data.result);
+    say('fact-msg', words, kind);
+    if (data.result.outcome !== 'skipped') {
+      $('fact-value').value = '';
+      await Promise.all([loadFacts(), loadCounts()]);
+    }
+  });
+}
+
+async function deleteFact(key) {
+  await guarded('fact-msg', async () => {
+    await api('DELETE', '/api/memory/semantic/' + encodeURIComponent(key));
+    say('fact-msg', 'Deleted ' + key + ' (the audit trail keeps the old value).', 'ok');
+    await Promise.all([loadFacts(), loadCounts()]);
+  });
+}
+
+async function searchFacts(event) {
+  event.preventDefault();
+  const q = $('fact-q').value.trim();
+  if (!q) {
+    loadFacts();
+    return;
+  }
+  await guarded('fact-msg', async () => {
+    const data = await api('GET', '/api/memory/semantic?limit=100&q=' + encodeURIComponent(q));
+    const hits = data.results.filter((hit) => !hit.key.startsWith('lesson.'));
+    state.factSearch = true;
+    state.facts = hits;
+    state.factsShown = 0;
+    clear($('fact-list'));
+    $('fact-summary').textContent = hits.length + ' matching ' + (hits.length === 1 ? 'fact' : 'facts')
+      + ' (' + data.mode + ' search; score = ' + (data.mode === 'hybrid' ? 'vector and keyword' : 'keyword') + ')';
+    $('fact-list').append(...hits.map((hit) => el('tr', { data: { key: hit.key } },
+      cell('Key', el('code', { text: hit.key })),
+      cell('Value', valueText(hit.value), 'fact-value'),
+      cell('Score', 'score ' + num(hit.score, 3) + ' · keyword ' + num(hit.keyword_score, 3)
+        + ' · vector ' + num(hit.vector_score, 3)),
+      cell('', ''),
+      cell('', ''),
+      cell('', el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteFact(hit.key) }),
+        'actions'))));
+    state.factsShown = hits.length;
+    $('fact-more').hidden = true;
+  });
+}
+
+// ---- memory: episodic --------------------------------------------------
+
+function scoreParts(score) {
+  if (!score) return [];
+  const parts = [
+    ['score', num(score.score, 3)],
+    ['fused', num(score.fused, 3)],
+    ['cosine', num(score.cosine, 3)],
+    ['bm25', num(score.bm25, 3)],
+    ['vector rank', score.vector_rank ?? '—'],
+    ['keyword rank', score.keyword_rank ?? '—'],
+    ['importance', num(score.importance, 2)],
+    ['age', num(score.age_days, 1) + ' d'],
+  ];
+  if (score.admitted !== null && score.admitted !== undefined) {
+    parts.push(['context gate', score.admitted ? 'admitted' : 'below threshold']);
+  }
+  return parts.map(([name, value]) => el('span', { class: 'chip score-part', text: name + ' ' + value }));
+}
+
+function episodeRow(row, score) {
+  const meta = [
+    el('span', { text: '#' + row.id }),
+    el('span', { text: when(row.created_at) }),
+  ];
+  if (row.source) meta.push(el('span', { text: row.source }));
+  if (row.importance !== undefined && !score) meta.push(el('span', { text: 'importance ' + num(row.importance, 2) }));
+  if (row.has_vector === false) meta.push(el('span', { class: 'chip', text: 'no vector yet' }));
+  for (const tag of row.tags || []) meta.push(el('span', { class: 'chip', text: tag }));
+  meta.push(...scoreParts(score));
+  meta.push(el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteEpisode(row.id) }));
+  return el('li', { data: { id: row.id } },
+    el('div', { class: 'row-text', text: row.text }),
+    el('div', { class: 'row-meta' }, meta));
+}
+
+function renderEpisodePager() {
+  const searching = !$('epi-pager').dataset.list;
+  const from = state.episodeOffset + 1;
+  const to = Math.min(state.episodeOffset + EPISODE_PAGE, state.episodeTotal);
+  $('epi-page').textContent = state.episodeTotal === 0 ? 'no fragments' : from + '–' + to + ' of ' + state.episodeTotal;
+  $('epi-prev').disabled = searching || state.episodeOffset === 0;
+  $('epi-next').disabled = searching || to >= state.episodeTotal;
+}
+
+async function loadEpisodes(offset) {
+  state.loaded.add('episodic');
+  await guarded('epi-summary', async () => {
+    const data = await api('GET', '/api/memory/episodic?limit=' + EPISODE_PAGE + '&offset=' + offset);
+    state.episodeOffset = data.offset;
+    clear($('epi-list')).append(...data.episodes.map((row) => episodeRow(row, null)));
+    $('epi-summary').textContent = 'Newest first.';
+    $('epi-summary').className = 'muted';
+    $('epi-pager').hidden = false;
+    $('epi-pager').dataset.list = '1';
+    renderEpisodePager();
+  });
+}
+
+async function searchEpisodes(event) {
+  event.preventDefault();
+  const q = $('epi-q').value.trim();
+  if (!q) {
+    loadEpisodes(0);
+    return;
+  }
+  await guarded('epi-summary', async () => {
+    const data = await api('GET', '/api/memory/episodic/search?limit=20&q=' + encodeURIComponent(q));
+    clear($('epi-list')).append(...data.results.map((hit) => episodeRow(hit, hit.score)));
+    $('epi-summary').textContent = data.results.length + ' ' + (data.results.length === 1 ? 'hit' : 'hits')
+      + ' for “' + q + '”, best first.';
+    $('epi-summary').className = 'muted';
+    delete $('epi-pager').dataset.list;
+    $('epi-pager').hidden = true;
+  });
+}
+
+async function deleteEpisode(id) {
+  await guarded('epi-summary', async () => {
+    await api('DELETE', '/api/memory/episodic/' + encodeURIComponent(id));
+    for (const item of $('epi-list').querySelectorAll('li')) {
+      if (item.dataset.id === String(id)) item.remove();
+    }
+    state.episodeTotal = Math.max(0, state.episodeTotal - 1);
+    $('epi-summary').textContent = 'Deleted fragment #' + id + '.';
+    renderEpisodePager();
+    loadCounts();
+  });
+}
+
+// ---- memory: lessons and audit ----------------------------------------
+
+async function loadLessons() {
+  await guarded('lesson-msg', async () => {
+    const data = await api('GET', '/api/memory/lessons?limit=200');
+    clear($('lesson-list')).append(...data.lessons.map((lesson) => el('li', { data: { key: lesson.key } },
+      el('div', { class: 'row-text', text: lesson.rule }),
+      lesson.not ? el('div', { class: 'row-text muted', text: 'Not: ' + lesson.not }) : null,
+      el('div', { class: 'row-meta' },
+        el('span', { class: 'chip', text: lesson.category }),
+        el('span', { text: lesson.source }),
+        el('span', { text: when(lesson.updated_at) }),
+        el('button', { type: 'button', class: 'small danger', text: 'Remove', onclick: () => removeLesson(lesson.key) })))));
+    if (data.lessons.length === 0) $('lesson-list').append(el('li', { class: 'muted', text: 'No lessons yet.' }));
+  });
+}
+
+async function addLesson(event) {
+  event.preventDefault();
+  const body = { rule: $('lesson-rule').value.trim(), category: $('lesson-category').value };
+  const not = $('lesson-not').value.trim();
+  if (not) body.not = not;
+  await guarded('lesson-msg', async () => {
+    const data = await api('POST', '/api/memory/lessons', body);
+    const outcome = data.result.outcome;
+    const replaced = data.result.replaced || [];
+    let words;
+    let kind = 'ok';
+    if (outcome.outcome === 'created') words = 'Learned (' + outcome.key + ').';
+    else if (outcome.outcome === 'updated') words = 'Updated the lesson ' + outcome.key + '.';
+    else if (outcome.outcome === 'unchanged') words = 'Already known as ' + outcome.key + '; nothing changed.';
+    else {
+      words = 'Not added. ' + skipWords(outcome.key, outcome.reason);
+      kind = 'warn';
+    }
+    if (replaced.length) words += ' It replaced the shorter lesson' + (replaced.length > 1 ? 's ' : ' ') + replaced.join(', ') + '.';
+    say('lesson-msg', words, kind);
+    if (kind === 'ok') {
+      $('lesson-rule').value = '';
+      $('lesson-not').value = '';
+    }
+    await Promise.all([loadLessons(), loadCounts()]);
+  });
+}
+
+async function removeLesson(key) {
+  await guarded('lesson-msg', async () => {
+    await api('DELETE', '/api/memory/lessons/' + encodeURIComponent(key));
+    say('lesson-msg', 'Removed ' + key + '.', 'ok');
+    await Promise.all([loadLessons(), loadCounts()]);
+  });
+}
+
+async function loadAudit() {
+  await guarded('fact-msg', async () => {
+    const data = await api('GET', '/api/memory/events?limit=100');
+    clear($('audit-list')).append(...data.events.map((event) => el('tr', {},
+      cell('When', when(event.at), 'num'),
+      cell('Layer', event.memory_type),
+      cell('Action', el('span', { class: event.action === 'rejected' || event.action.endsWith('_blocked') ? 'chip bad' : 'chip', text: event.action })),
+      cell('Key', el('code', { text: event.key })),
+      cell('Source', event.source || '—'),
+      cell('Detail', event.detail || '—'),
+      cell('New value', event.new_value === null || event.new_value === undefined ? '—' : event.new_value))));
+  });
+}
+
+// ---- context -----------------------------------------------------------
+
+function sectionBars(target, part) {
+  clear(target);
+  for (const section of part.sections) {
+    const hasCap = section.cap !== null && section.cap !== undefined;
+    const bar = hasCap
+      ? el('meter', { min: 0, max: Math.max(section.cap, 1), value: Math.min(section.chars, section.cap), title: section.name })
+      : el('progress', { max: Math.max(section.chars, 1), value: section.chars, title: section.name });
+    const amount = hasCap ? section.chars + ' / ' + section.cap + ' chars' : section.chars + ' chars (no cap)';
+    target.append(el('div', { class: 'bar' + (section.truncated ? ' truncated' : ''), data: { section: section.name } },
+      el('span', { class: 'label', text: section.name }),
+      bar,
+      el('span', { class: 'amount', text: amount })));
+  }
+  const total = part.sections.reduce((sum, section) => sum + section.chars, 0);
+  let line = 'total ' + total + ' chars';
+  if (part.ceiling) line += ' of a ' + part.ceiling + '-char ceiling';
+  if (part.caps && part.caps.window_tokens) line += ' · window ' + part.caps.window_tokens + ' tokens';
+  target.append(el('p', { class: 'muted', text: line }));
+  for (const notice of part.notices || []) target.append(el('p', { class: 'message warn', text: valueText(notice) }));
+}
+
+async function previewContext(event) {
+  event.preventDefault();
+  const params = new URLSearchParams();
+  params.set('q', $('ctx-q').value);
+  const windowTokens = $('ctx-window').value.trim();
+  if (windowTokens) params.set('window', windowTokens);
+  say('ctx-msg', 'Assembling…');
+  await guarded('ctx-msg', async () => {
+    const data = await api('GET', '/api/memory/context-preview?' + params.toString());
+    sectionBars($('ctx-session-bars'), data.session);
+    sectionBars($('ctx-message-bars'), data.message);
+    $('ctx-session-text').textContent = data.session.text;
+    $('ctx-message-text').textContent = data.message.text;
+    $('ctx-out').hidden = false;
+    say('ctx-msg', 'Nothing was recorded: a preview counts no deliveries.', 'ok');
+  });
+}
+
+// ---- skills ------------------------------------------------------------
+
+const SKILL_TEMPLATE = '---\nname: my-skill\ndescription: What this skill helps with, in one line\ntriggers: word, another phrase\n---\n\n# My skill\n\nSteps the agent should follow.\n';
+
+async function loadSkills() {
+  await guarded('skills-msg', async () => {
+    const data = await api('GET', '/api/skills');
+    clear($('skill-list')).append(...data.skills.map(skillRow));
+    if (data.skills.length === 0) {
+      $('skill-list').append(el('tr', {}, el('td', { colspan: '8', class: 'muted', text: 'No skills yet.' })));
+    }
+  });
+}
+
+function skillRow(skill) {
+  const toggle = el('input', {
+    type: 'checkbox',
+    class: 'inject-toggle',
+    checked: Boolean(skill.inject_on_trigger),
+    disabled: !skill.owned,
+    title: skill.owned ? 'Inject the body when a trigger matches' : 'Only skills in the Cairn home can be edited',
+    'aria-label': 'inject ' + skill.name + ' on trigger',
+  });
+  toggle.addEventListener('change', () => setInject(skill.name, toggle));
+  const findings = skill.warning ? el('span', { class: 'chip warn', text: skill.warning }) : el('span', { class: 'muted', text: 'none' });
+  return el('tr', { data: { name: skill.name } },
+    cell('Skill', el('button', { type: 'button', class: 'small', text: skill.name, onclick: () => showSkill(skill.name) })),
+    cell('Description', skill.description || '—'),
+    cell('Source', skill.source + (skill.always ? ' · always on' : '')),
+    cell('Size', bytes(skill.size_bytes), 'num'),
+    cell('Deliveries', skill.deliveries === null || skill.deliveries === undefined ? '—' : valueText(skill.deliveries), 'num'),
+    cell('Findings', findings),
+    cell('Inject on trigger', el('label', { class: 'check' }, toggle, skill.owned ? '' : 'read-only')),
+    cell('', skill.owned
+      ? el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteSkill(skill.name) })
+      : '', 'actions'));
+}
+
+async function setInject(name, toggle) {
+  const inject = toggle.checked;
+  toggle.disabled = true;
+  try {
+    const data = await api('POST', '/api/skills/-/inject-on-trigger', { name, inject });
+    say('skills-msg', name + (inject ? ' is injected when a trigger matches' : ' is no longer injected on a trigger')
+      + (data.changed ? '; SKILL.md updated.' : '; SKILL.md already said so.'), 'ok');
+  } catch (error) {
+    toggle.checked = !inject;
+    if (!(error instanceof ApiError && error.status === 401)) say('skills-msg', refusal(error), 'error');
+  } finally {
+    toggle.disabled = false;
+  }
+}
+
+async function showSkill(name) {
+  await guarded('skills-msg', async () => {
+    const data = await api('GET', '/api/skills/' + name.split('/').map(encodeURIComponent).join('/'));
+    $('skill-detail').hidden = false;
+    $('skill-detail-name').textContent = data.name;
+    const meta = [data.path, bytes(data.size_bytes)];
+    if (data.triggers && data.triggers.length) meta.push('triggers: ' + data.triggers.join(', '));
+    if (data.always) meta.push('always on');
+    $('skill-detail-meta').textContent = meta.join(' · ');
+    $('skill-detail-content').textContent = data.content;
+    for (const row of $('skill-list').querySelectorAll('tr')) row.classList.toggle('selected', row.dataset.name === name);
+  });
+}
+
+async function createSkill(event) {
+  event.preventDefault();
+  const body = { name: $('skill-name').value.trim(), content: $('skill-content').value };
+  await guarded('skills-msg', async () => {
+    const data = await api('POST', '/api/skills', body);
+    say('skills-msg', 'Created ' + data.name + '.', 'ok');
+    $('skill-name').value = '';
+    $('skill-content').value = SKILL_TEMPLATE;
+    await loadSkills();
+  });
+}
+
+async function deleteSkill(name) {
+  await guarded('skills-msg', async () => {
+    await api('DELETE', '/api/skills/' + name.split('/').map(encodeURIComponent).join('/'));
+    say('skills-msg', 'Deleted ' + name + '.', 'ok');
+    if ($('skill-detail-name').textContent === name) $('skill-detail').hidden = true;
+    await loadSkills();
+  });
+}
+
+// ---- agents ------------------------------------------------------------
+
+async function loadAgents() {
+  await guarded('agents-msg', async () => {
+    const data = await api('GET', '/api/agents');
+    clear($('agent-list')).append(...data.agents.map((agent) => el('tr', { data: { name: agent.name } },
+      cell('Agent', el('button', { type: 'button', class: 'small', text: agent.name, onclick: () => showAgent(agent.name) })),
+      cell('Description', agent.description || '—'),
+      cell('Scope', agent.scope),
+      cell('Format', agent.format),
+      cell('File', agent.path),
+      cell('State', agent.error
+        ? el('span', { class: 'chip bad', text: valueText(agent.error) })
+        : (agent.warnings && agent.warnings.length
+          ? agent.warnings.map((warning) => el('div', { class: 'chip warn', text: valueText(warning) }))
+          : 'ok')))));
+    if (data.agents.length === 0) {
+      $('agent-list').append(el('tr', {}, el('td', { colspan: '6', class: 'muted', text: 'No agent specs found.' })));
+    }
+  });
+}
+
+async function showAgent(name) {
+  await guarded('agents-msg', async () => {
+    const data = await api('GET', '/api/agents/detail/' + encodeURIComponent(name));
+    $('agent-detail').hidden = false;
+    $('agent-detail-name').textContent = data.name;
+    const prompt = data.prompt || {};
+    const fields = [
+      ['File', data.file + ' (' + data.scope + ', ' + data.format + (data.editable ? '' : ', read-only') + ')'],
+      ['Model', data.model || '—'],
+      ['Description', data.description || '—'],
+      ['Prompt', prompt.refused ? 'refused: ' + prompt.refused : (prompt.text ? prompt.text.length + ' chars' : 'none')],
+      ['Skills', (data.skills || []).join(', ') || '—'],
+      ['MCP servers', (data.mcp_servers || []).join(', ') || '—'],
+      ['Tools', data.is_toolless ? 'none' : (data.granted_tools && data.granted_tools.everything ? 'all (*)' : 'some')],
+    ];
+    for (const warning of data.warnings || []) fields.push(['Warning', valueText(warning)]);
+    clear($('agent-detail-fields')).append(...fields.flatMap(([label, value]) => [
+      el('dt', { text: label }), el('dd', { text: value })]));
+    const findings = data.diagnostics || [];
+    const rejects = findings.filter((finding) => finding.kiro_cli_rejects).length;
+    $('agent-check-summary').textContent = findings.length === 0
+      ? 'No findings: kiro-cli loads this file.'
+      : findings.length + (findings.length === 1 ? ' finding' : ' findings')
+        + (rejects ? '; kiro-cli\'s strict loader drops the whole file because of ' + rejects + ' of them.' : '; kiro-cli still loads the file.');
+    $('agent-check-summary').className = rejects ? 'error' : '';
+    clear($('agent-finding-list')).append(...findings.map((finding) => el('tr', {},
+      cell('Severity', el('span', { class: finding.severity === 'error' ? 'chip bad' : 'chip warn', text: finding.severity })),
+      cell('Where', el('code', { text: finding.path || '(file)' })),
+      cell('Finding', finding.message + ' [' + finding.code + ']'),
+      cell('kiro-cli', finding.kiro_cli_rejects ? 'rejects this file: its loader refuses the whole spec for this' : 'loads it'))));
+  });
+}
+
+// ---- MCP servers -------------------------------------------------------
+
+async function loadMcpAgents() {
+  const select = $('mcp-agent');
+  const chosen = select.value;
+  const data = await api('GET', '/api/agents');
+  select.replaceChildren(el('option', { value: '', text: '(none: definitions only)' }),
+    ...data.agents.filter((agent) => !agent.error).map((agent) => el('option', { value: agent.name, text: agent.name })));
+  if ([...select.options].some((option) => option.value === chosen)) select.value = chosen;
+}
+
+async function loadMcp() {
+  await guarded('mcp-msg', async () => {
+    if (!state.loaded.has('mcp')) {
+      await loadMcpAgents();
+      state.loaded.add('mcp');
+    }
+    const agent = $('mcp-agent').value;
+    const data = await api('GET', '/api/mcp' + (agent ? '?agent=' + encodeURIComponent(agent) : ''));
+    const editable = Boolean(data.agent && data.agent.editable);
+    clear($('mcp-list')).append(...data.servers.map((server) => mcpRow(server, agent, editable)));
+    if (data.servers.length === 0) {
+      $('mcp-list').append(el('tr', {}, el('td', { colspan: '6', class: 'muted', text: 'No MCP servers are defined.' })));
+    }
+    if (agent && !editable) say('mcp-msg', 'The agent ' + agent + ' is read-only here; its servers are shown, not changed.', 'warn');
+  });
+}
+
+function transportText(server) {
+  if (server.transport === 'http') return server.url;
+  return [server.command, ...(server.args || [])].join(' ');
+}
+
+function probeCell(name) {
+  const result = state.probes.get(name);
+  if (!result) return el('span', { class: 'muted', text: 'not probed' });
+  const parts = [el('span', { class: result.status === 'ok' ? 'chip' : 'chip bad', text: result.status })];
+  if (result.status === 'ok') {
+    parts.push(' ' + result.tools.length + (result.tools.length === 1 ? ' tool' : ' tools'));
+    if (result.server_name) parts.push(' · ' + result.server_name + (result.server_version ? ' ' + result.server_version : ''));
+    if (result.tools.length) parts.push(el('div', { class: 'muted mcp-tools', text: result.tools.join(', ') }));
+  } else {
+    parts.push(' ' + [result.error, result.reason].filter(Boolean).join(': '));
+  }
+  parts.push(el('div', { class: 'muted', text: result.elapsed_ms + ' ms' }));
+  return parts;
+}
+
+function mcpRow(server, agent, editable) {
+  const source = server.source ? server.source.kind + ' ' + server.source.path : '—';
+  let stateText = server.disabled ? 'disabled in its definition' : 'defined';
+  if (agent) stateText = server.enabled ? 'enabled for ' + agent : 'not enabled for ' + agent;
+  const action = agent && editable
+    ? el('button', {
+      type: 'button',
+      class: server.enabled ? 'small danger' : 'small',
+      text: server.enabled ? 'Disable' : 'Enable',
+      onclick: () => toggleMcp(agent, server.name, !server.enabled),
+    })
+    : '';
+  return el('tr', { data: { name: server.name } },
+    cell('Server', el('code', { text: server.name })),
+    cell('Transport', server.transport + ': ' + transportText(server)),
+    cell('Defined in', source),
+    cell('State', stateText, 'mcp-state'),
+    cell('Probe', probeCell(server.name), 'mcp-probe'),
+    cell('', action, 'actions'));
+}
+
+async function probeAll() {
+  const button = $('mcp-probe');
+  button.disabled = true;
+  say('mcp-msg', 'Probing every enabled server (initialize, then tools/list)…');
+  try {
+    const report = await api('POST', '/api/mcp/probe', {});
+    for (const result of report.results) state.probes.set(result.name, result);
+    const skipped = report.skipped || [];
+    $('mcp-skipped').textContent = skipped.length
+      ? 'Not probed: ' + skipped.map((entry) => entry.name + ' (' + entry.reason + ')').join('; ')
+      : '';
+    const ok = report.results.filter((result) => result.status === 'ok').length;
+    say('mcp-msg', ok + ' of ' + report.results.length + ' servers answered.', ok === report.results.length ? 'ok' : 'warn');
+    await loadMcp();
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) say('mcp-msg', refusal(error), 'error');
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function toggleMcp(agent, server, enabled) {
+  await guarded('mcp-msg', async () => {
+    const data = await api('POST', '/api/mcp/toggle', { agent, server, enabled });
+    let words = server + (enabled ? ' is enabled for ' : ' is disabled for ') + agent
+      + (data.changed ? ' (' + data.path + ' updated).' : ' (it already was).');
+    for (const notice of data.notices || []) words += ' ' + valueText(notice);
+    say('mcp-msg', words, 'ok');
+    await loadMcp();
+  });
+}
+
+// ---- wiring ------------------------------------------------------------
+
+function wire() {
+  $('login-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const token = $('token-input').value.trim();
+    if (token) signIn(token);
+  });
+  $('sign-out').addEventListener('click', () => signOut(''));
+  for (const button of document.querySelectorAll('button.tab')) {
+    button.addEventListener('click', () => showView(button.dataset.view));
+  }
+  for (const button of document.querySelectorAll('button.subtab')) {
+    button.addEventListener('click', () => showPane(button.dataset.pane));
+  }
+  $('settings-form').addEventListener('submit', saveSettings);
+  $('embed-retry').addEventListener('click', () => guarded('embed-detail', async () => {
+    await api('POST', '/api/memory/enable-embeddings');
+    await loadEmbedding();
+  }));
+  $('fact-form').addEventListener('submit', saveFact);
+  $('fact-search-form').addEventListener('submit', searchFacts);
+  $('fact-clear').addEventListener('click', () => {
+    $('fact-q').value = '';
+    loadFacts();
+  });
+  $('fact-more').addEventListener('click', showMoreFacts);
+  $('epi-search-form').addEventListener('submit', searchEpisodes);
+  $('epi-clear').addEventListener('click', () => {
+    $('epi-q').value = '';
+    loadEpisodes(0);
+  });
+  $('epi-prev').addEventListener('click', () => loadEpisodes(Math.max(0, state.episodeOffset - EPISODE_PAGE)));
+  $('epi-next').addEventListener('click', () => loadEpisodes(state.episodeOffset + EPISODE_PAGE));
+  $('lesson-form').addEventListener('submit', addLesson);
+  $('audit-refresh').addEventListener('click', loadAudit);
+  $('ctx-form').addEventListener('submit', previewContext);
+  $('skill-form').addEventListener('submit', createSkill);
+  $('mcp-agent').addEventListener('change', loadMcp);
+  $('mcp-probe').addEventListener('click', probeAll);
+  $('skill-content').value = SKILL_TEMPLATE;
+}
+
+function start() {
+  wire();
+  takeTokenFromFragment();
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) signIn(token);
+  else signOut('');
+}
+
+start();

@@ -1,0 +1,745 @@
+//! The dashboard page in a real browser: headless Chromium driven over
+//! WebDriver (`chromedriver`, through `fantoccini`) against a real `cairn
+//! serve` on a loopback port and a fresh home. Every test saves a
+//! screenshot under `<target>/tmp/dashboard/<test>/` and fails on any
+//! JavaScript error or console error the browser logged.
+//!
+//! Chromium and chromedriver are found on `PATH` (Debian's `chromium` and
+//! `chromium-driver`) or through `CAIRN_TEST_CHROMIUM` and
+//! `CAIRN_TEST_CHROMEDRIVER`. Without them the tests skip with a message,
+//! except under `CI=true`, where they fail.
+//!
+//! `CAIRN_DASHBOARD_DOCS=<dir>` makes the large-home test also write the
+//! Memory, Context and Skills views at 1280×800 into `<dir>`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use crate::cairn;
+use crate::serve::{Gateway, PATIENCE, start, start_in};
+
+/// The two programs the tests drive.
+struct Tools {
+    chromium: PathBuf,
+    chromedriver: PathBuf,
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+fn tool(variable: &str, names: &[&str]) -> Option<PathBuf> {
+    match std::env::var_os(variable) {
+        Some(path) => Some(PathBuf::from(path)),
+        None => names.iter().find_map(|name| on_path(name)),
+    }
+}
+
+/// The browser tools, or `None` (with the reason printed) outside CI.
+fn tools() -> Option<Tools> {
+    let chromium = tool("CAIRN_TEST_CHROMIUM", &["chromium", "chromium-browser", "google-chrome"]);
+    let chromedriver = tool("CAIRN_TEST_CHROMEDRIVER", &["chromedriver"]);
+    match (chromium, chromedriver) {
+        (Some(chromium), Some(chromedriver)) => Some(Tools { chromium, chromedriver }),
+        _ => {
+            let reason = "chromium and chromedriver are needed (apt-get install chromium chromium-driver, \
+                          or set CAIRN_TEST_CHROMIUM and CAIRN_TEST_CHROMEDRIVER)";
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: {reason}");
+            eprintln!("skipping the dashboard browser test: {reason}");
+            None
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `POST /session/{id}/se/log` for the `browser` log: chromedriver's
+/// console and JavaScript error entries since the last read.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(&self, base_url: &url::Url, session_id: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!("session/{}/se/log", session_id.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _request_url: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(json!({"type": "browser"}).to_string()))
+    }
+}
+
+/// A headless Chromium session over its own chromedriver, closed on drop.
+struct Browser {
+    driver: Child,
+    client: Option<Client>,
+    runtime: tokio::runtime::Runtime,
+    shots: PathBuf,
+    _profile: tempfile::TempDir,
+    /// HTTP statuses the test expects the API to answer (the browser logs them as errors).
+    expected_statuses: Vec<u16>,
+}
+
+impl Browser {
+    fn start(tools: &Tools, test: &str) -> Self {
+        let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard").join(test);
+        let _ = std::fs::remove_dir_all(&shots);
+        std::fs::create_dir_all(&shots).unwrap();
+        let port = free_port();
+        let driver = Command::new(&tools.chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("starting {}: {error}", tools.chromedriver.display()));
+        let profile = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": tools.chromium,
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--no-first-run",
+                    "--disable-extensions",
+                    "--window-size=1280,800",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+            "goog:loggingPrefs": {"browser": "ALL"},
+        });
+        let capabilities = capabilities.as_object().unwrap().clone();
+        let started = Instant::now();
+        let client = runtime.block_on(async {
+            loop {
+                let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+                match ClientBuilder::new(connector)
+                    .capabilities(capabilities.clone())
+                    .connect(&format!("http://127.0.0.1:{port}"))
+                    .await
+                {
+                    Ok(client) => break client,
+                    Err(error) => {
+                        assert!(started.elapsed() < PATIENCE, "chromedriver did not start a session: {error}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+        Self { driver, client: Some(client), runtime, shots, _profile: profile, expected_statuses: Vec::new() }
+    }
+
+    fn client(&self) -> &Client {
+        self.client.as_ref().unwrap()
+    }
+
+    fn goto(&self, url: &str) {
+        self.runtime.block_on(self.client().goto(url)).unwrap();
+    }
+
+    /// Sizes the window so that the page's viewport is `width` × `height`.
+    fn viewport(&self, width: u32, height: u32) {
+        let chrome =
+            self.js("return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight];", vec![]);
+        let extra = |index: usize| u32::try_from(chrome[index].as_u64().unwrap_or(0)).unwrap_or(0);
+        self.runtime.block_on(self.client().set_window_size(width + extra(0), height + extra(1))).unwrap();
+    }
+
+    /// Runs `script` (a function body) with `args` and returns its value.
+    fn js(&self, script: &str, args: Vec<Value>) -> Value {
+        self.runtime.block_on(self.client().execute(script, args)).unwrap_or_else(|error| panic!("{script}: {error}"))
+    }
+
+    /// Waits until `condition` (an expression) is truthy in the page.
+    fn wait(&self, what: &str, condition: &str) {
+        let script = format!("return Boolean({condition});");
+        let started = Instant::now();
+        while self.js(&script, vec![]) != Value::Bool(true) {
+            assert!(started.elapsed() < PATIENCE, "waited too long for {what} ({condition})");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The text of the element `selector`.
+    fn text(&self, selector: &str) -> String {
+        let value = self.js(
+            "const n = document.querySelector(arguments[0]); return n ? n.textContent : null;",
+            vec![json!(selector)],
+        );
+        value.as_str().unwrap_or_else(|| panic!("no element {selector}")).to_owned()
+    }
+
+    fn click(&self, selector: &str) {
+        self.runtime
+            .block_on(async { self.client().find(Locator::Css(selector)).await?.click().await })
+            .unwrap_or_else(|error| panic!("clicking {selector}: {error}"));
+    }
+
+    /// Replaces the value of the input `selector` by typing `text`.
+    fn fill(&self, selector: &str, text: &str) {
+        self.runtime
+            .block_on(async {
+                let element = self.client().find(Locator::Css(selector)).await?;
+                element.clear().await?;
+                element.send_keys(text).await
+            })
+            .unwrap_or_else(|error| panic!("typing into {selector}: {error}"));
+    }
+
+    fn select(&self, selector: &str, value: &str) {
+        self.runtime
+            .block_on(async { self.client().find(Locator::Css(selector)).await?.select_by_value(value).await })
+            .unwrap_or_else(|error| panic!("choosing {value} in {selector}: {error}"));
+    }
+
+    /// Saves a PNG of the viewport as `<name>.png` in the test's directory
+    /// (and returns its path).
+    fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self.runtime.block_on(self.client().screenshot()).unwrap();
+        let path = self.shots.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        eprintln!("screenshot: {}", path.display());
+        path
+    }
+
+    /// Every browser log entry that is an error: JavaScript exceptions,
+    /// `console.error`, CSP violations, failed loads, except API answers
+    /// with a status the test asked for.
+    fn errors(&self) -> Vec<String> {
+        let log = self.runtime.block_on(self.client().issue_cmd(BrowserLog)).unwrap();
+        log.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|entry| entry["level"] == "SEVERE" || entry["level"] == "WARNING")
+            .map(|entry| {
+                let text = |field: &str| entry[field].as_str().unwrap_or_default().to_owned();
+                format!("{} {}: {}", text("level"), text("source"), text("message"))
+            })
+            .filter(|line| !self.expected(line))
+            .collect()
+    }
+
+    fn expected(&self, line: &str) -> bool {
+        line.contains(" network: ")
+            && line.contains("/api/")
+            && self.expected_statuses.iter().any(|status| line.contains(&format!("status of {status} ")))
+    }
+
+    /// Screenshot, then fail on any browser error.
+    fn finish(mut self, name: &str) {
+        self.screenshot(name);
+        let errors = self.errors();
+        if let Some(client) = self.client.take() {
+            let _ = self.runtime.block_on(client.close());
+        }
+        assert!(errors.is_empty(), "the browser logged errors:\n{}", errors.join("\n"));
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = self.runtime.block_on(client.close());
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// The address `cairn dashboard` prints for `gateway`.
+fn dashboard_url(gateway: &Gateway) -> String {
+    let output = cairn()
+        .arg("--home")
+        .arg(gateway.home())
+        .args(["dashboard", "--port-file"])
+        .arg(gateway.home().join("port"))
+        .env_remove("CAIRN_HOME")
+        .env("HOME", gateway.home())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "cairn dashboard: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// Opens the address `cairn dashboard` prints (the token in the fragment).
+fn open_signed_in(browser: &Browser, gateway: &Gateway) {
+    let url = dashboard_url(gateway);
+    assert_eq!(url, format!("{}/#token={}", gateway.base, gateway.token));
+    browser.goto(&url);
+    browser.wait(
+        "the memory view",
+        "!document.getElementById('app').hidden && document.getElementById('mem-counts').children.length > 0",
+    );
+}
+
+#[test]
+fn dashboard_a_wrong_token_shows_nothing_and_the_right_one_opens_the_page() {
+    let Some(tools) = tools() else { return };
+    let gateway = start(&[]);
+    let written = gateway.send(
+        "PUT",
+        "/api/memory/semantic",
+        &json!({"key": "user.travel_plan", "value": "visible only signed in"}),
+    );
+    assert_eq!(written.status, 200, "{:?}", written.body);
+    let mut browser = Browser::start(&tools, "wrong_token");
+    browser.expected_statuses = vec![401];
+
+    browser.goto(&format!("{}/", gateway.base));
+    browser.wait("the sign-in form", "!document.getElementById('login').hidden");
+    browser.fill("#token-input", &"0".repeat(64));
+    browser.click("#login-form button[type=submit]");
+    browser.wait("the refusal", "document.getElementById('login-error').textContent.length > 0");
+    assert!(browser.text("#login-error").contains("token was refused"), "{}", browser.text("#login-error"));
+    assert_eq!(browser.js("return document.getElementById('app').hidden;", vec![]), json!(true));
+    let body = browser.js("return document.body.innerText;", vec![]);
+    assert!(!body.as_str().unwrap().contains("visible only signed in"), "a value leaked: {body}");
+    assert_eq!(browser.js("return sessionStorage.getItem('cairn.token');", vec![]), Value::Null);
+    browser.screenshot("refused");
+
+    browser.fill("#token-input", &gateway.token);
+    browser.click("#login-form button[type=submit]");
+    browser.wait("the fact list", "document.querySelector('#fact-list tr[data-key=\"user.travel_plan\"]')");
+    assert_eq!(browser.text("#fact-list tr[data-key='user.travel_plan'] .fact-value"), "visible only signed in");
+    browser.finish("signed_in");
+}
+
+#[test]
+fn dashboard_adds_a_fact_shows_refusals_in_words_and_markup_as_text() {
+    let Some(tools) = tools() else { return };
+    let gateway = start(&[]);
+    let mut browser = Browser::start(&tools, "facts");
+    browser.expected_statuses = vec![422];
+    open_signed_in(&browser, &gateway);
+    // The fragment is gone from the address bar once the token is stored.
+    assert_eq!(browser.js("return window.location.hash;", vec![]), json!(""));
+
+    browser.fill("#fact-key", "user.timezone");
+    browser.fill("#fact-value", "Europe/Berlin");
+    browser.click("#fact-save");
+    browser.wait("the new fact", "document.querySelector('#fact-list tr[data-key=\"user.timezone\"]')");
+    assert!(browser.text("#fact-msg").contains("Saved user.timezone"), "{}", browser.text("#fact-msg"));
+    assert_eq!(gateway.get("/api/memory/semantic").body["entries"][0]["value"], "Europe/Berlin");
+
+    // The conflict ladder keeps the user's value against an automated write.
+    browser.fill("#fact-value", "America/Denver");
+    browser.select("#fact-source", "consolidation");
+    browser.fill("#fact-confidence", "0.9");
+    browser.click("#fact-save");
+    browser.wait("the ladder's answer", "document.getElementById('fact-msg').textContent.includes('Kept')");
+    assert!(browser.text("#fact-msg").contains("the user set it explicitly"), "{}", browser.text("#fact-msg"));
+    assert_eq!(gateway.get("/api/memory/semantic").body["entries"][0]["value"], "Europe/Berlin");
+
+    // A validation refusal reads as the rule's own words.
+    browser.select("#fact-source", "user_explicit");
+    browser.fill("#fact-confidence", "1");
+    browser.fill("#fact-key", "Bad Key");
+    browser.click("#fact-save");
+    browser.wait("the refusal", "document.getElementById('fact-msg').textContent.includes('Refused')");
+    assert!(browser.text("#fact-msg").contains("invalid_key"), "{}", browser.text("#fact-msg"));
+
+    // Markup in a memory is shown as those characters and never runs.
+    let markup = "<script>window.__cairnRan = 1</script><img src=x onerror=\"window.__cairnRan = 2\">";
+    browser.fill("#fact-key", "user.markup_test");
+    browser.fill("#fact-value", markup);
+    browser.click("#fact-save");
+    browser.wait("the markup fact", "document.querySelector('#fact-list tr[data-key=\"user.markup_test\"]')");
+    assert_eq!(browser.text("#fact-list tr[data-key='user.markup_test'] .fact-value"), markup);
+    let injected = browser.js(
+        "return { ran: window.__cairnRan || null, \
+                  nodes: document.querySelectorAll('#fact-list script, #fact-list img').length };",
+        vec![],
+    );
+    assert_eq!(injected, json!({"ran": null, "nodes": 0}));
+
+    // Delete through the page.
+    browser.click("#fact-list tr[data-key='user.markup_test'] button.danger");
+    browser.wait("the deletion", "!document.querySelector('#fact-list tr[data-key=\"user.markup_test\"]')");
+    let keys: Vec<Value> = gateway.get("/api/memory/semantic").body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["key"].clone())
+        .collect();
+    assert_eq!(keys, vec![json!("user.timezone")]);
+    browser.finish("facts");
+}
+
+#[test]
+fn dashboard_episodic_search_shows_a_seeded_fragment_with_its_score_parts() {
+    let Some(tools) = tools() else { return };
+    let gateway = start(&[]);
+    for text in [
+        "We moved the billing service to the new Postgres cluster on Tuesday.",
+        "The user prefers short answers with a code sample first.",
+        "Lunch options near the office were discussed at length.",
+        "<script>alert('fragment')</script> is how the old widget was embedded.",
+    ] {
+        let written = gateway.send("POST", "/api/memory/episodic", &json!({"text": text}));
+        assert_eq!(written.status, 200, "{:?}", written.body);
+    }
+    let browser = Browser::start(&tools, "episodic");
+    open_signed_in(&browser, &gateway);
+    browser.click("button.subtab[data-pane=episodic]");
+    browser.wait("the episodic list", "document.querySelectorAll('#epi-list li').length === 4");
+    let listed =
+        browser.js("return [...document.querySelectorAll('#epi-list .row-text')].map(n => n.textContent);", vec![]);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .contains(&json!("<script>alert('fragment')</script> is how the old widget was embedded."))
+    );
+    assert_eq!(browser.js("return document.querySelectorAll('#epi-list script').length;", vec![]), json!(0));
+
+    browser.fill("#epi-q", "Postgres billing");
+    browser.click("#epi-search-form button[type=submit]");
+    browser.wait("the hits", "document.getElementById('epi-summary').textContent.includes('for “Postgres billing”')");
+    assert_eq!(
+        browser.text("#epi-list li:first-child .row-text"),
+        "We moved the billing service to the new Postgres cluster on Tuesday."
+    );
+    let parts = browser.js("return [...document.querySelectorAll('#epi-list li:first-child .score-part')].map(n => n.textContent.split(' ')[0]);", vec![]);
+    for part in ["score", "fused", "cosine", "bm25"] {
+        assert!(parts.as_array().unwrap().contains(&json!(part)), "no {part} in {parts}");
+    }
+    browser.finish("episodic_search");
+}
+
+const SKILL: &str = "---\nname: deploy-notes\ndescription: How we deploy the billing service\n\
+                     triggers: deploy, billing\n---\n\n# Deploy\n\nRun `make deploy`; keep  two spaces.\n";
+
+#[test]
+fn dashboard_skill_injection_toggle_edits_one_line_and_round_trips() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let skill_path = home.path().join("skills").join("deploy-notes").join("SKILL.md");
+    std::fs::create_dir_all(skill_path.parent().unwrap()).unwrap();
+    std::fs::write(&skill_path, SKILL).unwrap();
+    let gateway = start_in(home, &[], &[]);
+    let browser = Browser::start(&tools, "skills");
+    open_signed_in(&browser, &gateway);
+    browser.click("button.tab[data-view=skills]");
+    let toggle = "#skill-list tr[data-name='deploy-notes'] input.inject-toggle";
+    browser.wait("the skill list", &format!("document.querySelector(\"{toggle}\")"));
+    assert_eq!(browser.js(&format!("return document.querySelector(\"{toggle}\").checked;"), vec![]), json!(true));
+    assert_eq!(
+        browser.text("#skill-list tr[data-name='deploy-notes'] td[data-label=Description]"),
+        "How we deploy the billing service"
+    );
+
+    browser.click(toggle);
+    browser.wait(
+        "the toggle's answer",
+        "document.getElementById('skills-msg').textContent.includes('no longer injected')",
+    );
+    let off = std::fs::read_to_string(&skill_path).unwrap();
+    assert_eq!(off.matches("inject_on_trigger: false\n").count(), 1, "{off}");
+    assert_eq!(off.replace("inject_on_trigger: false\n", ""), SKILL, "more than the one line changed");
+    browser.click(toggle);
+    browser.wait("the toggle's answer", "document.getElementById('skills-msg').textContent.includes('is injected')");
+    assert_eq!(std::fs::read(&skill_path).unwrap(), SKILL.as_bytes(), "SKILL.md did not round-trip byte for byte");
+    browser.finish("skill_toggle");
+}
+
+#[test]
+fn dashboard_memory_setting_is_applied_and_read_back_through_the_api() {
+    let Some(tools) = tools() else { return };
+    let gateway = start(&[]);
+    let mut browser = Browser::start(&tools, "settings");
+    browser.expected_statuses = vec![422];
+    open_signed_in(&browser, &gateway);
+    browser.wait("the settings", "document.getElementById('set-days').value !== ''");
+    browser.fill("#set-days", "30");
+    browser.fill("#set-idle", "1.5");
+    browser.click("#settings-form button[type=submit]");
+    browser.wait("the save", "document.getElementById('settings-msg').textContent.startsWith('Saved')");
+    assert_eq!(
+        gateway.get("/api/memory/settings").body["settings"],
+        json!({"history_idle_hours": 1.5, "history_max_days": 30})
+    );
+    // A refused value is reported and changes nothing.
+    browser.js("document.getElementById('set-days').value = '0';", vec![]);
+    browser.js("document.getElementById('settings-form').requestSubmit();", vec![]);
+    browser.wait("the refusal", "document.getElementById('settings-msg').textContent.startsWith('Refused')");
+    assert_eq!(gateway.get("/api/memory/settings").body["settings"]["history_max_days"], 30);
+    browser.finish("settings");
+}
+
+/// Writes a home with `episodes` episodic rows and `facts` facts through
+/// `cairn memory import-episodic` and `cairn memory import`, plus a skill
+/// and an agent spec kiro-cli would reject.
+fn seed_large_home(home: &Path, episodes: usize, facts: usize) {
+    let topics = ["billing", "deploys", "the search index", "onboarding", "the mobile app", "release notes"];
+    let mut rows = String::new();
+    for index in 0..episodes {
+        let topic = topics[index % topics.len()];
+        rows.push_str(
+            &json!({
+                "text": format!("Session {index}: we talked about {topic} and agreed on step {} of the plan.", index % 97),
+                "created_at": 1_780_000_000_000_i64 + i64::try_from(index).unwrap() * 60_000,
+                "tags": [topic.replace(' ', "-")],
+            })
+            .to_string(),
+        );
+        rows.push('\n');
+    }
+    let rows_path = home.join("seed-episodes.jsonl");
+    std::fs::write(&rows_path, rows).unwrap();
+    let semantic: Vec<Value> = (0..facts)
+        .map(|index| {
+            json!({
+                "key": format!("project.fact_{index:04}"),
+                "value": format!("{} detail number {index}", topics[index % topics.len()]),
+                "confidence": 1.0,
+                "source": "user_explicit",
+                "updated_at": 1_780_000_000_000_i64,
+            })
+        })
+        .collect();
+    let document = json!({
+        "format": "cairn-memory-export", "version": 1, "schema_version": 1, "exported_at": 1_780_000_000_000_i64,
+        "semantic": semantic,
+        "lessons": [{"rule": "Run the tests before pushing", "not": "push untested code", "category": "preference", "source": "user_explicit"}],
+        "episodic": [],
+        "files": {},
+    });
+    let document_path = home.join("seed-export.json");
+    std::fs::write(&document_path, document.to_string()).unwrap();
+    for args in [
+        vec!["memory".into(), "import-episodic".into(), "--no-backfill".into(), rows_path.display().to_string()],
+        vec!["memory".into(), "import".into(), document_path.display().to_string()],
+    ] {
+        let output = cairn()
+            .arg("--home")
+            .arg(home)
+            .args(&args)
+            .env_remove("CAIRN_HOME")
+            .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+            .env("HOME", home)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "cairn {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let skill = home.join("skills").join("deploy-notes").join("SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(&skill, SKILL).unwrap();
+    let agents = home.join(".kiro").join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("reviewer.json"),
+        json!({"name": "reviewer", "description": "Reviews pull requests", "prompt": "Review carefully.",
+               "tools": ["fs_read"], "hooks": {"agentSpawn": [{"cmd": "echo hi"}]}, "colour": "blue"})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn dashboard_large_home_first_paint_views_and_narrow_layout() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    seed_large_home(home.path(), 10_000, 1_000);
+    let gateway = start_in(home, &[], &[]);
+    let stats = gateway.get("/api/memory/stats").body;
+    assert_eq!(stats["stats"]["episodic_live"], 10_000, "{stats}");
+    let browser = Browser::start(&tools, "large_home");
+    let docs = std::env::var_os("CAIRN_DASHBOARD_DOCS").map(PathBuf::from);
+
+    browser.goto(&format!("{}/favicon.svg", gateway.base));
+    browser.viewport(1280, 800);
+    open_signed_in(&browser, &gateway);
+    browser.wait("the facts", "document.querySelectorAll('#fact-list tr').length === 200");
+    browser.wait("the paint mark", "performance.getEntriesByName('cairn-memory-painted').length === 1");
+    let timing = browser.js(
+        "const nav = performance.getEntriesByType('navigation')[0]; \
+         const paint = performance.getEntriesByName('first-contentful-paint')[0]; \
+         return { memory_painted_ms: performance.getEntriesByName('cairn-memory-painted')[0].startTime, \
+                  first_contentful_paint_ms: paint ? paint.startTime : null, \
+                  dom_content_loaded_ms: nav.domContentLoadedEventEnd, \
+                  viewport: [window.innerWidth, window.innerHeight] };",
+        vec![],
+    );
+    eprintln!("dashboard first paint, 10,000 episodic rows and 1,000 facts: {timing}");
+    assert_eq!(browser.text("#fact-summary"), "1000 facts");
+    assert_eq!(timing["viewport"], json!([1280, 800]), "the window is not 1280×800");
+    let memory_shot = browser.screenshot("memory");
+
+    browser.click("button.subtab[data-pane=episodic]");
+    browser.wait("the first page", "document.querySelectorAll('#epi-list li').length === 50");
+    assert_eq!(browser.text("#epi-page"), "1–50 of 10000");
+    browser.click("#epi-next");
+    browser.wait("the second page", "document.getElementById('epi-page').textContent === '51–100 of 10000'");
+    browser.screenshot("episodic");
+
+    browser.click("button.tab[data-view=context]");
+    browser.fill("#ctx-window", "32000");
+    browser.fill("#ctx-q", "how do we deploy billing?");
+    browser.click("#ctx-form button[type=submit]");
+    browser.wait("the preview", "!document.getElementById('ctx-out').hidden");
+    let sections = browser
+        .js("return [...document.querySelectorAll('#ctx-session-bars .bar')].map(n => n.dataset.section);", vec![]);
+    assert!(sections.as_array().unwrap().contains(&json!("semantic")), "{sections}");
+    assert!(browser.text("#ctx-session-text").contains("[Semantic Memory]"));
+    let context_shot = browser.screenshot("context");
+
+    browser.click("button.tab[data-view=skills]");
+    browser.wait("the skills", "document.querySelector('#skill-list tr[data-name=\"deploy-notes\"]')");
+    browser.click("#skill-list tr[data-name='deploy-notes'] td[data-label=Skill] button");
+    browser
+        .wait("the skill file", "document.getElementById('skill-detail-content').textContent.includes('make deploy')");
+    let skills_shot = browser.screenshot("skills");
+
+    browser.click("button.tab[data-view=agents]");
+    browser.wait("the agents", "document.querySelector('#agent-list tr[data-name=\"reviewer\"]')");
+    browser.click("#agent-list tr[data-name='reviewer'] button");
+    browser.wait("the check", "document.querySelectorAll('#agent-finding-list tr').length > 0");
+    assert!(
+        browser.text("#agent-check-summary").contains("drops the whole file"),
+        "{}",
+        browser.text("#agent-check-summary")
+    );
+    browser.screenshot("agents");
+
+    // At 400 px nothing is wider than the window.
+    browser.viewport(400, 800);
+    for view in ["memory", "context", "skills", "agents"] {
+        browser.click(&format!("button.tab[data-view={view}]"));
+        browser.wait(
+            "the view",
+            &format!("!document.getElementById('view-{view}').hidden && document.body.dataset.pending === '0'"),
+        );
+        let overflow =
+            browser.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth;", vec![]);
+        assert_eq!(overflow, json!(0), "the {view} view is wider than 400 px");
+        browser.screenshot(&format!("{view}_400px"));
+    }
+
+    if let Some(docs) = docs {
+        std::fs::create_dir_all(&docs).unwrap();
+        for (shot, name) in [(memory_shot, "memory"), (context_shot, "context"), (skills_shot, "skills")] {
+            std::fs::copy(&shot, docs.join(format!("dashboard-{name}.png"))).unwrap();
+        }
+    }
+    browser.finish("large_home");
+}
+
+#[test]
+fn dashboard_command_refuses_when_no_server_answers() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("server.token"), format!("{}\n", "ab".repeat(32))).unwrap();
+    let port = free_port();
+    std::fs::write(home.path().join("port"), format!("127.0.0.1:{port}\n")).unwrap();
+    std::fs::write(home.path().join("not-an-address"), "localhost\n").unwrap();
+    let run = |args: &[&str]| {
+        cairn()
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .env_remove("CAIRN_HOME")
+            .env("HOME", home.path())
+            .output()
+            .unwrap()
+    };
+    let cases: [(&[&str], &str); 3] = [
+        (&["dashboard", "--port-file", &home.path().join("port").display().to_string()], "no cairn serve answers"),
+        (&["dashboard", "--port-file", &home.path().join("missing").display().to_string()], "missing"),
+        (
+            &["dashboard", "--port-file", &home.path().join("not-an-address").display().to_string()],
+            "expected one `ip:port` line",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = run(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        assert!(output.stdout.is_empty(), "{args:?} printed an address");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn dashboard_assets_need_no_token_and_carry_a_strict_policy_while_the_api_does() {
+    let gateway = start(&[]);
+    let agent = crate::serve::http_agent();
+    for (path, content_type) in [
+        ("/", "text/html"),
+        ("/app.js", "text/javascript"),
+        ("/app.css", "text/css"),
+        ("/favicon.svg", "image/svg+xml"),
+    ] {
+        let reply = crate::serve::reply(agent.get(&gateway.url(path)).call().unwrap());
+        assert_eq!(reply.status, 200, "{path}");
+        assert!(reply.header("content-type").unwrap().starts_with(content_type), "{path}");
+        let policy = reply.header("content-security-policy").unwrap();
+        assert!(policy.contains("script-src 'self'") && !policy.contains("unsafe-inline"), "{path}: {policy}");
+        assert_eq!(reply.header("x-content-type-options"), Some("nosniff"), "{path}");
+        let text = reply.body.as_str().unwrap_or_default();
+        assert!(!text.contains(&gateway.token), "{path} carries the token");
+    }
+    let refused = crate::serve::reply(agent.get(&gateway.url("/api/memory/stats")).call().unwrap());
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.header("cache-control"), Some("no-store"));
+    let answered = gateway.get("/api/memory/stats");
+    assert_eq!(answered.status, 200);
+    assert_eq!(answered.header("cache-control"), Some("no-store"));
+    assert_eq!(answered.header("x-content-type-options"), Some("nosniff"));
+    assert!(gateway.get("/index.html").header("content-security-policy").is_some());
+}
+
+#[test]
+fn dashboard_mcp_probe_all_then_enable_for_an_agent() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let server_home = tempfile::tempdir().unwrap();
+    let kiro = home.path().join(".kiro");
+    std::fs::create_dir_all(kiro.join("settings")).unwrap();
+    std::fs::create_dir_all(kiro.join("agents")).unwrap();
+    let servers = json!({"mcpServers": {
+        "memory": {"command": env!("CARGO_BIN_EXE_cairn"), "args": ["--home", server_home.path(), "mcp", "serve"]},
+        "broken": {"command": "sh", "args": ["-c", "echo not an MCP server"]},
+    }});
+    std::fs::write(kiro.join("settings").join("mcp.json"), servers.to_string()).unwrap();
+    let agent_path = kiro.join("agents").join("dev.json");
+    std::fs::write(&agent_path, json!({"name": "dev", "description": "Development", "tools": ["fs_read"]}).to_string())
+        .unwrap();
+    let gateway = start_in(home, &[], &[]);
+    let browser = Browser::start(&tools, "mcp");
+    open_signed_in(&browser, &gateway);
+
+    browser.click("button.tab[data-view=mcp]");
+    browser.wait("the server list", "document.querySelector('#mcp-list tr[data-name=\"memory\"]')");
+    browser.select("#mcp-agent", "dev");
+    browser.wait("the agent's view", "document.querySelector('#mcp-list tr[data-name=\"memory\"] button')");
+    assert_eq!(browser.text("#mcp-list tr[data-name='memory'] .mcp-state"), "not enabled for dev");
+
+    browser.click("#mcp-probe");
+    browser.wait("the probe", "document.getElementById('mcp-msg').textContent.includes('servers answered')");
+    assert_eq!(browser.text("#mcp-list tr[data-name='memory'] .mcp-probe .chip"), "ok");
+    assert!(browser.text("#mcp-list tr[data-name='memory'] .mcp-tools").contains("memory_search"));
+    assert_eq!(browser.text("#mcp-list tr[data-name='broken'] .mcp-probe .chip"), "error");
+
+    browser.click("#mcp-list tr[data-name='memory'] button");
+    browser.wait("the toggle", "document.getElementById('mcp-msg').textContent.includes('is enabled for dev')");
+    browser.wait(
+        "the refreshed row",
+        "document.querySelector('#mcp-list tr[data-name=\"memory\"] .mcp-state').textContent === 'enabled for dev'",
+    );
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(&agent_path).unwrap()).unwrap();
+    assert!(spec["tools"].as_array().unwrap().contains(&json!("@memory")), "{spec}");
+    browser.finish("mcp");
+}
