@@ -3,15 +3,20 @@
 //! Pins live in `<home>/config.json` under `agent.spec_pins` (agent name →
 //! bare file name); every other key of that file is kept as it is.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use cairn_agent_spec::projection::{Backend, Disposition, Projection, ProjectionInput, ProjectionOptions};
+use cairn_agent_spec::{AgentSpec, Pins};
 
 use cairn_agent_spec::{
     Catalog, ResolveContext, ResolvedSpec, check_file, resolve_prompt, skill_globs, steering_files, validate_pin,
 };
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::home::Home;
 use crate::settings;
@@ -28,6 +33,52 @@ pub(crate) enum AgentCommand {
     Pin(PinArgs),
     /// Check spec files; prints one JSON object per file.
     Check(CheckArgs),
+    /// What one agent becomes on a backend: every concern's disposition,
+    /// the projected servers, deny set and settings, and the notices.
+    Project(ProjectArgs),
+    /// Write a harness's own files from an agent's projection, merged into
+    /// what is there (an existing entry is never replaced).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProjectArgs {
+    /// The agent name.
+    name: String,
+    /// kiro-cli, kas, claude, codex, opencode, mimocode, goose, strands, pi or deepseek.
+    #[arg(long, value_name = "BACKEND")]
+    backend: String,
+    #[command(flatten)]
+    dirs: Dirs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The harnesses `cairn agent export` writes files for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportTarget {
+    /// `.mcp.json` and `.claude/settings.local.json` in the directory.
+    ClaudeCode,
+    /// `.kiro/kas-custom-agents.json` (the `customAgents` batch) in the directory.
+    Kas,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// The agent name.
+    name: String,
+    /// Which harness's files to write.
+    #[arg(long, value_enum)]
+    to: ExportTarget,
+    /// Where to write them (default: the project checkout, else the current directory).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    #[command(flatten)]
+    dirs: Dirs,
+    /// Print what would change as a unified diff and write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -83,6 +134,8 @@ pub(crate) fn run(home: &Home, command: &AgentCommand) -> anyhow::Result<ExitCod
         AgentCommand::Show(args) => show(home, args),
         AgentCommand::Pin(args) => pin(home, args),
         AgentCommand::Check(args) => check(home, args),
+        AgentCommand::Project(args) => project(home, args),
+        AgentCommand::Export(args) => export(home, args),
     }
 }
 
@@ -243,4 +296,320 @@ fn check(home: &Home, args: &CheckArgs) -> anyhow::Result<ExitCode> {
         writeln!(out)?;
     }
     Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The projection of agent `name` on `backend`, from the catalog of those
+/// directories.
+pub(crate) fn projection(
+    home: &Home,
+    name: &str,
+    backend: Backend,
+    agents_dir: Option<&Path>,
+    project: Option<&Path>,
+) -> anyhow::Result<Projection> {
+    let catalog = home.agents(agents_dir, project)?;
+    Ok(project_in(&catalog, &home.pins()?, &home.resolve_context(project), name, backend)?)
+}
+
+/// The projection of agent `name` on `backend`: the prompt resolved, the
+/// catalog's other agents as the sub-agent pool, the resolver's warnings
+/// first among the notices.
+pub(crate) fn project_in(
+    catalog: &Catalog,
+    pins: &Pins,
+    context: &ResolveContext,
+    name: &str,
+    backend: Backend,
+) -> Result<Projection, cairn_agent_spec::AgentSpecError> {
+    let resolved = catalog.resolve(name, pins)?;
+    let prompt = resolve_prompt(&resolved.spec, resolved.scope, context).ok().map(|prompt| prompt.text);
+    let peers: BTreeMap<String, AgentSpec> = catalog
+        .names()
+        .into_iter()
+        .filter(|peer| *peer != resolved.name)
+        .filter_map(|peer| catalog.resolve(&peer, pins).ok().map(|found| (found.name, found.spec)))
+        .collect();
+    let input = ProjectionInput {
+        name: &resolved.name,
+        spec: &resolved.spec,
+        scope: resolved.scope,
+        prompt: prompt.as_deref(),
+        peers: &peers,
+    };
+    let mut built = cairn_agent_spec::projection::project(&input, backend, &ProjectionOptions::default());
+    for warning in resolved.warnings.iter().rev() {
+        built.notices.insert(0, warning.clone());
+    }
+    Ok(built)
+}
+
+fn project(home: &Home, args: &ProjectArgs) -> anyhow::Result<ExitCode> {
+    let backend = match Backend::parse(&args.backend) {
+        Ok(backend) => backend,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let built =
+        match projection(home, &args.name, backend, args.dirs.agents_dir.as_deref(), args.dirs.project.as_deref()) {
+            Ok(built) => built,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+    let mut out = io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &built)?;
+        writeln!(out)?;
+    } else {
+        write_projection(&mut out, &built)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_projection(out: &mut impl Write, built: &Projection) -> io::Result<()> {
+    let kind = serde_json::to_value(built.kind).ok().and_then(|kind| kind.as_str().map(str::to_owned));
+    writeln!(out, "agent: {}", built.agent)?;
+    writeln!(out, "backend: {} ({})", built.backend, kind.unwrap_or_default())?;
+    if !built.spec_read {
+        writeln!(out, "the backend does not use this spec")?;
+    }
+    writeln!(out, "concerns:")?;
+    for report in &built.concerns {
+        let answer = match report.ruling.disposition {
+            Disposition::Delivered => "delivered".to_owned(),
+            Disposition::Translated => "translated".to_owned(),
+            Disposition::NoChannel { channel } => format!("no-channel (needs {channel})"),
+            Disposition::Withheld { class } => format!(
+                "withheld ({})",
+                serde_json::to_value(class)
+                    .ok()
+                    .and_then(|class| class.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+        };
+        let set = if report.set { "set" } else { "   " };
+        writeln!(out, "  {set} {:<24} {answer}: {}", report.ruling.concern.key(), report.ruling.detail)?;
+    }
+    for server in &built.mcp_servers {
+        writeln!(out, "mcp server: {}", server["name"].as_str().unwrap_or_default())?;
+    }
+    for withheld in &built.withheld_servers {
+        writeln!(out, "withheld server: {} ({})", withheld.server, withheld.reason)?;
+    }
+    for denied in &built.deny {
+        let rule = denied.rule.as_deref().map(|rule| format!(" as {rule}")).unwrap_or_default();
+        writeln!(out, "denied tool: {}/{}{rule}", denied.server, denied.tool)?;
+    }
+    if let Some(settings) = &built.settings {
+        writeln!(out, "settings: {settings}")?;
+    }
+    if let Some(permissions) = &built.permissions {
+        writeln!(out, "permissions: {}", permissions.to_value())?;
+    }
+    if built.zero_tools {
+        writeln!(out, "tools: [] (mount nothing): {}", serde_json::to_value(built.zero_tool_ban).unwrap_or_default())?;
+    }
+    for notice in &built.notices {
+        writeln!(out, "notice: {notice}")?;
+    }
+    Ok(())
+}
+
+/// One file export would write: its path, its current text, its new value,
+/// and what the merge kept.
+struct ExportFile {
+    path: PathBuf,
+    before: Option<String>,
+    after: Value,
+    kept: Vec<String>,
+}
+
+fn read_json_object(home: &Home, path: &Path) -> anyhow::Result<(Option<String>, Value)> {
+    if !path.exists() {
+        return Ok((None, Value::Object(Map::new())));
+    }
+    let text = home.sensitive().read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    if text.trim().is_empty() {
+        return Ok((Some(text), Value::Object(Map::new())));
+    }
+    let value: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON; fix it first, nothing was changed", path.display()))?;
+    if !value.is_object() {
+        bail!("{} is not a JSON object; nothing was changed", path.display());
+    }
+    Ok((Some(text), value))
+}
+
+fn object_entry<'a>(value: &'a mut Value, key: &str, path: &Path) -> anyhow::Result<&'a mut Map<String, Value>> {
+    let map = value.as_object_mut().context("checked to be an object")?;
+    map.entry(key.to_owned())
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .with_context(|| format!("`{key}` in {} is not an object; nothing was changed", path.display()))
+}
+
+/// Adds `key: value` to `map` unless the key holds something else, which
+/// is kept (and named in `kept`).
+fn merge_key(map: &mut Map<String, Value>, key: &str, value: Value, label: &str, kept: &mut Vec<String>) {
+    match map.get(key) {
+        None => {
+            map.insert(key.to_owned(), value);
+        }
+        Some(existing) if *existing == value => {}
+        Some(_) => kept.push(format!("{label}: the existing value was kept")),
+    }
+}
+
+fn claude_files(home: &Home, dir: &Path, built: &Projection) -> anyhow::Result<Vec<ExportFile>> {
+    let mcp_path = dir.join(".mcp.json");
+    let (before, mut after) = read_json_object(home, &mcp_path)?;
+    let mut kept = Vec::new();
+    let servers = object_entry(&mut after, "mcpServers", &mcp_path)?;
+    for element in &built.mcp_servers {
+        let name = element["name"].as_str().unwrap_or_default().to_owned();
+        let entry = claude_mcp_entry(element);
+        merge_key(servers, &name, entry, &format!("mcpServers.{name}"), &mut kept);
+    }
+    let mcp = ExportFile { path: mcp_path, before, after, kept };
+
+    let settings_path = dir.join(".claude").join("settings.local.json");
+    let (before, mut after) = read_json_object(home, &settings_path)?;
+    let mut kept = Vec::new();
+    let projected = built.settings.clone().unwrap_or_else(|| json!({}));
+    let top = after.as_object_mut().context("checked to be an object")?;
+    for key in ["model", "availableModels"] {
+        if let Some(value) = projected.get(key) {
+            merge_key(top, key, value.clone(), key, &mut kept);
+        }
+    }
+    let permissions = object_entry(&mut after, "permissions", &settings_path)?;
+    if let Some(mode) = projected.pointer("/permissions/defaultMode") {
+        merge_key(permissions, "defaultMode", mode.clone(), "permissions.defaultMode", &mut kept);
+    }
+    if let Some(Value::Array(rules)) = projected.pointer("/permissions/deny") {
+        let deny = permissions.entry("deny").or_insert_with(|| Value::Array(Vec::new()));
+        let deny = deny.as_array_mut().with_context(|| {
+            format!("`permissions.deny` in {} is not a list; nothing was changed", settings_path.display())
+        })?;
+        for rule in rules {
+            if !deny.contains(rule) {
+                deny.push(rule.clone());
+            }
+        }
+    }
+    Ok(vec![mcp, ExportFile { path: settings_path, before, after, kept }])
+}
+
+/// The `.mcp.json` entry for one ACP array element.
+fn claude_mcp_entry(element: &Value) -> Value {
+    let pairs = |key: &str| -> Map<String, Value> {
+        element[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|pair| Some((pair["name"].as_str()?.to_owned(), pair["value"].clone())))
+            .collect()
+    };
+    if let Some(url) = element.get("url") {
+        let mut entry = json!({ "type": "http", "url": url });
+        let headers = pairs("headers");
+        if !headers.is_empty() {
+            entry["headers"] = Value::Object(headers);
+        }
+        entry
+    } else {
+        let mut entry = json!({ "type": "stdio", "command": element["command"], "args": element["args"] });
+        let env = pairs("env");
+        if !env.is_empty() {
+            entry["env"] = Value::Object(env);
+        }
+        entry
+    }
+}
+
+fn kas_files(home: &Home, dir: &Path, built: &Projection) -> anyhow::Result<Vec<ExportFile>> {
+    let path = dir.join(".kiro").join("kas-custom-agents.json");
+    let (before, mut after) = read_json_object(home, &path)?;
+    let mut kept = Vec::new();
+    let batch = built.wire.as_ref().and_then(|wire| wire.pointer("/_meta/kiro/customAgents")).cloned();
+    let agents = object_entry(&mut after, "customAgents", &path)?;
+    for agent in batch.and_then(|batch| batch.as_array().cloned()).unwrap_or_default() {
+        let name = agent["name"].as_str().unwrap_or_default().to_owned();
+        merge_key(agents, &name, agent, &format!("customAgents.{name}"), &mut kept);
+    }
+    Ok(vec![ExportFile { path, before, after, kept }])
+}
+
+fn export(home: &Home, args: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let backend = match args.to {
+        ExportTarget::ClaudeCode => Backend::Claude,
+        ExportTarget::Kas => Backend::Kas,
+    };
+    let built =
+        match projection(home, &args.name, backend, args.dirs.agents_dir.as_deref(), args.dirs.project.as_deref()) {
+            Ok(built) => built,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+    if !built.spec_read {
+        for notice in &built.notices {
+            eprintln!("notice: {notice}");
+        }
+        eprintln!("error: {backend} does not use this spec; nothing was written");
+        return Ok(ExitCode::FAILURE);
+    }
+    let dir = match args.dir.clone().or_else(|| home.project_dir(args.dirs.project.as_deref())) {
+        Some(dir) => dir,
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let files = match args.to {
+        ExportTarget::ClaudeCode => claude_files(home, &dir, &built)?,
+        ExportTarget::Kas => kas_files(home, &dir, &built)?,
+    };
+    for file in &files {
+        write_export(file, args.dry_run)?;
+    }
+    for notice in &built.notices {
+        println!("notice: {notice}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_export(file: &ExportFile, dry_run: bool) -> anyhow::Result<()> {
+    for kept in &file.kept {
+        println!("kept {}: {kept}", file.path.display());
+    }
+    let mut after = serde_json::to_string_pretty(&file.after)?;
+    after.push('\n');
+    let before_value = file.before.as_deref().and_then(|text| serde_json::from_str::<Value>(text).ok());
+    if before_value.as_ref() == Some(&file.after) {
+        println!("unchanged {}", file.path.display());
+        return Ok(());
+    }
+    if dry_run {
+        let before = before_value
+            .and_then(|value| serde_json::to_string_pretty(&value).ok())
+            .map(|text| text + "\n")
+            .unwrap_or_default();
+        let name = file.path.display().to_string();
+        let diff = similar::TextDiff::from_lines(&before, &after);
+        print!("{}", diff.unified_diff().context_radius(3).header(&name, &name));
+        return Ok(());
+    }
+    if let Some(before) = &file.before {
+        let mut backup = file.path.clone().into_os_string();
+        backup.push(".cairn.bak");
+        settings::atomic_write(Path::new(&backup), before.as_bytes())?;
+        settings::atomic_write(&file.path, after.as_bytes())?;
+        println!("updated {} (previous file in {})", file.path.display(), Path::new(&backup).display());
+    } else {
+        settings::atomic_write(&file.path, after.as_bytes())?;
+        println!("created {}", file.path.display());
+    }
+    Ok(())
 }

@@ -196,3 +196,127 @@ fn list_reports_project_shadowing_and_unreadable_files() {
     assert!(coder["warnings"][0].as_str().unwrap().contains("shadows"), "{coder}");
     assert!(report["unreadable"][0]["error"].as_str().unwrap().contains("invalid JSON"), "{report}");
 }
+
+fn projection_fixture(case: &str) -> String {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent-spec/test_data/projection").join(case).join("spec.json");
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn project_prints_every_concern_and_refuses_an_unknown_backend() {
+    let setup = setup();
+    setup.write("oncall.json", &projection_fixture("kiro-cli-oncall"));
+    let output = setup.run(&["project", "oncall", "--backend", "claude", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let projection: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(projection["backend"], "claude");
+    assert_eq!(projection["concerns"].as_array().unwrap().len(), 16);
+    assert_eq!(projection["mcp_servers"][0]["name"], "builder-mcp");
+    assert_eq!(projection["settings"]["model"], "claude-opus-4.7");
+
+    let text = setup.run(&["project", "oncall", "--backend", "kiro-cli"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("backend: kiro-cli (native)"), "{text}");
+    assert!(text.contains("set hooks") || text.contains("hooks"), "{text}");
+
+    let unknown = setup.run(&["project", "oncall", "--backend", "copilot"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8(unknown.stderr).unwrap().contains("unknown backend `copilot`"));
+    let missing = setup.run(&["project", "nobody", "--backend", "kas"]);
+    assert!(!missing.status.success());
+}
+
+#[test]
+fn export_to_claude_code_merges_and_never_clobbers() {
+    let setup = setup();
+    setup.write("narrowed.json", &projection_fixture("disabled-tools"));
+    let target = setup.home.join("checkout");
+    std::fs::create_dir_all(target.join(".claude")).unwrap();
+    std::fs::write(
+        target.join(".mcp.json"),
+        r#"{"mcpServers":{"plain":{"type":"stdio","command":"my-own-plain"}},"other":1}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        target.join(".claude/settings.local.json"),
+        r#"{"permissions":{"defaultMode":"plan","deny":["Bash(rm *)"]},"theme":"dark"}"#,
+    )
+    .unwrap();
+    let dir = target.to_str().unwrap();
+
+    let dry = setup.run(&["export", "narrowed", "--to", "claude-code", "--dir", dir, "--dry-run"]);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    let diff = String::from_utf8(dry.stdout).unwrap();
+    assert!(diff.contains("+    \"cairn\""), "{diff}");
+    let untouched = std::fs::read_to_string(target.join(".mcp.json")).unwrap();
+    assert!(!untouched.contains("cairn"), "a dry run writes nothing");
+
+    let done = setup.run(&["export", "narrowed", "--to", "claude-code", "--dir", dir]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let stdout = String::from_utf8(done.stdout).unwrap();
+    assert!(stdout.contains("kept") && stdout.contains("mcpServers.plain"), "{stdout}");
+    let mcp: Value = serde_json::from_str(&std::fs::read_to_string(target.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(mcp["other"], 1);
+    assert_eq!(mcp["mcpServers"]["plain"]["command"], "my-own-plain", "an existing entry is kept");
+    assert_eq!(mcp["mcpServers"]["docs.server"]["command"], "docs-mcp");
+    assert!(mcp["mcpServers"].get("off").is_none(), "a disabled server is not exported");
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(target.join(".claude/settings.local.json")).unwrap()).unwrap();
+    assert_eq!(settings["theme"], "dark");
+    assert_eq!(settings["permissions"]["defaultMode"], "plan", "the user's mode is kept");
+    let deny: Vec<&str> =
+        settings["permissions"]["deny"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(
+        deny,
+        ["Bash(rm *)", "mcp__cairn__memory_forget", "mcp__docs_server__delete_page", "mcp__docs_server__purge"]
+    );
+    assert!(target.join(".mcp.json.cairn.bak").exists());
+
+    let again = setup.run(&["export", "narrowed", "--to", "claude-code", "--dir", dir]);
+    assert!(String::from_utf8(again.stdout).unwrap().contains("unchanged"));
+
+    std::fs::write(target.join(".mcp.json"), "[1]").unwrap();
+    let refused = setup.run(&["export", "narrowed", "--to", "claude-code", "--dir", dir]);
+    assert!(!refused.status.success());
+    assert_eq!(std::fs::read_to_string(target.join(".mcp.json")).unwrap(), "[1]");
+}
+
+#[test]
+fn export_to_kas_writes_the_custom_agents_batch_and_refuses_a_spec_the_backend_cannot_read() {
+    let setup = setup();
+    setup.write("oncall.json", &projection_fixture("kiro-cli-oncall"));
+    setup.write("notes.md", "---\nname: notes\ntools: read\n---\nTake notes.\n");
+    let target = setup.home.join("out");
+    let dir = target.to_str().unwrap();
+    let done = setup.run(&["export", "oncall", "--to", "kas", "--dir", dir]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(target.join(".kiro/kas-custom-agents.json")).unwrap()).unwrap();
+    assert_eq!(written["customAgents"]["oncall"]["model"], "claude-opus-4.7");
+    assert!(written["customAgents"]["oncall"]["tools"].as_array().unwrap().iter().any(|tool| tool == "read_file"));
+
+    let markdown = setup.run(&["export", "notes", "--to", "claude-code", "--dir", dir]);
+    assert!(!markdown.status.success());
+    assert!(String::from_utf8(markdown.stderr).unwrap().contains("does not read the Markdown form"));
+}
+
+#[test]
+fn the_projection_route_answers_per_backend_and_refuses_bad_queries() {
+    let home = tempfile::tempdir().unwrap();
+    let agents = tempfile::tempdir().unwrap();
+    std::fs::write(agents.path().join("oncall.json"), projection_fixture("kiro-cli-oncall")).unwrap();
+    std::fs::write(
+        home.path().join("config.json"),
+        serde_json::json!({"agent": {"agents_dir": agents.path()}}).to_string(),
+    )
+    .unwrap();
+    let gateway = crate::serve::start_in(home, &[], &[]);
+    let reply = gateway.get("/api/agents/oncall/projection?backend=codex");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["projection"]["backend"], "codex");
+    assert_eq!(reply.body["projection"]["settings"]["config_options"]["mode"], "read-only");
+    assert_eq!(gateway.get("/api/agents/oncall/projection").code(), "missing_backend");
+    assert_eq!(gateway.get("/api/agents/oncall/projection?backend=copilot").code(), "unknown_backend");
+    assert_eq!(gateway.get("/api/agents/nobody/projection?backend=kas").code(), "agent_not_found");
+}

@@ -307,3 +307,34 @@ mod tests {
         }
     }
 }
+
+/// `?backend=` of the projection route.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct ProjectionQuery {
+    backend: Option<String>,
+}
+
+/// `GET /api/agents/{name}/projection?backend=B`: what the agent becomes on
+/// that backend (the same value `cairn agent project --json` prints).
+pub(crate) async fn get_projection(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<ProjectionQuery>,
+) -> ApiResult {
+    blocking(move || {
+        let Some(backend) = query.backend else {
+            return Err(ApiError::bad_request("missing_backend", "pass ?backend=<name>"));
+        };
+        let backend = cairn_agent_spec::projection::Backend::parse(&backend)
+            .map_err(|error| ApiError::bad_request("unknown_backend", error.to_string()))?;
+        let catalog = load(&state)?;
+        if !catalog.names().contains(&name) {
+            return Err(ApiError::not_found("agent_not_found", format!("no agent named {name:?}")));
+        }
+        let projection =
+            crate::commands::agents::project_in(&catalog, &state.agents.pins, &context(&state), &name, backend)
+                .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
+        Ok(Json(json!({ "ok": true, "projection": projection })))
+    })
+    .await
+}

@@ -145,6 +145,7 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/skills/{*name}", get(skills::get).put(skills::replace).delete(skills::delete))
         .route("/api/agents", get(agents::list))
         .route("/api/agents/detail/{name}", get(agents::get_detail).patch(agents::patch_detail))
+        .route("/api/agents/{name}/projection", get(agents::get_projection))
         .route("/api/mcp", get(mcp::list))
         .route("/api/mcp/probe", get(mcp::cached).post(mcp::fresh))
         .route("/api/mcp/toggle", post(mcp::toggle))
