@@ -54,6 +54,9 @@ pub(crate) enum Command {
     /// Add Cairn's MCP server and hooks to Claude Code or kiro-cli config (or remove them).
     #[command(subcommand)]
     Host(crate::commands::host_install::HostCommand),
+    /// Bring memory over from Claude Code, Hermes and OpenClaw files (`scan` is the dry run).
+    #[command(subcommand)]
+    Import(crate::commands::import::ImportCommand),
     /// Print (or --open) the address of the running server's dashboard page, token in the fragment.
     Dashboard(crate::commands::dashboard::DashboardArgs),
 }

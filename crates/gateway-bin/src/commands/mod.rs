@@ -10,6 +10,7 @@ mod guard;
 pub(crate) mod hooks;
 pub(crate) mod host_hook;
 pub(crate) mod host_install;
+pub(crate) mod import;
 pub(crate) mod memory;
 pub(crate) mod memory_consolidate;
 mod memory_episodic;
@@ -61,6 +62,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(command) => crate::mcp::run(&home, command),
         Command::Hook(args) => host_hook::run(&home, args),
         Command::Host(command) => host_install::run(&home, command),
+        Command::Import(command) => import::run(&home, command),
         Command::Dashboard(args) => dashboard::run(&home, args),
     }
 }

@@ -9,6 +9,7 @@ mod embed;
 mod guard;
 mod hooks;
 mod host_hooks;
+mod import;
 mod mcp;
 mod mcp_discovery;
 mod memory;

@@ -3,6 +3,7 @@
 
 mod agents;
 mod episodic;
+mod import;
 mod mcp;
 mod memory;
 mod sessions;
@@ -137,6 +138,9 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/memory/context-preview", get(memory::context_preview))
         .route("/api/memory/migrate", post(transfer::migrate))
         .route("/api/memory/import", post(transfer::import))
+        .route("/api/import/scan", post(import::scan))
+        .route("/api/import/apply", post(import::apply))
+        .route("/api/import/status", get(import::status))
         .route("/api/sessions/{key}/messages", post(sessions::post_messages))
         .route("/api/sessions/{key}/start", post(sessions::start))
         .route("/api/sessions/{key}", get(sessions::get_session))

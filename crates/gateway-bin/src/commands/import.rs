@@ -1,0 +1,294 @@
+//! `cairn import scan|apply`: bringing memory over from Claude Code, Hermes
+//! and OpenClaw files through Cairn's own writers.
+//!
+//! `scan` is the dry run: what was found, where each entry would land, and
+//! what is skipped and why. `apply` writes (a progress bar on a terminal),
+//! then embeds the new episodic rows with the installed model, as `cairn
+//! memory backfill` does (`--no-backfill` leaves that to a later
+//! backfill or the gateway's heartbeat). Source roots default to the
+//! documented locations under `$HOME`; the flags point elsewhere.
+//!
+//! Exit status 0 whatever individual entries met (they are reported); a
+//! flag naming a directory that does not exist is an error.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use cairn_embedder::{EmbeddingBackend, ModelInfo, ModelManager};
+use cairn_memory_core::{
+    ForeignReport, ForeignRoots, ForeignSource, ItemOutcome, MemoryDb, apply_foreign, scan_foreign,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use crate::home::Home;
+
+/// `cairn import ...`
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum ImportCommand {
+    /// Dry run: list what each source holds and where every entry would land.
+    Scan(ScanArgs),
+    /// Import through Cairn's writers; existing memory wins every conflict.
+    Apply(ApplyArgs),
+}
+
+/// Which agent's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FromSource {
+    /// Claude Code: CLAUDE.md files, rules, auto memory.
+    ClaudeCode,
+    /// Hermes: memories/MEMORY.md and USER.md of the home and its profiles.
+    Hermes,
+    /// OpenClaw: a workspace's MEMORY.md, USER.md, SOUL.md and daily logs.
+    Openclaw,
+    /// All three.
+    All,
+}
+
+/// Where the sources are and which to read.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct SourceArgs {
+    /// Which source to read.
+    #[arg(long, value_enum, default_value = "all")]
+    pub(crate) from: FromSource,
+    /// Claude Code's user directory (default: ~/.claude).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) claude_home: Option<PathBuf>,
+    /// Hermes's home (default: ~/.hermes).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) hermes_home: Option<PathBuf>,
+    /// An OpenClaw workspace (default: ~/.openclaw/workspace).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) openclaw_workspace: Option<PathBuf>,
+    /// A project whose CLAUDE.md, CLAUDE.local.md, AGENTS.md and .claude/rules are read (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) project: Vec<PathBuf>,
+    /// Print the whole report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `cairn import scan`
+#[derive(Debug, clap::Args)]
+pub(crate) struct ScanArgs {
+    #[command(flatten)]
+    pub(crate) sources: SourceArgs,
+}
+
+/// `cairn import apply`
+#[derive(Debug, clap::Args)]
+pub(crate) struct ApplyArgs {
+    #[command(flatten)]
+    pub(crate) sources: SourceArgs,
+    /// Do not embed the imported rows now (a later `cairn memory backfill` or the gateway does).
+    #[arg(long)]
+    pub(crate) no_backfill: bool,
+}
+
+impl SourceArgs {
+    pub(crate) fn selected(&self) -> Vec<ForeignSource> {
+        match self.from {
+            FromSource::ClaudeCode => vec![ForeignSource::ClaudeCode],
+            FromSource::Hermes => vec![ForeignSource::Hermes],
+            FromSource::Openclaw => vec![ForeignSource::Openclaw],
+            FromSource::All => ForeignSource::ALL.to_vec(),
+        }
+    }
+
+    pub(crate) fn roots(&self) -> anyhow::Result<ForeignRoots> {
+        let mut roots = match dirs::home_dir() {
+            Some(home) => ForeignRoots::under_user_home(&home),
+            None => ForeignRoots::default(),
+        };
+        if let Some(dir) = &self.claude_home {
+            roots.claude_home = Some(dir.clone());
+        }
+        if let Some(dir) = &self.hermes_home {
+            roots.hermes_home = Some(dir.clone());
+        }
+        if let Some(dir) = &self.openclaw_workspace {
+            roots.openclaw_workspace = Some(dir.clone());
+        }
+        roots.projects = self.project.clone();
+        for (flag, dir) in [
+            ("--claude-home", &self.claude_home),
+            ("--hermes-home", &self.hermes_home),
+            ("--openclaw-workspace", &self.openclaw_workspace),
+        ] {
+            if let Some(dir) = dir
+                && !dir.is_dir()
+            {
+                anyhow::bail!("{flag} {}: not a directory", dir.display());
+            }
+        }
+        for project in &self.project {
+            if !project.is_dir() {
+                anyhow::bail!("--project {}: not a directory", project.display());
+            }
+        }
+        Ok(roots)
+    }
+}
+
+pub(crate) fn run(home: &Home, command: &ImportCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ImportCommand::Scan(args) => scan(home, args),
+        ImportCommand::Apply(args) => apply(home, args),
+    }
+}
+
+fn scan(home: &Home, args: &ScanArgs) -> anyhow::Result<ExitCode> {
+    let roots = args.sources.roots()?;
+    let db = home.open_memory()?;
+    let report = scan_foreign(&db, &roots, &args.sources.selected())?;
+    print_report(&report, args.sources.json, None)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bar(total: u64, message: &'static str) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template("{msg:10} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
+        .map(|style| style.progress_chars("#>-"))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_message(message);
+    Some(bar)
+}
+
+fn apply(home: &Home, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
+    let roots = args.sources.roots()?;
+    let db = home.open_memory()?;
+    let started = Instant::now();
+    let import_bar = std::cell::RefCell::new(None::<ProgressBar>);
+    let progress = |done: usize, total: usize| {
+        let mut slot = import_bar.borrow_mut();
+        if slot.is_none() {
+            *slot = bar(total as u64, "import");
+        }
+        if let Some(bar) = slot.as_ref() {
+            bar.set_position(done as u64);
+        }
+    };
+    let report = apply_foreign(&db, &roots, &args.sources.selected(), Some(&progress))?;
+    if let Some(bar) = import_bar.into_inner() {
+        bar.finish_and_clear();
+    }
+    let import_ms = started.elapsed().as_millis() as u64;
+    let backfill = if args.no_backfill || report.deferred_episodic() == 0 { None } else { Some(backfill(home, db)?) };
+    let timing = json!({"import_ms": import_ms, "backfill": backfill});
+    print_report(&report, args.sources.json, Some(timing))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The installed embedding model, if there is one.
+fn load_embedder(home: &Home) -> Option<Arc<dyn EmbeddingBackend>> {
+    let manager = ModelManager::new(home.model_manager_config());
+    let resolved = match manager.resolve() {
+        Ok(Some(resolved)) => resolved,
+        Ok(None) => return None,
+        Err(error) => {
+            eprintln!("warning: embedding model unusable ({error}); imported rows stay keyword-searchable");
+            return None;
+        }
+    };
+    match ModelInfo::read(&resolved.dir).map_err(anyhow::Error::from).and_then(|info| Ok(info.load()?)) {
+        Ok(backend) => Some(Arc::from(backend)),
+        Err(error) => {
+            eprintln!("warning: could not load the embedding model ({error:#}); imported rows stay keyword-searchable");
+            None
+        }
+    }
+}
+
+/// Embeds the rows written without vectors, with the same backfill as
+/// `cairn memory backfill`.
+fn backfill(home: &Home, db: MemoryDb) -> anyhow::Result<Value> {
+    let Some(embedder) = load_embedder(home) else {
+        eprintln!("no embedding model installed; rows stay keyword-searchable until `cairn memory backfill`");
+        return Ok(json!({"embedded": 0, "remaining": null, "elapsed_ms": 0}));
+    };
+    let db = db.with_embedder(embedder);
+    let started = Instant::now();
+    let backfill_bar = std::cell::RefCell::new(None::<ProgressBar>);
+    let progress = |done: usize, total: usize| {
+        let mut slot = backfill_bar.borrow_mut();
+        if slot.is_none() {
+            *slot = bar(total as u64, "backfill");
+        }
+        if let Some(bar) = slot.as_ref() {
+            bar.set_position(done as u64);
+        }
+    };
+    let report = db.backfill_missing_embeddings(Some(&progress)).context("embedding the imported rows")?;
+    if let Some(bar) = backfill_bar.into_inner() {
+        bar.finish_and_clear();
+    }
+    Ok(json!({
+        "embedded": report.embedded,
+        "remaining": report.remaining,
+        "elapsed_ms": started.elapsed().as_millis() as u64,
+    }))
+}
+
+fn outcome_name(outcome: ItemOutcome) -> String {
+    serde_json::to_value(outcome).ok().and_then(|value| value.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+fn print_report(report: &ForeignReport, json: bool, timing: Option<Value>) -> anyhow::Result<()> {
+    if json {
+        let mut value = serde_json::to_value(report)?;
+        if let Some(timing) = timing {
+            value["timing"] = timing;
+        }
+        println!("{value}");
+        return Ok(());
+    }
+    let counts = &report.counts;
+    let verb = if report.dry_run { "would import" } else { "imported" };
+    println!(
+        "{verb} {} lessons, {} semantic, {} episodic from {} files; {} exist, {} already imported, {} refused, \
+         {} unsupported, {} over the lesson cap, {} refused by the store cap",
+        counts.lessons,
+        counts.semantic,
+        counts.episodic,
+        report.files_read,
+        counts.exists,
+        counts.already_imported,
+        counts.refused,
+        counts.unsupported,
+        counts.lesson_cap,
+        counts.store_full,
+    );
+    for item in &report.items {
+        let target = match (&item.key, &item.target) {
+            (_, Some(target)) => format!(" {target}"),
+            (Some(key), None) => format!(" {key}"),
+            (None, None) => String::new(),
+        };
+        let reason = item.message.as_deref().map(|message| format!(" ({message})")).unwrap_or_default();
+        println!(
+            "{:<16} {:<9}{target} {} [{}]{reason}: {}",
+            outcome_name(item.outcome),
+            item.lands_as,
+            item.path,
+            item.locator,
+            item.preview
+        );
+    }
+    for diagnostic in &report.diagnostics {
+        println!("note {} {}: {}", diagnostic.code, diagnostic.path, diagnostic.message);
+    }
+    if let Some(timing) = timing
+        && let Some(backfill) = timing.get("backfill").filter(|value| !value.is_null())
+    {
+        println!("backfill: {} embedded, {} without vectors", backfill["embedded"], backfill["remaining"]);
+    }
+    Ok(())
+}
