@@ -38,6 +38,7 @@
 mod assignment;
 mod error;
 mod injection;
+mod lines;
 mod normalize;
 mod paths;
 mod secrets;
@@ -61,6 +62,7 @@ pub use injection::{
     InjectionCategory, InjectionFinding, PERSONA_JAILBREAK_MIN_SIGNALS, PERSONA_JAILBREAK_RULE, contains_injection,
     rule_names, screen, screen_all,
 };
+pub use lines::{Line, LineProblem, MAX_LINE_BYTES, UntrustedLines};
 pub use normalize::{is_invisible, normalize};
 pub use paths::{
     MAX_READ_BYTES, SensitivePaths, is_sensitive_path, lexical_normalize, mentions_sensitive_location, read_regular_file,
