@@ -115,6 +115,8 @@ pub struct MemoryDb {
     pub(crate) snapshot: SnapshotCache,
     pub(crate) episodic: EpisodicState,
     pub(crate) episodic_config: EpisodicConfig,
+    /// What the integrity check at open reported, when it failed.
+    damage: Option<Vec<String>>,
 }
 
 /// The episodic settings of a [`MemoryConfig`], validated.
@@ -184,6 +186,7 @@ impl MemoryDb {
             fusion: config.episodic_fusion,
             prior_weight: config.episodic_prior_weight,
         };
+        crate::integrity::refuse_lost_database(path)?;
         let mut writer = open_connection(path, config.busy_timeout)?;
         // WAL lets readers run while a writer commits; the mode is stored in the file.
         let mode: String = writer
@@ -197,7 +200,22 @@ impl MemoryDb {
             Durability::Full => "FULL",
         };
         writer.pragma_update(None, "synchronous", synchronous).map_err(MemoryError::sqlite("setting durability"))?;
-        schema::migrate(&mut writer)?;
+        let damage = crate::integrity::quick_check(&writer);
+        match &damage {
+            None => {
+                schema::migrate(&mut writer)?;
+            }
+            Some(problems) => {
+                // Nothing may be written to a damaged file: a write could
+                // spread the damage. Reads go on where pages are intact.
+                tracing::warn!(
+                    path = %path.display(),
+                    problem = problems.first().map_or("", String::as_str),
+                    "memory.db is damaged; serving reads only. Stop `cairn serve` and run `cairn memory repair`"
+                );
+                writer.pragma_update(None, "query_only", true).map_err(MemoryError::sqlite("refusing writes"))?;
+            }
+        }
         Ok(Self {
             path: path.to_owned(),
             prefixes,
@@ -209,7 +227,24 @@ impl MemoryDb {
             snapshot: SnapshotCache::default(),
             episodic: EpisodicState::default(),
             episodic_config,
+            damage,
         })
+    }
+
+    /// What the integrity check at open reported when `memory.db` is
+    /// damaged (writes are then refused), or `None` when it passed.
+    pub fn damage(&self) -> Option<&[String]> {
+        self.damage.as_deref()
+    }
+
+    fn refuse_when_damaged(&self) -> Result<()> {
+        match &self.damage {
+            None => Ok(()),
+            Some(problems) => Err(MemoryError::Damaged {
+                path: self.path.clone(),
+                problem: problems.first().cloned().unwrap_or_default(),
+            }),
+        }
     }
 
     /// Uses `embedder` to compute vectors on write and for queries. Entries
@@ -298,6 +333,7 @@ impl MemoryDb {
         operation: &'static str,
         work: impl FnOnce(&Transaction<'_>) -> Result<T>,
     ) -> Result<T> {
+        self.refuse_when_damaged()?;
         let mut connection = self.writer.lock();
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)

@@ -22,6 +22,29 @@ pub enum MemoryError {
         #[source]
         source: rusqlite::Error,
     },
+    /// `memory.db` failed its integrity check at open: reads that still
+    /// work are served, writes are refused until it is repaired.
+    #[error(
+        "memory.db at {path} is damaged ({problem}); writes are refused. Stop `cairn serve` and run `cairn memory repair` to rebuild it (the damaged file is kept)"
+    )]
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// The first problem the check reported.
+        problem: String,
+    },
+    /// `memory.db` is a zero-byte file while other state files of the home
+    /// exist: the database was lost, and starting an empty one would
+    /// silently drop the memory those files refer to.
+    #[error(
+        "memory.db at {path} is empty (0 bytes) but {beside} exist beside it: the database was lost or truncated. Restore it from a backup, or run `cairn memory repair --force` to start a new empty store"
+    )]
+    EmptyDatabase {
+        /// The database file.
+        path: PathBuf,
+        /// The state files found beside it.
+        beside: String,
+    },
     /// A file or directory could not be read or written.
     #[error("I/O error while {operation} {path}")]
     Io {
@@ -112,6 +135,11 @@ pub type Result<T, E = MemoryError> = std::result::Result<T, E>;
 impl MemoryError {
     pub(crate) fn sqlite(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
         move |source| MemoryError::Sqlite { operation, source }
+    }
+
+    /// True when the store is damaged or lost and must be repaired first.
+    pub fn is_damaged_store(&self) -> bool {
+        matches!(self, MemoryError::Damaged { .. } | MemoryError::EmptyDatabase { .. })
     }
 
     /// The refusal reason, when this error is a refused write.

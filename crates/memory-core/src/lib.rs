@@ -55,6 +55,7 @@ mod error;
 mod export;
 mod files;
 mod foreign;
+mod integrity;
 mod jsonl;
 mod keywords;
 mod lessons;
@@ -92,6 +93,7 @@ pub use foreign::{
     Diagnostic, ForeignCounts, ForeignItem, ForeignReport, ForeignRoots, ForeignSource, ItemOutcome, apply_foreign,
     scan_foreign,
 };
+pub use integrity::{RepairReport, TableSalvage, repair_database};
 pub use jsonl::{JsonlLessonStore, LessonBook};
 pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,
