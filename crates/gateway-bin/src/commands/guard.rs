@@ -22,13 +22,15 @@ pub(crate) fn scan(args: &ScanArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut summary = Summary::default();
-    for (index, line) in input.lines().enumerate() {
-        let line_number = index + 1;
-        let line = line.with_context(|| format!("reading line {line_number}"))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let verdict = match parse_row(&line) {
+    for line in cairn_guard::UntrustedLines::new(input) {
+        let line = line.context("reading the input")?;
+        let line_number = line.number;
+        let parsed = match &line.text {
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) => parse_row(text),
+            Err(problem) => Err(problem.to_string()),
+        };
+        let verdict = match parsed {
             Ok((id, text)) => {
                 let verdict = verdict(args.kind, id, &text);
                 summary.rows += 1;

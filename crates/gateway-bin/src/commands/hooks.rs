@@ -88,7 +88,7 @@ fn load(home: &Home, source: &SourceArgs) -> anyhow::Result<Loaded> {
         ConfigHooks::compile(&home.settings().hooks).with_context(|| format!("in {}", config_path.display()))?;
     let bundled = match &source.bundled {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = home.sensitive().read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
             HookSet::parse_bundled_str(&text).with_context(|| format!("in {}", path.display()))?
         }
         None => HookSet::new(),

@@ -37,6 +37,8 @@ pub(crate) const CLAUDE_CODE_OUTPUT_CHARS: usize = 10_000;
 pub(crate) const KIRO_OUTPUT_BYTES: usize = 10 * 1024;
 /// Most hook input read from stdin.
 const MAX_INPUT_BYTES: u64 = 4 * 1024 * 1024;
+/// Largest host transcript read for its last assistant entry.
+const MAX_TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
 /// Most characters of a tool's input or output kept in a transcript message.
 const TOOL_TEXT_CHARS: usize = 4_000;
 /// Marker at the end of cut context.
@@ -281,10 +283,7 @@ fn claude_tool(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
 /// (JSONL, one entry per line).
 fn last_assistant_text(home: &Home, path: &str) -> Option<String> {
     let path = std::path::Path::new(path);
-    if home.sensitive().is_sensitive(path) {
-        return None;
-    }
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = home.sensitive().read_to_string_bounded(path, MAX_TRANSCRIPT_BYTES).ok()?;
     text.lines().rev().find_map(|line| {
         let entry: Value = serde_json::from_str(line).ok()?;
         if entry.get("type").and_then(Value::as_str) != Some("assistant") {

@@ -9,6 +9,8 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
+
 use cairn_memory_core::{
     DeleteOutcome, JsonlLessonStore, LessonBook, LessonCategory, MemoryDb, MemoryError, Source, WriteOutcome, constants,
 };
@@ -49,6 +51,22 @@ pub(crate) enum MemoryCommand {
     ImportEpisodic(super::memory_episodic::ImportArgs),
     /// Embed episodic rows stored without a vector.
     Backfill(super::memory_episodic::BackfillArgs),
+    /// Rebuild a damaged memory.db: copy it aside, salvage every readable
+    /// row into a new file, re-index, and report what was lost. Stop
+    /// `cairn serve` first.
+    Repair(RepairArgs),
+}
+
+/// `cairn memory repair`
+#[derive(Debug, clap::Args)]
+pub(crate) struct RepairArgs {
+    /// Rebuild even when the check passes, and replace an empty memory.db
+    /// that sits beside other state files with a new store.
+    #[arg(long)]
+    force: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `cairn memory semantic ...`
@@ -188,6 +206,7 @@ pub(crate) fn run(home: &Home, command: &MemoryCommand) -> anyhow::Result<ExitCo
         MemoryCommand::Search(args) => super::memory_episodic::search(home, args),
         MemoryCommand::ImportEpisodic(args) => super::memory_episodic::import(home, args),
         MemoryCommand::Backfill(args) => super::memory_episodic::backfill(home, args),
+        MemoryCommand::Repair(args) => repair(home, args),
         MemoryCommand::Stats(output) => {
             let stats = home.open_memory()?.stats()?;
             let value = serde_json::to_value(&stats)?;
@@ -360,4 +379,38 @@ fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
             Err(error) => refused(error, args.output.json),
         },
     }
+}
+
+fn repair(home: &Home, args: &RepairArgs) -> anyhow::Result<ExitCode> {
+    let path = home.dir().join(cairn_memory_core::constants::DB_FILE_NAME);
+    if !path.exists() {
+        anyhow::bail!("there is no {} to repair", path.display());
+    }
+    let report = cairn_memory_core::repair_database(&path, args.force)
+        .with_context(|| format!("repairing {}", path.display()))?;
+    if args.json {
+        let mut value = serde_json::to_value(&report)?;
+        for table in &report.tables {
+            value[table.table.as_str()] =
+                json!({"recovered": table.recovered, "lost": table.lost, "lost_is_estimate": table.lost_is_estimate});
+        }
+        println!("{value}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !report.repaired {
+        println!("{} passed its integrity check; nothing to repair (--force rebuilds it anyway)", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    for problem in &report.problems {
+        println!("problem: {problem}");
+    }
+    if let Some(backup) = &report.backup {
+        println!("the previous file is kept at {}", backup.display());
+    }
+    for table in &report.tables {
+        let estimate = if table.lost_is_estimate { " (estimated)" } else { "" };
+        println!("{}: {} recovered, {} lost{estimate}", table.table, table.recovered, table.lost);
+    }
+    println!("{} rebuilt", path.display());
+    Ok(ExitCode::SUCCESS)
 }

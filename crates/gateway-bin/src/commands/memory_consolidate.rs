@@ -36,8 +36,12 @@ pub(crate) struct ConsolidateArgs {
     pub(crate) json: bool,
 }
 
+/// Largest transcript `cairn memory consolidate` reads.
+const MAX_TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
+
 fn read_transcript(path: &std::path::Path) -> anyhow::Result<Vec<TranscriptMessage>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = cairn_guard::safe_read_file_bounded(path, MAX_TRANSCRIPT_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())

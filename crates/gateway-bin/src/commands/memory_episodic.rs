@@ -395,12 +395,14 @@ pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode>
     let file = File::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
     let (mut inserted, mut duplicates, mut full, mut rejected, mut malformed) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
-    for (index, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.with_context(|| format!("reading line {}", index + 1))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let episode = serde_json::from_str::<Value>(&line).map_err(|e| e.to_string()).and_then(|row| import_row(&row));
+    for line in cairn_guard::UntrustedLines::new(BufReader::new(file)) {
+        let line = line.with_context(|| format!("reading {}", args.file.display()))?;
+        let index = line.number - 1;
+        let episode = match &line.text {
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) => serde_json::from_str::<Value>(text).map_err(|e| e.to_string()).and_then(|row| import_row(&row)),
+            Err(problem) => Err(problem.to_string()),
+        };
         let episode = match episode {
             Ok(episode) => episode,
             Err(error) => {

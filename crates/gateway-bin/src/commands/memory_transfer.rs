@@ -108,8 +108,14 @@ pub(crate) fn export(home: &Home, args: &ExportArgs) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
+/// Largest export document `cairn memory import` reads.
+const MAX_IMPORT_BYTES: u64 = 512 * 1024 * 1024;
+
 pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let text = home
+        .sensitive()
+        .read_to_string_bounded(&args.file, MAX_IMPORT_BYTES)
+        .with_context(|| format!("reading {}", args.file.display()))?;
     let document: ExportDocument = match serde_json::from_str(&text) {
         Ok(document) => document,
         Err(error) => {

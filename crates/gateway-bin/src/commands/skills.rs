@@ -155,7 +155,8 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
                     text
                 }
                 (Some(path), _) => {
-                    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+                    cairn_guard::safe_read_file_bounded(path, cairn_skills::constants::MAX_SKILL_FILE_BYTES as u64)
+                        .with_context(|| format!("reading {}", path.display()))?
                 }
                 (None, description) => {
                     let leaf = cairn_skills::sanitize_name(name)?;

@@ -107,6 +107,9 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
 
 /// Maps a rejected memory write to 422 with the rule's own code.
 pub(crate) fn memory_error(error: cairn_memory_core::MemoryError) -> ApiError {
+    if error.is_damaged_store() {
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "memory_damaged", error.to_string());
+    }
     match error.rejection() {
         Some(rejected) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejected.code(), rejected.to_string()),
         None => ApiError::internal(error),

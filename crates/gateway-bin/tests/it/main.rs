@@ -35,4 +35,5 @@ fn version_prints_package_version() {
     assert_eq!(stdout.trim(), format!("cairn {}", env!("CARGO_PKG_VERSION")));
 }
 mod guard_evasions;
+mod hardening_files;
 mod hardening_server;
