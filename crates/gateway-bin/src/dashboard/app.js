@@ -938,9 +938,9 @@ async function probeAll() {
     $('mcp-skipped').textContent = skipped.length
       ? 'Not probed: ' + skipped.map((entry) => entry.name + ' (' + entry.reason + ')').join('; ')
       : '';
+    await loadMcp();
     const ok = report.results.filter((result) => result.status === 'ok').length;
     say('mcp-msg', ok + ' of ' + report.results.length + ' servers answered.', ok === report.results.length ? 'ok' : 'warn');
-    await loadMcp();
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) say('mcp-msg', refusal(error), 'error');
   } finally {
