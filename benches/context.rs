@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_context::{
-    AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicMemory, RecallQuery,
-    ManualClock, MessageRequest, RuntimeIdentity, SectionName, SessionRequest, Surface, ThreadMessage, resolve_caps,
+    AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicMemory, ManualClock,
+    MessageRequest, RecallQuery, RuntimeIdentity, SectionName, SessionRequest, Surface, ThreadMessage, resolve_caps,
 };
 use cairn_embedder::{EmbeddingBackend, WordVectorEmbedder};
 use cairn_hooks::{ConfigHooks, HooksConfig};
@@ -224,6 +224,29 @@ fn bench(c: &mut Criterion) {
         "the retold fragment is recalled"
     );
     group.bench_function("build_message_first", |b| b.iter(|| black_box(fixture.builder.build_message(&message))));
+    // A new query each time, embedded first (no cache in front of the model):
+    // all-MiniLM-L6-v2 when installed, else the fixture's word vectors. The
+    // stored rows keep their word vectors, so this times the embedding plus
+    // the search and assembly, not what a MiniLM query would recall.
+    let minilm = dirs::data_dir()
+        .map(|data| data.join("cairn/models/all-MiniLM-L6-v2"))
+        .filter(|dir| dir.join("model.safetensors").is_file())
+        .map(|dir| cairn_embedder::CandleBert::load(dir).unwrap());
+    let query_model: &dyn EmbeddingBackend = match &minilm {
+        Some(model) => model,
+        None => &WordVectorEmbedder::new(384),
+    };
+    let label = if minilm.is_some() { "build_message_first_new_query_minilm" } else { "build_message_first_new_query" };
+    let mut query_rng = StdRng::seed_from_u64(99);
+    let queries: Vec<String> = (0..64).map(|_| sentence(&mut query_rng, 12)).collect();
+    let mut next = 0;
+    group.bench_function(label, |b| {
+        b.iter(|| {
+            next = (next + 1) % queries.len();
+            let vector = query_model.embed(&queries[next]).unwrap();
+            black_box(fixture.builder.build_message(&MessageRequest { query_vector: Some(&vector), ..message }))
+        })
+    });
     let follow_up = MessageRequest { first_in_session: false, ..message };
     group
         .bench_function("build_message_follow_up", |b| b.iter(|| black_box(fixture.builder.build_message(&follow_up))));
