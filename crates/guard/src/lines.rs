@@ -148,7 +148,7 @@ mod tests {
             lines(input, 12),
             [
                 (1, Ok("{\"a\":1}".to_owned())),
-                (2, Err(LineProblem::NotUtf8 { offset: 7 })),
+                (2, Err(LineProblem::NotUtf8 { offset: 6 })),
                 (3, Err(LineProblem::TooLong { limit: 12 })),
                 (4, Ok("last".to_owned())),
             ]
