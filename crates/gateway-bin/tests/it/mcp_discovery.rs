@@ -573,7 +573,7 @@ fn serve_mcp_endpoints_list_probe_toggle_sync_and_import() {
     let env = Env::new();
     env.write("user/.kiro/agents/dev.json", DEV_SPEC);
     let mut servers = json!({
-        "garbage": {"command": "sh", "args": ["-c", "echo nope"]},
+        "garbage": {"command": "sh", "args": ["-c", "echo nope; sleep 30"]},
     });
     if let Some(time) = real_server("CAIRN_TEST_MCP_TIME") {
         servers["time"] = json!({"command": time});

@@ -41,6 +41,8 @@ pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
 const MAX_TOOL_PAGES: usize = 50;
 /// Bytes of a server's standard error kept for an error message.
 const STDERR_TAIL_BYTES: usize = 2048;
+/// How often a probe waiting for an answer checks whether the server exited.
+const EXIT_POLL: Duration = Duration::from_millis(50);
 /// How long the reaper waits for killed processes to disappear.
 const REAP_PATIENCE: Duration = Duration::from_secs(5);
 
@@ -379,7 +381,24 @@ impl StdioSession<'_> {
     fn send(&mut self, message: &Value) -> Result<(), Failure> {
         let mut line = message.to_string();
         line.push('\n');
-        self.stdin.write_all(line.as_bytes()).and_then(|()| self.stdin.flush()).map_err(|_| self.exited())
+        match self.stdin.write_all(line.as_bytes()).and_then(|()| self.stdin.flush()) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.closed_early()),
+        }
+    }
+
+    /// The server stopped reading: what it wrote before says why.
+    fn closed_early(&mut self) -> Failure {
+        while let Ok(Output::Line(line)) = self.output.recv_timeout(EXIT_POLL) {
+            let trimmed = line.trim();
+            if trimmed.is_empty() {
+                continue;
+            }
+            if let Err(failure) = parse_message(trimmed) {
+                return failure;
+            }
+        }
+        self.exited()
     }
 
     fn exited(&mut self) -> Failure {
@@ -415,10 +434,22 @@ impl StdioSession<'_> {
     fn response(&mut self, id: u64, what: &str) -> Result<Value, Failure> {
         loop {
             let remaining = self.deadline.saturating_duration_since(Instant::now());
-            let output = match self.output.recv_timeout(remaining) {
+            let output = match self.output.recv_timeout(remaining.min(EXIT_POLL)) {
                 Ok(output) => output,
-                Err(RecvTimeoutError::Timeout) => {
+                Err(RecvTimeoutError::Timeout) if remaining <= EXIT_POLL => {
                     return Err(Failure::timeout(format!("no answer to `{what}` before the deadline")));
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    // The server may be gone while a child of it keeps its
+                    // stdout open: no end of file would ever come.
+                    if matches!(self.group.child.try_wait(), Ok(Some(_))) {
+                        match self.output.recv_timeout(EXIT_POLL) {
+                            Ok(output) => output,
+                            Err(_) => return Err(self.exited()),
+                        }
+                    } else {
+                        continue;
+                    }
                 }
                 Err(RecvTimeoutError::Disconnected) => return Err(self.exited()),
             };
