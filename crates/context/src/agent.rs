@@ -1,9 +1,13 @@
 //! The agent part of a session: its prompt and steering files, resolved
 //! through `cairn-agent-spec` and read only through the guard.
 
-use cairn_agent_spec::{Catalog, Pins, ResolveContext, resolve_prompt, steering_files};
+use std::collections::BTreeMap;
+
+use cairn_agent_spec::projection::{Backend, ProjectionInput, ProjectionOptions, project};
+use cairn_agent_spec::{Catalog, Pins, ResolveContext, resolve_prompt, skill_globs, steering_files};
 use serde::Serialize;
 
+use crate::agent_scope::AgentScope;
 use crate::error::{ContextError, Result};
 use crate::sources::SteeringDoc;
 
@@ -16,8 +20,11 @@ pub struct AgentContext {
     pub prompt: String,
     /// Steering files, in resource order.
     pub steering: Vec<SteeringDoc>,
-    /// What the user should know: unread files, redactions, refusals.
+    /// What the user should know: unread files, redactions, refusals, and
+    /// what the backend will not receive.
     pub notices: Vec<String>,
+    /// Which skills, steering and triggers the agent's context carries.
+    pub scope: AgentScope,
 }
 
 impl AgentContext {
@@ -49,6 +56,42 @@ impl AgentContext {
                 Err(error) => notices.push(format!("{}: not read ({error})", path.display())),
             }
         }
-        Ok(Self { name: resolved.name, prompt: prompt.text, steering: docs, notices })
+        let scope = AgentScope::custom(skill_globs(&resolved.spec, context));
+        Ok(Self { name: resolved.name, prompt: prompt.text, steering: docs, notices, scope })
+    }
+
+    /// [`Self::resolve`] for a session on `backend`: the session-start
+    /// notices name what the backend will not receive (from the spec's
+    /// projection there), and the steering is dropped where the backend
+    /// does not read it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::resolve`].
+    pub fn resolve_for_backend(
+        catalog: &Catalog,
+        name: &str,
+        pins: &Pins,
+        context: &ResolveContext,
+        backend: Backend,
+    ) -> Result<Self> {
+        let mut agent = Self::resolve(catalog, name, pins, context)?;
+        let resolved =
+            catalog.resolve(name, pins).map_err(|source| ContextError::Agent { name: name.to_owned(), source })?;
+        let peers = BTreeMap::new();
+        let input = ProjectionInput {
+            name: &resolved.name,
+            spec: &resolved.spec,
+            scope: resolved.scope,
+            prompt: Some(&agent.prompt),
+            peers: &peers,
+        };
+        let projection = project(&input, backend, &ProjectionOptions::default());
+        agent.notices.extend(projection.notices);
+        if !backend.reads_spec_steering() {
+            agent.scope.steering_withheld = true;
+            agent.steering.clear();
+        }
+        Ok(agent)
     }
 }

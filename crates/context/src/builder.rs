@@ -205,6 +205,8 @@ pub struct MessageRequest<'a> {
     pub runtime: Option<&'a RuntimeIdentity>,
     /// A preview: the same context, and no skill hit or delivery recorded.
     pub preview: bool,
+    /// The session's agent: a custom agent's messages run no skill triggers.
+    pub agent: Option<&'a AgentContext>,
 }
 
 /// Assembles session and message context from the sources it is given.
@@ -512,8 +514,10 @@ impl ContextBuilder {
         if let Some(agent) = request.agent {
             assembly.push(SectionName::AgentPrompt, agent.prompt.clone(), None, false);
             assembly.notices.extend(agent.notices.iter().cloned());
-            let (steering, cut) = self.steering_block(&agent.steering, caps.steering, &mut assembly.notices);
-            assembly.push(SectionName::Steering, steering, Some(caps.steering), cut);
+            if !agent.scope.steering_withheld {
+                let (steering, cut) = self.steering_block(&agent.steering, caps.steering, &mut assembly.notices);
+                assembly.push(SectionName::Steering, steering, Some(caps.steering), cut);
+            }
         }
 
         if let Some(markdown) = &self.markdown {
@@ -563,6 +567,12 @@ impl ContextBuilder {
 
         if let Some(catalog) = &self.skills {
             let mut view = catalog.session_view(caps.skills);
+            if let Some(agent) = request.agent {
+                // A custom agent's catalog is its `skill://` mapping alone.
+                view.always
+                    .retain(|skill| agent.scope.allows_skill(&skill.path, skill.path.parent().unwrap_or(&skill.path)));
+                view.index.retain(|entry| agent.scope.allows_skill(&entry.dir.join("SKILL.md"), &entry.dir));
+            }
             for skill in &mut view.always {
                 if self.is_foreign_skill(&skill.name) {
                     skill.body = neutralize_structural_markers(&skill.body);
@@ -650,7 +660,8 @@ impl ContextBuilder {
             }
         }
 
-        if let Some(catalog) = &self.skills {
+        let triggers = request.agent.is_none_or(|agent| agent.scope.runs_triggers());
+        if let Some(catalog) = self.skills.as_ref().filter(|_| triggers) {
             let matched = if request.preview {
                 catalog.preview_message(request.message)
             } else {

@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod agent_scope;
 mod builder;
 mod caps;
 mod channel;
@@ -64,6 +65,7 @@ mod thread;
 mod window;
 
 pub use agent::AgentContext;
+pub use agent_scope::AgentScope;
 pub use builder::{
     AutoReply, BuiltContext, ContextBuilder, MessageRequest, SectionName, SectionReport, SessionRequest,
 };
