@@ -13,8 +13,11 @@
 //! - [`CachedEmbedder`], an LRU keyed by `(text, model_id)`;
 //! - [`SharedEmbedder`], the process-wide swappable handle with a
 //!   vector-space generation;
-//! - [`ModelManager`], which finds an installed model or downloads one over
-//!   sha256-pinned HTTPS, with retries and a status snapshot.
+//! - [`ModelManager`], which finds an installed model or, with the
+//!   `download` feature (on by default), downloads one over sha256-pinned
+//!   HTTPS, with retries and a status snapshot. Without `download` the crate
+//!   has no HTTP client and a download attempt fails with
+//!   [`EmbedError::Network`].
 //!
 //! ```
 //! use std::sync::Arc;

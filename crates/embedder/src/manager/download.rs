@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
+#[cfg(feature = "download")]
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -10,10 +11,13 @@ use tempfile::NamedTempFile;
 use tracing::{debug, info_span};
 
 use super::{Artifact, ArtifactKind, DownloadStep, ModelManager};
+#[cfg(feature = "download")]
 use crate::constants::PROGRESS_EVERY_BYTES;
 use crate::error::{EmbedError, Result};
 
+#[cfg(feature = "download")]
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+#[cfg(feature = "download")]
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 const BUFFER_BYTES: usize = 64 * 1024;
 
@@ -143,6 +147,7 @@ fn create_parent(path: &Path) -> Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "download")]
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -154,6 +159,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// GETs `url` into `file`; returns the byte count and the hex sha256.
+#[cfg(feature = "download")]
 fn stream_to(manager: &ModelManager, url: &str, file: &mut File) -> Result<(u64, String)> {
     let network = |message: String| EmbedError::Network { url: url.to_owned(), message };
     let response = agent().get(url).call().map_err(|error| network(error.to_string()))?;
@@ -183,6 +189,16 @@ fn stream_to(manager: &ModelManager, url: &str, file: &mut File) -> Result<(u64,
         return Err(EmbedError::Truncated { url: url.to_owned(), bytes, expected: total });
     }
     Ok((bytes, digest))
+}
+
+/// Built without the `download` feature: there is no HTTP client, so a
+/// model must already be installed (or given by path).
+#[cfg(not(feature = "download"))]
+fn stream_to(_manager: &ModelManager, url: &str, _file: &mut File) -> Result<(u64, String)> {
+    Err(EmbedError::Network {
+        url: url.to_owned(),
+        message: "this build of cairn-embedder has no downloader (the `download` feature is off)".to_owned(),
+    })
 }
 
 /// Copies `reader` to `writer` while hashing; `progress` sees the running byte count.

@@ -11,7 +11,7 @@
 
 mod download;
 mod source;
-#[cfg(test)]
+#[cfg(all(test, feature = "download"))]
 mod tests;
 
 use std::path::{Path, PathBuf};
