@@ -236,3 +236,47 @@ fn version_floors_withhold_below_the_floor_and_when_unknown() {
     }
     assert_eq!(Version::parse("no digits"), None);
 }
+
+/// The claude projection of the kiro-cli repository's own agents (and of
+/// the narrowed-server case) fits what Claude Code's published settings
+/// schema (schemastore.org `claude-code-settings.json`) states for the keys
+/// it writes: `permissions.deny` entries match the schema's
+/// `permissionRule` pattern, `permissions.defaultMode` is one of its
+/// modes, `model` and `availableModels` are a string and a string list.
+#[test]
+fn claude_settings_fit_the_published_settings_schema() {
+    let permission_rule = regex::Regex::new(
+        r"^((Agent|Bash|Cd|Edit|ExitPlanMode|Glob|Grep|KillShell|LSP|Monitor|MultiEdit|NotebookEdit|PowerShell|Read|Skill|TaskCreate|TaskGet|TaskList|TaskOutput|TaskStop|TaskUpdate|TodoWrite|ToolSearch|WebFetch|WebSearch|Write)(\([^)]+\))?|mcp__.*)$",
+    )
+    .unwrap();
+    let modes = ["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"];
+    for case in ["kiro-cli-oncall", "kiro-cli-kiro-dev", "disabled-tools", "remote-server"] {
+        let dir = test_data("projection").join(case);
+        let spec = read_spec(&dir);
+        let (options, scope, _) = options(&dir);
+        let peers = BTreeMap::new();
+        let name = spec.name().unwrap().to_owned();
+        let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: None, peers: &peers };
+        let projection = project(&input, Backend::Claude, &options);
+        let settings = projection.settings.expect("claude writes settings.local.json");
+        let object = settings.as_object().unwrap();
+        assert!(object.keys().all(|key| ["model", "availableModels", "permissions"].contains(&key.as_str())), "{case}");
+        if let Some(model) = object.get("model") {
+            assert!(model.is_string(), "{case}");
+        }
+        if let Some(models) = object.get("availableModels") {
+            assert!(models.as_array().unwrap().iter().all(Value::is_string), "{case}");
+        }
+        let mode = settings["permissions"]["defaultMode"].as_str().unwrap();
+        assert!(modes.contains(&mode), "{case}: {mode}");
+        for rule in settings["permissions"]["deny"].as_array().into_iter().flatten() {
+            assert!(permission_rule.is_match(rule.as_str().unwrap()), "{case}: {rule}");
+        }
+        for element in &projection.mcp_servers {
+            let stdio = element["command"].is_string() && element["args"].is_array();
+            let http = element["type"] == "http" && element["url"].is_string();
+            assert!(stdio || http, "{case}: {element}");
+            assert!(element["name"].as_str().is_some_and(|name| !name.is_empty()), "{case}: {element}");
+        }
+    }
+}
