@@ -217,6 +217,7 @@ fn bench(c: &mut Criterion) {
         interactive: true,
         runtime: Some(&fixture.runtime),
         preview: false,
+        agent: None,
     };
     let first = fixture.builder.build_message(&message);
     assert!(
