@@ -4,7 +4,7 @@
 //! Runs on all-MiniLM-L6-v2 when it is installed (`CAIRN_EMBED_MODEL_PATH`,
 //! else `<data dir>/cairn/models/all-MiniLM-L6-v2`); otherwise on a tiny
 //! seeded BERT so the bench always compiles and runs. The numbers compared
-//! with onnxruntime in BENCHMARKS.md come from `examples/embed_bench.rs`,
+//! with onnxruntime in BENCHMARKS.md come from `tools/embed_bench.rs`,
 //! which mirrors the peer script's protocol exactly.
 
 use std::hint::black_box;

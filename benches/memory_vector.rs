@@ -2,7 +2,7 @@
 //!
 //! Inputs are seeded synthetic clustered unit vectors (384 dimensions, the
 //! MiniLM width) at 10k and 100k rows; the real-embedding comparison with
-//! FAISS and hnswlib is `examples/ann_bench.rs` (see BENCHMARKS.md).
+//! FAISS and hnswlib is `tools/ann_bench.rs` (see BENCHMARKS.md).
 //!
 //! ```sh
 //! cargo bench --bench memory_vector

@@ -25,7 +25,7 @@ for need in "$MODEL/model.safetensors" "$PEERS/embed_bench.py" "$PEERS/data/corp
     [[ -e "$need" ]] || { echo "missing: $need" >&2; exit 1; }
 done
 
-[[ -n "${SKIP_BUILD:-}" ]] || cargo build --quiet --release --example embed_bench --example embed_fidelity
+[[ -n "${SKIP_BUILD:-}" ]] || cargo build --quiet --release -p cairn-tools --bin embed_bench --bin embed_fidelity
 
 : >"$OUT/runs.jsonl"
 for round in $(seq 1 "$ROUNDS"); do
@@ -38,14 +38,14 @@ for round in $(seq 1 "$ROUNDS"); do
         >>"$OUT/runs.jsonl"
     load=$(uptime | sed 's/.*load average: //')
     echo "round $round cairn (load $load)" >&2
-    RAYON_NUM_THREADS="$THREADS" "$TARGET/release/examples/embed_bench" --model "$MODEL" \
+    RAYON_NUM_THREADS="$THREADS" "$TARGET/release/embed_bench" --model "$MODEL" \
         --corpus "$PEERS/data/corpus_1k.jsonl" --runs 1 >"$OUT/cairn_$round.out"
     head -n 1 "$OUT/cairn_$round.out" |
         "$PY" -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({"engine":"cairn","round":'"$round"',"load":"'"$load"'","b1_p50_ms":r["b1_p50_ms"],"bs_sent_per_s":r["bs_sent_per_s"],"rss_mb":r["rss_mb"]}))' \
         >>"$OUT/runs.jsonl"
 done
 
-"$TARGET/release/examples/embed_fidelity" --model "$MODEL" --refs "$REFS" >"$OUT/fidelity.jsonl"
+"$TARGET/release/embed_fidelity" --model "$MODEL" --refs "$REFS" >"$OUT/fidelity.jsonl"
 
 "$PY" - "$OUT/runs.jsonl" "$OUT/fidelity.jsonl" <<'EOF'
 import json, statistics, sys

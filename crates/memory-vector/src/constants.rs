@@ -40,7 +40,7 @@ pub const MMR_MAX_POOL: usize = 1_000;
 /// Live-vector count above which [`AutoIndex`](crate::AutoIndex) moves from
 /// the exact scan to HNSW.
 ///
-/// Measured with `examples/ann_bench.rs --sweep` on the peer corpus's
+/// Measured with `tools/ann_bench.rs --sweep` on the peer corpus's
 /// MiniLM vectors (single query thread pinned with `taskset`, see
 /// `BENCHMARKS.md`), both indexes reading SQ8 codes: the exact scan's p50
 /// and the HNSW p50 at recall@10 ≥ 0.99 are equal at about 2,000 vectors

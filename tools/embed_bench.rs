@@ -5,7 +5,7 @@
 //! `--runs` times; one JSON line per run, then the medians.
 //!
 //! ```sh
-//! cargo run --release --example embed_bench -- \
+//! cargo run --release -p cairn-tools --bin embed_bench -- \
 //!     --model ~/.local/share/cairn/models/all-MiniLM-L6-v2 \
 //!     --corpus ../shared/tools/peers/data/corpus_1k.jsonl --runs 3
 //! ```

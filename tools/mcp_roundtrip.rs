@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo build --release -p cairn-gateway-bin
-//! cargo run --release --example mcp_roundtrip -- --cairn target/release/cairn --rows 10000 --queries 300
+//! cargo run --release -p cairn-tools --bin mcp_roundtrip -- --cairn target/release/cairn --rows 10000 --queries 300
 //! ```
 //!
 //! Options: `--model DIR` (default: the installed all-MiniLM-L6-v2; the

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! cargo build --bin cairn
-//! CAIRN_TEST_MCP_TIME=... CAIRN_TEST_MCP_EVERYTHING=... cargo run --example mcp_probe_parallel
+//! CAIRN_TEST_MCP_TIME=... CAIRN_TEST_MCP_EVERYTHING=... cargo run -p cairn-tools --bin mcp_probe_parallel
 //! ```
 //!
 //! `CAIRN_TEST_MCP_TIME` is the `mcp-server-time` executable and

@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! cargo build --release -p cairn-gateway-bin
-//! cargo run --release --example soak -- --cairn target/release/cairn --seconds 60 --rate 400
+//! cargo run --release -p cairn-tools --bin soak -- --cairn target/release/cairn --seconds 60 --rate 400
 //! ```
 //!
 //! Options: `--threads N` (default 32), `--write-every N` (default 5: one

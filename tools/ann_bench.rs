@@ -7,7 +7,7 @@
 //! seconds and index bytes.
 //!
 //! ```sh
-//! cargo run --release --example ann_bench -- \
+//! cargo run --release -p cairn-tools --bin ann_bench -- \
 //!     --base ../shared/tools/peers/data/emb_100k.npy \
 //!     --queries ../shared/tools/peers/data/emb_queries_1k.npy \
 //!     --n 10000 --index flat,hnsw --m 16 --ef 16,32,48,64,96 --build-threads 2 --pin 0

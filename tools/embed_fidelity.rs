@@ -4,7 +4,7 @@
 //! texts), embedded both one at a time and in sorted batches of 32.
 //!
 //! ```sh
-//! cargo run --release --example embed_fidelity -- \
+//! cargo run --release -p cairn-tools --bin embed_fidelity -- \
 //!     --model ~/.local/share/cairn/models/all-MiniLM-L6-v2 --refs ../shared/evaldata/embed-ref
 //! ```
 
