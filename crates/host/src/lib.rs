@@ -333,6 +333,7 @@ impl Cairn {
             model_window: self.model_window,
             message,
             first_in_session,
+            agent: self.agent.as_ref(),
             ..Default::default()
         }))
     }

@@ -100,6 +100,7 @@ fn preview(home: &Home, args: &PreviewArgs) -> anyhow::Result<ExitCode> {
             interactive: true,
             runtime: Some(&runtime),
             preview: true,
+            agent: agent.as_ref(),
             ..Default::default()
         })
     } else {
