@@ -217,7 +217,7 @@ pub(crate) async fn patch_detail(
         }
         // Re-read the file under the lock and edit only the two fields: the
         // other fields keep their order and their text.
-        let text = std::fs::read_to_string(&resolved.path).map_err(ApiError::internal)?;
+        let text = state.agents.sensitive.read_to_string(&resolved.path).map_err(ApiError::internal)?;
         let unreadable = |error: serde_json::Error| {
             ApiError::conflict("spec_unreadable", format!("{}: {error}", resolved.path.display()))
         };
