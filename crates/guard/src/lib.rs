@@ -65,8 +65,8 @@ pub use injection::{
 pub use lines::{Line, LineProblem, MAX_LINE_BYTES, UntrustedLines};
 pub use normalize::{is_invisible, normalize};
 pub use paths::{
-    MAX_READ_BYTES, SensitivePaths, is_sensitive_path, lexical_normalize, mentions_sensitive_location, read_regular_file,
-    safe_read_file, safe_read_file_bounded,
+    MAX_READ_BYTES, SensitivePaths, is_sensitive_path, lexical_normalize, mentions_sensitive_location,
+    read_regular_file, safe_read_file, safe_read_file_bounded,
 };
 pub use secrets::{CredentialFinding, find_credentials, redact_credentials};
 pub use urls::{find_exfiltration_urls, redact_exfiltration_urls};
