@@ -254,9 +254,9 @@ fn unread_prompt_files_degrade_to_an_empty_prompt_with_a_notice() {
         Scope::User,
         r#"{"prompt":"file://prompts"}"#,
         expect![[r#"
-        text: ""
-        source: {"kind":"file","field":"prompt","uri":"file://prompts","path":"<root>/home/.kiro/agents/prompts"}
-        notices: ["prompt file <root>/home/.kiro/agents/prompts cannot be read (Is a directory (os error 21)); the agent runs with an empty prompt"]"#]],
+            text: ""
+            source: {"kind":"file","field":"prompt","uri":"file://prompts","path":"<root>/home/.kiro/agents/prompts"}
+            notices: ["prompt file <root>/home/.kiro/agents/prompts cannot be read (<root>/home/.kiro/agents/prompts is not a regular file (it is a directory)); the agent runs with an empty prompt"]"#]],
     );
     check(
         Scope::User,
