@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use crate::cairn;
 
-fn scan(kind: &str, input: &str) -> (Vec<Value>, String) {
+/// `cairn guard scan --kind KIND --jsonl -` over `input`: the rows and stderr.
+pub(crate) fn scan(kind: &str, input: &str) -> (Vec<Value>, String) {
     let mut child = cairn()
         .args(["guard", "scan", "--kind", kind, "--jsonl", "-"])
         .stdin(Stdio::piped())

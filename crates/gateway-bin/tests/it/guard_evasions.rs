@@ -4,9 +4,7 @@
 //! `memory import-episodic`) refuses one of each family. A value under a secret-named key
 //! is stored, audited and shown only as the guard's marker.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{Value, json};
 
@@ -75,18 +73,7 @@ fn guard_scan_flags_every_disguise_and_no_near_miss() {
         .enumerate()
         .map(|(id, (_, text))| format!("{}\n", json!({"id": id, "text": text})))
         .collect();
-    let mut child = cairn()
-        .args(["guard", "scan", "--kind", "injection", "--jsonl", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let verdicts: Vec<Value> =
-        String::from_utf8(output.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let (verdicts, _) = crate::guard::scan("injection", &input);
     assert_eq!(verdicts.len(), positives.len() + near_misses.len());
     for (verdict, (family, text)) in verdicts.iter().zip(&positives) {
         assert_eq!(verdict["flagged"], true, "{family}: {text:?}");
