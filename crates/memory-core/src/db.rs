@@ -237,7 +237,7 @@ impl MemoryDb {
         self.damage.as_deref()
     }
 
-    fn refuse_when_damaged(&self) -> Result<()> {
+    pub(crate) fn refuse_when_damaged(&self) -> Result<()> {
         match &self.damage {
             None => Ok(()),
             Some(problems) => Err(MemoryError::Damaged {

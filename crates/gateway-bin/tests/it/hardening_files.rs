@@ -346,6 +346,9 @@ fn serve_on_a_corrupted_memory_db_answers_reads_and_refuses_writes() {
     let write = gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.shell", "value": "fish"}));
     assert_eq!((write.status, write.code()), (503, "memory_damaged"), "{}", write.body);
     assert!(write.body.to_string().contains("cairn memory repair"), "{}", write.body);
+    let episode =
+        gateway.send("POST", "/api/memory/episodic", &json!({"text": "The release train leaves on Thursday."}));
+    assert_eq!((episode.status, episode.code()), (503, "memory_damaged"), "{}", episode.body);
 }
 
 #[test]

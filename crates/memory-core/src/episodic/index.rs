@@ -519,6 +519,7 @@ impl MemoryDb {
     /// called with (done, total) after each batch.
     pub fn backfill_missing_embeddings(&self, progress: Option<&dyn Fn(usize, usize)>) -> Result<BackfillReport> {
         let _span = tracing::debug_span!("backfill_missing_embeddings").entered();
+        self.refuse_when_damaged()?;
         let (Some(embedder), generation) = self.embedder_with_generation() else {
             return Ok(BackfillReport { embedded: 0, remaining: self.count_missing(None)? });
         };

@@ -236,6 +236,7 @@ impl MemoryDb {
     /// than the configured one ([`crate::MemoryConfig::episodic_cap`]).
     pub fn write_episodic_capped(&self, episode: &NewEpisode, cap: usize) -> Result<EpisodicOutcome> {
         let _span = tracing::debug_span!("write_episodic").entered();
+        self.refuse_when_damaged()?;
         if cap == 0 {
             return Err(MemoryError::InvalidConfig("the episodic cap must be at least 1".to_owned()));
         }
@@ -417,6 +418,7 @@ impl MemoryDb {
     /// Tombstones row `id` (a `deleted` audit row records it); its vector
     /// leaves the index in the same critical section.
     pub fn delete_episodic(&self, id: i64) -> Result<DeleteOutcome> {
+        self.refuse_when_damaged()?;
         let deleted = self.tombstone_episodic(&[id], "user_explicit", "deleted")?;
         Ok(if deleted.is_empty() { DeleteOutcome::NotFound } else { DeleteOutcome::Deleted })
     }
@@ -495,6 +497,7 @@ impl MemoryDb {
     /// superseded semantic value), matched case-insensitively as a whole
     /// phrase; values under 4 characters retire nothing. Returns the ids.
     pub fn retire_stale_episodic(&self, old_value: &str) -> Result<Vec<i64>> {
+        self.refuse_when_damaged()?;
         let needle = old_value.trim().to_lowercase();
         if needle.chars().filter(|c| c.is_alphanumeric()).count() < STALE_QUOTE_MIN_CHARS {
             return Ok(Vec::new());
