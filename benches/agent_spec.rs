@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::path::Path;
 
-use cairn_agent_spec::{AgentDirs, Catalog, CatalogCache, Pins};
+use cairn_agent_spec::{AgentCatalog, AgentDirs, CatalogCache, Pins};
 use cairn_guard::SensitivePaths;
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -52,7 +52,7 @@ fn bench(c: &mut Criterion) {
 
     c.bench_function("agent_spec/discover_and_parse_200", |b| {
         b.iter(|| {
-            let catalog = Catalog::load(black_box(&dirs), &sensitive).unwrap();
+            let catalog = AgentCatalog::load(black_box(&dirs), &sensitive).unwrap();
             black_box(catalog.resolve("agent-150", &pins).unwrap());
         });
     });

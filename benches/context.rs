@@ -13,16 +13,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_context::{
-    AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicMemory, ManualClock,
+    AgentContext, Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicMemory, ManualChannelClock,
     MessageRequest, RecallQuery, RuntimeIdentity, SectionName, SessionRequest, Surface, ThreadMessage, resolve_caps,
 };
 use cairn_embedder::{EmbeddingBackend, WordVectorEmbedder};
 use cairn_hooks::{ConfigHooks, HooksConfig};
 use cairn_memory_core::{
-    FilesContextCaps, LessonCategory, ManualClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, NewEpisode,
+    FilesContextCaps, LessonCategory, ManualZonedClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, NewEpisode,
     Source,
 };
-use cairn_skills::{Catalog, SkillsConfig};
+use cairn_skills::{SkillCatalog, SkillsConfig};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -65,7 +65,7 @@ struct Fixture {
     builder: ContextBuilder,
     database: Arc<MemoryDb>,
     files: Arc<MemoryFiles>,
-    skills: Arc<Catalog>,
+    skills: Arc<SkillCatalog>,
     hooks: Arc<ConfigHooks>,
     channels: Arc<ChannelHistory>,
     episodic_text: String,
@@ -147,7 +147,7 @@ fn fixture() -> Fixture {
     }
     let mut skills_config = SkillsConfig::new(home.path());
     skills_config.persist_usage = false;
-    let skills = Arc::new(Catalog::open(skills_config));
+    let skills = Arc::new(SkillCatalog::open(skills_config));
 
     let (hooks, _) = ConfigHooks::compile(
         &HooksConfig::from_json_str(
@@ -163,7 +163,7 @@ fn fixture() -> Fixture {
     let channels = Arc::new(ChannelHistory::new(
         home.path(),
         ChannelConfig::default(),
-        Arc::new(ManualClock::new(1_780_000_000_000)),
+        Arc::new(ManualChannelClock::new(1_780_000_000_000)),
     ));
     for index in 0..60 {
         channels

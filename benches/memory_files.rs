@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn_memory_core::{ManualClock, MemoryFiles};
+use cairn_memory_core::{ManualZonedClock, MemoryFiles};
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::civil::{Date, date};
 use jiff::tz::TimeZone;
@@ -113,7 +113,7 @@ fn zipf_corpus() -> (Vec<String>, Vec<f64>) {
 fn history(c: &mut Criterion) {
     let home = tempfile::tempdir().unwrap();
     write_dense(home.path(), 181);
-    let clock = Arc::new(ManualClock::new(noon()));
+    let clock = Arc::new(ManualZonedClock::new(noon()));
     let files = MemoryFiles::open(home.path()).unwrap().with_clock(clock.clone());
     let rendered = files.recent_history(14).unwrap();
     eprintln!("recent_history: {} chars from {} day files", rendered.text.len(), rendered.days.len());
@@ -150,7 +150,7 @@ fn search(c: &mut Criterion) {
         let target = rng.random_range(0.0..total);
         cumulative.partition_point(|weight| *weight < target).min(cumulative.len() - 1)
     });
-    let prose = MemoryFiles::open(prose_home.path()).unwrap().with_clock(Arc::new(ManualClock::new(noon())));
+    let prose = MemoryFiles::open(prose_home.path()).unwrap().with_clock(Arc::new(ManualZonedClock::new(noon())));
     let report = prose.rebuild_index().unwrap();
     eprintln!("prose index: {} files, {} chunks", report.files_indexed, report.chunks_written);
     // Two content words of middling frequency, plus stopwords the sanitiser drops.
@@ -160,7 +160,7 @@ fn search(c: &mut Criterion) {
 
     let dense_home = tempfile::tempdir().unwrap();
     write_dense(dense_home.path(), 365);
-    let dense = MemoryFiles::open(dense_home.path()).unwrap().with_clock(Arc::new(ManualClock::new(noon())));
+    let dense = MemoryFiles::open(dense_home.path()).unwrap().with_clock(Arc::new(ManualZonedClock::new(noon())));
     dense.rebuild_index().unwrap();
     let dense_matched = dense.search_files("rollback staging", 100_000).unwrap().len();
     eprintln!("dense query matches {dense_matched} chunks");

@@ -4,7 +4,7 @@
 
 use std::hint::black_box;
 
-use cairn_skills::{Catalog, SkillsConfig};
+use cairn_skills::{SkillCatalog, SkillsConfig};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const WORDS: &[&str] = &[
@@ -110,12 +110,12 @@ fn build(dir: &std::path::Path, skills: usize) {
     }
 }
 
-fn catalog(home: &std::path::Path, lazy: bool, ttl_millis: u64) -> Catalog {
+fn catalog(home: &std::path::Path, lazy: bool, ttl_millis: u64) -> SkillCatalog {
     let mut config = SkillsConfig::new(home);
     config.persist_usage = false;
     config.lazy_load = lazy;
     config.cache_ttl_millis = ttl_millis;
-    Catalog::open(config)
+    SkillCatalog::open(config)
 }
 
 fn bench(c: &mut Criterion) {

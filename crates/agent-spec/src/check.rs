@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use cairn_guard::SensitivePaths;
 use serde::Serialize;
 
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{SpecDiagnostic, SpecSeverity};
 use crate::error::AgentSpecError;
 use crate::spec::AgentSpec;
 
@@ -29,7 +29,7 @@ pub struct CheckReport {
     pub notices: Vec<String>,
     /// Every finding with its rule code and location.
     #[serde(skip)]
-    pub diagnostics: Vec<Diagnostic>,
+    pub diagnostics: Vec<SpecDiagnostic>,
 }
 
 impl CheckReport {
@@ -39,13 +39,13 @@ impl CheckReport {
         let pick = |severity| {
             diagnostics.iter().filter(|d| d.severity == severity).map(ToString::to_string).collect::<Vec<_>>()
         };
-        let errors = pick(Severity::Error);
+        let errors = pick(SpecSeverity::Error);
         Self {
             file: file.to_path_buf(),
             ok: errors.is_empty(),
             name: spec.name().map(str::to_owned),
-            warnings: pick(Severity::Warning),
-            notices: pick(Severity::Notice),
+            warnings: pick(SpecSeverity::Warning),
+            notices: pick(SpecSeverity::Notice),
             kiro_cli_rejects: diagnostics.iter().any(|d| d.kiro_cli_rejects),
             errors,
             diagnostics,

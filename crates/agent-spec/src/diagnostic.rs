@@ -8,7 +8,7 @@ use serde::Serialize;
 /// How much a finding matters to Cairn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub enum SpecSeverity {
     /// Cairn cannot use this part of the spec as written.
     Error,
     /// Cairn reads the value differently from how it is written, or
@@ -20,9 +20,9 @@ pub enum Severity {
 
 /// One finding, located by a JSON-style path (`hooks.preToolUse[0].command`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Diagnostic {
+pub struct SpecDiagnostic {
     /// How much it matters to Cairn.
-    pub severity: Severity,
+    pub severity: SpecSeverity,
     /// Stable identifier of the rule (`unknown-key`, `hook-missing-command`).
     pub code: &'static str,
     /// Where in the spec (empty for the whole file).
@@ -33,9 +33,9 @@ pub struct Diagnostic {
     pub kiro_cli_rejects: bool,
 }
 
-impl Diagnostic {
+impl SpecDiagnostic {
     pub(crate) fn new(
-        severity: Severity,
+        severity: SpecSeverity,
         code: &'static str,
         path: impl Into<String>,
         message: impl Into<String>,
@@ -44,15 +44,15 @@ impl Diagnostic {
     }
 
     pub(crate) fn error(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::new(Severity::Error, code, path, message)
+        Self::new(SpecSeverity::Error, code, path, message)
     }
 
     pub(crate) fn warning(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::new(Severity::Warning, code, path, message)
+        Self::new(SpecSeverity::Warning, code, path, message)
     }
 
     pub(crate) fn notice(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::new(Severity::Notice, code, path, message)
+        Self::new(SpecSeverity::Notice, code, path, message)
     }
 
     /// Marks the finding as one kiro-cli's strict loader drops the file for.
@@ -62,7 +62,7 @@ impl Diagnostic {
     }
 }
 
-impl fmt::Display for Diagnostic {
+impl fmt::Display for SpecDiagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path.is_empty() { f.write_str(&self.message) } else { write!(f, "{}: {}", self.path, self.message) }
     }
@@ -70,10 +70,10 @@ impl fmt::Display for Diagnostic {
 
 /// Collects findings while a reader walks the spec.
 #[derive(Debug, Default)]
-pub(crate) struct Findings(pub(crate) Vec<Diagnostic>);
+pub(crate) struct Findings(pub(crate) Vec<SpecDiagnostic>);
 
 impl Findings {
-    pub(crate) fn push(&mut self, diagnostic: Diagnostic) {
+    pub(crate) fn push(&mut self, diagnostic: SpecDiagnostic) {
         self.0.push(diagnostic);
     }
 }

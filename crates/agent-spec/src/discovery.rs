@@ -149,13 +149,13 @@ pub struct ListEntry {
 
 /// Every spec file of the configured directories, parsed.
 #[derive(Debug)]
-pub struct Catalog {
+pub struct AgentCatalog {
     dirs: AgentDirs,
     files: Vec<Arc<LoadedFile>>,
     notes: Vec<String>,
 }
 
-impl Catalog {
+impl AgentCatalog {
     /// Lists and parses both directories. A missing directory is empty.
     ///
     /// # Errors
@@ -218,7 +218,7 @@ impl Catalog {
         self.files.iter().map(AsRef::as_ref)
     }
 
-    /// Catalog-wide warnings (Markdown twins dropped).
+    /// AgentCatalog-wide warnings (Markdown twins dropped).
     pub fn notes(&self) -> &[String] {
         &self.notes
     }
@@ -402,7 +402,7 @@ fn list_spec_files(dir: &Path) -> Result<Vec<(PathBuf, FileStamp)>> {
     Ok(files)
 }
 
-/// Serves the [`Catalog`] again without re-reading anything while no spec
+/// Serves the [`AgentCatalog`] again without re-reading anything while no spec
 /// file's metadata (size, modification time, inode) changed, and re-parses
 /// only the files that did change.
 #[derive(Debug)]
@@ -411,7 +411,7 @@ pub struct CatalogCache {
     sensitive: SensitivePaths,
     stamps: Vec<(PathBuf, FileStamp)>,
     loaded: HashMap<PathBuf, (FileStamp, Arc<LoadedFile>)>,
-    catalog: Option<Arc<Catalog>>,
+    catalog: Option<Arc<AgentCatalog>>,
 }
 
 impl CatalogCache {
@@ -425,7 +425,7 @@ impl CatalogCache {
     /// # Errors
     ///
     /// [`AgentSpecError::ReadDir`] when a directory cannot be listed.
-    pub fn catalog(&mut self) -> Result<Arc<Catalog>> {
+    pub fn catalog(&mut self) -> Result<Arc<AgentCatalog>> {
         let mut stamps = Vec::new();
         let mut scoped = Vec::new();
         for (scope, dir) in self.dirs.scoped() {
@@ -454,7 +454,7 @@ impl CatalogCache {
             files.push(file);
         }
         tracing::debug!(files = files.len(), reparsed, "agent catalog refreshed");
-        let catalog = Arc::new(Catalog::assemble(self.dirs.clone(), files));
+        let catalog = Arc::new(AgentCatalog::assemble(self.dirs.clone(), files));
         self.loaded = loaded;
         self.stamps = stamps;
         self.catalog = Some(Arc::clone(&catalog));

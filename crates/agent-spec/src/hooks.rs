@@ -8,12 +8,12 @@ use serde_json::Value;
 use crate::constants::{
     HOOK_DEFAULT_CACHE_TTL_SECONDS, HOOK_DEFAULT_MAX_OUTPUT_SIZE, HOOK_DEFAULT_TIMEOUT_MS, HOOK_ENTRY_KEYS, HOOK_EVENTS,
 };
-use crate::diagnostic::{Diagnostic, Findings, type_name};
+use crate::diagnostic::{Findings, SpecDiagnostic, type_name};
 
 /// The five events kiro-cli fires hooks on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum HookEvent {
+pub enum SpecHookEvent {
     /// The agent starts.
     AgentSpawn,
     /// The user sends a prompt.
@@ -26,7 +26,7 @@ pub enum HookEvent {
     Stop,
 }
 
-impl HookEvent {
+impl SpecHookEvent {
     /// Every event, in wire order.
     pub const ALL: [Self; 5] =
         [Self::AgentSpawn, Self::UserPromptSubmit, Self::PreToolUse, Self::PostToolUse, Self::Stop];
@@ -44,7 +44,7 @@ impl HookEvent {
 
 /// One hook entry with kiro-cli's defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HookEntry {
+pub struct SpecHookEntry {
     /// The shell command.
     pub command: String,
     /// Which tools it applies to (tool events); `None` means every tool.
@@ -61,12 +61,12 @@ pub struct HookEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Hooks {
     /// Valid entries per event, in spec order.
-    pub by_event: BTreeMap<HookEvent, Vec<HookEntry>>,
+    pub by_event: BTreeMap<SpecHookEvent, Vec<SpecHookEntry>>,
 }
 
 impl Hooks {
     /// The entries of one event.
-    pub fn entries(&self, event: HookEvent) -> &[HookEntry] {
+    pub fn entries(&self, event: SpecHookEvent) -> &[SpecHookEntry] {
         self.by_event.get(&event).map_or(&[], Vec::as_slice)
     }
 
@@ -83,7 +83,7 @@ pub(crate) fn read_hooks(value: Option<&Value>, findings: &mut Findings) -> Hook
         Some(Value::Object(events)) => events,
         Some(Value::Array(_)) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "hooks-shape",
                     "hooks",
                     "is a list; it must be an object keyed by event (agentSpawn, userPromptSubmit, preToolUse, postToolUse, stop), each holding a list of entries",
@@ -94,7 +94,7 @@ pub(crate) fn read_hooks(value: Option<&Value>, findings: &mut Findings) -> Hook
         }
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "hooks-shape",
                     "hooks",
                     format!("is {}; it must be an object keyed by event", type_name(other)),
@@ -106,14 +106,14 @@ pub(crate) fn read_hooks(value: Option<&Value>, findings: &mut Findings) -> Hook
     };
     for (key, value) in events {
         let path = format!("hooks.{key}");
-        let Some(event) = HookEvent::parse(key) else {
+        let Some(event) = SpecHookEvent::parse(key) else {
             let hint = HOOK_EVENTS
                 .iter()
                 .find(|known| known.eq_ignore_ascii_case(key))
                 .map(|known| format!("; spell it `{known}`"))
                 .unwrap_or_else(|| format!("; use one of {}", HOOK_EVENTS.join(", ")));
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "hook-unknown-event",
                     path,
                     format!("`{key}` is not a hook event, so its hooks never run{hint}"),
@@ -124,7 +124,7 @@ pub(crate) fn read_hooks(value: Option<&Value>, findings: &mut Findings) -> Hook
         };
         let Value::Array(items) = value else {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "hook-event-shape",
                     path,
                     format!("is {}; it must be a list of entries like [{{\"command\": \"...\"}}]", type_name(value)),
@@ -144,10 +144,10 @@ pub(crate) fn read_hooks(value: Option<&Value>, findings: &mut Findings) -> Hook
     hooks
 }
 
-fn read_entry(item: &Value, path: &str, findings: &mut Findings) -> Option<HookEntry> {
+fn read_entry(item: &Value, path: &str, findings: &mut Findings) -> Option<SpecHookEntry> {
     let Value::Object(fields) = item else {
         findings.push(
-            Diagnostic::error(
+            SpecDiagnostic::error(
                 "hook-entry-shape",
                 path,
                 format!("is {}; an entry is an object with a `command`", type_name(item)),
@@ -159,7 +159,7 @@ fn read_entry(item: &Value, path: &str, findings: &mut Findings) -> Option<HookE
     let command = match fields.get("command") {
         Some(Value::String(command)) if !command.trim().is_empty() => Some(command.clone()),
         Some(Value::String(_)) => {
-            findings.push(Diagnostic::error(
+            findings.push(SpecDiagnostic::error(
                 "hook-empty-command",
                 format!("{path}.command"),
                 "is empty, so the hook does nothing",
@@ -168,7 +168,7 @@ fn read_entry(item: &Value, path: &str, findings: &mut Findings) -> Option<HookE
         }
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     format!("{path}.command"),
                     format!("is {}; write the command as a string", type_name(other)),
@@ -179,7 +179,7 @@ fn read_entry(item: &Value, path: &str, findings: &mut Findings) -> Option<HookE
         }
         None if fields.contains_key("hooks") => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "hook-missing-command",
                     path,
                     "uses Claude Code's nested {matcher, hooks: [...]} shape, which kiro-cli rejects; move each inner command into its own entry with `command` and `matcher`",
@@ -190,7 +190,7 @@ fn read_entry(item: &Value, path: &str, findings: &mut Findings) -> Option<HookE
         }
         None => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "hook-missing-command",
                     path,
                     "has no `command`, and kiro-cli drops the whole file for it; add the command to run",
@@ -205,7 +205,7 @@ fn read_entry(item: &Value, path: &str, findings: &mut Findings) -> Option<HookE
         Some(Value::String(matcher)) => Some(matcher.clone()),
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     format!("{path}.matcher"),
                     format!("is {}; write the matcher as a string", type_name(other)),
@@ -238,9 +238,9 @@ fn read_entry(item: &Value, path: &str, findings: &mut Findings) -> Option<HookE
             "description" | "name" => format!("`{key}` is ignored by kiro-cli (kept as written)"),
             _ => format!("unknown hook key `{key}`, ignored by kiro-cli (kept as written)"),
         };
-        findings.push(Diagnostic::warning("hook-key-ignored", format!("{path}.{key}"), message));
+        findings.push(SpecDiagnostic::warning("hook-key-ignored", format!("{path}.{key}"), message));
     }
-    Some(HookEntry { command: command?, matcher, timeout_ms, max_output_size, cache_ttl_seconds })
+    Some(SpecHookEntry { command: command?, matcher, timeout_ms, max_output_size, cache_ttl_seconds })
 }
 
 fn read_u64(value: Option<&Value>, default: u64, path: &str, findings: &mut Findings) -> Option<u64> {
@@ -249,7 +249,7 @@ fn read_u64(value: Option<&Value>, default: u64, path: &str, findings: &mut Find
         Some(Value::Number(number)) if number.as_u64().is_some() => number.as_u64(),
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     path,
                     format!("is {}; it must be a whole number of at least 0", describe(other)),

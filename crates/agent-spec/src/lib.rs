@@ -10,7 +10,7 @@
 //! - [`AgentSpec::diagnostics`] explains every rule a spec breaks, and
 //!   whether kiro-cli's strict loader would drop the file for it;
 //!   [`check_file`] turns that into a per-file [`CheckReport`].
-//! - [`Catalog`] and [`CatalogCache`] resolve a name to a file across the
+//! - [`AgentCatalog`] and [`CatalogCache`] resolve a name to a file across the
 //!   user and project directories: declared names outrank file names,
 //!   `.json` beats a `.md` twin, differing duplicates are refused unless
 //!   [`Pins`] pick one, and a project spec shadows a user spec.
@@ -59,10 +59,12 @@ mod tools;
 
 pub use check::{CheckReport, check_file};
 pub use context::ResolveContext;
-pub use diagnostic::{Diagnostic, Severity};
-pub use discovery::{AgentDirs, Catalog, CatalogCache, ListEntry, LoadedFile, Pins, ResolvedSpec, Scope, validate_pin};
+pub use diagnostic::{SpecDiagnostic, SpecSeverity};
+pub use discovery::{
+    AgentCatalog, AgentDirs, CatalogCache, ListEntry, LoadedFile, Pins, ResolvedSpec, Scope, validate_pin,
+};
 pub use error::{AgentSpecError, Result, SyntaxProblem};
-pub use hooks::{HookEntry, HookEvent, Hooks};
+pub use hooks::{Hooks, SpecHookEntry, SpecHookEvent};
 pub use mcp::{McpServer, McpTransport, SecretMap};
 pub use prompt::{PromptSource, ResolvedPrompt, resolve_prompt};
 pub use resources::{Resource, Steering, skill_globs, steering_files};

@@ -6,7 +6,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::constants::{MCP_DEFAULT_TIMEOUT_MS, MCP_ENTRY_KEYS};
-use crate::diagnostic::{Diagnostic, Findings, type_name};
+use crate::diagnostic::{Findings, SpecDiagnostic, type_name};
 use crate::tools::read_string_list;
 
 /// A string map whose values may be credentials: `Debug` shows the keys only.
@@ -67,7 +67,7 @@ pub(crate) fn read_mcp_servers(value: Option<&Value>, findings: &mut Findings) -
         Some(Value::Object(servers)) => servers,
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     "mcpServers",
                     format!("is {}; it must be an object keyed by server name", type_name(other)),
@@ -86,7 +86,7 @@ pub(crate) fn read_mcp_servers(value: Option<&Value>, findings: &mut Findings) -
 fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -> Option<McpServer> {
     let Value::Object(fields) = entry else {
         findings.push(
-            Diagnostic::error(
+            SpecDiagnostic::error(
                 "wrong-type",
                 path,
                 format!("is {}; a server entry is an object with `command` or `url`", type_name(entry)),
@@ -101,7 +101,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
         Some(Value::String(text)) => Some(text.clone()),
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     format!("{path}.{key}"),
                     format!("is {}; it must be a string", type_name(other)),
@@ -125,7 +125,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
         Some(Value::Bool(flag)) => *flag,
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     format!("{path}.disabled"),
                     format!("is {}; write true or false", type_name(other)),
@@ -141,7 +141,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
         Some(Value::Number(number)) if number.as_u64().is_some() => number.as_u64().unwrap_or(MCP_DEFAULT_TIMEOUT_MS),
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     format!("{path}.timeout"),
                     format!("is {}; write milliseconds as a whole number", type_name(other)),
@@ -153,7 +153,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
         }
     };
     if !auto_approve.is_empty() {
-        findings.push(Diagnostic::warning(
+        findings.push(SpecDiagnostic::warning(
             "mcp-auto-approve-ignored",
             format!("{path}.autoApprove"),
             format!(
@@ -167,7 +167,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     for key in other.keys() {
-        findings.push(Diagnostic::notice(
+        findings.push(SpecDiagnostic::notice(
             "mcp-key-unread",
             format!("{path}.{key}"),
             "not read by Cairn (kept as written)",
@@ -179,7 +179,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
     let transport = match (command, url) {
         (Some(command), url) => {
             if url.is_some() {
-                findings.push(Diagnostic::warning(
+                findings.push(SpecDiagnostic::warning(
                     "mcp-both-transports",
                     path,
                     "has both `command` and `url`; it is started locally and `url` is ignored",
@@ -194,7 +194,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
             } else {
                 "has neither `command` (a local server) nor `url` (a remote one), so it cannot be started"
             };
-            findings.push(Diagnostic::error("mcp-no-transport", path, message));
+            findings.push(SpecDiagnostic::error("mcp-no-transport", path, message));
             return None;
         }
     };
@@ -205,7 +205,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
         };
         let consistent = declared == expected || (expected == "http" && matches!(declared, "sse" | "streamable-http"));
         if !consistent {
-            findings.push(Diagnostic::warning(
+            findings.push(SpecDiagnostic::warning(
                 "mcp-type-mismatch",
                 format!("{path}.type"),
                 format!("says `{declared}` but the entry is a {expected} server"),
@@ -228,7 +228,8 @@ fn list(value: Option<&Value>, path: &str, ok: &mut bool, findings: &mut Finding
     match value {
         None | Some(Value::Null) => Vec::new(),
         Some(value) => read_string_list(Some(value)).unwrap_or_else(|| {
-            findings.push(Diagnostic::error("wrong-type", path, "must be a list of strings").rejected_by_kiro_cli());
+            findings
+                .push(SpecDiagnostic::error("wrong-type", path, "must be a list of strings").rejected_by_kiro_cli());
             *ok = false;
             Vec::new()
         }),
@@ -247,7 +248,7 @@ fn string_map(value: Option<&Value>, path: &str, ok: &mut bool, findings: &mut F
                     }
                     other => {
                         findings.push(
-                            Diagnostic::error(
+                            SpecDiagnostic::error(
                                 "wrong-type",
                                 format!("{path}.{key}"),
                                 format!("is {}; values must be strings", type_name(other)),
@@ -262,7 +263,7 @@ fn string_map(value: Option<&Value>, path: &str, ok: &mut bool, findings: &mut F
         }
         Some(other) => {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     path,
                     format!("is {}; it must be an object of strings", type_name(other)),

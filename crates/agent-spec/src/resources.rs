@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::constants::{STEERING_MAX_DEPTH, STEERING_MAX_FILES};
 use crate::context::{ResolveContext, lexical_normalize, uri_path_text};
-use crate::diagnostic::{Diagnostic, Findings, type_name};
+use crate::diagnostic::{Findings, SpecDiagnostic, type_name};
 use crate::spec::AgentSpec;
 
 /// One valid `resources` entry.
@@ -40,7 +40,7 @@ pub(crate) fn read_resources(value: Option<&Value>, findings: &mut Findings) -> 
         Some(Value::Array(items)) => items,
         Some(other) => {
             findings.push(
-                Diagnostic::error("wrong-type", "resources", format!("is {}; it must be a list", type_name(other)))
+                SpecDiagnostic::error("wrong-type", "resources", format!("is {}; it must be a list", type_name(other)))
                     .rejected_by_kiro_cli(),
             );
             return Vec::new();
@@ -63,7 +63,7 @@ pub(crate) fn read_resources(value: Option<&Value>, findings: &mut Findings) -> 
                         format!("prefix it, e.g. `file://{trimmed}`")
                     };
                     findings.push(
-                        Diagnostic::error(
+                        SpecDiagnostic::error(
                             "bad-resource",
                             path,
                             format!("`{uri}` must start with file:// or skill://, and kiro-cli drops the whole file for it; {fix}"),
@@ -74,7 +74,7 @@ pub(crate) fn read_resources(value: Option<&Value>, findings: &mut Findings) -> 
                 };
                 if rest.trim().is_empty() {
                     findings.push(
-                        Diagnostic::error("bad-resource", path, format!("`{uri}` names no path after {scheme}"))
+                        SpecDiagnostic::error("bad-resource", path, format!("`{uri}` names no path after {scheme}"))
                             .rejected_by_kiro_cli(),
                     );
                     continue;
@@ -88,7 +88,7 @@ pub(crate) fn read_resources(value: Option<&Value>, findings: &mut Findings) -> 
             Value::Object(fields) => {
                 if fields.get("type").and_then(Value::as_str) != Some("knowledgeBase") {
                     findings.push(
-                        Diagnostic::error(
+                        SpecDiagnostic::error(
                             "bad-resource",
                             path,
                             "an object resource must have \"type\": \"knowledgeBase\", and kiro-cli drops the whole file otherwise",
@@ -99,7 +99,7 @@ pub(crate) fn read_resources(value: Option<&Value>, findings: &mut Findings) -> 
                 }
                 match fields.get("source") {
                     Some(Value::String(source)) if source.starts_with("file://") => {}
-                    _ => findings.push(Diagnostic::warning(
+                    _ => findings.push(SpecDiagnostic::warning(
                         "knowledge-base-source",
                         format!("{path}.source"),
                         "a knowledge base's source should be a file:// path; engines that check it drop this entry",
@@ -108,7 +108,7 @@ pub(crate) fn read_resources(value: Option<&Value>, findings: &mut Findings) -> 
                 if let Some(index_type) = fields.get("indexType")
                     && !matches!(index_type.as_str(), Some("best" | "fast"))
                 {
-                    findings.push(Diagnostic::warning(
+                    findings.push(SpecDiagnostic::warning(
                         "knowledge-base-index-type",
                         format!("{path}.indexType"),
                         "must be \"best\" or \"fast\"",
@@ -117,7 +117,7 @@ pub(crate) fn read_resources(value: Option<&Value>, findings: &mut Findings) -> 
                 resources.push(Resource::KnowledgeBase { fields: fields.clone() });
             }
             other => findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "bad-resource",
                     path,
                     format!("is {}; a resource must be a string (file:// or skill://) or an object", type_name(other)),

@@ -13,7 +13,7 @@ use crate::constants::{
     CAIRN_ONLY_KEYS, ELLIPSIS, KIRO_CLI_KEYS, MARKDOWN_EXTENSION, MODEL_AUTO, RESERVED_SHORTCUTS,
     TOOLS_SETTINGS_GROUPS, WELCOME_MESSAGE_MAX_CHARS,
 };
-use crate::diagnostic::{Diagnostic, Findings, Severity, type_name};
+use crate::diagnostic::{Findings, SpecDiagnostic, SpecSeverity, type_name};
 use crate::error::{AgentSpecError, Result};
 use crate::hooks::{Hooks, read_hooks};
 use crate::mcp::{McpServer, read_mcp_servers};
@@ -111,7 +111,7 @@ pub struct AgentSpec {
     format: SpecFormat,
     fields: Map<String, Value>,
     body: Option<String>,
-    parse_findings: Vec<Diagnostic>,
+    parse_findings: Vec<SpecDiagnostic>,
 }
 
 impl AgentSpec {
@@ -129,7 +129,7 @@ impl AgentSpec {
         let mut parse_findings = Vec::new();
         if let Some(Value::String(list)) = fields.get("tools") {
             let items = split_comma_list(list);
-            parse_findings.push(Diagnostic::notice(
+            parse_findings.push(SpecDiagnostic::notice(
                 "tools-comma-list",
                 "tools",
                 format!("the comma-separated string is read as the list of {} names", items.len()),
@@ -378,7 +378,7 @@ impl AgentSpec {
     }
 
     /// Every finding about this spec, in field order.
-    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+    pub fn diagnostics(&self) -> Vec<SpecDiagnostic> {
         let mut findings = Findings(self.parse_findings.clone());
         self.check_keys(&mut findings);
         self.check_scalars(&mut findings);
@@ -387,7 +387,7 @@ impl AgentSpec {
             check_string_list(&self.fields, key, &mut findings);
         }
         if !self.fields.contains_key("tools") {
-            findings.push(Diagnostic::notice(
+            findings.push(SpecDiagnostic::notice(
                 "no-tools",
                 "tools",
                 "absent, so the agent mounts no tools (none are inferred); write [\"*\"] for every tool",
@@ -401,7 +401,7 @@ impl AgentSpec {
         if let Some(Value::Object(_)) | None = self.fields.get("toolAliases") {
         } else {
             findings.push(
-                Diagnostic::error(
+                SpecDiagnostic::error(
                     "wrong-type",
                     "toolAliases",
                     "must be an object mapping `@server/tool` to a new name",
@@ -414,7 +414,7 @@ impl AgentSpec {
 
     /// True when any finding is an error.
     pub fn has_errors(&self) -> bool {
-        self.diagnostics().iter().any(|diagnostic| diagnostic.severity == Severity::Error)
+        self.diagnostics().iter().any(|diagnostic| diagnostic.severity == SpecSeverity::Error)
     }
 
     fn check_keys(&self, findings: &mut Findings) {
@@ -426,13 +426,13 @@ impl AgentSpec {
                 continue;
             }
             let diagnostic = if CAIRN_ONLY_KEYS.contains(&key.as_str()) {
-                Diagnostic::notice(
+                SpecDiagnostic::notice(
                     "not-a-kiro-cli-key",
                     key.clone(),
                     format!("Cairn reads `{key}`, but kiro-cli 2.x does not know it and drops the whole file"),
                 )
             } else {
-                Diagnostic::warning(
+                SpecDiagnostic::warning(
                     "unknown-key",
                     key.clone(),
                     format!(
@@ -444,7 +444,7 @@ impl AgentSpec {
             findings.push(diagnostic.rejected_by_kiro_cli());
         }
         if self.format == SpecFormat::Markdown {
-            findings.push(Diagnostic::notice(
+            findings.push(SpecDiagnostic::notice(
                 "markdown-form",
                 "",
                 "kiro-cli 2.x loads only .json agents; this Markdown spec is read by Cairn and by Kiro CLI 3",
@@ -455,7 +455,7 @@ impl AgentSpec {
     fn check_scalars(&self, findings: &mut Findings) {
         match self.fields.get("name") {
             None => findings.push(
-                Diagnostic::warning(
+                SpecDiagnostic::warning(
                     "missing-name",
                     "name",
                     format!(
@@ -466,12 +466,12 @@ impl AgentSpec {
                 .rejected_by_kiro_cli(),
             ),
             Some(Value::String(name)) if name.trim().is_empty() => findings.push(
-                Diagnostic::warning("empty-name", "name", "the name is empty; Cairn uses the file name instead")
+                SpecDiagnostic::warning("empty-name", "name", "the name is empty; Cairn uses the file name instead")
                     .rejected_by_kiro_cli(),
             ),
             Some(Value::String(_)) => {}
             Some(other) => findings.push(
-                Diagnostic::warning(
+                SpecDiagnostic::warning(
                     "wrong-type",
                     "name",
                     format!("is {}, read as absent (the file name is used); make it a string", type_name(other)),
@@ -483,7 +483,7 @@ impl AgentSpec {
             match self.fields.get(key) {
                 None | Some(Value::String(_) | Value::Null) => {}
                 Some(other) => findings.push(
-                    Diagnostic::warning(
+                    SpecDiagnostic::warning(
                         "wrong-type",
                         key,
                         format!("is {}, read as absent; make it a string", type_name(other)),
@@ -495,7 +495,7 @@ impl AgentSpec {
         match self.fields.get("model") {
             None | Some(Value::String(_) | Value::Null) => {}
             Some(other) => findings.push(
-                Diagnostic::warning(
+                SpecDiagnostic::warning(
                     "wrong-type",
                     "model",
                     format!("is {}, read as \"auto\" (no pin); write the model id as a string", type_name(other)),
@@ -505,9 +505,13 @@ impl AgentSpec {
         }
         if let Some(Value::String(message)) = self.fields.get("welcomeMessage") {
             if message.trim().is_empty() {
-                findings.push(Diagnostic::notice("welcome-blank", "welcomeMessage", "is blank, so nothing is shown"));
+                findings.push(SpecDiagnostic::notice(
+                    "welcome-blank",
+                    "welcomeMessage",
+                    "is blank, so nothing is shown",
+                ));
             } else if message.chars().count() > WELCOME_MESSAGE_MAX_CHARS {
-                findings.push(Diagnostic::notice(
+                findings.push(SpecDiagnostic::notice(
                     "welcome-truncated",
                     "welcomeMessage",
                     format!("is longer than {WELCOME_MESSAGE_MAX_CHARS} characters and is shown cut short"),
@@ -517,7 +521,7 @@ impl AgentSpec {
         if let Some(shortcut) = self.keyboard_shortcut()
             && let Some(problem) = shortcut_problem(shortcut)
         {
-            findings.push(Diagnostic::warning(
+            findings.push(SpecDiagnostic::warning(
                 "keyboard-shortcut",
                 "keyboardShortcut",
                 format!("`{shortcut}` {problem}; kiro-cli clears it"),
@@ -527,14 +531,14 @@ impl AgentSpec {
 
     fn check_prompt(&self, findings: &mut Findings) {
         match (self.fields.get("prompt"), self.fields.get("systemPrompt")) {
-            (Some(Value::String(_)), Some(_)) => findings.push(Diagnostic::warning(
+            (Some(Value::String(_)), Some(_)) => findings.push(SpecDiagnostic::warning(
                 "system-prompt-ignored",
                 "systemPrompt",
                 "ignored because `prompt` is set; keep one of the two",
             )),
             (Some(Value::String(_) | Value::Null) | None, _) => {}
             (Some(other), _) => findings.push(
-                Diagnostic::warning(
+                SpecDiagnostic::warning(
                     "wrong-type",
                     "prompt",
                     format!("is {}, read as no prompt; write text or a file:// URI", type_name(other)),
@@ -545,7 +549,7 @@ impl AgentSpec {
         if let Some(Value::String(_)) = self.fields.get("systemPrompt")
             && self.fields.get("prompt").is_none()
         {
-            findings.push(Diagnostic::notice(
+            findings.push(SpecDiagnostic::notice(
                 "system-prompt-spelling",
                 "systemPrompt",
                 "read as the prompt; prefer the `prompt` spelling, which every kiro-cli version accepts",
@@ -555,7 +559,7 @@ impl AgentSpec {
             && self.body.is_some()
             && let Some(Value::String(_)) = self.fields.get("prompt")
         {
-            findings.push(Diagnostic::warning(
+            findings.push(SpecDiagnostic::warning(
                 "frontmatter-prompt-ignored",
                 "prompt",
                 "ignored because the Markdown body is the prompt; remove one of the two",
@@ -566,7 +570,8 @@ impl AgentSpec {
     fn check_include_mcp_json(&self, findings: &mut Findings) {
         if let Err(error) = self.include_mcp_json() {
             findings.push(
-                Diagnostic::error("duplicate-spelling", "useLegacyMcpJson", error.to_string()).rejected_by_kiro_cli(),
+                SpecDiagnostic::error("duplicate-spelling", "useLegacyMcpJson", error.to_string())
+                    .rejected_by_kiro_cli(),
             );
             return;
         }
@@ -574,7 +579,7 @@ impl AgentSpec {
             match self.fields.get(key) {
                 None | Some(Value::Bool(_)) => {}
                 Some(other) => findings.push(
-                    Diagnostic::warning(
+                    SpecDiagnostic::warning(
                         "wrong-type",
                         key,
                         format!("is {}, read as false; write true or false", type_name(other)),
@@ -591,7 +596,7 @@ impl AgentSpec {
             Some(Value::Object(settings)) => settings,
             Some(other) => {
                 findings.push(
-                    Diagnostic::error(
+                    SpecDiagnostic::error(
                         "wrong-type",
                         "toolsSettings",
                         format!("is {}; it must be an object keyed by tool name", type_name(other)),
@@ -606,7 +611,7 @@ impl AgentSpec {
                 group.spellings().iter().copied().filter(|spelling| settings.contains_key(*spelling)).collect();
             if let [winner, rest @ ..] = present.as_slice() {
                 for ignored in rest {
-                    findings.push(Diagnostic::warning(
+                    findings.push(SpecDiagnostic::warning(
                         "settings-alias-shadowed",
                         format!("toolsSettings.{ignored}"),
                         format!("ignored: `toolsSettings.{winner}` is the same tool's settings and is read first"),
@@ -617,7 +622,7 @@ impl AgentSpec {
         if let Some(setting) = self.tools_setting(ToolsSettingsGroup::Subagent) {
             let path = format!("toolsSettings.{}", setting.key);
             if setting.value.get("allowedAgents").is_some() {
-                findings.push(Diagnostic::warning(
+                findings.push(SpecDiagnostic::warning(
                     "allowed-agents-ignored",
                     format!("{path}.allowedAgents"),
                     "kiro-cli silently ignores `allowedAgents`; use `availableAgents` (who may be spawned) or `trustedAgents` (who runs without prompts)",
@@ -626,7 +631,7 @@ impl AgentSpec {
             if let Some(value) = setting.value.get("availableAgents")
                 && read_string_list(Some(value)).is_none()
             {
-                findings.push(Diagnostic::error(
+                findings.push(SpecDiagnostic::error(
                     "wrong-type",
                     format!("{path}.availableAgents"),
                     "must be a list of agent names or globs",
@@ -636,7 +641,7 @@ impl AgentSpec {
         if let Some(setting) = self.tools_setting(ToolsSettingsGroup::Shell)
             && setting.value.get("alwaysAllow").is_some()
         {
-            findings.push(Diagnostic::warning(
+            findings.push(SpecDiagnostic::warning(
                 "settings-key-ignored",
                 format!("toolsSettings.{}.alwaysAllow", setting.key),
                 "kiro-cli ignores `alwaysAllow`; use `allowedCommands`",
@@ -646,7 +651,7 @@ impl AgentSpec {
             if let Some(setting) = self.tools_setting(group)
                 && setting.value.get("autoApprove").is_some()
             {
-                findings.push(Diagnostic::warning(
+                findings.push(SpecDiagnostic::warning(
                     "settings-key-ignored",
                     format!("toolsSettings.{}.autoApprove", setting.key),
                     "kiro-cli ignores `autoApprove` here; list the tool in allowedTools or use `allowedPaths`",
@@ -664,7 +669,7 @@ fn check_string_list(fields: &Map<String, Value>, key: &str, findings: &mut Find
             Value::Array(_) => "has an entry that is not a string".to_owned(),
             other => format!("is {} instead of a list", type_name(other)),
         };
-        let diagnostic = Diagnostic::warning(
+        let diagnostic = SpecDiagnostic::warning(
             "wrong-type",
             key,
             format!("{what}, so {read_as}; write a list of names such as [\"fs_read\"]"),

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use cairn_agent_spec::projection::{Backend, ProjectionInput, ProjectionOptions, project};
-use cairn_agent_spec::{Catalog, Pins, ResolveContext, resolve_prompt, skill_globs, steering_files};
+use cairn_agent_spec::projection::{AgentBackend, ProjectionInput, ProjectionOptions, project};
+use cairn_agent_spec::{AgentCatalog, Pins, ResolveContext, resolve_prompt, skill_globs, steering_files};
 use serde::Serialize;
 
 use crate::agent_scope::AgentScope;
@@ -41,7 +41,7 @@ impl AgentContext {
     ///
     /// [`ContextError::Agent`] when the name does not resolve or the prompt
     /// is refused (sensitive path, untrusted project prompt).
-    pub fn resolve(catalog: &Catalog, name: &str, pins: &Pins, context: &ResolveContext) -> Result<Self> {
+    pub fn resolve(catalog: &AgentCatalog, name: &str, pins: &Pins, context: &ResolveContext) -> Result<Self> {
         let agent_error = |source| ContextError::Agent { name: name.to_owned(), source };
         let resolved = catalog.resolve(name, pins).map_err(agent_error)?;
         let prompt = resolve_prompt(&resolved.spec, resolved.scope, context).map_err(agent_error)?;
@@ -69,11 +69,11 @@ impl AgentContext {
     ///
     /// As [`Self::resolve`].
     pub fn resolve_for_backend(
-        catalog: &Catalog,
+        catalog: &AgentCatalog,
         name: &str,
         pins: &Pins,
         context: &ResolveContext,
-        backend: Backend,
+        backend: AgentBackend,
     ) -> Result<Self> {
         let mut agent = Self::resolve(catalog, name, pins, context)?;
         let resolved =

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use cairn_hooks::{ConfigHooks, MessageOutcome};
 use cairn_memory_core::render_lessons;
-use cairn_skills::{Catalog, MessageSkills, SkillHint};
+use cairn_skills::{MessageSkills, SkillCatalog, SkillHint};
 use serde::Serialize;
 
 use crate::agent::AgentContext;
@@ -218,7 +218,7 @@ pub struct ContextBuilder {
     semantic: Option<Arc<dyn SemanticMemory>>,
     lessons: Option<Arc<dyn LessonSource>>,
     episodic: Option<Arc<dyn EpisodicMemory>>,
-    skills: Option<Arc<Catalog>>,
+    skills: Option<Arc<SkillCatalog>>,
     hooks: Option<Arc<ConfigHooks>>,
     channels: Option<Arc<ChannelHistory>>,
 }
@@ -452,7 +452,7 @@ impl ContextBuilder {
     }
 
     /// The skill catalog; its `lazy_load` setting also picks the global ceiling.
-    pub fn with_skills(mut self, skills: Arc<Catalog>) -> Self {
+    pub fn with_skills(mut self, skills: Arc<SkillCatalog>) -> Self {
         self.skills = Some(skills);
         self
     }

@@ -28,7 +28,7 @@ use crate::text::truncate;
 
 /// Time sources of the buffer: monotonic for the in-memory mode, wall
 /// clock for the persisted one.
-pub trait Clock: Send + Sync {
+pub trait ChannelClock: Send + Sync {
     /// Time since an arbitrary fixed origin; never goes backwards.
     fn monotonic(&self) -> Duration;
     /// Milliseconds since the Unix epoch.
@@ -37,17 +37,17 @@ pub trait Clock: Send + Sync {
 
 /// The system clocks.
 #[derive(Debug)]
-pub struct SystemClock {
+pub struct SystemChannelClock {
     origin: Instant,
 }
 
-impl Default for SystemClock {
+impl Default for SystemChannelClock {
     fn default() -> Self {
         Self { origin: Instant::now() }
     }
 }
 
-impl Clock for SystemClock {
+impl ChannelClock for SystemChannelClock {
     fn monotonic(&self) -> Duration {
         self.origin.elapsed()
     }
@@ -59,12 +59,12 @@ impl Clock for SystemClock {
 
 /// A clock tests move by hand; both readings advance together unless set apart.
 #[derive(Debug, Default)]
-pub struct ManualClock {
+pub struct ManualChannelClock {
     monotonic_millis: AtomicI64,
     wall_millis: AtomicI64,
 }
 
-impl ManualClock {
+impl ManualChannelClock {
     /// A clock at wall time `wall_millis` and monotonic zero.
     pub fn new(wall_millis: i64) -> Self {
         Self { monotonic_millis: AtomicI64::new(0), wall_millis: AtomicI64::new(wall_millis) }
@@ -83,7 +83,7 @@ impl ManualClock {
     }
 }
 
-impl Clock for ManualClock {
+impl ChannelClock for ManualChannelClock {
     fn monotonic(&self) -> Duration {
         Duration::from_millis(self.monotonic_millis.load(Ordering::SeqCst).max(0) as u64)
     }
@@ -202,7 +202,7 @@ struct Buffer {
 pub struct ChannelHistory {
     root: PathBuf,
     config: ChannelConfig,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn ChannelClock>,
     channels: Mutex<HashMap<String, Buffer>>,
 }
 
@@ -243,13 +243,13 @@ fn clean_sender(sender: &str) -> String {
 
 impl ChannelHistory {
     /// Buffers whose observe-mode files live under `<home>/history/`.
-    pub fn new(home: &Path, config: ChannelConfig, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(home: &Path, config: ChannelConfig, clock: Arc<dyn ChannelClock>) -> Self {
         Self { root: home.join(CHANNEL_HISTORY_DIR), config, clock, channels: Mutex::new(HashMap::new()) }
     }
 
     /// With the default limits and the system clocks.
     pub fn in_home(home: &Path) -> Self {
-        Self::new(home, ChannelConfig::default(), Arc::new(SystemClock::default()))
+        Self::new(home, ChannelConfig::default(), Arc::new(SystemChannelClock::default()))
     }
 
     /// The directory observe-mode files are written to.

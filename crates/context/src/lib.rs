@@ -71,8 +71,8 @@ pub use builder::{
 };
 pub use caps::{CapSection, Caps, reference_caps, resolve_caps};
 pub use channel::{
-    Authorization, ChannelConfig, ChannelEntry, ChannelHistory, Clock, ManualClock, RecordOutcome, SystemClock,
-    render_entries, should_record_observe_history, validate_channel_id,
+    Authorization, ChannelClock, ChannelConfig, ChannelEntry, ChannelHistory, ManualChannelClock, RecordOutcome,
+    SystemChannelClock, render_entries, should_record_observe_history, validate_channel_id,
 };
 pub use error::{ContextError, Result};
 pub use neutralize::{

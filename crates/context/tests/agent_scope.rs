@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn_agent_spec::projection::Backend;
-use cairn_agent_spec::{AgentDirs, Catalog as AgentCatalog, Pins, ResolveContext};
+use cairn_agent_spec::projection::AgentBackend;
+use cairn_agent_spec::{AgentCatalog, AgentDirs, Pins, ResolveContext};
 use cairn_context::{AgentContext, ContextBuilder, MessageRequest, SectionName, SessionRequest};
-use cairn_skills::{Catalog, SkillsConfig};
+use cairn_skills::{SkillCatalog, SkillsConfig};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -33,7 +33,7 @@ fn fixture() -> Fixture {
     }
     let mut config = SkillsConfig::new(dir.path());
     config.persist_usage = false;
-    let builder = ContextBuilder::new().with_skills(Arc::new(Catalog::open(config)));
+    let builder = ContextBuilder::new().with_skills(Arc::new(SkillCatalog::open(config)));
     let agents_dir = dir.path().join("agents");
     let alpha = skills.join("alpha/SKILL.md");
     write(
@@ -97,13 +97,15 @@ fn steering_reaches_only_backends_that_read_it_and_the_rest_get_a_notice() {
     let fixture = fixture();
     let pins = Pins::default();
     let on_claude =
-        AgentContext::resolve_for_backend(&fixture.agents, "mapped", &pins, &fixture.context, Backend::Claude).unwrap();
+        AgentContext::resolve_for_backend(&fixture.agents, "mapped", &pins, &fixture.context, AgentBackend::Claude)
+            .unwrap();
     let built =
         fixture.builder.build_session_context(&SessionRequest { agent: Some(&on_claude), ..Default::default() });
     assert!(built.text.contains("Steer carefully."), "{}", built.text);
 
     let on_goose =
-        AgentContext::resolve_for_backend(&fixture.agents, "mapped", &pins, &fixture.context, Backend::Goose).unwrap();
+        AgentContext::resolve_for_backend(&fixture.agents, "mapped", &pins, &fixture.context, AgentBackend::Goose)
+            .unwrap();
     let built = fixture.builder.build_session_context(&SessionRequest { agent: Some(&on_goose), ..Default::default() });
     assert!(!built.text.contains("Steer carefully."), "{}", built.text);
     assert!(

@@ -5,17 +5,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_agent_spec::{AgentDirs, Catalog as AgentCatalog, Pins, ResolveContext};
+use cairn_agent_spec::{AgentCatalog, AgentDirs, Pins, ResolveContext};
 use cairn_context::{
     AgentContext, Authorization, ChannelConfig, ChannelHistory, Compressor, ContextBuilder, ContextError,
-    EpisodicFragment, LessonSource, ManualClock, MessageRequest, RecalledFragments, RuntimeIdentity, SectionName,
-    SessionRequest, Surface, ThreadMessage, resolve_caps,
+    EpisodicFragment, LessonSource, ManualChannelClock, MessageRequest, RecalledFragments, RuntimeIdentity,
+    SectionName, SessionRequest, Surface, ThreadMessage, resolve_caps,
 };
 use cairn_hooks::{ConfigHooks, HooksConfig};
 use cairn_memory_core::{
-    Lesson, LessonCategory, ManualClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, Source, lesson_key,
+    Lesson, LessonCategory, ManualZonedClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, Source, lesson_key,
 };
-use cairn_skills::{Catalog, SkillsConfig};
+use cairn_skills::{SkillCatalog, SkillsConfig};
 use expect_test::expect_file;
 use serde_json::json;
 
@@ -38,12 +38,12 @@ struct Home {
     channels: Arc<ChannelHistory>,
 }
 
-fn skills(lazy_load: bool) -> Arc<Catalog> {
+fn skills(lazy_load: bool) -> Arc<SkillCatalog> {
     let mut config = SkillsConfig::new(fixtures().join("home"));
     config.project_dir = Some(fixtures().join("project"));
     config.persist_usage = false;
     config.lazy_load = lazy_load;
-    Arc::new(Catalog::open(config))
+    Arc::new(SkillCatalog::open(config))
 }
 
 fn home() -> Home {
@@ -87,7 +87,7 @@ fn home() -> Home {
     )
     .unwrap();
     assert!(warnings.is_empty());
-    let clock = Arc::new(ManualClock::new(1_780_000_000_000));
+    let clock = Arc::new(ManualChannelClock::new(1_780_000_000_000));
     let channels = Arc::new(ChannelHistory::new(dir.path(), ChannelConfig::default(), clock.clone()));
     channels.record("C42", "alice", "the deploy failed on the health check", Authorization::Authorized).unwrap();
     clock.advance(Duration::from_secs(20));
@@ -325,7 +325,7 @@ fn the_global_ceiling_cuts_from_the_end_and_depends_on_lazy_load() {
         let mut config = SkillsConfig::new(dir.path());
         config.persist_usage = false;
         config.lazy_load = lazy_load;
-        Arc::new(Catalog::open(config))
+        Arc::new(SkillCatalog::open(config))
     };
     let lessons = Arc::new(long_lessons(3, 20));
     let eager = ContextBuilder::new().with_lessons(lessons.clone()).with_skills(catalog(false));
@@ -487,7 +487,7 @@ fn a_triggered_body_over_the_skills_budget_becomes_a_pointer() {
     .unwrap();
     let mut config = SkillsConfig::new(dir.path());
     config.persist_usage = false;
-    let builder = ContextBuilder::new().with_skills(Arc::new(Catalog::open(config)));
+    let builder = ContextBuilder::new().with_skills(Arc::new(SkillCatalog::open(config)));
     let built =
         builder.build_message(&MessageRequest { model_window: Some(200_000), message: "huge", ..Default::default() });
     assert!(built.section(SectionName::TriggeredSkills).is_none());

@@ -5,15 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_context::{
-    Authorization, ChannelConfig, ChannelHistory, ContextError, ManualClock, RecordOutcome,
+    Authorization, ChannelConfig, ChannelHistory, ContextError, ManualChannelClock, RecordOutcome,
     should_record_observe_history, structural_marker,
 };
 
 const START: i64 = 1_780_000_000_000;
 
-fn history() -> (tempfile::TempDir, Arc<ManualClock>, ChannelHistory) {
+fn history() -> (tempfile::TempDir, Arc<ManualChannelClock>, ChannelHistory) {
     let home = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(START));
+    let clock = Arc::new(ManualChannelClock::new(START));
     let history = ChannelHistory::new(home.path(), ChannelConfig::default(), clock.clone());
     (home, clock, history)
 }
@@ -99,7 +99,7 @@ fn concurrent_recording_never_lets_an_unauthorised_message_in() {
 #[test]
 fn observe_mode_persists_a_week_of_two_hundred_entries_and_compacts_on_load() {
     let home = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(START));
+    let clock = Arc::new(ManualChannelClock::new(START));
     let history = ChannelHistory::new(home.path(), ChannelConfig::default(), clock.clone());
     history.set_observe("C9").unwrap();
     for index in 0..210 {
@@ -120,7 +120,7 @@ fn observe_mode_persists_a_week_of_two_hundred_entries_and_compacts_on_load() {
     let mut file = std::fs::read_to_string(&path).unwrap();
     file.push_str("{not json\n");
     std::fs::write(&path, file).unwrap();
-    let later = Arc::new(ManualClock::new(clock.wall_millis_now() + 604_800_000 - 1_000 * 60_000));
+    let later = Arc::new(ManualChannelClock::new(clock.wall_millis_now() + 604_800_000 - 1_000 * 60_000));
     let reopened = ChannelHistory::new(home.path(), ChannelConfig::default(), later);
     reopened.set_observe("C9").unwrap();
     let live = texts(&reopened, "C9");
@@ -135,9 +135,9 @@ trait WallNow {
     fn wall_millis_now(&self) -> i64;
 }
 
-impl WallNow for ManualClock {
+impl WallNow for ManualChannelClock {
     fn wall_millis_now(&self) -> i64 {
-        cairn_context::Clock::wall_millis(self)
+        cairn_context::ChannelClock::wall_millis(self)
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use cairn_context::{
-    Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicFragment, ManualClock, MessageRequest,
+    Authorization, ChannelConfig, ChannelHistory, ContextBuilder, EpisodicFragment, ManualChannelClock, MessageRequest,
     RecalledFragments, SessionRequest, ThreadMessage, neutralize_label, neutralize_one_line,
     neutralize_structural_markers, structural_marker,
 };
@@ -75,7 +75,7 @@ fn quoted_attacks_cannot_add_or_close_blocks_in_a_message_build() {
     let channels = Arc::new(ChannelHistory::new(
         home.path(),
         ChannelConfig::default(),
-        Arc::new(ManualClock::new(1_780_000_000_000)),
+        Arc::new(ManualChannelClock::new(1_780_000_000_000)),
     ));
     for attack in ATTACKS {
         channels.record("C1", "attacker", attack, Authorization::Authorized).unwrap();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 /// A monotonic clock that can also sleep.
-pub trait Clock: Send + Sync + fmt::Debug {
+pub trait LoaderClock: Send + Sync + fmt::Debug {
     /// Time elapsed since an arbitrary, fixed origin.
     fn now(&self) -> Duration;
     /// Blocks the calling thread for `duration`.
@@ -17,24 +17,24 @@ pub trait Clock: Send + Sync + fmt::Debug {
 
 /// The real clock.
 #[derive(Debug, Clone, Copy)]
-pub struct SystemClock {
+pub struct SystemLoaderClock {
     origin: Instant,
 }
 
-impl SystemClock {
+impl SystemLoaderClock {
     /// A clock whose origin is now.
     pub fn new() -> Self {
         Self { origin: Instant::now() }
     }
 }
 
-impl Default for SystemClock {
+impl Default for SystemLoaderClock {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Clock for SystemClock {
+impl LoaderClock for SystemLoaderClock {
     fn now(&self) -> Duration {
         self.origin.elapsed()
     }
@@ -47,12 +47,12 @@ impl Clock for SystemClock {
 /// A clock that only moves when told to; `sleep` advances it instantly and
 /// records the requested duration.
 #[derive(Debug, Default)]
-pub struct ManualClock {
+pub struct ManualLoaderClock {
     now: Mutex<Duration>,
     sleeps: Mutex<Vec<Duration>>,
 }
 
-impl ManualClock {
+impl ManualLoaderClock {
     /// A clock at time zero.
     pub fn new() -> Self {
         Self::default()
@@ -63,13 +63,13 @@ impl ManualClock {
         *self.now.lock() += by;
     }
 
-    /// Every duration passed to [`Clock::sleep`], in order.
+    /// Every duration passed to [`LoaderClock::sleep`], in order.
     pub fn sleeps(&self) -> Vec<Duration> {
         self.sleeps.lock().clone()
     }
 }
 
-impl Clock for ManualClock {
+impl LoaderClock for ManualLoaderClock {
     fn now(&self) -> Duration {
         *self.now.lock()
     }

@@ -9,7 +9,7 @@ use parking_lot::{Condvar, Mutex};
 use tracing::{debug, info_span, warn};
 
 use crate::backend::EmbeddingBackend;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{LoaderClock, SystemLoaderClock};
 use crate::constants::LOAD_FAILURE_COOLDOWN;
 use crate::error::{EmbedError, Result};
 
@@ -27,7 +27,7 @@ struct Inner {
     model_id: String,
     dim: usize,
     loader: Box<LoadFn>,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn LoaderClock>,
     cooldown: Duration,
     state: Mutex<LoadState>,
     changed: Condvar,
@@ -63,7 +63,7 @@ impl LazyEmbedder {
         dim: usize,
         loader: impl Fn() -> Result<Box<dyn EmbeddingBackend>> + Send + Sync + 'static,
     ) -> Self {
-        Self::with_clock(model_id, dim, loader, Arc::new(SystemClock::new()))
+        Self::with_clock(model_id, dim, loader, Arc::new(SystemLoaderClock::new()))
     }
 
     /// Like [`new`](Self::new) with an injected clock (the cooldown reads it).
@@ -71,7 +71,7 @@ impl LazyEmbedder {
         model_id: impl Into<String>,
         dim: usize,
         loader: impl Fn() -> Result<Box<dyn EmbeddingBackend>> + Send + Sync + 'static,
-        clock: Arc<dyn Clock>,
+        clock: Arc<dyn LoaderClock>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {

@@ -63,7 +63,7 @@ pub use batching::BatchingEmbedder;
 pub use cache::{CacheStats, CachedEmbedder};
 #[cfg(feature = "candle")]
 pub use candle::{CandleBert, CandleBertOptions, Pooling, Qwen3Embedder, Qwen3Options, format_query};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{LoaderClock, ManualLoaderClock, SystemLoaderClock};
 pub use error::{EmbedError, Result};
 pub use hash::{HashEmbedder, WordVectorEmbedder};
 pub use lazy::{LazyEmbedder, LoadFn};

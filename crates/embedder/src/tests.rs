@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::{
-    CachedEmbedder, EmbedError, EmbeddingBackend, HashEmbedder, LazyEmbedder, ManualClock, SharedEmbedder, cosine,
+    CachedEmbedder, EmbedError, EmbeddingBackend, HashEmbedder, LazyEmbedder, ManualLoaderClock, SharedEmbedder, cosine,
 };
 
 #[test]
@@ -87,7 +87,7 @@ fn lazy_embed_answers_not_ready_while_a_slow_load_runs() {
 
 #[test]
 fn lazy_failed_load_waits_for_the_cooldown_before_retrying() {
-    let clock = Arc::new(ManualClock::new());
+    let clock = Arc::new(ManualLoaderClock::new());
     let attempts = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&attempts);
     let lazy = LazyEmbedder::with_clock(

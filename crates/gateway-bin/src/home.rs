@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use cairn_agent_spec::{AgentDirs, Catalog as AgentCatalog, Pins, ResolveContext};
+use cairn_agent_spec::{AgentCatalog, AgentDirs, Pins, ResolveContext};
 use cairn_context::{AgentContext, ContextBuilder, EpisodicMemory, LessonLayers};
 use cairn_embedder::manager::{ManagerConfig, ModelSource};
 use cairn_guard::SensitivePaths;
 use cairn_hooks::{ConfigHooks, HookSet, MergeOptions, MergeReport, merge_user_hooks};
 use cairn_memory_core::{JsonlLessonStore, MemoryDb, MemoryFiles, constants};
-use cairn_skills::{AuditEvent, AuditSink, Catalog, SkillsConfig, SystemClock};
+use cairn_skills::{AuditSink, SkillAuditEvent, SkillCatalog, SkillsConfig, SystemSkillClock};
 
 use crate::serve::auth::TOKEN_FILE_NAME;
 use crate::settings::{CONFIG_FILE_NAME, Settings};
@@ -45,7 +45,7 @@ pub(crate) struct JsonlAudit {
 }
 
 impl AuditSink for JsonlAudit {
-    fn record(&self, event: AuditEvent) {
+    fn record(&self, event: SkillAuditEvent) {
         let line = match serde_json::to_string(&event) {
             Ok(line) => line,
             Err(error) => {
@@ -157,9 +157,9 @@ impl Home {
     }
 
     /// The skill catalog, auditing into `<home>/skills-audit.jsonl`.
-    pub(crate) fn skills(&self, sources: &SkillSources) -> Catalog {
+    pub(crate) fn skills(&self, sources: &SkillSources) -> SkillCatalog {
         let audit = Arc::new(JsonlAudit { path: self.dir().join(SKILLS_AUDIT_FILE_NAME) });
-        Catalog::with_parts(self.skills_config(sources), Arc::new(SystemClock), audit)
+        SkillCatalog::with_parts(self.skills_config(sources), Arc::new(SystemSkillClock), audit)
     }
 
     /// The config hooks (`hooks` in config.json) and their warnings.
@@ -281,7 +281,7 @@ impl Home {
 pub(crate) struct ContextParts {
     pub(crate) memory: Option<Arc<MemoryDb>>,
     pub(crate) files: Option<Arc<MemoryFiles>>,
-    pub(crate) skills: Option<Arc<Catalog>>,
+    pub(crate) skills: Option<Arc<SkillCatalog>>,
     pub(crate) hooks: Option<Arc<ConfigHooks>>,
 }
 

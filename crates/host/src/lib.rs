@@ -49,12 +49,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use cairn_agent_spec::{AgentDirs, Catalog as AgentCatalog, Pins, ResolveContext};
+use cairn_agent_spec::{AgentCatalog, AgentDirs, Pins, ResolveContext};
 use cairn_context::{AgentContext, ContextBuilder, EpisodicMemory, LessonLayers, MessageRequest, SessionRequest};
 use cairn_guard::SensitivePaths;
 use cairn_hooks::ConfigHooks;
 use cairn_memory_core::{JsonlLessonStore, MemoryDb, MemoryFiles, NewEpisode, constants};
-use cairn_skills::{Catalog as SkillCatalog, SkillsConfig};
+use cairn_skills::{SkillCatalog, SkillsConfig};
 
 pub use cairn_context::{BuiltContext, SectionName, ThreadMessage};
 pub use cairn_embedder::EmbeddingBackend;
@@ -70,7 +70,7 @@ pub const THREAD_MESSAGES: usize = 20;
 /// What went wrong opening a home or serving a call.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum HostError {
     /// A memory store refused the call or could not be read.
     #[error(transparent)]
     Memory(#[from] cairn_memory_core::MemoryError),
@@ -93,8 +93,8 @@ pub enum Error {
     },
 }
 
-/// A `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// A `Result` with this crate's [`HostError`].
+pub type Result<T, E = HostError> = std::result::Result<T, E>;
 
 /// How [`Cairn::open`] opens a home.
 #[derive(Clone)]
@@ -231,7 +231,7 @@ impl Cairn {
     /// Opens (creating when missing) the home of `config`.
     pub fn open(config: Config) -> Result<Self> {
         let home = config.home;
-        std::fs::create_dir_all(&home).map_err(|source| Error::Home { path: home.clone(), source })?;
+        std::fs::create_dir_all(&home).map_err(|source| HostError::Home { path: home.clone(), source })?;
         let sensitive = SensitivePaths::for_current_user().with_gateway_home(&home);
 
         let mut memory = MemoryDb::open_in_home(&home, config.memory)?;
@@ -386,7 +386,7 @@ impl Cairn {
             Some(consolidator) => consolidator
                 .check_idle_sessions(now_ms())
                 .into_iter()
-                .map(|(session, report)| (session, report.map_err(Error::from)))
+                .map(|(session, report)| (session, report.map_err(HostError::from)))
                 .collect(),
             None => Vec::new(),
         }

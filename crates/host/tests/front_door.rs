@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cairn_host::{
-    Cairn, Config, ConsolidatorConfig, Error, HooksConfig, SectionName, Summarizer, SummarizerError, ToolDecision,
+    Cairn, Config, ConsolidatorConfig, HooksConfig, HostError, SectionName, Summarizer, SummarizerError, ToolDecision,
 };
 
 fn open(config: impl FnOnce(Config) -> Config) -> (tempfile::TempDir, Cairn) {
@@ -15,7 +15,7 @@ fn open(config: impl FnOnce(Config) -> Config) -> (tempfile::TempDir, Cairn) {
 }
 
 /// One call into the front door whose result is only checked for an error.
-type Call = dyn Fn(&Cairn) -> Result<(), Error>;
+type Call = dyn Fn(&Cairn) -> Result<(), HostError>;
 
 #[test]
 fn stores_refuse_what_their_rules_refuse_and_change_nothing() {
@@ -36,7 +36,7 @@ fn stores_refuse_what_their_rules_refuse_and_change_nothing() {
     ];
     for (case, call) in refused {
         let error = call(&cairn).expect_err(case);
-        assert!(matches!(error, Error::Memory(_)), "{case}: {error}");
+        assert!(matches!(error, HostError::Memory(_)), "{case}: {error}");
     }
     let stats = cairn.memory().stats().unwrap();
     assert_eq!((stats.semantic_live, stats.lessons, stats.episodic_live), (0, 0, 0), "{stats:?}");
@@ -134,7 +134,7 @@ fn a_named_agent_that_does_not_exist_is_an_error() {
     let home = tempfile::tempdir().unwrap();
     let agents = tempfile::tempdir().unwrap();
     let error = Cairn::open(Config::new(home.path()).agent("reviewer", agents.path())).unwrap_err();
-    assert!(matches!(error, Error::Agent(_)), "{error}");
+    assert!(matches!(error, HostError::Agent(_)), "{error}");
 
     std::fs::write(
         agents.path().join("reviewer.json"),

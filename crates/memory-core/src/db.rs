@@ -18,7 +18,7 @@ use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::schema;
 use crate::search::SnapshotCache;
-use crate::types::{AuditAction, AuditEvent, MemoryStats};
+use crate::types::{MemoryAuditAction, MemoryAuditEvent, MemoryStats};
 
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -85,7 +85,7 @@ impl MemoryConfig {
 /// What the audit trail is told about one event.
 pub(crate) struct EventRecord<'a> {
     pub(crate) memory_type: &'a str,
-    pub(crate) action: AuditAction,
+    pub(crate) action: MemoryAuditAction,
     pub(crate) key: Option<&'a str>,
     pub(crate) old_value: Option<&'a str>,
     pub(crate) new_value: Option<&'a str>,
@@ -385,8 +385,8 @@ impl MemoryDb {
         rejected: Rejected,
     ) -> MemoryError {
         let action = match rejected {
-            Rejected::Injection { .. } => AuditAction::InjectionBlocked,
-            _ => AuditAction::Rejected,
+            Rejected::Injection { .. } => MemoryAuditAction::InjectionBlocked,
+            _ => MemoryAuditAction::Rejected,
         };
         tracing::debug!(key = %crate::validate::cut(key, 100), reason = rejected.code(), "write refused");
         let snippet = crate::validate::snippet(attempted);
@@ -413,7 +413,7 @@ impl MemoryDb {
     }
 
     /// The newest `limit` audit rows, newest first.
-    pub fn audit(&self, limit: usize) -> Result<Vec<AuditEvent>> {
+    pub fn audit(&self, limit: usize) -> Result<Vec<MemoryAuditEvent>> {
         self.read("reading the audit trail", |tx| {
             let mut statement = tx
                 .prepare_cached(
@@ -441,11 +441,11 @@ impl MemoryDb {
             for row in rows {
                 let (id, at, memory_type, action, key, old_value, new_value, source, confidence, detail) =
                     row.map_err(MemoryError::sqlite("reading the audit trail"))?;
-                let action = AuditAction::parse(&action).ok_or_else(|| MemoryError::CorruptRow {
+                let action = MemoryAuditAction::parse(&action).ok_or_else(|| MemoryError::CorruptRow {
                     table: "memory_events",
                     reason: format!("unknown action {action:?} in row {id}"),
                 })?;
-                events.push(AuditEvent {
+                events.push(MemoryAuditEvent {
                     id,
                     at,
                     memory_type,

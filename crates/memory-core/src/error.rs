@@ -91,7 +91,7 @@ pub enum MemoryError {
         operation: &'static str,
         /// The underlying error.
         #[source]
-        source: cairn_memory_vector::Error,
+        source: cairn_memory_vector::VectorError,
     },
     /// The embedder failed while re-embedding or backfilling.
     #[error("embedding failed while {operation}: {reason}")]

@@ -18,7 +18,7 @@ use crate::db::{EventRecord, MemoryDb, insert_event};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::keywords;
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, blob_vector, ladder};
-use crate::types::{AuditAction, DeleteOutcome, SkipReason, Source, WriteOutcome};
+use crate::types::{DeleteOutcome, MemoryAuditAction, SkipReason, Source, WriteOutcome};
 
 /// What a lesson is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -381,7 +381,7 @@ impl MemoryDb {
             tx,
             &EventRecord {
                 memory_type: "lesson",
-                action: AuditAction::ConflictSkip,
+                action: MemoryAuditAction::ConflictSkip,
                 key: Some(key),
                 old_value: None,
                 new_value: Some(&new),

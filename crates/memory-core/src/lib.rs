@@ -7,7 +7,7 @@
 //! meets the conflict ladder against the stored value inside one
 //! `BEGIN IMMEDIATE` transaction, so neither threads nor processes lose an
 //! update. Every outcome is typed ([`WriteOutcome`], [`Rejected`]) and every
-//! change or refusal leaves an [`AuditEvent`].
+//! change or refusal leaves an [`MemoryAuditEvent`].
 //!
 //! ```
 //! use cairn_memory_core::{MemoryConfig, MemoryDb, Rejected, Source, WriteOutcome};
@@ -86,12 +86,13 @@ pub use export::{
     ImportReport, ImportRow, export_memory, import_memory,
 };
 pub use files::{
-    Clock, ContextSection, FileHit, FilesContext, FilesContextCaps, HISTORY_DIR, HistoryAppend, IndexReport,
-    MEMORY_DIR, ManualClock, MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE, PruneReport, RecentHistory, SystemClock,
+    ContextSection, FileHit, FilesContext, FilesContextCaps, HISTORY_DIR, HistoryAppend, IndexReport, MEMORY_DIR,
+    ManualZonedClock, MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE, PruneReport, RecentHistory, SystemZonedClock,
+    ZonedClock,
 };
 pub use foreign::{
-    Diagnostic, ForeignCounts, ForeignItem, ForeignReport, ForeignRoots, ForeignSource, ItemOutcome, apply_foreign,
-    scan_foreign,
+    ForeignCounts, ForeignItem, ForeignReport, ForeignRoots, ForeignSource, ImportDiagnostic, ItemOutcome,
+    apply_foreign, scan_foreign,
 };
 pub use integrity::{RepairReport, TableSalvage, repair_database};
 pub use jsonl::{JsonlLessonStore, LessonBook};
@@ -102,5 +103,6 @@ pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_at_star
 pub use schema::SCHEMA_VERSION;
 pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{
-    AuditAction, AuditEvent, DeleteOutcome, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source, WriteOutcome,
+    DeleteOutcome, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source,
+    WriteOutcome,
 };

@@ -32,7 +32,7 @@ use crate::constants::{
 use crate::db::{EventRecord, insert_event};
 use crate::error::{MemoryError, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, PREFERENCES_FILE, PROJECTS_FILE};
-use crate::{AuditAction, EpisodicOutcome, JsonlLessonStore, MemoryDb, NewEpisode, Source, WriteOutcome};
+use crate::{EpisodicOutcome, JsonlLessonStore, MemoryAuditAction, MemoryDb, NewEpisode, Source, WriteOutcome};
 
 /// Where legacy memory lives: a Cairn home, or a `~/.kiro/crew` tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,7 +254,7 @@ fn migrate_recorded_as(
             tx,
             &EventRecord {
                 memory_type: "migration",
-                action: AuditAction::Migration,
+                action: MemoryAuditAction::Migration,
                 key: None,
                 old_value: None,
                 new_value: Some(&counts),

@@ -5,7 +5,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX};
 use crate::db::{EventRecord, MemoryDb, bump_semantic_revision, insert_event, now_ms};
 use crate::error::{MemoryError, Rejected, Result};
-use crate::types::{AuditAction, DeleteOutcome, SemanticEntry, SkipReason, Source, WriteOutcome};
+use crate::types::{DeleteOutcome, MemoryAuditAction, SemanticEntry, SkipReason, Source, WriteOutcome};
 use crate::validate;
 
 /// The stored state of a key, live or tombstoned.
@@ -151,7 +151,7 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
                 tx,
                 &EventRecord {
                     memory_type,
-                    action: AuditAction::ConflictSkip,
+                    action: MemoryAuditAction::ConflictSkip,
                     key: Some(write.key),
                     old_value: Some(&old),
                     new_value: Some(&new),
@@ -209,7 +209,7 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
             .map_err(MemoryError::sqlite("writing a semantic entry"))?;
             store_vector(tx, write.key, write.vector.as_ref().map(|(vector, _)| vector))?;
             let live_before = existing.as_ref().filter(|existing| !existing.is_deleted);
-            let action = if live_before.is_some() { AuditAction::Updated } else { AuditAction::Created };
+            let action = if live_before.is_some() { MemoryAuditAction::Updated } else { MemoryAuditAction::Created };
             let old = live_before.map(|existing| cairn_guard::redact_all(&existing.value).into_owned());
             let new = cairn_guard::redact_all(write.value_text);
             insert_event(
@@ -228,7 +228,7 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
             bump_semantic_revision(tx)?;
             tracing::debug!(key = write.key, action = action.as_str(), "semantic write accepted");
             tracing::trace!(key = write.key, value = write.value_text, "semantic value");
-            Ok(if action == AuditAction::Updated {
+            Ok(if action == MemoryAuditAction::Updated {
                 WriteOutcome::Updated { key }
             } else {
                 WriteOutcome::Created { key }
@@ -259,7 +259,7 @@ pub(crate) fn apply_delete(
         tx,
         &EventRecord {
             memory_type: memory_type(key),
-            action: AuditAction::Deleted,
+            action: MemoryAuditAction::Deleted,
             key: Some(key),
             old_value: Some(&old),
             new_value: None,

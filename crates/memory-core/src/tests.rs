@@ -19,7 +19,7 @@ fn open_with(config: MemoryConfig) -> (tempfile::TempDir, MemoryDb) {
     (home, db)
 }
 
-fn last_event(db: &MemoryDb) -> AuditEvent {
+fn last_event(db: &MemoryDb) -> MemoryAuditEvent {
     db.audit(1).unwrap().pop().expect("an audit row")
 }
 
@@ -40,14 +40,14 @@ fn describe(result: &Result<WriteOutcome>) -> String {
 }
 
 /// The audit action a write's result must leave behind (None: no row).
-fn expected_action(result: &Result<WriteOutcome>) -> Option<AuditAction> {
+fn expected_action(result: &Result<WriteOutcome>) -> Option<MemoryAuditAction> {
     match result {
-        Ok(WriteOutcome::Created { .. }) => Some(AuditAction::Created),
-        Ok(WriteOutcome::Updated { .. }) => Some(AuditAction::Updated),
+        Ok(WriteOutcome::Created { .. }) => Some(MemoryAuditAction::Created),
+        Ok(WriteOutcome::Updated { .. }) => Some(MemoryAuditAction::Updated),
         Ok(WriteOutcome::Unchanged { .. }) => None,
-        Ok(WriteOutcome::Skipped { .. }) => Some(AuditAction::ConflictSkip),
-        Err(MemoryError::Rejected(Rejected::Injection { .. })) => Some(AuditAction::InjectionBlocked),
-        Err(MemoryError::Rejected(_)) => Some(AuditAction::Rejected),
+        Ok(WriteOutcome::Skipped { .. }) => Some(MemoryAuditAction::ConflictSkip),
+        Err(MemoryError::Rejected(Rejected::Injection { .. })) => Some(MemoryAuditAction::InjectionBlocked),
+        Err(MemoryError::Rejected(_)) => Some(MemoryAuditAction::Rejected),
         Err(other) => panic!("unexpected store error: {other}"),
     }
 }
@@ -139,7 +139,7 @@ fn value_rules() {
     let error = db.write_semantic_json("pref.json", "{not json", 1.0, Source::UserExplicit).unwrap_err();
     assert!(matches!(error.rejection(), Some(Rejected::InvalidJson { .. })), "{error}");
     let event = last_event(&db);
-    assert_eq!((event.action, event.detail.as_deref()), (AuditAction::Rejected, Some("invalid_json")));
+    assert_eq!((event.action, event.detail.as_deref()), (MemoryAuditAction::Rejected, Some("invalid_json")));
     assert_eq!(event.new_value.as_deref(), Some("{not json"));
     assert_eq!(db.get_semantic("pref.json").unwrap().unwrap().value, json!({"a": [1, true, null]}));
 }
@@ -210,7 +210,7 @@ fn injection_is_blocked_and_the_snippet_redacted() {
     });
     check(&db, "pref.note", hostile.clone(), 1.0, Source::UserExplicit, "rejected:injection");
     let event = last_event(&db);
-    assert_eq!(event.action, AuditAction::InjectionBlocked);
+    assert_eq!(event.action, MemoryAuditAction::InjectionBlocked);
     assert!(event.detail.as_deref().unwrap().starts_with("injection:"));
     let snippet = event.new_value.unwrap();
     assert!(snippet.contains("[REDACTED:aws-access-key]"), "{snippet}");
@@ -240,7 +240,7 @@ fn delete_is_a_tombstone_with_an_event() {
     db.write_semantic("pref.editor", &json!("vim"), 1.0, Source::UserExplicit).unwrap();
     assert_eq!(db.delete_semantic("pref.editor", Source::UserExplicit).unwrap(), DeleteOutcome::Deleted);
     let event = last_event(&db);
-    assert_eq!((event.action, event.old_value.as_deref()), (AuditAction::Deleted, Some("\"vim\"")));
+    assert_eq!((event.action, event.old_value.as_deref()), (MemoryAuditAction::Deleted, Some("\"vim\"")));
     assert_eq!(db.get_semantic("pref.editor").unwrap(), None);
     assert_eq!(db.stats().unwrap().semantic_deleted, 1);
     // Deleting again changes nothing and records nothing.
@@ -314,7 +314,7 @@ fn not_ready_embedder_writes_without_vectors_then_backfills() {
     let cosine = hits[0].vector_score.expect("a vector score once backfilled");
     assert!((hits[0].score - (0.6 * cosine + 0.4 * hits[0].keyword_score)).abs() < 1e-9);
     // Backfill does not touch the audit trail: vectors are derived data.
-    assert!(db.audit(10).unwrap().iter().all(|event| event.action == AuditAction::Created));
+    assert!(db.audit(10).unwrap().iter().all(|event| event.action == MemoryAuditAction::Created));
 
     // Another model is another vector space: its entries need vectors again.
     let other =
@@ -415,7 +415,7 @@ fn lesson_dedup_rules() {
     let skipped = write("use dark mode", Source::UserExplicit);
     assert_eq!(lesson_outcome(&skipped), "skipped:duplicate_lesson");
     let event = last_event(&db);
-    assert_eq!((event.action, event.memory_type.as_str()), (AuditAction::ConflictSkip, "lesson"));
+    assert_eq!((event.action, event.memory_type.as_str()), (MemoryAuditAction::ConflictSkip, "lesson"));
     assert!(event.detail.unwrap().starts_with("duplicate_lesson:lesson."));
     // ... and a longer text containing a stored one replaces it.
     let replacing = write("please always use dark mode in the editor and terminal", Source::UserExplicit);
@@ -424,7 +424,7 @@ fn lesson_dedup_rules() {
     assert_eq!(lessons.len(), 1);
     assert_eq!(lessons[0].rule, "please always use dark mode in the editor and terminal");
     let deleted = &db.audit(3).unwrap()[1];
-    assert_eq!(deleted.action, AuditAction::Deleted);
+    assert_eq!(deleted.action, MemoryAuditAction::Deleted);
     assert!(deleted.detail.as_deref().unwrap().contains("substring"));
 
     // Topic overlap: half of the smaller keyword set shared → the newer replaces the older.
@@ -463,12 +463,12 @@ fn lesson_rules() {
     let stored = db.get_semantic(&key).unwrap().unwrap();
     assert_eq!((stored.value, stored.confidence), (json!("use ripgrep — NOT: grep -r"), 1.0));
     let event = last_event(&db);
-    assert_eq!((event.action, event.memory_type.as_str()), (AuditAction::Created, "lesson"));
+    assert_eq!((event.action, event.memory_type.as_str()), (MemoryAuditAction::Created, "lesson"));
 
     // Migration writes at 0.9 and cannot replace a user-explicit lesson.
     let migrated = db.write_lesson("use ripgrep for searching", None, LessonCategory::Tool, Source::Migration).unwrap();
     assert_eq!(describe(&Ok(migrated.outcome)), "skipped:protected_user_explicit");
-    assert_eq!(last_event(&db).action, AuditAction::ConflictSkip);
+    assert_eq!(last_event(&db).action, MemoryAuditAction::ConflictSkip);
     let migrated = db.write_lesson("answer tersely", None, LessonCategory::Preference, Source::Migration).unwrap();
     let migrated_key = migrated.outcome.key().to_owned();
     assert_eq!(db.get_semantic(&migrated_key).unwrap().unwrap().confidence, 0.9);
@@ -478,7 +478,7 @@ fn lesson_rules() {
     assert_eq!(error.rejection(), Some(&Rejected::EmptyLesson));
     assert_eq!(
         (last_event(&db).action, last_event(&db).detail.as_deref()),
-        (AuditAction::Rejected, Some("empty_lesson"))
+        (MemoryAuditAction::Rejected, Some("empty_lesson"))
     );
     let error = db
         .write_lesson(
@@ -490,7 +490,7 @@ fn lesson_rules() {
         .unwrap_err();
     assert!(matches!(error.rejection(), Some(Rejected::Injection { .. })));
     let event = last_event(&db);
-    assert_eq!((event.action, event.memory_type.as_str()), (AuditAction::InjectionBlocked, "lesson"));
+    assert_eq!((event.action, event.memory_type.as_str()), (MemoryAuditAction::InjectionBlocked, "lesson"));
     assert_eq!(db.get_lessons(10).unwrap().len(), 2);
 
     // Categories.
@@ -499,7 +499,7 @@ fn lesson_rules() {
 
     // Delete by key, only lesson keys.
     assert_eq!(db.delete_lesson(&key, Source::UserExplicit).unwrap(), DeleteOutcome::Deleted);
-    assert_eq!(last_event(&db).action, AuditAction::Deleted);
+    assert_eq!(last_event(&db).action, MemoryAuditAction::Deleted);
     let error = db.delete_lesson("pref.editor", Source::UserExplicit).unwrap_err();
     assert!(matches!(error.rejection(), Some(Rejected::PrefixNotAllowed { .. })));
 }

@@ -209,7 +209,7 @@ pub enum DeleteOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum AuditAction {
+pub enum MemoryAuditAction {
     /// A key got its first live value.
     Created,
     /// A live value was replaced.
@@ -226,43 +226,43 @@ pub enum AuditAction {
     Migration,
 }
 
-impl AuditAction {
+impl MemoryAuditAction {
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {
-            AuditAction::Created => "created",
-            AuditAction::Updated => "updated",
-            AuditAction::Deleted => "deleted",
-            AuditAction::ConflictSkip => "conflict_skip",
-            AuditAction::InjectionBlocked => "injection_blocked",
-            AuditAction::Rejected => "rejected",
-            AuditAction::Migration => "migration",
+            MemoryAuditAction::Created => "created",
+            MemoryAuditAction::Updated => "updated",
+            MemoryAuditAction::Deleted => "deleted",
+            MemoryAuditAction::ConflictSkip => "conflict_skip",
+            MemoryAuditAction::InjectionBlocked => "injection_blocked",
+            MemoryAuditAction::Rejected => "rejected",
+            MemoryAuditAction::Migration => "migration",
         }
     }
 
     pub(crate) fn parse(name: &str) -> Option<Self> {
         Some(match name {
-            "created" => AuditAction::Created,
-            "updated" => AuditAction::Updated,
-            "deleted" => AuditAction::Deleted,
-            "conflict_skip" => AuditAction::ConflictSkip,
-            "injection_blocked" => AuditAction::InjectionBlocked,
-            "rejected" => AuditAction::Rejected,
-            "migration" => AuditAction::Migration,
+            "created" => MemoryAuditAction::Created,
+            "updated" => MemoryAuditAction::Updated,
+            "deleted" => MemoryAuditAction::Deleted,
+            "conflict_skip" => MemoryAuditAction::ConflictSkip,
+            "injection_blocked" => MemoryAuditAction::InjectionBlocked,
+            "rejected" => MemoryAuditAction::Rejected,
+            "migration" => MemoryAuditAction::Migration,
             _ => return None,
         })
     }
 
     /// True for the actions that changed stored data.
     pub fn is_change(self) -> bool {
-        matches!(self, AuditAction::Created | AuditAction::Updated | AuditAction::Deleted)
+        matches!(self, MemoryAuditAction::Created | MemoryAuditAction::Updated | MemoryAuditAction::Deleted)
     }
 }
 
 /// One row of the audit trail. Values are stored after credential and
 /// exfiltration-URL redaction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AuditEvent {
+pub struct MemoryAuditEvent {
     /// Monotonic row id.
     pub id: i64,
     /// When (Unix milliseconds).
@@ -270,7 +270,7 @@ pub struct AuditEvent {
     /// `semantic` or `lesson` (and `episodic` once episodic writes exist).
     pub memory_type: String,
     /// What happened.
-    pub action: AuditAction,
+    pub action: MemoryAuditAction,
     /// The key concerned (cut to 100 characters for refused keys).
     pub key: Option<String>,
     /// The value before the change, as JSON text.

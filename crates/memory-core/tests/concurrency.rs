@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use cairn_embedder::HashEmbedder;
 use cairn_memory_core::{
-    AuditAction, DeleteOutcome, LessonCategory, MemoryConfig, MemoryDb, MemoryError, Source, WriteOutcome, constants,
+    DeleteOutcome, LessonCategory, MemoryAuditAction, MemoryConfig, MemoryDb, MemoryError, Source, WriteOutcome,
+    constants,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -128,7 +129,7 @@ fn eight_threads_keep_rows_and_audit_in_agreement() {
         // No lost update: the row saw exactly as many changes as were acknowledged.
         assert_eq!(version, changes.len() as i64, "{key}: version vs change events");
         match last.action {
-            AuditAction::Deleted => {
+            MemoryAuditAction::Deleted => {
                 assert_eq!(is_deleted, 1, "{key}");
                 assert_eq!(first.get_semantic(&key).unwrap(), None);
             }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use cairn_embedder::{EmbedError, EmbeddingBackend, HashEmbedder};
 use cairn_memory_core::{
-    Admission, AuditAction, DeleteOutcome, EpisodicOutcome, EpisodicQuery, Fusion, MemoryConfig, MemoryDb, NewEpisode,
-    ReembedStep, Rejected, RetrievalMode, Source,
+    Admission, DeleteOutcome, EpisodicOutcome, EpisodicQuery, Fusion, MemoryAuditAction, MemoryConfig, MemoryDb,
+    NewEpisode, ReembedStep, Rejected, RetrievalMode, Source,
 };
 use serde_json::json;
 
@@ -94,7 +94,7 @@ fn inserted(outcome: EpisodicOutcome) -> i64 {
     }
 }
 
-fn last_event(db: &MemoryDb) -> cairn_memory_core::AuditEvent {
+fn last_event(db: &MemoryDb) -> cairn_memory_core::MemoryAuditEvent {
     db.audit(1).unwrap().remove(0)
 }
 
@@ -112,12 +112,12 @@ fn text_length_is_10_to_2000_characters() {
         if ok {
             inserted(result.unwrap());
             let event = last_event(&db);
-            assert_eq!((event.action, event.memory_type.as_str()), (AuditAction::Created, "episodic"));
+            assert_eq!((event.action, event.memory_type.as_str()), (MemoryAuditAction::Created, "episodic"));
         } else {
             let error = result.unwrap_err();
             assert!(matches!(error.rejection(), Some(Rejected::TextLength { .. })), "{error}");
             let event = last_event(&db);
-            assert_eq!(event.action, AuditAction::Rejected);
+            assert_eq!(event.action, MemoryAuditAction::Rejected);
             assert_eq!(event.detail.as_deref(), Some("text_length"));
         }
     }
@@ -175,7 +175,7 @@ fn injection_is_blocked_before_embedding_and_the_snippet_redacted() {
     let error = db.write_episodic(&NewEpisode::new(text)).unwrap_err();
     assert!(matches!(error.rejection(), Some(Rejected::Injection { .. })), "{error}");
     let event = last_event(&db);
-    assert_eq!(event.action, AuditAction::InjectionBlocked);
+    assert_eq!(event.action, MemoryAuditAction::InjectionBlocked);
     assert_eq!(event.memory_type, "episodic");
     let snippet = event.new_value.unwrap();
     assert!(!snippet.contains("AKIAZ7Q3W4E5R6T7Y8U9"), "{snippet}");
@@ -206,7 +206,7 @@ fn dedup_refuses_the_same_text_and_cosine_above_0_88_only() {
         other => panic!("{other:?}"),
     }
     let event = last_event(&db);
-    assert_eq!(event.action, AuditAction::ConflictSkip);
+    assert_eq!(event.action, MemoryAuditAction::ConflictSkip);
     assert_eq!(event.detail, Some(format!("duplicate_of:{anchor}")));
     match db.write_episodic(&NewEpisode::new("a near copy of the anchor")).unwrap() {
         EpisodicOutcome::Duplicate { of, cosine } => {
@@ -226,7 +226,7 @@ fn a_deleted_row_is_no_conflict_for_a_new_similar_one() {
     ]))));
     let anchor = inserted(db.write_episodic(&NewEpisode::new("the anchor memory text")).unwrap());
     assert_eq!(db.delete_episodic(anchor).unwrap(), DeleteOutcome::Deleted);
-    assert_eq!(last_event(&db).action, AuditAction::Deleted);
+    assert_eq!(last_event(&db).action, MemoryAuditAction::Deleted);
     assert_eq!(db.delete_episodic(anchor).unwrap(), DeleteOutcome::NotFound);
     inserted(db.write_episodic(&NewEpisode::new("a near copy of the anchor")).unwrap());
 }
@@ -253,7 +253,7 @@ fn the_cap_evicts_lowest_importance_then_oldest() {
         EpisodicOutcome::Inserted { evicted, .. } => assert_eq!(evicted, vec![old_low]),
         other => panic!("{other:?}"),
     }
-    let event = db.audit(2).unwrap().into_iter().find(|e| e.action == AuditAction::Deleted).unwrap();
+    let event = db.audit(2).unwrap().into_iter().find(|e| e.action == MemoryAuditAction::Deleted).unwrap();
     assert_eq!(event.detail.as_deref(), Some("cap_eviction"));
     assert_eq!(event.key, Some(format!("episodic:{old_low}")));
     match write("another fresh memory about cycling", 0.5, 10) {
@@ -272,7 +272,7 @@ fn preservation_mode_never_evicts_or_merges() {
     inserted(write("second imported conversation turn").unwrap());
     assert_eq!(write("third imported conversation turn").unwrap(), EpisodicOutcome::StoreFull { cap: 2 });
     let event = last_event(&db);
-    assert_eq!((event.action, event.detail.as_deref()), (AuditAction::Rejected, Some("store_full")));
+    assert_eq!((event.action, event.detail.as_deref()), (MemoryAuditAction::Rejected, Some("store_full")));
     assert!(
         matches!(write("first imported conversation turn").unwrap(), EpisodicOutcome::Duplicate { of, .. } if of == first)
     );
@@ -638,7 +638,7 @@ fn a_superseded_semantic_value_retires_the_rows_quoting_it() {
     assert!(db.get_episodic(partial).unwrap().is_some());
     assert!(db.get_episodic(unrelated).unwrap().is_some());
     let event = db.audit(5).unwrap().into_iter().find(|e| e.memory_type == "episodic").unwrap();
-    assert_eq!((event.action, event.detail.as_deref()), (AuditAction::Deleted, Some("stale_retirement")));
+    assert_eq!((event.action, event.detail.as_deref()), (MemoryAuditAction::Deleted, Some("stale_retirement")));
     // Too short a value retires nothing.
     assert!(db.retire_stale_episodic("cat").unwrap().is_empty());
 }

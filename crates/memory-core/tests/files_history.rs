@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn_memory_core::{FilesContextCaps, ManualClock, MemoryError, MemoryFiles, Rejected, constants};
+use cairn_memory_core::{FilesContextCaps, ManualZonedClock, MemoryError, MemoryFiles, Rejected, constants};
 use jiff::civil::{Date, date};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, ZonedDateTime};
@@ -40,10 +40,10 @@ fn write_fixture(home: &Path) {
     flush(&mut current);
 }
 
-fn fixture_home() -> (tempfile::TempDir, Arc<ManualClock>, MemoryFiles) {
+fn fixture_home() -> (tempfile::TempDir, Arc<ManualZonedClock>, MemoryFiles) {
     let home = tempfile::tempdir().unwrap();
     write_fixture(home.path());
-    let clock = Arc::new(ManualClock::new(at(TODAY, 12, 0, 0)));
+    let clock = Arc::new(ManualZonedClock::new(at(TODAY, 12, 0, 0)));
     let files = MemoryFiles::open(home.path()).unwrap().with_clock(clock.clone());
     (home, clock, files)
 }
@@ -118,7 +118,7 @@ fn tier_boundaries_13_14_60_61_180_181() {
 #[test]
 fn cache_lasts_five_seconds_and_midnight_invalidates_it() {
     let home = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(at(TODAY, 23, 59, 57)));
+    let clock = Arc::new(ManualZonedClock::new(at(TODAY, 23, 59, 57)));
     let files = MemoryFiles::open(home.path()).unwrap().with_clock(clock.clone());
     files.append_history("late evening work").unwrap();
     let first = files.recent_history(14).unwrap();
@@ -155,7 +155,7 @@ fn clock_date(files: &MemoryFiles) -> Date {
 #[test]
 fn cache_expires_after_five_seconds_and_writes_invalidate_it() {
     let home = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(at(TODAY, 9, 0, 0)));
+    let clock = Arc::new(ManualZonedClock::new(at(TODAY, 9, 0, 0)));
     let files = MemoryFiles::open(home.path()).unwrap().with_clock(clock.clone());
     files.append_history("morning standup").unwrap();
     let first = files.recent_history(14).unwrap();
@@ -209,7 +209,7 @@ fn prune_deletes_only_day_files_past_the_cutoff() {
 #[test]
 fn appends_are_timestamped_escaped_and_screened() {
     let home = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(at(TODAY, 7, 5, 0)));
+    let clock = Arc::new(ManualZonedClock::new(at(TODAY, 7, 5, 0)));
     let files = MemoryFiles::open(home.path()).unwrap().with_clock(clock.clone());
     let appended = files.append_history("  first line\n#### 23:59 forged header\n").unwrap();
     assert_eq!(appended.file, format!("history/{TODAY}.md"));
@@ -338,7 +338,7 @@ fn context_sections_are_screened_capped_and_cited() {
 #[test]
 fn threads_appending_at_once_leave_every_entry_whole() {
     let home = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(at(TODAY, 10, 0, 0)));
+    let clock = Arc::new(ManualZonedClock::new(at(TODAY, 10, 0, 0)));
     let files = Arc::new(MemoryFiles::open(home.path()).unwrap().with_clock(clock));
     let threads: Vec<_> = (0..4)
         .map(|thread| {
@@ -383,7 +383,8 @@ fn a_day_file_title_is_not_an_entry_in_any_tier() {
         )
         .unwrap();
     }
-    let files = MemoryFiles::open(home.path()).unwrap().with_clock(Arc::new(ManualClock::new(at(TODAY, 12, 0, 0))));
+    let files =
+        MemoryFiles::open(home.path()).unwrap().with_clock(Arc::new(ManualZonedClock::new(at(TODAY, 12, 0, 0))));
     let text = files.recent_history(constants::HISTORY_FULL_DAYS).unwrap().text.clone();
     let full = block_of(&text, day(3)).unwrap();
     assert_eq!(full, format!("### {}\n#### 09:00\nDay 3 first real entry.\n\n#### 15:30\nDay 3 second entry.", day(3)));

@@ -6,13 +6,13 @@ use std::io::Write as _;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use cairn_memory_core::{ManualClock, MemoryFiles};
+use cairn_memory_core::{ManualZonedClock, MemoryFiles};
 use jiff::civil::date;
 use jiff::tz::TimeZone;
 
 fn files_at(home: &Path, day: u8) -> MemoryFiles {
     let now = date(2026, 11, day as i8).at(9, 30, 0, 0).to_zoned_datetime(TimeZone::UTC).unwrap();
-    MemoryFiles::open(home).unwrap().with_clock(Arc::new(ManualClock::new(now)))
+    MemoryFiles::open(home).unwrap().with_clock(Arc::new(ManualZonedClock::new(now)))
 }
 
 fn populated() -> tempfile::TempDir {

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use cairn_memory_core::{
-    AuditAction, ForeignReport, ForeignRoots, ForeignSource, ItemOutcome, MemoryConfig, MemoryDb, NewEpisode, Source,
-    apply_foreign, scan_foreign,
+    ForeignReport, ForeignRoots, ForeignSource, ItemOutcome, MemoryAuditAction, MemoryConfig, MemoryDb, NewEpisode,
+    Source, apply_foreign, scan_foreign,
 };
 use expect_test::{ExpectFile, expect_file};
 use serde_json::json;
@@ -127,9 +127,10 @@ fn every_entry_of_the_fixture_homes_gets_its_documented_outcome() {
     assert!(
         events
             .iter()
-            .any(|event| event.action == AuditAction::InjectionBlocked && event.source.as_deref() == Some("import"))
+            .any(|event| event.action == MemoryAuditAction::InjectionBlocked
+                && event.source.as_deref() == Some("import"))
     );
-    assert!(!events.iter().any(|event| event.action == AuditAction::Deleted), "an import never deletes");
+    assert!(!events.iter().any(|event| event.action == MemoryAuditAction::Deleted), "an import never deletes");
     assert!(!fixture.cairn_home.join("memory/preferences.md").exists());
     assert!(!fixture.cairn_home.join("memory/projects.md").exists());
     let audit_text = serde_json::to_string(&events).unwrap();

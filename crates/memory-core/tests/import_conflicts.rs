@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use cairn_memory_core::{
-    AuditAction, ExportDocument, LessonCategory, MemoryConfig, MemoryDb, MemoryFiles, NewEpisode, SkipReason, Source,
-    WriteOutcome, export_memory, import_memory, lesson_key,
+    ExportDocument, LessonCategory, MemoryAuditAction, MemoryConfig, MemoryDb, MemoryFiles, NewEpisode, SkipReason,
+    Source, WriteOutcome, export_memory, import_memory, lesson_key,
 };
 use serde_json::json;
 
@@ -30,7 +30,7 @@ fn lessons_document(lessons: &[(&str, Option<&str>)]) -> ExportDocument {
 }
 
 fn deletions(db: &MemoryDb) -> usize {
-    db.audit(10_000).unwrap().iter().filter(|event| event.action == AuditAction::Deleted).count()
+    db.audit(10_000).unwrap().iter().filter(|event| event.action == MemoryAuditAction::Deleted).count()
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use cairn_memory_core::{
-    AuditAction, EpisodicQuery, ExportDocument, LessonCategory, MemoryConfig, MemoryDb, MemoryFiles, MemoryStats,
+    EpisodicQuery, ExportDocument, LessonCategory, MemoryAuditAction, MemoryConfig, MemoryDb, MemoryFiles, MemoryStats,
     MigrationSource, NewEpisode, Source, export_memory, import_memory, is_migrated, migrate_from_markdown,
 };
 use jiff::tz::TimeZone;
@@ -39,7 +39,7 @@ fn snapshot(db: &MemoryDb) -> Value {
 }
 
 fn migration_events(db: &MemoryDb) -> usize {
-    db.audit(10_000).unwrap().iter().filter(|event| event.action == AuditAction::Migration).count()
+    db.audit(10_000).unwrap().iter().filter(|event| event.action == MemoryAuditAction::Migration).count()
 }
 
 #[test]

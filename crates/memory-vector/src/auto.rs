@@ -6,7 +6,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::constants::AUTO_HYSTERESIS_DIVISOR;
 use crate::distance::normalized;
-use crate::error::{Error, Result};
+use crate::error::{Result, VectorError};
 use crate::flat::FlatIndex;
 use crate::hnsw::{HnswConfig, HnswIndex, IndexConfig};
 use crate::index::{Hit, VectorIndex};
@@ -15,7 +15,7 @@ use crate::snapshot::{SnapshotExpectation, SnapshotHeader, SnapshotKind, read_he
 /// Which structure currently answers an [`AutoIndex`]'s searches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Backend {
+pub enum AutoBackend {
     /// The exact scan ([`FlatIndex`]).
     Flat,
     /// The HNSW graph ([`HnswIndex`]).
@@ -32,7 +32,7 @@ pub enum OpenOutcome {
     BuiltFresh,
     /// The snapshot was unusable (the error says why); the index was
     /// rebuilt from the rows.
-    Rebuilt(Error),
+    Rebuilt(VectorError),
 }
 
 enum Inner {
@@ -48,10 +48,10 @@ impl Inner {
         }
     }
 
-    fn backend(&self) -> Backend {
+    fn backend(&self) -> AutoBackend {
         match self {
-            Inner::Flat(_) => Backend::Flat,
-            Inner::Hnsw(_) => Backend::Hnsw,
+            Inner::Flat(_) => AutoBackend::Flat,
+            Inner::Hnsw(_) => AutoBackend::Hnsw,
         }
     }
 }
@@ -117,7 +117,7 @@ impl AutoIndex {
     }
 
     /// Which structure answers searches right now.
-    pub fn backend(&self) -> Backend {
+    pub fn backend(&self) -> AutoBackend {
         self.state.read().backend()
     }
 
@@ -214,7 +214,7 @@ impl AutoIndex {
             let state = self.state.read();
             for (id, vector) in rows {
                 if state.as_index().contains(*id) || !seen.insert(*id) {
-                    return Err(Error::DuplicateId(*id));
+                    return Err(VectorError::DuplicateId(*id));
                 }
                 units.push(normalized(vector, self.config.dim)?);
             }
@@ -322,7 +322,7 @@ impl AutoIndex {
     pub fn restore(path: &Path, expected: &SnapshotExpectation, config: IndexConfig) -> Result<Self> {
         let _span = tracing::debug_span!("auto_restore", path = %path.display()).entered();
         if config.dim != expected.dim {
-            return Err(Error::InvalidConfig(format!(
+            return Err(VectorError::InvalidConfig(format!(
                 "index dimension {} differs from the expected {}",
                 config.dim, expected.dim
             )));
@@ -362,7 +362,7 @@ impl AutoIndex {
         let outcome = if path.exists() {
             match AutoIndex::restore(path, expected, config.clone()) {
                 Ok(index) => return Ok((index, OpenOutcome::Loaded)),
-                Err(e @ Error::InvalidConfig(_)) => return Err(e),
+                Err(e @ VectorError::InvalidConfig(_)) => return Err(e),
                 Err(e) => {
                     tracing::info!(error = %e, "vector snapshot unusable, rebuilding from rows");
                     OpenOutcome::Rebuilt(e)
@@ -435,18 +435,18 @@ mod tests {
         for id in 0..40u64 {
             index.add(id, &vector(id, dim)).unwrap();
         }
-        assert_eq!(index.backend(), Backend::Flat);
+        assert_eq!(index.backend(), AutoBackend::Flat);
         index.add(40, &vector(40, dim)).unwrap();
-        assert_eq!(index.backend(), Backend::Hnsw);
+        assert_eq!(index.backend(), AutoBackend::Hnsw);
         assert_eq!(index.len(), 41);
         assert_eq!(index.search(&vector(17, dim), 1).unwrap()[0].id, 17);
         // Hysteresis: stays HNSW down to 20 live vectors.
         for id in 0..21u64 {
             index.remove(id).unwrap();
         }
-        assert_eq!(index.backend(), Backend::Hnsw);
+        assert_eq!(index.backend(), AutoBackend::Hnsw);
         index.remove(21).unwrap();
-        assert_eq!(index.backend(), Backend::Flat);
+        assert_eq!(index.backend(), AutoBackend::Flat);
         assert_eq!(index.len(), 19);
         let hits = index.search(&vector(30, dim), 100).unwrap();
         assert_eq!(hits.len(), 19);
@@ -472,7 +472,7 @@ mod tests {
             assert_eq!(got[1], None, "a removed id has no similarity");
             assert!((got[2].unwrap() - exact(99)).abs() < 1e-5);
             assert_eq!(got[3], None, "an unknown id has no similarity");
-            assert!(matches!(index.similarities(&[1.0; 3], &[3]), Err(Error::DimensionMismatch { .. })));
+            assert!(matches!(index.similarities(&[1.0; 3], &[3]), Err(VectorError::DimensionMismatch { .. })));
         }
     }
 
@@ -482,16 +482,16 @@ mod tests {
         let vectors: Vec<Vec<f32>> = (0..100u64).map(|i| vector(i, dim)).collect();
         let rows: Vec<(u64, &[f32])> = vectors.iter().enumerate().map(|(i, v)| (i as u64, v.as_slice())).collect();
         let big = AutoIndex::build(config(dim, 50), &rows).unwrap();
-        assert_eq!(big.backend(), Backend::Hnsw);
+        assert_eq!(big.backend(), AutoBackend::Hnsw);
         let small = AutoIndex::build(config(dim, 500), &rows).unwrap();
-        assert_eq!(small.backend(), Backend::Flat);
+        assert_eq!(small.backend(), AutoBackend::Flat);
         let bad = [0.0f32; 8];
         let mut with_bad = rows.clone();
         with_bad.push((1000, &bad));
         let index = AutoIndex::new(config(dim, 50)).unwrap();
-        assert!(matches!(index.add_batch(&with_bad), Err(Error::ZeroVector)));
+        assert!(matches!(index.add_batch(&with_bad), Err(VectorError::ZeroVector)));
         assert!(index.is_empty());
-        assert!(matches!(index.add_batch(&[rows[0], rows[0]]), Err(Error::DuplicateId(0))));
+        assert!(matches!(index.add_batch(&[rows[0], rows[0]]), Err(VectorError::DuplicateId(0))));
         assert!(index.is_empty());
     }
 
@@ -510,7 +510,7 @@ mod tests {
         let (loaded, outcome) =
             AutoIndex::open_or_rebuild(&path, &expected, config(dim, 50), || unreachable!()).unwrap();
         assert!(matches!(outcome, OpenOutcome::Loaded), "{outcome:?}");
-        assert_eq!(loaded.backend(), Backend::Hnsw);
+        assert_eq!(loaded.backend(), AutoBackend::Hnsw);
         assert_eq!(loaded.search(&vector(5, dim), 3).unwrap(), index.search(&vector(5, dim), 3).unwrap());
 
         // The caller's rows changed since the snapshot: rebuild.
@@ -518,13 +518,13 @@ mod tests {
         let expected_fewer = SnapshotExpectation::from_ids("m/8", dim, fewer.iter().map(|(id, _)| *id));
         let (rebuilt, outcome) =
             AutoIndex::open_or_rebuild(&path, &expected_fewer, config(dim, 50), || fewer.clone()).unwrap();
-        assert!(matches!(outcome, OpenOutcome::Rebuilt(Error::SnapshotMismatch { .. })), "{outcome:?}");
+        assert!(matches!(outcome, OpenOutcome::Rebuilt(VectorError::SnapshotMismatch { .. })), "{outcome:?}");
         assert_eq!(rebuilt.len(), 60);
 
         // A damaged manifest: rebuild too.
         std::fs::write(&path, b"not a snapshot").unwrap();
         let (_, outcome) = AutoIndex::open_or_rebuild(&path, &expected, config(dim, 50), || rows.clone()).unwrap();
-        assert!(matches!(outcome, OpenOutcome::Rebuilt(Error::CorruptSnapshot { .. })), "{outcome:?}");
+        assert!(matches!(outcome, OpenOutcome::Rebuilt(VectorError::CorruptSnapshot { .. })), "{outcome:?}");
     }
 
     #[test]
@@ -538,7 +538,7 @@ mod tests {
         flat.snapshot(&path, "m/8").unwrap();
         let expected = SnapshotExpectation::from_ids("m/8", dim, 0..80u64);
         let restored = AutoIndex::restore(&path, &expected, config(dim, 50)).unwrap();
-        assert_eq!(restored.backend(), Backend::Hnsw);
+        assert_eq!(restored.backend(), AutoBackend::Hnsw);
         assert_eq!(restored.len(), 80);
     }
 }

@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use crate::error::{Error, Result};
+use crate::error::{Result, VectorError};
 
 /// Width of the chunked accumulators. 32 `f32` lanes is four AVX registers
 /// (eight SSE registers): enough independent sums to hide FMA latency.
@@ -17,10 +17,10 @@ const LANES: usize = 32;
 /// Checks that `vector` has `dim` finite components and a non-zero length.
 pub(crate) fn validate(vector: &[f32], dim: usize) -> Result<()> {
     if vector.len() != dim {
-        return Err(Error::DimensionMismatch { expected: dim, actual: vector.len() });
+        return Err(VectorError::DimensionMismatch { expected: dim, actual: vector.len() });
     }
     if let Some((index, &value)) = vector.iter().enumerate().find(|(_, x)| !x.is_finite()) {
-        return Err(Error::NonFinite { index, value });
+        return Err(VectorError::NonFinite { index, value });
     }
     Ok(())
 }
@@ -32,7 +32,7 @@ pub(crate) fn normalized(vector: &[f32], dim: usize) -> Result<Vec<f32>> {
     // to zero nor overflow to infinity.
     let norm = vector.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
     if norm == 0.0 || !norm.is_finite() {
-        return Err(Error::ZeroVector);
+        return Err(VectorError::ZeroVector);
     }
     Ok(vector.iter().map(|&x| (f64::from(x) / norm) as f32).collect())
 }
@@ -311,9 +311,9 @@ mod tests {
         assert_eq!(tiny, vec![1.0, 0.0]);
         let huge = normalized(&[3e38, 3e38], 2).unwrap();
         assert!((dot(&huge, &huge) - 1.0).abs() < 1e-6);
-        assert!(matches!(normalized(&[1.0], 2), Err(Error::DimensionMismatch { expected: 2, actual: 1 })));
-        assert!(matches!(normalized(&[1.0, f32::NAN], 2), Err(Error::NonFinite { index: 1, .. })));
-        assert!(matches!(normalized(&[f32::INFINITY, 0.0], 2), Err(Error::NonFinite { index: 0, .. })));
-        assert!(matches!(normalized(&[0.0, 0.0], 2), Err(Error::ZeroVector)));
+        assert!(matches!(normalized(&[1.0], 2), Err(VectorError::DimensionMismatch { expected: 2, actual: 1 })));
+        assert!(matches!(normalized(&[1.0, f32::NAN], 2), Err(VectorError::NonFinite { index: 1, .. })));
+        assert!(matches!(normalized(&[f32::INFINITY, 0.0], 2), Err(VectorError::NonFinite { index: 0, .. })));
+        assert!(matches!(normalized(&[0.0, 0.0], 2), Err(VectorError::ZeroVector)));
     }
 }

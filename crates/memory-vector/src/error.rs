@@ -8,7 +8,7 @@ use std::path::PathBuf;
 /// there is one, is kept as the `source`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum VectorError {
     /// A vector (to add or to search with) has the wrong number of components.
     #[error("vector has {actual} dimensions, the index holds {expected}-dimensional vectors")]
     DimensionMismatch {
@@ -79,19 +79,19 @@ pub enum Error {
     },
 }
 
-/// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// `Result` with this crate's [`VectorError`].
+pub type Result<T, E = VectorError> = std::result::Result<T, E>;
 
-impl Error {
+impl VectorError {
     pub(crate) fn io(operation: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { operation, path: path.into(), source }
+        VectorError::Io { operation, path: path.into(), source }
     }
 
     pub(crate) fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Error::CorruptSnapshot { path: path.into(), reason: reason.into() }
+        VectorError::CorruptSnapshot { path: path.into(), reason: reason.into() }
     }
 
     pub(crate) fn mismatch(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Error::SnapshotMismatch { path: path.into(), reason: reason.into() }
+        VectorError::SnapshotMismatch { path: path.into(), reason: reason.into() }
     }
 }

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use crate::constants::{FLAT_PARALLEL_THRESHOLD, SNAPSHOT_FORMAT_VERSION};
 use crate::distance::{dot, normalized};
-use crate::error::{Error, Result};
+use crate::error::{Result, VectorError};
 use crate::index::{Hit, TopK, VectorIndex};
 use crate::quant::{CodeBook, PreparedQuery};
 use crate::snapshot::{
@@ -49,7 +49,7 @@ impl FlatIndex {
     /// An empty index of `dim`-dimensional vectors.
     pub fn new(dim: usize) -> Result<Self> {
         if dim == 0 {
-            return Err(Error::ZeroDimension);
+            return Err(VectorError::ZeroDimension);
         }
         Ok(FlatIndex {
             dim,
@@ -91,7 +91,7 @@ impl FlatIndex {
     pub(crate) fn push_normalized(&mut self, id: u64, unit: &[f32]) -> Result<()> {
         debug_assert_eq!(unit.len(), self.dim);
         if self.positions.contains_key(&id) {
-            return Err(Error::DuplicateId(id));
+            return Err(VectorError::DuplicateId(id));
         }
         let row = self.ids.len();
         self.positions.insert(id, row);
@@ -202,7 +202,7 @@ impl VectorIndex for FlatIndex {
         let mut units = Vec::with_capacity(items.len());
         for (id, vector) in items {
             if self.positions.contains_key(id) || !seen.insert(*id) {
-                return Err(Error::DuplicateId(*id));
+                return Err(VectorError::DuplicateId(*id));
             }
             units.push(normalized(vector, self.dim)?);
         }
@@ -215,7 +215,7 @@ impl VectorIndex for FlatIndex {
     }
 
     fn remove(&mut self, id: u64) -> Result<()> {
-        let pos = self.positions.remove(&id).ok_or(Error::UnknownId(id))?;
+        let pos = self.positions.remove(&id).ok_or(VectorError::UnknownId(id))?;
         let last = self.ids.len() - 1;
         if pos != last {
             let moved = self.ids[last];
@@ -266,22 +266,22 @@ impl VectorIndex for FlatIndex {
             ids.push(d.u64("id")?);
         }
         let data = d.f32s(
-            header.count.checked_mul(header.dim).ok_or_else(|| Error::corrupt(path, "size overflows"))?,
+            header.count.checked_mul(header.dim).ok_or_else(|| VectorError::corrupt(path, "size overflows"))?,
             "vectors",
         )?;
         if !d.is_empty() {
-            return Err(Error::corrupt(path, "trailing bytes in body"));
+            return Err(VectorError::corrupt(path, "trailing bytes in body"));
         }
         if id_checksum(ids.iter().copied()) != header.id_checksum {
-            return Err(Error::corrupt(path, "stored ids do not match the header checksum"));
+            return Err(VectorError::corrupt(path, "stored ids do not match the header checksum"));
         }
         if let Some(bad) = data.iter().position(|x| !x.is_finite()) {
-            return Err(Error::corrupt(path, format!("non-finite value at position {bad}")));
+            return Err(VectorError::corrupt(path, format!("non-finite value at position {bad}")));
         }
         index.positions.reserve(ids.len());
         for (pos, &id) in ids.iter().enumerate() {
             if index.positions.insert(id, pos).is_some() {
-                return Err(Error::corrupt(path, format!("id {id} stored twice")));
+                return Err(VectorError::corrupt(path, format!("id {id} stored twice")));
             }
         }
         index.ids = ids;
@@ -333,20 +333,20 @@ mod tests {
     #[test]
     fn bad_input_is_rejected_and_changes_nothing() {
         let mut index = sample();
-        assert!(matches!(index.add(20, &[1.0, 0.0]), Err(Error::DimensionMismatch { expected: 3, actual: 2 })));
-        assert!(matches!(index.add(20, &[1.0, f32::NAN, 0.0]), Err(Error::NonFinite { index: 1, .. })));
-        assert!(matches!(index.add(20, &[0.0, 0.0, 0.0]), Err(Error::ZeroVector)));
-        assert!(matches!(index.add(10, &[0.0, 1.0, 0.0]), Err(Error::DuplicateId(10))));
-        assert!(matches!(index.remove(99), Err(Error::UnknownId(99))));
-        assert!(matches!(index.search(&[1.0], 1), Err(Error::DimensionMismatch { .. })));
-        assert!(matches!(index.search(&[f32::INFINITY, 0.0, 0.0], 1), Err(Error::NonFinite { .. })));
-        assert!(matches!(FlatIndex::new(0), Err(Error::ZeroDimension)));
+        assert!(matches!(index.add(20, &[1.0, 0.0]), Err(VectorError::DimensionMismatch { expected: 3, actual: 2 })));
+        assert!(matches!(index.add(20, &[1.0, f32::NAN, 0.0]), Err(VectorError::NonFinite { index: 1, .. })));
+        assert!(matches!(index.add(20, &[0.0, 0.0, 0.0]), Err(VectorError::ZeroVector)));
+        assert!(matches!(index.add(10, &[0.0, 1.0, 0.0]), Err(VectorError::DuplicateId(10))));
+        assert!(matches!(index.remove(99), Err(VectorError::UnknownId(99))));
+        assert!(matches!(index.search(&[1.0], 1), Err(VectorError::DimensionMismatch { .. })));
+        assert!(matches!(index.search(&[f32::INFINITY, 0.0, 0.0], 1), Err(VectorError::NonFinite { .. })));
+        assert!(matches!(FlatIndex::new(0), Err(VectorError::ZeroDimension)));
         assert_eq!(index.len(), 4);
         // A batch with one bad item adds nothing.
         let good = [0.0, 1.0, 1.0];
         let bad = [0.0, 0.0, 0.0];
         assert!(index.add_batch(&[(30, &good), (31, &bad)]).is_err());
-        assert!(matches!(index.add_batch(&[(30, &good), (30, &good)]), Err(Error::DuplicateId(30))));
+        assert!(matches!(index.add_batch(&[(30, &good), (30, &good)]), Err(VectorError::DuplicateId(30))));
         assert_eq!(index.len(), 4);
         assert!(!index.contains(30));
     }
@@ -468,10 +468,10 @@ mod tests {
         assert_eq!(back.ids(), index.ids());
         assert_eq!(back.search(&[1.0, 1.0, 0.0], 4).unwrap(), index.search(&[1.0, 1.0, 0.0], 4).unwrap());
         let other_space = SnapshotExpectation { space: "other/3".into(), ..expected.clone() };
-        assert!(matches!(FlatIndex::restore(&path, &other_space), Err(Error::SnapshotMismatch { .. })));
+        assert!(matches!(FlatIndex::restore(&path, &other_space), Err(VectorError::SnapshotMismatch { .. })));
         let other_rows = SnapshotExpectation::from_ids("test/3", 3, [10, 11, 12]);
-        assert!(matches!(FlatIndex::restore(&path, &other_rows), Err(Error::SnapshotMismatch { .. })));
+        assert!(matches!(FlatIndex::restore(&path, &other_rows), Err(VectorError::SnapshotMismatch { .. })));
         std::fs::write(&path, b"garbage").unwrap();
-        assert!(matches!(FlatIndex::restore(&path, &expected), Err(Error::CorruptSnapshot { .. })));
+        assert!(matches!(FlatIndex::restore(&path, &expected), Err(VectorError::CorruptSnapshot { .. })));
     }
 }

@@ -10,7 +10,7 @@ use crate::constants::{
     HNSW_MAX_M, HNSW_REBUILD_MIN_TOMBSTONES, HNSW_REBUILD_TOMBSTONE_RATIO, SNAPSHOT_FORMAT_VERSION,
 };
 use crate::distance::{dot, normalized};
-use crate::error::{Error, Result};
+use crate::error::{Result, VectorError};
 use crate::graph::Graph;
 use crate::index::{Hit, TopK, VectorIndex};
 use crate::snapshot::{
@@ -54,13 +54,13 @@ impl HnswConfig {
     /// Checks every field's range.
     pub fn validate(&self) -> Result<()> {
         if !(2..=HNSW_MAX_M).contains(&self.m) {
-            return Err(Error::InvalidConfig(format!("m must be in 2..={HNSW_MAX_M}, got {}", self.m)));
+            return Err(VectorError::InvalidConfig(format!("m must be in 2..={HNSW_MAX_M}, got {}", self.m)));
         }
         if self.ef_construction == 0 || self.ef_search == 0 {
-            return Err(Error::InvalidConfig("ef_construction and ef_search must be at least 1".into()));
+            return Err(VectorError::InvalidConfig("ef_construction and ef_search must be at least 1".into()));
         }
         if !(self.rebuild_tombstone_ratio > 0.0 && self.rebuild_tombstone_ratio <= 1.0) {
-            return Err(Error::InvalidConfig(format!(
+            return Err(VectorError::InvalidConfig(format!(
                 "rebuild_tombstone_ratio must be in (0, 1], got {}",
                 self.rebuild_tombstone_ratio
             )));
@@ -119,7 +119,7 @@ fn guarded<T>(operation: &'static str, f: impl FnOnce() -> T) -> Result<T> {
             "panic without message".to_owned()
         };
         tracing::warn!(operation, %message, "hnsw graph operation failed");
-        Error::Graph { operation, message }
+        VectorError::Graph { operation, message }
     })
 }
 
@@ -162,7 +162,7 @@ impl HnswIndex {
     /// An empty index.
     pub fn new(dim: usize, config: HnswConfig) -> Result<Self> {
         if dim == 0 {
-            return Err(Error::ZeroDimension);
+            return Err(VectorError::ZeroDimension);
         }
         config.validate()?;
         let graph = Box::new(new_graph(dim, &config));
@@ -182,14 +182,14 @@ impl HnswIndex {
     pub fn build(dim: usize, config: HnswConfig, items: &[(u64, &[f32])]) -> Result<Self> {
         let _span = tracing::debug_span!("hnsw_build", n = items.len()).entered();
         if dim == 0 {
-            return Err(Error::ZeroDimension);
+            return Err(VectorError::ZeroDimension);
         }
         let mut seen = HashSet::with_capacity(items.len());
         let mut ids = Vec::with_capacity(items.len());
         let mut data = Vec::with_capacity(items.len() * dim);
         for (id, vector) in items {
             if !seen.insert(*id) {
-                return Err(Error::DuplicateId(*id));
+                return Err(VectorError::DuplicateId(*id));
             }
             ids.push(*id);
             data.extend_from_slice(&normalized(vector, dim)?);
@@ -259,7 +259,7 @@ impl HnswIndex {
     /// Adds an already normalised vector (internal fast path).
     pub(crate) fn add_normalized(&mut self, id: u64, unit: &[f32]) -> Result<()> {
         if self.slots.contains_key(&id) {
-            return Err(Error::DuplicateId(id));
+            return Err(VectorError::DuplicateId(id));
         }
         let slot = self.slot_ids.len();
         let outcome = guarded("inserting", || self.graph.insert(unit));
@@ -335,7 +335,7 @@ impl HnswIndex {
 
     /// Removes `id`, leaving any rebuild to the caller.
     pub(crate) fn tombstone(&mut self, id: u64) -> Result<()> {
-        let slot = self.slots.remove(&id).ok_or(Error::UnknownId(id))?;
+        let slot = self.slots.remove(&id).ok_or(VectorError::UnknownId(id))?;
         self.live[slot] = false;
         self.tombstones += 1;
         Ok(())
@@ -362,26 +362,27 @@ impl HnswIndex {
             live.push(d.u8("slot state")? == 1);
         }
         let config = HnswConfig { m, ef_construction, ..config };
-        config.validate().map_err(|e| Error::corrupt(path, e.to_string()))?;
+        config.validate().map_err(|e| VectorError::corrupt(path, e.to_string()))?;
         let mut slots = HashMap::with_capacity(header.count);
         for (slot, (&id, &is_live)) in slot_ids.iter().zip(&live).enumerate() {
             if is_live && slots.insert(id, slot).is_some() {
-                return Err(Error::corrupt(path, format!("id {id} live in two slots")));
+                return Err(VectorError::corrupt(path, format!("id {id} live in two slots")));
             }
         }
         if slots.len() != header.count || id_checksum(slots.keys().copied()) != header.id_checksum {
-            return Err(Error::corrupt(path, "slot table does not match the header"));
+            return Err(VectorError::corrupt(path, "slot table does not match the header"));
         }
         let tombstones = n_slots - slots.len();
-        let values = n_slots.checked_mul(header.dim).ok_or_else(|| Error::corrupt(path, "vector count overflows"))?;
+        let values =
+            n_slots.checked_mul(header.dim).ok_or_else(|| VectorError::corrupt(path, "vector count overflows"))?;
         let vectors = d.f32s(values, "vectors")?;
         // The graph holds exactly one node per slot.
         let graph = Box::new(
             Graph::decode(header.dim, m, ef_construction, vectors, &mut d)
-                .map_err(|reason| Error::corrupt(path, format!("graph: {reason}")))?,
+                .map_err(|reason| VectorError::corrupt(path, format!("graph: {reason}")))?,
         );
         if !d.is_empty() {
-            return Err(Error::corrupt(path, "trailing bytes in body"));
+            return Err(VectorError::corrupt(path, "trailing bytes in body"));
         }
         Ok(HnswIndex { dim: header.dim, config, graph, slot_ids, live, slots, tombstones })
     }
@@ -416,7 +417,7 @@ impl VectorIndex for HnswIndex {
         let mut units = Vec::with_capacity(items.len());
         for (id, vector) in items {
             if self.slots.contains_key(id) || !seen.insert(*id) {
-                return Err(Error::DuplicateId(*id));
+                return Err(VectorError::DuplicateId(*id));
             }
             units.push(normalized(vector, self.dim)?);
         }
@@ -510,21 +511,21 @@ mod tests {
             HnswConfig { rebuild_tombstone_ratio: 0.0, ..HnswConfig::default() },
             HnswConfig { rebuild_tombstone_ratio: f32::NAN, ..HnswConfig::default() },
         ] {
-            assert!(matches!(HnswIndex::new(4, config), Err(Error::InvalidConfig(_))));
+            assert!(matches!(HnswIndex::new(4, config), Err(VectorError::InvalidConfig(_))));
         }
-        assert!(matches!(HnswIndex::new(0, HnswConfig::default()), Err(Error::ZeroDimension)));
+        assert!(matches!(HnswIndex::new(0, HnswConfig::default()), Err(VectorError::ZeroDimension)));
     }
 
     #[test]
     fn bad_input_is_rejected_and_changes_nothing() {
         let mut index = HnswIndex::new(3, small_config()).unwrap();
         index.add(1, &[1.0, 0.0, 0.0]).unwrap();
-        assert!(matches!(index.add(2, &[1.0, 0.0]), Err(Error::DimensionMismatch { .. })));
-        assert!(matches!(index.add(2, &[f32::NAN, 0.0, 0.0]), Err(Error::NonFinite { .. })));
-        assert!(matches!(index.add(2, &[0.0; 3]), Err(Error::ZeroVector)));
-        assert!(matches!(index.add(1, &[0.0, 1.0, 0.0]), Err(Error::DuplicateId(1))));
-        assert!(matches!(index.remove(7), Err(Error::UnknownId(7))));
-        assert!(matches!(index.search(&[1.0, 0.0], 1), Err(Error::DimensionMismatch { .. })));
+        assert!(matches!(index.add(2, &[1.0, 0.0]), Err(VectorError::DimensionMismatch { .. })));
+        assert!(matches!(index.add(2, &[f32::NAN, 0.0, 0.0]), Err(VectorError::NonFinite { .. })));
+        assert!(matches!(index.add(2, &[0.0; 3]), Err(VectorError::ZeroVector)));
+        assert!(matches!(index.add(1, &[0.0, 1.0, 0.0]), Err(VectorError::DuplicateId(1))));
+        assert!(matches!(index.remove(7), Err(VectorError::UnknownId(7))));
+        assert!(matches!(index.search(&[1.0, 0.0], 1), Err(VectorError::DimensionMismatch { .. })));
         assert_eq!((index.len(), index.slot_ids.len(), index.graph.len()), (1, 1, 1));
     }
 
@@ -595,7 +596,7 @@ mod tests {
         // Make the library panic in the middle of linking the next node.
         crate::distance::FAIL_AFTER_EVALS.with(|c| c.set(Some(5)));
         let err = index.add(99, &vector(99, dim)).unwrap_err();
-        assert!(matches!(err, Error::Graph { .. }), "{err}");
+        assert!(matches!(err, VectorError::Graph { .. }), "{err}");
         assert!(!index.contains(99));
         assert_eq!(index.len(), 50);
         assert_eq!(index.slot_ids.len(), index.graph.len());
@@ -622,7 +623,7 @@ mod tests {
         assert_eq!(ids, (0..300u64).map(|i| i * 3).collect::<Vec<_>>());
         assert_eq!(index.search(&vectors[7], 1).unwrap()[0].id, 21);
         let dup: Vec<(u64, &[f32])> = vec![(1, &vectors[0]), (1, &vectors[1])];
-        assert!(matches!(HnswIndex::build(dim, small_config(), &dup), Err(Error::DuplicateId(1))));
+        assert!(matches!(HnswIndex::build(dim, small_config(), &dup), Err(VectorError::DuplicateId(1))));
     }
 
     #[test]
@@ -660,18 +661,18 @@ mod tests {
         assert_eq!(back.search(&vector(500, dim), 5).unwrap(), index.search(&vector(500, dim), 5).unwrap());
 
         let stale = SnapshotExpectation::from_ids("test/16", dim, 0..150u64);
-        assert!(matches!(HnswIndex::restore(&path, &stale), Err(Error::SnapshotMismatch { .. })));
+        assert!(matches!(HnswIndex::restore(&path, &stale), Err(VectorError::SnapshotMismatch { .. })));
         let other_model = SnapshotExpectation { space: "other/16".into(), ..expected.clone() };
-        assert!(matches!(HnswIndex::restore(&path, &other_model), Err(Error::SnapshotMismatch { .. })));
+        assert!(matches!(HnswIndex::restore(&path, &other_model), Err(VectorError::SnapshotMismatch { .. })));
 
         // A damaged or truncated file is reported, not a panic.
         let bytes = std::fs::read(&path).unwrap();
         let mut flipped = bytes.clone();
         flipped[bytes.len() / 2] ^= 0x40;
         std::fs::write(&path, &flipped).unwrap();
-        assert!(matches!(HnswIndex::restore(&path, &expected), Err(Error::CorruptSnapshot { .. })));
+        assert!(matches!(HnswIndex::restore(&path, &expected), Err(VectorError::CorruptSnapshot { .. })));
         std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
-        assert!(matches!(HnswIndex::restore(&path, &expected), Err(Error::CorruptSnapshot { .. })));
+        assert!(matches!(HnswIndex::restore(&path, &expected), Err(VectorError::CorruptSnapshot { .. })));
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //! assert!(admit(hits[0].cosine, 120));
 //! let score = decay_score(hits[0].cosine, 0.8, 30.0);
 //! assert!(score < hits[0].cosine);
-//! # Ok::<(), cairn_memory_vector::Error>(())
+//! # Ok::<(), cairn_memory_vector::VectorError>(())
 //! ```
 //!
 //! What this crate deliberately does not do: store rows or texts (that is
@@ -47,9 +47,9 @@ mod quant;
 mod ranking;
 mod snapshot;
 
-pub use auto::{AutoIndex, Backend, OpenOutcome};
+pub use auto::{AutoBackend, AutoIndex, OpenOutcome};
 pub use distance::{dot, kernel_name};
-pub use error::{Error, Result};
+pub use error::{Result, VectorError};
 pub use flat::FlatIndex;
 pub use hnsw::{HnswConfig, HnswIndex, IndexConfig};
 pub use index::{Hit, VectorIndex};

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::constants::SNAPSHOT_FORMAT_VERSION;
-use crate::error::{Error, Result};
+use crate::error::{Result, VectorError};
 
 const MAGIC: &[u8; 8] = b"CAIRNVEC";
 
@@ -88,19 +88,22 @@ impl SnapshotExpectation {
 
     pub(crate) fn check(&self, header: &SnapshotHeader, path: &Path) -> Result<()> {
         if header.space != self.space {
-            return Err(Error::mismatch(
+            return Err(VectorError::mismatch(
                 path,
                 format!("embedding space is {:?}, expected {:?}", header.space, self.space),
             ));
         }
         if header.dim != self.dim {
-            return Err(Error::mismatch(path, format!("dimension is {}, expected {}", header.dim, self.dim)));
+            return Err(VectorError::mismatch(path, format!("dimension is {}, expected {}", header.dim, self.dim)));
         }
         if header.count != self.count {
-            return Err(Error::mismatch(path, format!("holds {} vectors, expected {}", header.count, self.count)));
+            return Err(VectorError::mismatch(
+                path,
+                format!("holds {} vectors, expected {}", header.count, self.count),
+            ));
         }
         if header.id_checksum != self.id_checksum {
-            return Err(Error::mismatch(path, "id checksum differs from the caller's rows"));
+            return Err(VectorError::mismatch(path, "id checksum differs from the caller's rows"));
         }
         Ok(())
     }
@@ -187,7 +190,7 @@ impl Encoder {
 }
 
 /// Bounds-checked little-endian decoder; every short read is a
-/// [`Error::CorruptSnapshot`].
+/// [`VectorError::CorruptSnapshot`].
 pub(crate) struct Decoder<'a> {
     bytes: &'a [u8],
     path: &'a Path,
@@ -200,7 +203,7 @@ impl<'a> Decoder<'a> {
 
     pub(crate) fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
         if self.bytes.len() < n {
-            return Err(Error::corrupt(self.path, format!("truncated while reading {what}")));
+            return Err(VectorError::corrupt(self.path, format!("truncated while reading {what}")));
         }
         let (head, rest) = self.bytes.split_at(n);
         self.bytes = rest;
@@ -217,15 +220,16 @@ impl<'a> Decoder<'a> {
     }
     pub(crate) fn usize(&mut self, what: &str) -> Result<usize> {
         let v = self.u64(what)?;
-        usize::try_from(v).map_err(|_| Error::corrupt(self.path, format!("{what} {v} does not fit in memory")))
+        usize::try_from(v).map_err(|_| VectorError::corrupt(self.path, format!("{what} {v} does not fit in memory")))
     }
     pub(crate) fn str(&mut self, what: &str) -> Result<String> {
         let len = self.u32(what)? as usize;
         let bytes = self.take(len, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| Error::corrupt(self.path, format!("{what} is not UTF-8")))
+        String::from_utf8(bytes.to_vec()).map_err(|_| VectorError::corrupt(self.path, format!("{what} is not UTF-8")))
     }
     pub(crate) fn f32s(&mut self, n: usize, what: &str) -> Result<Vec<f32>> {
-        let len = n.checked_mul(4).ok_or_else(|| Error::corrupt(self.path, format!("{what} length overflows")))?;
+        let len =
+            n.checked_mul(4).ok_or_else(|| VectorError::corrupt(self.path, format!("{what} length overflows")))?;
         let bytes = self.take(len, what)?;
         Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
     }
@@ -239,16 +243,16 @@ impl<'a> Decoder<'a> {
 pub(crate) fn write_atomic(path: &Path, sections: &[&[u8]]) -> Result<()> {
     let dir = parent_dir(path);
     let mut temp =
-        tempfile::NamedTempFile::new_in(&dir).map_err(|e| Error::io("creating a temporary file in", &dir, e))?;
+        tempfile::NamedTempFile::new_in(&dir).map_err(|e| VectorError::io("creating a temporary file in", &dir, e))?;
     {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, temp.as_file_mut());
         for section in sections {
-            out.write_all(section).map_err(|e| Error::io("writing snapshot", path, e))?;
+            out.write_all(section).map_err(|e| VectorError::io("writing snapshot", path, e))?;
         }
-        out.flush().map_err(|e| Error::io("writing snapshot", path, e))?;
+        out.flush().map_err(|e| VectorError::io("writing snapshot", path, e))?;
     }
-    temp.as_file().sync_all().map_err(|e| Error::io("syncing snapshot", path, e))?;
-    temp.persist(path).map_err(|e| Error::io("renaming temporary file onto", path, e.error))?;
+    temp.as_file().sync_all().map_err(|e| VectorError::io("syncing snapshot", path, e))?;
+    temp.persist(path).map_err(|e| VectorError::io("renaming temporary file onto", path, e.error))?;
     sync_dir(&dir);
     Ok(())
 }
@@ -308,14 +312,14 @@ impl RawSnapshot {
 
 /// Reads `path`, checks magic, version, hash and `kind`.
 pub(crate) fn read_snapshot(path: &Path, kind: SnapshotKind) -> Result<RawSnapshot> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io("reading snapshot", path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| VectorError::io("reading snapshot", path, e))?;
     let mut d = Decoder::new(&bytes, path);
     if d.take(8, "magic")? != MAGIC {
-        return Err(Error::corrupt(path, "not a Cairn vector snapshot (bad magic)"));
+        return Err(VectorError::corrupt(path, "not a Cairn vector snapshot (bad magic)"));
     }
     let format_version = d.u32("format version")?;
     if format_version != SNAPSHOT_FORMAT_VERSION {
-        return Err(Error::mismatch(
+        return Err(VectorError::mismatch(
             path,
             format!("format version {format_version}, this build reads {SNAPSHOT_FORMAT_VERSION}"),
         ));
@@ -328,21 +332,21 @@ pub(crate) fn read_snapshot(path: &Path, kind: SnapshotKind) -> Result<RawSnapsh
     let body = d.take(body_len, "body")?;
     let stored_hash = d.u64("content hash")?;
     if !d.is_empty() {
-        return Err(Error::corrupt(path, "trailing bytes after the content hash"));
+        return Err(VectorError::corrupt(path, "trailing bytes after the content hash"));
     }
     let mut hash = ContentHash::new();
     hash.update(head);
     hash.update(body);
     if hash.finish() != stored_hash {
-        return Err(Error::corrupt(path, "content hash mismatch"));
+        return Err(VectorError::corrupt(path, "content hash mismatch"));
     }
 
     let mut h = Decoder::new(&bytes[head_start..head_start + head_len], path);
     let kind_code = h.u8("kind")?;
     let found_kind = SnapshotKind::from_code(kind_code)
-        .ok_or_else(|| Error::corrupt(path, format!("unknown index kind {kind_code}")))?;
+        .ok_or_else(|| VectorError::corrupt(path, format!("unknown index kind {kind_code}")))?;
     if found_kind != kind {
-        return Err(Error::mismatch(path, format!("written by a {found_kind:?} index, expected {kind:?}")));
+        return Err(VectorError::mismatch(path, format!("written by a {found_kind:?} index, expected {kind:?}")));
     }
     let dim = h.u32("dimension")? as usize;
     let count = h.usize("count")?;
@@ -357,11 +361,11 @@ pub fn read_header(path: &Path) -> Result<SnapshotHeader> {
     for kind in [SnapshotKind::Flat, SnapshotKind::Hnsw] {
         match read_snapshot(path, kind) {
             Ok(raw) => return Ok(raw.header),
-            Err(Error::SnapshotMismatch { reason, .. }) if reason.starts_with("written by") => continue,
+            Err(VectorError::SnapshotMismatch { reason, .. }) if reason.starts_with("written by") => continue,
             Err(e) => return Err(e),
         }
     }
-    Err(Error::corrupt(path, "unknown index kind"))
+    Err(VectorError::corrupt(path, "unknown index kind"))
 }
 
 #[cfg(test)]
@@ -396,13 +400,13 @@ mod tests {
         assert_eq!(raw.header, header());
         assert_eq!(raw.body(), b"body bytes");
         assert_eq!(read_header(&path).unwrap(), header());
-        assert!(matches!(read_snapshot(&path, SnapshotKind::Hnsw), Err(Error::SnapshotMismatch { .. })));
+        assert!(matches!(read_snapshot(&path, SnapshotKind::Hnsw), Err(VectorError::SnapshotMismatch { .. })));
 
         let good = std::fs::read(&path).unwrap();
         for cut in [0, 5, 12, good.len() - 1] {
             std::fs::write(&path, &good[..cut]).unwrap();
             assert!(
-                matches!(read_snapshot(&path, SnapshotKind::Flat), Err(Error::CorruptSnapshot { .. })),
+                matches!(read_snapshot(&path, SnapshotKind::Flat), Err(VectorError::CorruptSnapshot { .. })),
                 "cut {cut}"
             );
         }
@@ -411,14 +415,14 @@ mod tests {
             bad[flip] ^= 0x40;
             std::fs::write(&path, &bad).unwrap();
             assert!(
-                matches!(read_snapshot(&path, SnapshotKind::Flat), Err(Error::CorruptSnapshot { .. })),
+                matches!(read_snapshot(&path, SnapshotKind::Flat), Err(VectorError::CorruptSnapshot { .. })),
                 "flip {flip}"
             );
         }
         let mut future = good.clone();
         future[8] = 99;
         std::fs::write(&path, &future).unwrap();
-        assert!(matches!(read_snapshot(&path, SnapshotKind::Flat), Err(Error::SnapshotMismatch { .. })));
+        assert!(matches!(read_snapshot(&path, SnapshotKind::Flat), Err(VectorError::SnapshotMismatch { .. })));
     }
 
     #[test]
@@ -433,7 +437,7 @@ mod tests {
             SnapshotExpectation::from_ids("test/3", 3, [7, 9]),
         ];
         for case in cases {
-            assert!(matches!(case.check(&header(), path), Err(Error::SnapshotMismatch { .. })), "{case:?}");
+            assert!(matches!(case.check(&header(), path), Err(VectorError::SnapshotMismatch { .. })), "{case:?}");
         }
     }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cairn_memory_vector::{AutoIndex, Backend, HnswConfig, IndexConfig, dot};
+use cairn_memory_vector::{AutoBackend, AutoIndex, HnswConfig, IndexConfig, dot};
 
 const DIM: usize = 16;
 
@@ -86,7 +86,7 @@ fn concurrent_writers_and_readers_see_no_torn_state() {
                 q += 4;
                 let query = vector(q % 5000);
                 let started = log.clock.fetch_add(1, Ordering::SeqCst);
-                if index.backend() == Backend::Hnsw {
+                if index.backend() == AutoBackend::Hnsw {
                     saw_hnsw.store(true, Ordering::SeqCst);
                 }
                 let hits = index.search(&query, 10).unwrap();
@@ -125,7 +125,7 @@ fn concurrent_writers_and_readers_see_no_torn_state() {
     let added = log.add_started.lock().unwrap().len();
     let removed = log.removed_done.lock().unwrap().len();
     assert_eq!(index.len(), added - removed);
-    assert_eq!(index.backend(), Backend::Flat);
+    assert_eq!(index.backend(), AutoBackend::Flat);
     let removals = log.removed_done.lock().unwrap();
     for id in index.ids() {
         assert!(!removals.contains_key(&id));

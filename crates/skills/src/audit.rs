@@ -10,7 +10,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum AuditAction {
+pub enum SkillAuditAction {
     /// One per message whose trigger pass or `$name` tokens matched skills.
     TriggerMatch,
     /// A skill was created.
@@ -29,9 +29,9 @@ pub enum AuditAction {
 
 /// One audit record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AuditEvent {
+pub struct SkillAuditEvent {
     /// What was done.
-    pub action: AuditAction,
+    pub action: SkillAuditAction,
     /// The skills involved.
     pub skills: Vec<String>,
     /// `true` when the action took effect.
@@ -45,7 +45,7 @@ pub struct AuditEvent {
 /// the caller.
 pub trait AuditSink: Send + Sync + std::fmt::Debug {
     /// Stores one record.
-    fn record(&self, event: AuditEvent);
+    fn record(&self, event: SkillAuditEvent);
 }
 
 /// Drops every record.
@@ -53,24 +53,24 @@ pub trait AuditSink: Send + Sync + std::fmt::Debug {
 pub struct NullAudit;
 
 impl AuditSink for NullAudit {
-    fn record(&self, _event: AuditEvent) {}
+    fn record(&self, _event: SkillAuditEvent) {}
 }
 
 /// Keeps records in memory (tests, the CLI's JSON output).
 #[derive(Debug, Default)]
 pub struct MemoryAudit {
-    events: Mutex<Vec<AuditEvent>>,
+    events: Mutex<Vec<SkillAuditEvent>>,
 }
 
 impl MemoryAudit {
     /// Takes the records collected so far.
-    pub fn take(&self) -> Vec<AuditEvent> {
+    pub fn take(&self) -> Vec<SkillAuditEvent> {
         std::mem::take(&mut *self.events.lock())
     }
 }
 
 impl AuditSink for MemoryAudit {
-    fn record(&self, event: AuditEvent) {
+    fn record(&self, event: SkillAuditEvent) {
         self.events.lock().push(event);
     }
 }

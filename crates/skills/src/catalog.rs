@@ -10,8 +10,8 @@ use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use tracing::{debug, trace, warn};
 
-use crate::audit::{AuditAction, AuditEvent, AuditSink, NullAudit};
-use crate::clock::{Clock, SystemClock};
+use crate::audit::{AuditSink, NullAudit, SkillAuditAction, SkillAuditEvent};
+use crate::clock::{SkillClock, SystemSkillClock};
 use crate::constants::{ITER_CACHE_TTL_MS, MAX_DISCOVERY_DEPTH, MAX_SKILL_FILE_BYTES, MAX_TRIGGERED, USAGE_FILENAME};
 use crate::edit::{EditError, FieldUpdate, apply_update, set_inject_on_trigger};
 use crate::error::{Result, SkillsError};
@@ -46,7 +46,7 @@ pub struct SkillsConfig {
     pub home: PathBuf,
     /// A project directory whose `skills/` outranks every other root.
     pub project_dir: Option<PathBuf>,
-    /// Bundled skills, copied into the home by [`Catalog::seed_builtins`].
+    /// Bundled skills, copied into the home by [`SkillCatalog::seed_builtins`].
     pub builtin_dir: Option<PathBuf>,
     /// More skill roots, listed after the others and never written.
     pub extra_paths: Vec<PathBuf>,
@@ -115,7 +115,7 @@ impl Screened {
 /// One loaded skill.
 #[derive(Debug)]
 pub struct Skill {
-    /// Catalog name: the directory path relative to its root.
+    /// SkillCatalog name: the directory path relative to its root.
     pub name: String,
     /// The root it came from.
     pub source: SkillSource,
@@ -169,10 +169,10 @@ impl Skill {
     }
 }
 
-/// One row of [`Catalog::list_skills`].
+/// One row of [`SkillCatalog::list_skills`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SkillListing {
-    /// Catalog name.
+    /// SkillCatalog name.
     pub name: String,
     /// Description (empty when there is none).
     pub description: String,
@@ -212,7 +212,7 @@ impl Snapshot {
     }
 }
 
-/// What [`Catalog::seed_builtins`] did.
+/// What [`SkillCatalog::seed_builtins`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SeedReport {
     /// Bundled skills copied into the home.
@@ -224,14 +224,14 @@ pub struct SeedReport {
 
 const SEED_MARKER: &str = ".builtin-seeded";
 
-/// The skill catalog. Cheap to share (`Arc<Catalog>`); every method takes
+/// The skill catalog. Cheap to share (`Arc<SkillCatalog>`); every method takes
 /// `&self` and is safe to call from many threads.
 #[derive(Debug)]
-pub struct Catalog {
+pub struct SkillCatalog {
     pub(crate) config: SkillsConfig,
     pub(crate) ledger: UsageLedger,
     pub(crate) audit: Arc<dyn AuditSink>,
-    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn SkillClock>,
     snapshot: RwLock<Option<Arc<Snapshot>>>,
     refresh_lock: Mutex<()>,
     write_lock: Mutex<()>,
@@ -240,14 +240,14 @@ pub struct Catalog {
     pub(crate) stems: StemCache,
 }
 
-impl Catalog {
+impl SkillCatalog {
     /// A catalog over `config` with the system clock and no audit sink.
     pub fn open(config: SkillsConfig) -> Self {
-        Self::with_parts(config, Arc::new(SystemClock), Arc::new(NullAudit))
+        Self::with_parts(config, Arc::new(SystemSkillClock), Arc::new(NullAudit))
     }
 
     /// A catalog with an explicit clock and audit sink.
-    pub fn with_parts(config: SkillsConfig, clock: Arc<dyn Clock>, audit: Arc<dyn AuditSink>) -> Self {
+    pub fn with_parts(config: SkillsConfig, clock: Arc<dyn SkillClock>, audit: Arc<dyn AuditSink>) -> Self {
         let ledger = if config.persist_usage {
             UsageLedger::open(config.home.join(USAGE_FILENAME), clock.clone()).0
         } else {
@@ -514,12 +514,12 @@ impl Catalog {
         Ok(())
     }
 
-    fn audit<T>(&self, action: AuditAction, skills: Vec<String>, outcome: &Result<T>, detail: &str) {
+    fn audit<T>(&self, action: SkillAuditAction, skills: Vec<String>, outcome: &Result<T>, detail: &str) {
         let (ok, detail) = match outcome {
             Ok(_) => (true, detail.to_owned()),
             Err(error) => (false, cairn_guard::redact_all(format!("{detail} {error}").trim_start()).into_owned()),
         };
-        self.audit.record(AuditEvent { action, skills, ok, detail });
+        self.audit.record(SkillAuditEvent { action, skills, ok, detail });
     }
 
     /// Creates `<home>/skills/<name>/SKILL.md`. The name is sanitised first
@@ -529,7 +529,7 @@ impl Catalog {
         let _enter = span.enter();
         let result = self.create_inner(name, content);
         let label = result.as_ref().map_or_else(|_| name.to_owned(), Clone::clone);
-        self.audit(AuditAction::Create, vec![label], &result, "");
+        self.audit(SkillAuditAction::Create, vec![label], &result, "");
         result
     }
 
@@ -591,7 +591,7 @@ impl Catalog {
             self.invalidate();
             Ok(())
         })();
-        self.audit(AuditAction::Update, vec![name.to_owned()], &result, "");
+        self.audit(SkillAuditAction::Update, vec![name.to_owned()], &result, "");
         result
     }
 
@@ -606,7 +606,7 @@ impl Catalog {
             self.invalidate();
             Ok(())
         })();
-        self.audit(AuditAction::Delete, vec![name.to_owned()], &result, "");
+        self.audit(SkillAuditAction::Delete, vec![name.to_owned()], &result, "");
         result
     }
 
@@ -649,7 +649,7 @@ impl Catalog {
         let _enter = span.enter();
         let result = self.edit_with(name, |text| set_inject_on_trigger(text, inject));
         let detail = format!("inject_on_trigger={inject}");
-        self.audit(AuditAction::SetInjectOnTrigger, vec![name.to_owned()], &result, &detail);
+        self.audit(SkillAuditAction::SetInjectOnTrigger, vec![name.to_owned()], &result, &detail);
         debug!(skill = name, inject, ok = result.is_ok(), "set inject_on_trigger");
         result
     }
@@ -660,7 +660,7 @@ impl Catalog {
         let span = tracing::debug_span!("skills.update_fields", name);
         let _enter = span.enter();
         let result = self.edit_with(name, |text| apply_update(text, update));
-        self.audit(AuditAction::EditFields, vec![name.to_owned()], &result, "");
+        self.audit(SkillAuditAction::EditFields, vec![name.to_owned()], &result, "");
         result
     }
 
@@ -700,8 +700,8 @@ impl Catalog {
         atomic_write(&root.join(SEED_MARKER), marker.as_bytes())?;
         self.invalidate();
         if !report.copied.is_empty() {
-            self.audit.record(AuditEvent {
-                action: AuditAction::SeedBuiltins,
+            self.audit.record(SkillAuditEvent {
+                action: SkillAuditAction::SeedBuiltins,
                 skills: report.copied.clone(),
                 ok: true,
                 detail: String::new(),

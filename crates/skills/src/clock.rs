@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch.
-pub trait Clock: Send + Sync + std::fmt::Debug {
+pub trait SkillClock: Send + Sync + std::fmt::Debug {
     /// The current time in milliseconds since the Unix epoch.
     fn now_millis(&self) -> u64;
     /// The current time in whole seconds since the Unix epoch.
@@ -15,9 +15,9 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 
 /// The system clock.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
+pub struct SystemSkillClock;
 
-impl Clock for SystemClock {
+impl SkillClock for SystemSkillClock {
     fn now_millis(&self) -> u64 {
         SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
     }
@@ -25,11 +25,11 @@ impl Clock for SystemClock {
 
 /// A clock that only moves when told to (tests, replays).
 #[derive(Debug, Default)]
-pub struct ManualClock {
+pub struct ManualSkillClock {
     millis: AtomicU64,
 }
 
-impl ManualClock {
+impl ManualSkillClock {
     /// A clock reading `millis`.
     pub fn new(millis: u64) -> Self {
         Self { millis: AtomicU64::new(millis) }
@@ -44,7 +44,7 @@ impl ManualClock {
     }
 }
 
-impl Clock for ManualClock {
+impl SkillClock for ManualSkillClock {
     fn now_millis(&self) -> u64 {
         self.millis.load(Ordering::SeqCst)
     }

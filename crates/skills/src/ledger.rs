@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Clock;
+use crate::clock::SkillClock;
 use crate::constants::{USAGE_FLUSH_DEBOUNCE_MS, USAGE_TTL_SECS};
 use crate::error::{Result, SkillsError};
 use crate::fsutil::atomic_write;
@@ -52,12 +52,12 @@ pub struct UsageLedger {
     state: Mutex<State>,
     /// Serialises writers so an older snapshot never replaces a newer one.
     flush_lock: Mutex<()>,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn SkillClock>,
 }
 
 impl UsageLedger {
     /// A ledger that never touches disk.
-    pub fn in_memory(clock: Arc<dyn Clock>) -> Self {
+    pub fn in_memory(clock: Arc<dyn SkillClock>) -> Self {
         Self { path: None, state: Mutex::new(State::default()), flush_lock: Mutex::new(()), clock }
     }
 
@@ -66,7 +66,7 @@ impl UsageLedger {
     /// `<path>.bad` and the ledger starts empty: usage data is best-effort
     /// and must not stop skills from loading. The returned string, when
     /// present, says what happened.
-    pub fn open(path: impl Into<PathBuf>, clock: Arc<dyn Clock>) -> (Self, Option<String>) {
+    pub fn open(path: impl Into<PathBuf>, clock: Arc<dyn SkillClock>) -> (Self, Option<String>) {
         let path = path.into();
         let mut warning = None;
         let mut entries = HashMap::new();

@@ -6,21 +6,21 @@
 //! under `metadata:` so the skill stays valid for other hosts. A nested
 //! directory gives a nested name (`utils/tiny-url`).
 //!
-//! [`Catalog`] is the main type. It reads skills from ordered roots (the
+//! [`SkillCatalog`] is the main type. It reads skills from ordered roots (the
 //! project's `skills/`, the home's `skills/` with bundled skills copied in,
 //! bundled skills not yet copied, configured extra paths) and answers the
 //! questions an agent host asks on its hot path:
 //!
-//! - [`Catalog::session_view`]: always-on bodies plus an index of on-demand
+//! - [`SkillCatalog::session_view`]: always-on bodies plus an index of on-demand
 //!   skills (all of them, or with `lazy_load` the usage-ranked top-K that
 //!   fits a character budget);
-//! - [`Catalog::match_message`]: the per-message trigger pass and `$name`
+//! - [`SkillCatalog::match_message`]: the per-message trigger pass and `$name`
 //!   tokens, delivering bodies or `[Relevant skills for this message]`
 //!   pointers, recording usage in the [`UsageLedger`];
-//! - [`Catalog::search`], [`Catalog::list_skills`];
+//! - [`SkillCatalog::search`], [`SkillCatalog::list_skills`];
 //! - edits that never rewrite a byte they do not model:
-//!   [`Catalog::create`], [`Catalog::update`], [`Catalog::delete`],
-//!   [`Catalog::set_inject_on_trigger`], [`Catalog::update_fields`];
+//!   [`SkillCatalog::create`], [`SkillCatalog::update`], [`SkillCatalog::delete`],
+//!   [`SkillCatalog::set_inject_on_trigger`], [`SkillCatalog::update_fields`];
 //! - [`lint_path`]: Agent Skills portability next to Cairn's own needs.
 //!
 //! Every text that can reach a prompt goes through `cairn-guard`: bodies and
@@ -28,12 +28,12 @@
 //! whose text trips the injection screen is withheld and reported instead.
 //!
 //! ```
-//! use cairn_skills::{Catalog, SkillsConfig};
+//! use cairn_skills::{SkillCatalog, SkillsConfig};
 //!
 //! let home = tempfile::tempdir().unwrap();
 //! let mut config = SkillsConfig::new(home.path());
 //! config.persist_usage = false;
-//! let catalog = Catalog::open(config);
+//! let catalog = SkillCatalog::open(config);
 //! catalog
 //!     .create("deploy", "---\nname: deploy\ndescription: Ship the app\ntriggers: deploy, release\n---\nRun make deploy.\n")
 //!     .unwrap();
@@ -66,14 +66,14 @@ mod session;
 mod text;
 mod triggers;
 
-pub use audit::{AuditAction, AuditEvent, AuditSink, MemoryAudit, NullAudit};
-pub use catalog::{Catalog, SeedReport, Skill, SkillListing, SkillSource, SkillsConfig};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use audit::{AuditSink, MemoryAudit, NullAudit, SkillAuditAction, SkillAuditEvent};
+pub use catalog::{SeedReport, Skill, SkillCatalog, SkillListing, SkillSource, SkillsConfig};
+pub use clock::{ManualSkillClock, SkillClock, SystemSkillClock};
 pub use edit::{Change, FieldUpdate};
 pub use error::{Result, SkillsError};
 pub use frontmatter::{FrontmatterError, SkillMeta, Split, parse_mapping, parse_strict, split};
 pub use ledger::{UsageEntry, UsageLedger};
-pub use lint::{LintFinding, LintReport, Severity, lint_path, lint_skill_dir, parse_frontmatter, read_properties};
+pub use lint::{LintFinding, LintReport, LintSeverity, lint_path, lint_skill_dir, parse_frontmatter, read_properties};
 pub use name::{sanitize_name, validate_name};
 pub use search::{MatchedIn, SearchHit};
 pub use session::{AlwaysSkill, IndexEntry, SessionView};

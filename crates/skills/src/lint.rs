@@ -17,7 +17,7 @@ use crate::frontmatter::{FrontmatterError, SkillMeta, as_bool, parse_strict};
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Severity {
+pub enum LintSeverity {
     /// No host, Cairn included, can read the skill's metadata.
     Error,
     /// Cairn reads it, but the Agent Skills standard (and hosts that
@@ -31,7 +31,7 @@ pub enum Severity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LintFinding {
     /// How bad.
-    pub severity: Severity,
+    pub severity: LintSeverity,
     /// Stable rule id (`name-lowercase`, `unexpected-fields`, ...).
     pub rule: &'static str,
     /// What is wrong and how to fix it.
@@ -48,20 +48,20 @@ pub struct LintReport {
 }
 
 impl LintReport {
-    /// True when no finding is an [`Severity::Error`] or
-    /// [`Severity::Portability`] one: the skill passes the Agent Skills
+    /// True when no finding is an [`LintSeverity::Error`] or
+    /// [`LintSeverity::Portability`] one: the skill passes the Agent Skills
     /// validator's rules.
     pub fn is_valid_agent_skill(&self) -> bool {
-        !self.findings.iter().any(|finding| finding.severity <= Severity::Portability)
+        !self.findings.iter().any(|finding| finding.severity <= LintSeverity::Portability)
     }
 
-    /// True when some finding is an [`Severity::Error`].
+    /// True when some finding is an [`LintSeverity::Error`].
     pub fn has_errors(&self) -> bool {
-        self.findings.iter().any(|finding| finding.severity == Severity::Error)
+        self.findings.iter().any(|finding| finding.severity == LintSeverity::Error)
     }
 }
 
-fn finding(severity: Severity, rule: &'static str, message: impl Into<String>) -> LintFinding {
+fn finding(severity: LintSeverity, rule: &'static str, message: impl Into<String>) -> LintFinding {
     LintFinding { severity, rule, message: message.into() }
 }
 
@@ -80,17 +80,23 @@ pub fn parse_frontmatter(text: &str) -> Result<SkillMeta, FrontmatterError> {
 /// non-empty `name` and `description`.
 pub fn read_properties(dir: &Path) -> Result<SkillMeta, LintFinding> {
     let Some(file) = skill_file_in(dir) else {
-        return Err(finding(Severity::Error, "missing-skill-md", format!("SKILL.md not found in {}", dir.display())));
+        return Err(finding(
+            LintSeverity::Error,
+            "missing-skill-md",
+            format!("SKILL.md not found in {}", dir.display()),
+        ));
     };
-    let text = read_skill_file(&file)
-        .map_err(|error| finding(Severity::Error, "unreadable", format!("cannot read {}: {error}", file.display())))?;
-    let meta = parse_frontmatter(&text).map_err(|error| finding(Severity::Error, "frontmatter", error.to_string()))?;
+    let text = read_skill_file(&file).map_err(|error| {
+        finding(LintSeverity::Error, "unreadable", format!("cannot read {}: {error}", file.display()))
+    })?;
+    let meta =
+        parse_frontmatter(&text).map_err(|error| finding(LintSeverity::Error, "frontmatter", error.to_string()))?;
     if meta.name.as_deref().is_none_or(|name| name.trim().is_empty()) {
-        return Err(finding(Severity::Portability, "name-missing", "Missing required field in frontmatter: name"));
+        return Err(finding(LintSeverity::Portability, "name-missing", "Missing required field in frontmatter: name"));
     }
     if meta.description.as_deref().is_none_or(|text| text.trim().is_empty()) {
         return Err(finding(
-            Severity::Portability,
+            LintSeverity::Portability,
             "description-missing",
             "Missing required field in frontmatter: description",
         ));
@@ -100,7 +106,7 @@ pub fn read_properties(dir: &Path) -> Result<SkillMeta, LintFinding> {
 
 fn check_name(name: &str, dir: &Path, findings: &mut Vec<LintFinding>) {
     let name: String = name.trim().nfkc().collect();
-    let p = Severity::Portability;
+    let p = LintSeverity::Portability;
     if name.chars().count() > SPEC_NAME_MAX_CHARS {
         findings.push(finding(
             p,
@@ -144,28 +150,40 @@ pub fn lint_skill_dir(dir: &Path) -> LintReport {
         LintReport { dir: dir.to_path_buf(), findings }
     };
     let Some(file) = skill_file_in(dir) else {
-        findings.push(finding(Severity::Error, "missing-skill-md", format!("SKILL.md not found in {}", dir.display())));
+        findings.push(finding(
+            LintSeverity::Error,
+            "missing-skill-md",
+            format!("SKILL.md not found in {}", dir.display()),
+        ));
         return report(findings);
     };
     let text = match read_skill_file(&file) {
         Ok(text) => text,
         Err(error) => {
-            findings.push(finding(Severity::Error, "unreadable", format!("cannot read {}: {error}", file.display())));
+            findings.push(finding(
+                LintSeverity::Error,
+                "unreadable",
+                format!("cannot read {}: {error}", file.display()),
+            ));
             return report(findings);
         }
     };
     if file.file_name().and_then(|name| name.to_str()) == Some("skill.md") {
-        findings.push(finding(Severity::Warning, "lowercase-file-name", "prefer SKILL.md over skill.md"));
+        findings.push(finding(LintSeverity::Warning, "lowercase-file-name", "prefer SKILL.md over skill.md"));
     }
     let (meta, mapping, split) = match parse_strict(&text) {
         Ok(parsed) => parsed,
         Err(error) => {
-            findings.push(finding(Severity::Error, "frontmatter", format!("{error}; Cairn loads it without metadata")));
+            findings.push(finding(
+                LintSeverity::Error,
+                "frontmatter",
+                format!("{error}; Cairn loads it without metadata"),
+            ));
             return report(findings);
         }
     };
-    let p = Severity::Portability;
-    let w = Severity::Warning;
+    let p = LintSeverity::Portability;
+    let w = LintSeverity::Warning;
 
     // Agent Skills rules.
     let mut unexpected: Vec<String> = Vec::new();

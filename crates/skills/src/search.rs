@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use tracing::debug;
 
-use crate::catalog::Catalog;
+use crate::catalog::SkillCatalog;
 use crate::constants::{SEARCH_BODY_SCAN_BYTES, SEARCH_BODY_SCAN_SKILLS, SEARCH_MAX_LIMIT};
 
 /// Where a search hit matched.
@@ -22,7 +22,7 @@ pub enum MatchedIn {
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SearchHit {
-    /// Catalog name.
+    /// SkillCatalog name.
     pub name: String,
     /// Description.
     pub description: String,
@@ -44,7 +44,7 @@ fn floor_char_boundary(text: &str, mut index: usize) -> usize {
     index
 }
 
-impl Catalog {
+impl SkillCatalog {
     /// Searches installed skills. Query terms are case-folded words; a skill
     /// scores one point per term found in its name or description. Only if
     /// no skill matches that way are bodies scanned (the first

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use tracing::debug;
 
-use crate::catalog::{Catalog, Screened, Skill};
+use crate::catalog::{Screened, Skill, SkillCatalog};
 use crate::constants::{INDEX_DESCRIPTION_CHARS, NEW_SKILL_BOOST_HITS, NEW_SKILL_BOOST_SECS};
 use crate::text::truncate_chars;
 use crate::triggers::WithheldSkill;
@@ -13,7 +13,7 @@ use crate::triggers::WithheldSkill;
 /// An always-on skill's body for a new session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AlwaysSkill {
-    /// Catalog name.
+    /// SkillCatalog name.
     pub name: String,
     /// `SKILL.md` path.
     pub path: PathBuf,
@@ -24,7 +24,7 @@ pub struct AlwaysSkill {
 /// One on-demand skill in the index the model opens on demand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IndexEntry {
-    /// Catalog name.
+    /// SkillCatalog name.
     pub name: String,
     /// Description, screened.
     pub description: String,
@@ -82,7 +82,7 @@ impl SessionView {
     }
 }
 
-impl Catalog {
+impl SkillCatalog {
     /// The skills part of a new session's context.
     ///
     /// With `lazy_load` off, every on-demand skill is listed, by name,

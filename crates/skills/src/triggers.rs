@@ -9,8 +9,8 @@ use regex::Regex;
 use serde::Serialize;
 use tracing::debug;
 
-use crate::audit::{AuditAction, AuditEvent};
-use crate::catalog::{Catalog, Screened, Skill};
+use crate::audit::{SkillAuditAction, SkillAuditEvent};
+use crate::catalog::{Screened, Skill, SkillCatalog};
 use crate::constants::{HINT_DESCRIPTION_CHARS, HINT_HEADER};
 use crate::text::{StemCache, distinct_stems, truncate_chars};
 
@@ -147,7 +147,7 @@ impl TriggerIndex {
 /// A skill the trigger pass matched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TriggerMatch {
-    /// Catalog name.
+    /// SkillCatalog name.
     pub name: String,
     /// Sum of the word counts of the matching trigger phrases.
     pub score: u32,
@@ -173,7 +173,7 @@ pub enum DeliveryReason {
 /// A skill body for this message's prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeliveredSkill {
-    /// Catalog name.
+    /// SkillCatalog name.
     pub name: String,
     /// Why it is here.
     pub reason: DeliveryReason,
@@ -188,7 +188,7 @@ pub struct DeliveredSkill {
 /// A one-line pointer for a matched `inject_on_trigger: false` skill.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SkillHint {
-    /// Catalog name.
+    /// SkillCatalog name.
     pub name: String,
     /// Description, cut to [`HINT_DESCRIPTION_CHARS`] characters.
     pub description: String,
@@ -202,7 +202,7 @@ pub struct SkillHint {
 /// injection screen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WithheldSkill {
-    /// Catalog name.
+    /// SkillCatalog name.
     pub name: String,
     /// The guard rule that fired.
     pub rule: &'static str,
@@ -258,7 +258,7 @@ static DOLLAR_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:^|[\s(\[{'`\x22])\$([\p{L}\p{N}][\p{L}\p{N}_/-]*)").expect("static regex compiles")
 });
 
-impl Catalog {
+impl SkillCatalog {
     /// The trigger pass alone: which skills match `message`, best first,
     /// at most `max_triggered`. `$name` tokens are not trigger words.
     /// Records nothing.
@@ -403,8 +403,8 @@ impl Catalog {
         let mut names: Vec<String> = placed.iter().map(|name| (*name).to_owned()).collect();
         names.sort();
         debug!(matched = ?names, bodies = out.bodies.len(), hints = out.hints.len(), "skills matched a message");
-        self.audit.record(AuditEvent {
-            action: AuditAction::TriggerMatch,
+        self.audit.record(SkillAuditEvent {
+            action: SkillAuditAction::TriggerMatch,
             skills: names,
             ok: true,
             detail: details.join(" "),

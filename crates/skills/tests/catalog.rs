@@ -1,4 +1,4 @@
-//! Catalog: roots and precedence, CRUD with its refusals, path safety, the
+//! SkillCatalog: roots and precedence, CRUD with its refusals, path safety, the
 //! file-list cache, builtin seeding, listing, concurrency.
 
 mod common;

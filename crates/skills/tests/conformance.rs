@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use cairn_skills::{Catalog, SkillSource, SkillsConfig, lint_skill_dir, parse_frontmatter, read_properties};
+use cairn_skills::{SkillCatalog, SkillSource, SkillsConfig, lint_skill_dir, parse_frontmatter, read_properties};
 use regex::RegexBuilder;
 use serde_json::Value;
 
@@ -15,7 +15,7 @@ fn every_real_skill_loads_with_its_metadata() {
     let mut config = SkillsConfig::new(tempfile::tempdir().unwrap().keep());
     config.extra_paths = vec![dev.clone()];
     config.persist_usage = false;
-    let catalog = Catalog::open(config);
+    let catalog = SkillCatalog::open(config);
     let listing = catalog.list_skills();
     let names: Vec<&str> = listing.iter().map(|row| row.name.as_str()).collect();
     for expected in ["brand-guidelines", "skill-creator", "webapp-testing"] {

@@ -5,7 +5,9 @@ mod common;
 
 use std::sync::Arc;
 
-use cairn_skills::{ManualClock, Severity, UsageLedger, constants::USAGE_FLUSH_DEBOUNCE_MS, lint_path, lint_skill_dir};
+use cairn_skills::{
+    LintSeverity, ManualSkillClock, UsageLedger, constants::USAGE_FLUSH_DEBOUNCE_MS, lint_path, lint_skill_dir,
+};
 
 const DAY_MS: u64 = 86_400_000;
 
@@ -13,7 +15,7 @@ const DAY_MS: u64 = 86_400_000;
 fn entries_past_the_ttl_are_dropped_on_load_and_flush() {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("skill-usage.json");
-    let clock = Arc::new(ManualClock::new(common::T0));
+    let clock = Arc::new(ManualSkillClock::new(common::T0));
     {
         let (ledger, warning) = UsageLedger::open(&path, clock.clone());
         assert!(warning.is_none());
@@ -38,7 +40,7 @@ fn entries_past_the_ttl_are_dropped_on_load_and_flush() {
 fn flushes_are_debounced_and_a_clean_ledger_is_not_rewritten() {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("skill-usage.json");
-    let clock = Arc::new(ManualClock::new(common::T0));
+    let clock = Arc::new(ManualSkillClock::new(common::T0));
     let (ledger, _) = UsageLedger::open(&path, clock.clone());
     assert!(!ledger.maybe_flush().unwrap(), "nothing to write");
     ledger.record_hits(["a"]);
@@ -54,7 +56,7 @@ fn an_unreadable_ledger_is_kept_aside_not_lost() {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("skill-usage.json");
     std::fs::write(&path, "{ not json").unwrap();
-    let (ledger, warning) = UsageLedger::open(&path, Arc::new(ManualClock::new(common::T0)));
+    let (ledger, warning) = UsageLedger::open(&path, Arc::new(ManualSkillClock::new(common::T0)));
     assert!(warning.unwrap().contains("unreadable"));
     assert_eq!(std::fs::read_to_string(home.path().join("skill-usage.json.bad")).unwrap(), "{ not json");
     assert!(ledger.snapshot().is_empty());
@@ -64,7 +66,7 @@ fn an_unreadable_ledger_is_kept_aside_not_lost() {
 fn concurrent_recording_and_flushing_lose_no_counts() {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("skill-usage.json");
-    let clock = Arc::new(ManualClock::new(common::T0));
+    let clock = Arc::new(ManualSkillClock::new(common::T0));
     let ledger = Arc::new(UsageLedger::open(&path, clock.clone()).0);
     let threads: Vec<_> = (0..8)
         .map(|thread| {
@@ -94,7 +96,7 @@ fn concurrent_recording_and_flushing_lose_no_counts() {
     assert_eq!(reread.get("odd").unwrap().hits, 2000);
 }
 
-fn rules(text: &str, dir_name: &str) -> Vec<(Severity, &'static str)> {
+fn rules(text: &str, dir_name: &str) -> Vec<(LintSeverity, &'static str)> {
     let temp = tempfile::tempdir().unwrap();
     let path = common::put(temp.path(), dir_name, text);
     let report = lint_skill_dir(path.parent().unwrap());
@@ -103,10 +105,10 @@ fn rules(text: &str, dir_name: &str) -> Vec<(Severity, &'static str)> {
 
 #[test]
 fn lint_rules_each_fire_on_their_case() {
-    use Severity::{Error, Portability, Warning};
+    use LintSeverity::{Error, Portability, Warning};
     let ok = "---\nname: good\ndescription: Does a thing. Use when things.\n---\nBody\n";
     assert_eq!(rules(ok, "good"), []);
-    let cases: &[(&str, &str, (Severity, &str))] = &[
+    let cases: &[(&str, &str, (LintSeverity, &str))] = &[
         ("# none\n", "x", (Error, "frontmatter")),
         ("---\nname: x\n", "x", (Error, "frontmatter")),
         ("---\nname: x\ndescription: d\nalways: true\n---\nB\n", "x", (Portability, "unexpected-fields")),

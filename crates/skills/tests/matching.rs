@@ -3,7 +3,7 @@
 
 mod common;
 
-use cairn_skills::{AuditAction, DeliveryReason, SkillsConfig, constants::HINT_HEADER};
+use cairn_skills::{DeliveryReason, SkillAuditAction, SkillsConfig, constants::HINT_HEADER};
 use common::{Fixture, skill};
 
 /// `//- name` starts a skill; the following lines up to the next marker
@@ -122,7 +122,7 @@ fn a_match_records_usage_and_one_audit_event() {
     assert_eq!(found.bodies[0].reason, DeliveryReason::Trigger);
     let events = fixture.audit.take();
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0].action, AuditAction::TriggerMatch);
+    assert_eq!(events[0].action, SkillAuditAction::TriggerMatch);
     assert_eq!(events[0].skills, ["a1", "a2", "deploy"]);
     assert!(!events[0].detail.contains("deploy with grep"), "message text never reaches the audit row");
     let ledger = fixture.catalog.ledger();

@@ -1,4 +1,4 @@
-//! Building a [`Projection`]: one spec, one backend.
+//! Building a [`AgentProjection`]: one spec, one backend.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,10 +13,10 @@ use super::servers::{
     opencode_tool_name,
 };
 use super::vocabulary::{
-    Backend, Concern, Disposition, PerToolDeny, ProjectionKind, Ruling, WithholdClass, ZeroToolBan,
+    AgentBackend, Concern, Disposition, PerToolDeny, ProjectionKind, Ruling, WithholdClass, ZeroToolBan,
 };
 use crate::discovery::Scope;
-use crate::hooks::HookEvent;
+use crate::hooks::SpecHookEvent;
 use crate::mcp::{McpServer, McpTransport};
 use crate::resources::Resource;
 use crate::spec::{AgentSpec, SpecFormat, ToolsSettingsGroup};
@@ -75,11 +75,11 @@ pub struct ConcernReport {
 
 /// What one spec becomes on one backend.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Projection {
+pub struct AgentProjection {
     /// The agent.
     pub agent: String,
     /// The backend.
-    pub backend: Backend,
+    pub backend: AgentBackend,
     /// How the spec reaches it.
     pub kind: ProjectionKind,
     /// False when the backend cannot use this spec at all (a Markdown spec
@@ -210,7 +210,7 @@ fn class_name(class: WithholdClass) -> String {
 }
 
 /// Projects one spec onto one backend.
-pub fn project(input: &ProjectionInput<'_>, backend: Backend, options: &ProjectionOptions) -> Projection {
+pub fn project(input: &ProjectionInput<'_>, backend: AgentBackend, options: &ProjectionOptions) -> AgentProjection {
     let mut notices = Vec::new();
     let narrowed;
     let spec = if input.scope == Scope::Project {
@@ -256,7 +256,7 @@ pub fn project(input: &ProjectionInput<'_>, backend: Backend, options: &Projecti
     let servers = spec.mcp_servers();
     let policy = managed_policy(spec, &mut notices);
 
-    let mut out = Projection {
+    let mut out = AgentProjection {
         agent: input.name.to_owned(),
         backend,
         kind: backend.kind(),
@@ -337,12 +337,12 @@ fn dedup_in_order(items: &mut Vec<String>) {
 /// A projection of nothing: the backend cannot use the spec.
 fn unread(
     input: &ProjectionInput<'_>,
-    backend: Backend,
+    backend: AgentBackend,
     options: &ProjectionOptions,
     notices: Vec<String>,
-) -> Projection {
+) -> AgentProjection {
     let servers = input.spec.mcp_servers();
-    Projection {
+    AgentProjection {
         agent: input.name.to_owned(),
         backend,
         kind: backend.kind(),
@@ -371,7 +371,7 @@ fn unread(
     }
 }
 
-fn concern_notices(spec: &AgentSpec, backend: Backend, concerns: &[ConcernReport], notices: &mut Vec<String>) {
+fn concern_notices(spec: &AgentSpec, backend: AgentBackend, concerns: &[ConcernReport], notices: &mut Vec<String>) {
     for report in concerns.iter().filter(|report| report.set) {
         let key = report.ruling.concern.key();
         match report.ruling.disposition {
@@ -386,7 +386,9 @@ fn concern_notices(spec: &AgentSpec, backend: Backend, concerns: &[ConcernReport
         }
     }
     let hooks = spec.hooks();
-    if !hooks.entries(HookEvent::PreToolUse).is_empty() && matches!(backend, Backend::Claude | Backend::Codex) {
+    if !hooks.entries(SpecHookEvent::PreToolUse).is_empty()
+        && matches!(backend, AgentBackend::Claude | AgentBackend::Codex)
+    {
         notices
             .push(format!("hooks.preToolUse: does not run on {backend}; nothing refuses the calls those hooks would"));
     }
@@ -415,7 +417,7 @@ fn concern_notices(spec: &AgentSpec, backend: Backend, concerns: &[ConcernReport
 /// backend, named as the spec spells them: every entry except a declared
 /// `subagent.availableAgents` and, on claude, the shell and write
 /// allowlists its gate tiers apply.
-fn unapplied_tools_settings(spec: &AgentSpec, backend: Backend) -> Vec<String> {
+fn unapplied_tools_settings(spec: &AgentSpec, backend: AgentBackend) -> Vec<String> {
     let Some(Value::Object(settings)) = spec.fields().get("toolsSettings") else { return Vec::new() };
     let group_of = |key: &str| ToolsSettingsGroup::ALL.into_iter().find(|group| group.spellings().contains(&key));
     let mut out = Vec::new();
@@ -427,7 +429,7 @@ fn unapplied_tools_settings(spec: &AgentSpec, backend: Backend) -> Vec<String> {
         let deny_by_default = entries.get("denyByDefault") == Some(&Value::Bool(true));
         let write_deny = entries.get("fallbackAction").and_then(Value::as_str) == Some("deny");
         for entry in entries.keys() {
-            let claude = backend == Backend::Claude;
+            let claude = backend == AgentBackend::Claude;
             let applied = match (group_of(key), entry.as_str()) {
                 (Some(ToolsSettingsGroup::Subagent), "availableAgents") => true,
                 (Some(ToolsSettingsGroup::Shell), "denyByDefault" | "allowedCommands") => claude && deny_by_default,
@@ -442,7 +444,7 @@ fn unapplied_tools_settings(spec: &AgentSpec, backend: Backend) -> Vec<String> {
     out
 }
 
-fn apply_managed_policy(policy: &ManagedPolicy, backend: Backend, out: &mut Projection) {
+fn apply_managed_policy(policy: &ManagedPolicy, backend: AgentBackend, out: &mut AgentProjection) {
     let _ = backend;
     for server in CONTROL_PLANE {
         if policy.unreadable || policy.exclude_servers.contains(*server) {
@@ -463,7 +465,7 @@ fn native(
     servers: &[McpServer],
     allowed: &[String],
     options: &ProjectionOptions,
-    out: &mut Projection,
+    out: &mut AgentProjection,
     notices: &mut Vec<String>,
 ) {
     let permissions_ok = spec_permissions_accepted(options.kiro_cli_version, options.engine_version);
@@ -616,7 +618,7 @@ fn kas(
     allowed: &[String],
     servers: &[McpServer],
     options: &ProjectionOptions,
-    out: &mut Projection,
+    out: &mut AgentProjection,
     notices: &mut Vec<String>,
 ) {
     let (agent, permissions) =
@@ -717,7 +719,7 @@ fn uncarriable(peer: &AgentSpec) -> Option<&'static str> {
     if write_deny {
         return Some("its write allowlist (fallbackAction: deny) is applied only to the chat's own agent");
     }
-    if !peer.hooks().entries(HookEvent::PreToolUse).is_empty() {
+    if !peer.hooks().entries(SpecHookEvent::PreToolUse).is_empty() {
         return Some("its own preToolUse hooks run only for the chat's own agent");
     }
     None
@@ -732,7 +734,7 @@ fn mirrored(
     servers: &[McpServer],
     policy: &ManagedPolicy,
     options: &ProjectionOptions,
-    out: &mut Projection,
+    out: &mut AgentProjection,
     notices: &mut Vec<String>,
 ) {
     let backend = out.backend;
@@ -766,14 +768,14 @@ fn mirrored(
             Some("not mounted by tools".to_owned())
         } else if control && (policy.unreadable || policy.exclude_servers.contains(&server.name)) {
             Some("withheld by managedToolPolicy".to_owned())
-        } else if backend == Backend::Codex
+        } else if backend == AgentBackend::Codex
             && matches!(server.transport, McpTransport::Remote { .. })
             && !options.http_advertised
         {
             Some("codex did not advertise HTTP servers; unadvertised transports are dropped".to_owned())
-        } else if narrowed && backend == Backend::Codex && !control {
+        } else if narrowed && backend == AgentBackend::Codex && !control {
             Some("a narrowed third-party server is withheld whole on codex (it approves readOnlyHint tools without asking)".to_owned())
-        } else if narrowed && matches!(backend, Backend::Goose | Backend::Strands) {
+        } else if narrowed && matches!(backend, AgentBackend::Goose | AgentBackend::Strands) {
             Some(format!("a narrowed server is withheld whole on {backend}"))
         } else {
             None
@@ -791,8 +793,8 @@ fn mirrored(
         }
         for tool in denied {
             let rule = match backend {
-                Backend::Claude => Some(claude_rule_name(&server.name, &tool)),
-                Backend::Opencode | Backend::Mimocode => Some(opencode_tool_name(&server.name, &tool)),
+                AgentBackend::Claude => Some(claude_rule_name(&server.name, &tool)),
+                AgentBackend::Opencode | AgentBackend::Mimocode => Some(opencode_tool_name(&server.name, &tool)),
                 _ => None,
             };
             out.deny.push(DeniedTool { server: server.name.clone(), tool, rule });
@@ -802,7 +804,7 @@ fn mirrored(
     out.deny.dedup();
     let model = spec.model_pin();
     match backend {
-        Backend::Strands => {
+        AgentBackend::Strands => {
             let config: Map<String, Value> =
                 mounted.iter().map(|server| (server.name.clone(), config_entry(server, notices))).collect();
             let mut args = Vec::new();
@@ -814,7 +816,7 @@ fn mirrored(
         _ => out.mcp_servers = mounted.iter().map(|server| acp_element(server, notices)).collect(),
     }
     match backend {
-        Backend::Claude => {
+        AgentBackend::Claude => {
             let mut permissions = Map::new();
             permissions.insert(
                 "defaultMode".into(),
@@ -838,23 +840,27 @@ fn mirrored(
                     Some(json!({ "_meta": { "claudeCode": { "options": { "tools": [], "strictMcpConfig": true } } } }));
             }
         }
-        Backend::Codex => {
+        AgentBackend::Codex => {
             out.settings = Some(json!({ "config_options": config_options(model, Some("read-only")) }));
         }
-        Backend::Opencode | Backend::Mimocode => {
+        AgentBackend::Opencode | AgentBackend::Mimocode => {
             let rules: Map<String, Value> =
                 out.deny.iter().filter_map(|denied| denied.rule.clone()).map(|rule| (rule, json!("deny"))).collect();
             let config = json!({ "permission": rules });
-            out.settings = Some(if backend == Backend::Mimocode {
+            out.settings = Some(if backend == AgentBackend::Mimocode {
                 json!({ "env": { "MIMOCODE_CONFIG_CONTENT": config.to_string() }, "config_options": config_options(model, Some("ask")) })
             } else {
                 json!({ "permission_config": config, "config_options": config_options(model, Some("ask")) })
             });
         }
-        Backend::Goose => {
+        AgentBackend::Goose => {
             out.settings =
                 Some(json!({ "env": { "GOOSE_MODE": "approve" }, "config_options": config_options(model, None) }));
         }
-        Backend::Strands | Backend::KiroCli | Backend::Kas | Backend::Pi | Backend::Deepseek => {}
+        AgentBackend::Strands
+        | AgentBackend::KiroCli
+        | AgentBackend::Kas
+        | AgentBackend::Pi
+        | AgentBackend::Deepseek => {}
     }
 }

@@ -11,7 +11,7 @@ mod rulings;
 mod servers;
 mod vocabulary;
 
-pub use build::{MAX_KAS_SUBAGENTS, Projection, ProjectionInput, ProjectionOptions, project};
+pub use build::{AgentProjection, MAX_KAS_SUBAGENTS, ProjectionInput, ProjectionOptions, project};
 pub use checkout::{CHECKOUT_KEYS, Narrowed, narrow_checkout_spec};
 pub use permissions::{
     Ceiling, Effect, FILE_TOOL_BUILTINS, PermissionRule, Permissions, SPEC_PERMISSIONS_MIN_ENGINE,
@@ -19,12 +19,14 @@ pub use permissions::{
 };
 pub use rulings::{ruling, rulings};
 pub use servers::{CONTROL_PLANE_SERVERS, DeniedTool, WithheldServer, claude_rule_name, sanitize_claude_name};
-pub use vocabulary::{Backend, Concern, Disposition, PerToolDeny, ProjectionKind, Ruling, WithholdClass, ZeroToolBan};
+pub use vocabulary::{
+    AgentBackend, Concern, Disposition, PerToolDeny, ProjectionKind, Ruling, WithholdClass, ZeroToolBan,
+};
 
 /// Why a projection could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectionError {
-    /// A backend name that is not one of [`Backend::ALL`].
+    /// A backend name that is not one of [`AgentBackend::ALL`].
     #[error("unknown backend `{name}`; known: {known}")]
     UnknownBackend {
         /// As given.

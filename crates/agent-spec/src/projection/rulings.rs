@@ -3,7 +3,7 @@
 //! [`Concern`] without a wildcard arm, so a concern added to the
 //! vocabulary does not compile until every backend answers it.
 
-use super::vocabulary::{Backend, Concern, Disposition, Ruling, WithholdClass};
+use super::vocabulary::{AgentBackend, Concern, Disposition, Ruling, WithholdClass};
 
 const fn delivered(concern: Concern, detail: &'static str) -> Ruling {
     Ruling { concern, disposition: Disposition::Delivered, detail }
@@ -36,22 +36,22 @@ const TOOLS_SETTINGS_NONE: &str =
 const HOOKS_TURN_LOOP: &str = "fired by Cairn's turn loop: every tool call arrives as a permission request";
 
 /// The ruling of `backend` on `concern`.
-pub fn ruling(backend: Backend, concern: Concern) -> Ruling {
+pub fn ruling(backend: AgentBackend, concern: Concern) -> Ruling {
     match backend {
-        Backend::KiroCli => kiro_cli(concern),
-        Backend::Kas => kas(concern),
-        Backend::Claude => claude(concern),
-        Backend::Codex => codex(concern),
-        Backend::Opencode => opencode(concern),
-        Backend::Mimocode => mimocode(concern),
-        Backend::Goose => goose(concern),
-        Backend::Strands => strands(concern),
-        Backend::Pi | Backend::Deepseek => broker_only(backend, concern),
+        AgentBackend::KiroCli => kiro_cli(concern),
+        AgentBackend::Kas => kas(concern),
+        AgentBackend::Claude => claude(concern),
+        AgentBackend::Codex => codex(concern),
+        AgentBackend::Opencode => opencode(concern),
+        AgentBackend::Mimocode => mimocode(concern),
+        AgentBackend::Goose => goose(concern),
+        AgentBackend::Strands => strands(concern),
+        AgentBackend::Pi | AgentBackend::Deepseek => broker_only(backend, concern),
     }
 }
 
 /// Every ruling of one backend, in vocabulary order.
-pub fn rulings(backend: Backend) -> Vec<Ruling> {
+pub fn rulings(backend: AgentBackend) -> Vec<Ruling> {
     Concern::ALL.into_iter().map(|concern| ruling(backend, concern)).collect()
 }
 
@@ -317,7 +317,7 @@ fn strands(concern: Concern) -> Ruling {
     }
 }
 
-fn broker_only(backend: Backend, concern: Concern) -> Ruling {
+fn broker_only(backend: AgentBackend, concern: Concern) -> Ruling {
     use Concern as C;
     let none = "no projection of the spec: the backend has no mirror";
     match concern {
@@ -327,7 +327,7 @@ fn broker_only(backend: Backend, concern: Concern) -> Ruling {
         C::McpServers => withheld(
             concern,
             WithholdClass::BrokerOnly,
-            if backend == Backend::Pi {
+            if backend == AgentBackend::Pi {
                 "pi stores the array and never hands it to the pi process; only Cairn's pooled broker stubs are composed"
             } else {
                 "deepseek mounts the pooled broker stubs, not the servers the spec declares"
@@ -341,7 +341,7 @@ fn broker_only(backend: Backend, concern: Concern) -> Ruling {
         C::Hooks => withheld(
             concern,
             WithholdClass::BrokerOnly,
-            if backend == Backend::Pi {
+            if backend == AgentBackend::Pi {
                 "pi is handed no spec and Cairn does not fire the field there"
             } else {
                 "no channel and not fired by Cairn"

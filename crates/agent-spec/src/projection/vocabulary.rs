@@ -8,7 +8,7 @@ use super::ProjectionError;
 /// A harness a spec can be run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Backend {
+pub enum AgentBackend {
     /// kiro-cli: opens the spec file itself (`--agent <name>`).
     KiroCli,
     /// The Kiro Agent Server: the spec is projected onto
@@ -32,7 +32,7 @@ pub enum Backend {
     Deepseek,
 }
 
-impl Backend {
+impl AgentBackend {
     /// Every backend, in display order.
     pub const ALL: [Self; 10] = [
         Self::KiroCli,
@@ -134,7 +134,7 @@ impl Backend {
     }
 }
 
-impl std::fmt::Display for Backend {
+impl std::fmt::Display for AgentBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }

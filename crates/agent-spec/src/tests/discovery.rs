@@ -10,7 +10,7 @@ use cairn_guard::SensitivePaths;
 use expect_test::expect_file;
 
 use super::{scrub, test_data};
-use crate::{AgentDirs, Catalog, CatalogCache, Pins};
+use crate::{AgentCatalog, AgentDirs, CatalogCache, Pins};
 
 fn render(case: &Path) -> String {
     let mut dirs = AgentDirs::user(case.join("user"));
@@ -20,7 +20,7 @@ fn render(case: &Path) -> String {
     let pins: Pins = std::fs::read_to_string(case.join("pins.json"))
         .map(|text| serde_json::from_str(&text).unwrap())
         .unwrap_or_default();
-    let catalog = Catalog::load(&dirs, &SensitivePaths::default()).unwrap();
+    let catalog = AgentCatalog::load(&dirs, &SensitivePaths::default()).unwrap();
     let mut out = String::new();
     for note in catalog.notes() {
         writeln!(out, "note: {note}").unwrap();
@@ -77,7 +77,8 @@ fn cache_serves_an_unchanged_directory_and_reparses_only_changed_files() {
     assert!(!Arc::ptr_eq(&second, &third));
     let prompt = third.resolve("a", &Pins::new()).unwrap().spec.prompt().map(|p| p.text.to_owned());
     assert_eq!(prompt.as_deref(), Some("two, longer"));
-    let file_b = |catalog: &Catalog| catalog.files().find(|file| file.path.ends_with("b.json")).map(std::ptr::from_ref);
+    let file_b =
+        |catalog: &AgentCatalog| catalog.files().find(|file| file.path.ends_with("b.json")).map(std::ptr::from_ref);
     assert_eq!(file_b(&second), file_b(&third), "the unchanged file is not re-parsed");
 
     std::fs::remove_file(agents.join("b.json")).unwrap();
@@ -91,7 +92,7 @@ fn cache_serves_an_unchanged_directory_and_reparses_only_changed_files() {
 fn missing_directories_are_empty_and_pins_must_be_bare_file_names() {
     let dir = tempfile::tempdir().unwrap();
     let dirs = AgentDirs::user(dir.path().join("absent")).with_project(dir.path().join("project"));
-    let catalog = Catalog::load(&dirs, &SensitivePaths::default()).unwrap();
+    let catalog = AgentCatalog::load(&dirs, &SensitivePaths::default()).unwrap();
     assert!(catalog.names().is_empty());
     let error = catalog.resolve("x", &Pins::new()).unwrap_err().to_string();
     assert!(error.starts_with("no agent named `x` in "), "{error}");
@@ -111,7 +112,7 @@ fn an_unlistable_agents_directory_is_an_error() {
     std::fs::create_dir(&agents).unwrap();
     std::fs::set_permissions(&agents, std::fs::Permissions::from_mode(0o000)).unwrap();
     let listable = std::fs::read_dir(&agents).is_ok(); // root can list anyway
-    let result = Catalog::load(&AgentDirs::user(&agents), &SensitivePaths::default());
+    let result = AgentCatalog::load(&AgentDirs::user(&agents), &SensitivePaths::default());
     std::fs::set_permissions(&agents, std::fs::Permissions::from_mode(0o755)).unwrap();
     if listable {
         assert!(result.is_ok());

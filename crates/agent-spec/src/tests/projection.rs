@@ -11,8 +11,8 @@ use super::test_data;
 use crate::AgentSpec;
 use crate::Scope;
 use crate::projection::{
-    Backend, Ceiling, Concern, Disposition, ProjectionInput, ProjectionOptions, Version, claude_rule_name, project,
-    ruling, rulings, spec_permissions_accepted,
+    AgentBackend, Ceiling, Concern, Disposition, ProjectionInput, ProjectionOptions, Version, claude_rule_name,
+    project, ruling, rulings, spec_permissions_accepted,
 };
 
 fn read_spec(dir: &Path) -> AgentSpec {
@@ -71,7 +71,7 @@ fn every_case_on_every_backend_matches_its_expectation() {
         let peers = peers(&dir);
         let name = spec.name().unwrap().to_owned();
         let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: prompt.as_deref(), peers: &peers };
-        for backend in Backend::ALL {
+        for backend in AgentBackend::ALL {
             let projection = project(&input, backend, &options);
             let text = serde_json::to_string_pretty(&projection).unwrap() + "\n";
             expect_file![dir.join(format!("{backend}.expect"))].assert_eq(&text);
@@ -107,7 +107,7 @@ fn every_backend_answers_every_concern() {
     let positions: BTreeSet<usize> = Concern::ALL.iter().map(|concern| position(*concern)).collect();
     assert_eq!(positions.len(), Concern::ALL.len(), "Concern::ALL repeats a concern");
     assert_eq!(positions.iter().max().map(|max| max + 1), Some(Concern::ALL.len()), "Concern::ALL misses a concern");
-    for backend in Backend::ALL {
+    for backend in AgentBackend::ALL {
         let answered = rulings(backend);
         assert_eq!(answered.len(), Concern::ALL.len(), "{backend}");
         for (concern, answer) in Concern::ALL.iter().zip(&answered) {
@@ -133,61 +133,66 @@ fn rulings_follow_the_per_backend_table() {
             Translated => "translated".to_owned(),
         }
     };
-    let table: &[(Backend, Concern, &str)] = &[
-        (Backend::Claude, Concern::McpServers, "delivered"),
-        (Backend::Claude, Concern::Model, "delivered"),
-        (Backend::Claude, Concern::AvailableModels, "delivered"),
-        (Backend::Claude, Concern::PermissionsDefaultMode, "delivered"),
-        (Backend::Claude, Concern::Tools, "translated"),
-        (Backend::Claude, Concern::DisabledTools, "translated"),
-        (Backend::Claude, Concern::AutoApprove, "gate-preserving"),
-        (Backend::Claude, Concern::Prompt, "context-instead"),
-        (Backend::Claude, Concern::Resources, "no-reader"),
-        (Backend::Claude, Concern::Hooks, "no-channel"),
-        (Backend::Claude, Concern::ToolsSettings, "no-channel"),
-        (Backend::Codex, Concern::McpServers, "delivered"),
-        (Backend::Codex, Concern::Model, "delivered"),
-        (Backend::Codex, Concern::DisabledTools, "translated"),
-        (Backend::Codex, Concern::AvailableModels, "harness-owns-the-vocabulary"),
-        (Backend::Codex, Concern::PermissionsDefaultMode, "fixed-by-governance"),
-        (Backend::Codex, Concern::AutoApprove, "gate-preserving"),
-        (Backend::Codex, Concern::Prompt, "context-instead"),
-        (Backend::Codex, Concern::Resources, "no-reader"),
-        (Backend::Codex, Concern::Hooks, "no-channel"),
-        (Backend::Codex, Concern::ToolsSettings, "no-channel"),
-        (Backend::Opencode, Concern::Hooks, "translated"),
-        (Backend::Opencode, Concern::PermissionsDefaultMode, "fixed-by-governance"),
-        (Backend::Opencode, Concern::Resources, "no-reader"),
-        (Backend::Mimocode, Concern::Hooks, "unasked-native-tools"),
-        (Backend::Mimocode, Concern::DisabledTools, "translated"),
-        (Backend::Goose, Concern::Hooks, "translated"),
-        (Backend::Goose, Concern::Resources, "no-channel-advertised"),
-        (Backend::Goose, Concern::PermissionsDefaultMode, "fixed-by-governance"),
-        (Backend::Strands, Concern::McpServers, "delivered"),
-        (Backend::Strands, Concern::Model, "delivered"),
-        (Backend::Strands, Concern::AvailableModels, "no-vocabulary-advertised"),
-        (Backend::Strands, Concern::AutoApprove, "gate-preserving"),
-        (Backend::Strands, Concern::PermissionsDefaultMode, "gate-preserving"),
-        (Backend::Strands, Concern::Prompt, "context-instead"),
-        (Backend::Strands, Concern::Hooks, "translated"),
-        (Backend::Strands, Concern::ToolsSettings, "no-channel"),
-        (Backend::Pi, Concern::McpServers, "broker-only"),
-        (Backend::Pi, Concern::Model, "delivered"),
-        (Backend::Deepseek, Concern::McpServers, "broker-only"),
-        (Backend::Deepseek, Concern::Model, "delivered"),
-        (Backend::Kas, Concern::Hooks, "translated"),
-        (Backend::Kas, Concern::ToolsSettings, "translated"),
-        (Backend::KiroCli, Concern::Hooks, "delivered"),
-        (Backend::KiroCli, Concern::AutoApprove, "translated"),
+    let table: &[(AgentBackend, Concern, &str)] = &[
+        (AgentBackend::Claude, Concern::McpServers, "delivered"),
+        (AgentBackend::Claude, Concern::Model, "delivered"),
+        (AgentBackend::Claude, Concern::AvailableModels, "delivered"),
+        (AgentBackend::Claude, Concern::PermissionsDefaultMode, "delivered"),
+        (AgentBackend::Claude, Concern::Tools, "translated"),
+        (AgentBackend::Claude, Concern::DisabledTools, "translated"),
+        (AgentBackend::Claude, Concern::AutoApprove, "gate-preserving"),
+        (AgentBackend::Claude, Concern::Prompt, "context-instead"),
+        (AgentBackend::Claude, Concern::Resources, "no-reader"),
+        (AgentBackend::Claude, Concern::Hooks, "no-channel"),
+        (AgentBackend::Claude, Concern::ToolsSettings, "no-channel"),
+        (AgentBackend::Codex, Concern::McpServers, "delivered"),
+        (AgentBackend::Codex, Concern::Model, "delivered"),
+        (AgentBackend::Codex, Concern::DisabledTools, "translated"),
+        (AgentBackend::Codex, Concern::AvailableModels, "harness-owns-the-vocabulary"),
+        (AgentBackend::Codex, Concern::PermissionsDefaultMode, "fixed-by-governance"),
+        (AgentBackend::Codex, Concern::AutoApprove, "gate-preserving"),
+        (AgentBackend::Codex, Concern::Prompt, "context-instead"),
+        (AgentBackend::Codex, Concern::Resources, "no-reader"),
+        (AgentBackend::Codex, Concern::Hooks, "no-channel"),
+        (AgentBackend::Codex, Concern::ToolsSettings, "no-channel"),
+        (AgentBackend::Opencode, Concern::Hooks, "translated"),
+        (AgentBackend::Opencode, Concern::PermissionsDefaultMode, "fixed-by-governance"),
+        (AgentBackend::Opencode, Concern::Resources, "no-reader"),
+        (AgentBackend::Mimocode, Concern::Hooks, "unasked-native-tools"),
+        (AgentBackend::Mimocode, Concern::DisabledTools, "translated"),
+        (AgentBackend::Goose, Concern::Hooks, "translated"),
+        (AgentBackend::Goose, Concern::Resources, "no-channel-advertised"),
+        (AgentBackend::Goose, Concern::PermissionsDefaultMode, "fixed-by-governance"),
+        (AgentBackend::Strands, Concern::McpServers, "delivered"),
+        (AgentBackend::Strands, Concern::Model, "delivered"),
+        (AgentBackend::Strands, Concern::AvailableModels, "no-vocabulary-advertised"),
+        (AgentBackend::Strands, Concern::AutoApprove, "gate-preserving"),
+        (AgentBackend::Strands, Concern::PermissionsDefaultMode, "gate-preserving"),
+        (AgentBackend::Strands, Concern::Prompt, "context-instead"),
+        (AgentBackend::Strands, Concern::Hooks, "translated"),
+        (AgentBackend::Strands, Concern::ToolsSettings, "no-channel"),
+        (AgentBackend::Pi, Concern::McpServers, "broker-only"),
+        (AgentBackend::Pi, Concern::Model, "delivered"),
+        (AgentBackend::Deepseek, Concern::McpServers, "broker-only"),
+        (AgentBackend::Deepseek, Concern::Model, "delivered"),
+        (AgentBackend::Kas, Concern::Hooks, "translated"),
+        (AgentBackend::Kas, Concern::ToolsSettings, "translated"),
+        (AgentBackend::KiroCli, Concern::Hooks, "delivered"),
+        (AgentBackend::KiroCli, Concern::AutoApprove, "translated"),
     ];
     for (backend, concern, expected) in table {
         assert_eq!(withheld(ruling(*backend, *concern).disposition), *expected, "{backend} {concern:?}");
     }
     // "Three fields travel everywhere": every mirror delivers or translates
     // mcpServers, tools and model.
-    for backend in
-        [Backend::Claude, Backend::Codex, Backend::Opencode, Backend::Mimocode, Backend::Goose, Backend::Strands]
-    {
+    for backend in [
+        AgentBackend::Claude,
+        AgentBackend::Codex,
+        AgentBackend::Opencode,
+        AgentBackend::Mimocode,
+        AgentBackend::Goose,
+        AgentBackend::Strands,
+    ] {
         for concern in [Concern::McpServers, Concern::Tools, Concern::Model] {
             assert!(matches!(ruling(backend, concern).disposition, Delivered | Translated), "{backend} {concern:?}");
         }
@@ -196,11 +201,11 @@ fn rulings_follow_the_per_backend_table() {
 
 #[test]
 fn backend_names_parse_and_unknown_ones_are_refused() {
-    for backend in Backend::ALL {
-        assert_eq!(Backend::parse(backend.as_str()).unwrap(), backend);
+    for backend in AgentBackend::ALL {
+        assert_eq!(AgentBackend::parse(backend.as_str()).unwrap(), backend);
     }
-    assert_eq!(Backend::parse("claude-code").unwrap(), Backend::Claude);
-    let error = Backend::parse("copilot").unwrap_err().to_string();
+    assert_eq!(AgentBackend::parse("claude-code").unwrap(), AgentBackend::Claude);
+    let error = AgentBackend::parse("copilot").unwrap_err().to_string();
     assert!(error.contains("unknown backend `copilot`") && error.contains("kiro-cli"), "{error}");
 }
 
@@ -257,7 +262,7 @@ fn claude_settings_fit_the_published_settings_schema() {
         let peers = BTreeMap::new();
         let name = spec.name().unwrap().to_owned();
         let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: None, peers: &peers };
-        let projection = project(&input, Backend::Claude, &options);
+        let projection = project(&input, AgentBackend::Claude, &options);
         let settings = projection.settings.expect("claude writes settings.local.json");
         let object = settings.as_object().unwrap();
         assert!(object.keys().all(|key| ["model", "availableModels", "permissions"].contains(&key.as_str())), "{case}");

@@ -8,7 +8,7 @@ use cairn_guard::SensitivePaths;
 use expect_test::expect_file;
 
 use super::test_data;
-use crate::{AgentSpec, CheckReport, HookEvent, ToolsSettingsGroup};
+use crate::{AgentSpec, CheckReport, SpecHookEvent, ToolsSettingsGroup};
 
 fn render(path: &Path) -> String {
     let file_name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -47,7 +47,7 @@ fn render(path: &Path) -> String {
     writeln!(w, "auto_approve: {}", serde_json::to_string(&approve).unwrap()).unwrap();
     writeln!(w, "include_mcp_json: {:?}", spec.include_mcp_json().map_err(|error| error.to_string())).unwrap();
     let hooks = spec.hooks();
-    for event in HookEvent::ALL {
+    for event in SpecHookEvent::ALL {
         for entry in hooks.entries(event) {
             writeln!(w, "hook {}: {}", event.as_str(), serde_json::to_string(entry).unwrap()).unwrap();
         }

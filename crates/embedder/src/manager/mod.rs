@@ -24,7 +24,7 @@ use tracing::{debug, info_span, warn};
 
 pub use source::{ArchiveMember, Artifact, ArtifactKind, DEFAULT_MODEL_SHA256, DEFAULT_MODEL_URL, ModelSource};
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{LoaderClock, SystemLoaderClock};
 use crate::constants::{
     DOWNLOAD_ATTEMPTS_BACKGROUND, DOWNLOAD_ATTEMPTS_INTERACTIVE, DOWNLOAD_RETRY_BASE, DOWNLOAD_RETRY_CAP,
 };
@@ -255,7 +255,7 @@ struct State {
 
 struct Shared {
     config: ManagerConfig,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn LoaderClock>,
     state: Mutex<State>,
 }
 
@@ -275,11 +275,11 @@ impl std::fmt::Debug for ModelManager {
 impl ModelManager {
     /// A manager on the real clock.
     pub fn new(config: ManagerConfig) -> Self {
-        Self::with_clock(config, Arc::new(SystemClock::new()))
+        Self::with_clock(config, Arc::new(SystemLoaderClock::new()))
     }
 
     /// A manager whose retry delays go through `clock`.
-    pub fn with_clock(config: ManagerConfig, clock: Arc<dyn Clock>) -> Self {
+    pub fn with_clock(config: ManagerConfig, clock: Arc<dyn LoaderClock>) -> Self {
         Self {
             shared: Arc::new(Shared {
                 config,

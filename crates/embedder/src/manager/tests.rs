@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::download::check_url;
 use super::*;
-use crate::clock::ManualClock;
+use crate::clock::ManualLoaderClock;
 
 /// What a route answers.
 #[derive(Clone)]
@@ -119,8 +119,8 @@ fn file_source(weights_url: String, weights_sha: &str, config_url: String) -> Mo
     )
 }
 
-fn manager(models_dir: &Path, source: ModelSource) -> (ModelManager, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new());
+fn manager(models_dir: &Path, source: ModelSource) -> (ModelManager, Arc<ManualLoaderClock>) {
+    let clock = Arc::new(ManualLoaderClock::new());
     let config = ManagerConfig::new(models_dir).source(source);
     (ModelManager::with_clock(config, clock.clone()), clock)
 }

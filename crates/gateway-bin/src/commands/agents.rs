@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use cairn_agent_spec::projection::{Backend, Disposition, Projection, ProjectionInput, ProjectionOptions};
+use cairn_agent_spec::projection::{AgentBackend, AgentProjection, Disposition, ProjectionInput, ProjectionOptions};
 use cairn_agent_spec::{AgentSpec, Pins};
 
 use cairn_agent_spec::{
-    Catalog, ResolveContext, ResolvedSpec, check_file, resolve_prompt, skill_globs, steering_files, validate_pin,
+    AgentCatalog, ResolveContext, ResolvedSpec, check_file, resolve_prompt, skill_globs, steering_files, validate_pin,
 };
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
@@ -139,7 +139,7 @@ pub(crate) fn run(home: &Home, command: &AgentCommand) -> anyhow::Result<ExitCod
     }
 }
 
-fn catalog(home: &Home, dirs: &Dirs) -> anyhow::Result<Catalog> {
+fn catalog(home: &Home, dirs: &Dirs) -> anyhow::Result<AgentCatalog> {
     home.agents(dirs.agents_dir.as_deref(), dirs.project.as_deref())
 }
 
@@ -303,10 +303,10 @@ fn check(home: &Home, args: &CheckArgs) -> anyhow::Result<ExitCode> {
 pub(crate) fn projection(
     home: &Home,
     name: &str,
-    backend: Backend,
+    backend: AgentBackend,
     agents_dir: Option<&Path>,
     project: Option<&Path>,
-) -> anyhow::Result<Projection> {
+) -> anyhow::Result<AgentProjection> {
     let catalog = home.agents(agents_dir, project)?;
     Ok(project_in(&catalog, &home.pins()?, &home.resolve_context(project), name, backend)?)
 }
@@ -315,12 +315,12 @@ pub(crate) fn projection(
 /// catalog's other agents as the sub-agent pool, the resolver's warnings
 /// first among the notices.
 pub(crate) fn project_in(
-    catalog: &Catalog,
+    catalog: &AgentCatalog,
     pins: &Pins,
     context: &ResolveContext,
     name: &str,
-    backend: Backend,
-) -> Result<Projection, cairn_agent_spec::AgentSpecError> {
+    backend: AgentBackend,
+) -> Result<AgentProjection, cairn_agent_spec::AgentSpecError> {
     let resolved = catalog.resolve(name, pins)?;
     let prompt = resolve_prompt(&resolved.spec, resolved.scope, context).ok().map(|prompt| prompt.text);
     let peers: BTreeMap<String, AgentSpec> = catalog
@@ -344,7 +344,7 @@ pub(crate) fn project_in(
 }
 
 fn project(home: &Home, args: &ProjectArgs) -> anyhow::Result<ExitCode> {
-    let backend = match Backend::parse(&args.backend) {
+    let backend = match AgentBackend::parse(&args.backend) {
         Ok(backend) => backend,
         Err(error) => {
             eprintln!("error: {error}");
@@ -369,7 +369,7 @@ fn project(home: &Home, args: &ProjectArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_projection(out: &mut impl Write, built: &Projection) -> io::Result<()> {
+fn write_projection(out: &mut impl Write, built: &AgentProjection) -> io::Result<()> {
     let kind = serde_json::to_value(built.kind).ok().and_then(|kind| kind.as_str().map(str::to_owned));
     writeln!(out, "agent: {}", built.agent)?;
     writeln!(out, "backend: {} ({})", built.backend, kind.unwrap_or_default())?;
@@ -463,7 +463,7 @@ fn merge_key(map: &mut Map<String, Value>, key: &str, value: Value, label: &str,
     }
 }
 
-fn claude_files(home: &Home, dir: &Path, built: &Projection) -> anyhow::Result<Vec<ExportFile>> {
+fn claude_files(home: &Home, dir: &Path, built: &AgentProjection) -> anyhow::Result<Vec<ExportFile>> {
     let mcp_path = dir.join(".mcp.json");
     let (before, mut after) = read_json_object(home, &mcp_path)?;
     let mut kept = Vec::new();
@@ -530,7 +530,7 @@ fn claude_mcp_entry(element: &Value) -> Value {
     }
 }
 
-fn kas_files(home: &Home, dir: &Path, built: &Projection) -> anyhow::Result<Vec<ExportFile>> {
+fn kas_files(home: &Home, dir: &Path, built: &AgentProjection) -> anyhow::Result<Vec<ExportFile>> {
     let path = dir.join(".kiro").join("kas-custom-agents.json");
     let (before, mut after) = read_json_object(home, &path)?;
     let mut kept = Vec::new();
@@ -545,8 +545,8 @@ fn kas_files(home: &Home, dir: &Path, built: &Projection) -> anyhow::Result<Vec<
 
 fn export(home: &Home, args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let backend = match args.to {
-        ExportTarget::ClaudeCode => Backend::Claude,
-        ExportTarget::Kas => Backend::Kas,
+        ExportTarget::ClaudeCode => AgentBackend::Claude,
+        ExportTarget::Kas => AgentBackend::Kas,
     };
     let built =
         match projection(home, &args.name, backend, args.dirs.agents_dir.as_deref(), args.dirs.project.as_deref()) {

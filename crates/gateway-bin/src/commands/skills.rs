@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use cairn_skills::{Catalog, Severity, lint_path};
+use cairn_skills::{LintSeverity, SkillCatalog, lint_path};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -93,7 +93,7 @@ pub(crate) enum SkillsCommand {
     },
 }
 
-fn catalog(home: &Home, args: &SkillsArgs) -> anyhow::Result<Catalog> {
+fn catalog(home: &Home, args: &SkillsArgs) -> anyhow::Result<SkillCatalog> {
     home.ensure_dir()?;
     // `match` is a preview: it records no usage.
     let record_usage = !matches!(args.command, SkillsCommand::Match { .. });
@@ -197,9 +197,9 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
                     writeln!(out, "{}: {verdict}", report.dir.display())?;
                     for finding in &report.findings {
                         let severity = match finding.severity {
-                            Severity::Error => "error",
-                            Severity::Portability => "portability",
-                            Severity::Warning => "warning",
+                            LintSeverity::Error => "error",
+                            LintSeverity::Portability => "portability",
+                            LintSeverity::Warning => "warning",
                         };
                         writeln!(out, "  {severity} [{}] {}", finding.rule, finding.message)?;
                     }

@@ -82,7 +82,7 @@ pub(crate) fn run(home: &Home, command: &McpCommand) -> anyhow::Result<ExitCode>
 pub(crate) struct McpStores {
     pub(crate) memory: Arc<cairn_memory_core::MemoryDb>,
     pub(crate) files: Arc<cairn_memory_core::MemoryFiles>,
-    pub(crate) skills: Arc<cairn_skills::Catalog>,
+    pub(crate) skills: Arc<cairn_skills::SkillCatalog>,
     pub(crate) model: Arc<ModelLifecycle>,
 }
 

@@ -27,7 +27,7 @@ use cairn_embedder::EmbeddingBackend;
 use cairn_embedder::manager::ModelManager;
 use cairn_guard::SensitivePaths;
 use cairn_memory_core::{MemoryDb, MemoryFiles};
-use cairn_skills::Catalog;
+use cairn_skills::SkillCatalog;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
@@ -142,7 +142,7 @@ pub(crate) struct AppState {
     pub(crate) token: ApiToken,
     pub(crate) memory: Arc<MemoryDb>,
     pub(crate) files: Arc<MemoryFiles>,
-    pub(crate) skills: Arc<Catalog>,
+    pub(crate) skills: Arc<SkillCatalog>,
     /// `hooks` of config.json: auto-replies, transforms, context rules, tool decisions.
     pub(crate) config_hooks: Arc<cairn_hooks::ConfigHooks>,
     /// The user's kiro-cli hooks after the merge (`agent.kiro_hooks`),

@@ -144,7 +144,7 @@ fn active_vector_ids(connection: &Connection, space: &str) -> Result<HashSet<u64
     rows.map(|id| id.map(|id| id as u64)).collect::<Result<_, _>>().map_err(MemoryError::sqlite(operation))
 }
 
-fn index_error(operation: &'static str) -> impl FnOnce(cairn_memory_vector::Error) -> MemoryError {
+fn index_error(operation: &'static str) -> impl FnOnce(cairn_memory_vector::VectorError) -> MemoryError {
     move |source| MemoryError::Index { operation, source }
 }
 

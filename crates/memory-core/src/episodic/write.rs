@@ -12,7 +12,7 @@ use crate::constants::{
 };
 use crate::db::{EventRecord, MemoryDb, insert_event, now_ms, space_signature};
 use crate::error::{MemoryError, Rejected, Result};
-use crate::types::{AuditAction, DeleteOutcome};
+use crate::types::{DeleteOutcome, MemoryAuditAction};
 use crate::validate;
 
 pub(crate) const MEMORY_TYPE: &str = "episodic";
@@ -143,7 +143,7 @@ pub(crate) fn find_near_duplicate(
 
 fn audit(
     tx: &Transaction<'_>,
-    action: AuditAction,
+    action: MemoryAuditAction,
     id: i64,
     old: Option<&str>,
     new: Option<&str>,
@@ -176,7 +176,7 @@ fn tombstone(tx: &Transaction<'_>, id: i64, source: &str, detail: &str) -> Resul
         .map_err(MemoryError::sqlite("tombstoning an episodic row"))?;
     match text {
         Some(text) => {
-            audit(tx, AuditAction::Deleted, id, Some(&text), None, source, detail)?;
+            audit(tx, MemoryAuditAction::Deleted, id, Some(&text), None, source, detail)?;
             Ok(true)
         }
         None => Ok(false),
@@ -299,7 +299,7 @@ impl MemoryDb {
         if let Some((of, cosine)) = duplicate {
             audit(
                 &tx,
-                AuditAction::ConflictSkip,
+                MemoryAuditAction::ConflictSkip,
                 of,
                 None,
                 Some(&checked.text),
@@ -322,7 +322,7 @@ impl MemoryDb {
                     &tx,
                     &EventRecord {
                         memory_type: MEMORY_TYPE,
-                        action: AuditAction::Rejected,
+                        action: MemoryAuditAction::Rejected,
                         key: Some("episodic"),
                         old_value: None,
                         new_value: Some(&snippet),
@@ -379,7 +379,7 @@ impl MemoryDb {
         let id = tx.last_insert_rowid();
         audit(
             &tx,
-            AuditAction::Created,
+            MemoryAuditAction::Created,
             id,
             None,
             Some(&checked.text),

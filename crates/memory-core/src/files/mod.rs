@@ -55,16 +55,16 @@ pub const HISTORY_DIR: &str = "history";
 /// Where the files' notion of "now" comes from: local wall-clock time with
 /// its time zone. Day files and entry headers use this clock's local date
 /// and time; the history cache ages by it.
-pub trait Clock: Send + Sync {
+pub trait ZonedClock: Send + Sync {
     /// The current instant in the local time zone.
     fn now(&self) -> ZonedDateTime;
 }
 
 /// The system clock in the system time zone.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub struct SystemZonedClock;
 
-impl Clock for SystemClock {
+impl ZonedClock for SystemZonedClock {
     fn now(&self) -> ZonedDateTime {
         ZonedDateTime::now()
     }
@@ -73,14 +73,14 @@ impl Clock for SystemClock {
 /// A clock that stands still until it is set or advanced: the test double
 /// for cache expiry and midnight.
 #[derive(Debug)]
-pub struct ManualClock {
+pub struct ManualZonedClock {
     now: Mutex<ZonedDateTime>,
 }
 
-impl ManualClock {
+impl ManualZonedClock {
     /// A clock showing `now`.
     pub fn new(now: ZonedDateTime) -> Self {
-        ManualClock { now: Mutex::new(now) }
+        ManualZonedClock { now: Mutex::new(now) }
     }
 
     /// Moves the clock to `now`.
@@ -95,7 +95,7 @@ impl ManualClock {
     }
 }
 
-impl Clock for ManualClock {
+impl ZonedClock for ManualZonedClock {
     fn now(&self) -> ZonedDateTime {
         self.now.lock().clone()
     }
@@ -212,7 +212,7 @@ struct CachedHistory {
 pub struct MemoryFiles {
     memory_dir: PathBuf,
     history_dir: PathBuf,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn ZonedClock>,
     cache: Mutex<Option<CachedHistory>>,
     index: KeywordIndex,
 }
@@ -242,13 +242,13 @@ impl MemoryFiles {
             index: KeywordIndex::new(home.join(INDEX_FILE_NAME), memory_dir.clone()),
             memory_dir,
             history_dir,
-            clock: Arc::new(SystemClock),
+            clock: Arc::new(SystemZonedClock),
             cache: Mutex::new(None),
         })
     }
 
     /// Uses `clock` instead of the system clock.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+    pub fn with_clock(mut self, clock: Arc<dyn ZonedClock>) -> Self {
         self.clock = clock;
         self
     }

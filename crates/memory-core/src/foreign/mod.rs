@@ -220,7 +220,7 @@ pub struct ForeignItem {
 /// A file- or directory-level finding: a symlink refused, a file too
 /// large, an unsupported store, transcripts not read, a profile limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Diagnostic {
+pub struct ImportDiagnostic {
     /// Which agent.
     pub source: ForeignSource,
     /// The file or directory.
@@ -268,7 +268,7 @@ pub struct ForeignReport {
     /// Every entry, in file order.
     pub items: Vec<ForeignItem>,
     /// File- and directory-level findings.
-    pub diagnostics: Vec<Diagnostic>,
+    pub diagnostics: Vec<ImportDiagnostic>,
 }
 
 impl ForeignReport {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::parse::{self, Block};
 use super::read::{self, EntryKind, Refusal};
-use super::{Diagnostic, ForeignRoots, ForeignSource, Landing, RawItem};
+use super::{ForeignRoots, ForeignSource, ImportDiagnostic, Landing, RawItem};
 use crate::constants::{EPISODIC_MAX_CHARS, MAX_FOREIGN_DIR_ENTRIES, MAX_HERMES_PROFILES};
 use crate::files::parse_day_file_name;
 
@@ -14,13 +14,13 @@ use crate::files::parse_day_file_name;
 #[derive(Default)]
 pub(crate) struct Collector {
     pub(crate) items: Vec<RawItem>,
-    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) diagnostics: Vec<ImportDiagnostic>,
     pub(crate) files_read: usize,
 }
 
 impl Collector {
     fn diagnose(&mut self, source: ForeignSource, path: &Path, code: &str, message: impl Into<String>) {
-        self.diagnostics.push(Diagnostic {
+        self.diagnostics.push(ImportDiagnostic {
             source,
             path: path.display().to_string(),
             code: code.to_owned(),

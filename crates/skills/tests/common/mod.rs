@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cairn_skills::{Catalog, ManualClock, MemoryAudit, SkillsConfig};
+use cairn_skills::{ManualSkillClock, MemoryAudit, SkillCatalog, SkillsConfig};
 
 /// 2026-01-01T00:00:00Z in milliseconds.
 pub const T0: u64 = 1_767_225_600_000;
@@ -12,8 +12,8 @@ pub const T0: u64 = 1_767_225_600_000;
 /// Field order matters: the catalog (whose ledger flushes on drop) goes
 /// before the home directory is removed.
 pub struct Fixture {
-    pub catalog: Catalog,
-    pub clock: Arc<ManualClock>,
+    pub catalog: SkillCatalog,
+    pub clock: Arc<ManualSkillClock>,
     pub audit: Arc<MemoryAudit>,
     pub home: tempfile::TempDir,
 }
@@ -25,11 +25,11 @@ impl Fixture {
 
     pub fn with(configure: impl FnOnce(&mut SkillsConfig)) -> Self {
         let home = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(T0));
+        let clock = Arc::new(ManualSkillClock::new(T0));
         let audit = Arc::new(MemoryAudit::default());
         let mut config = SkillsConfig::new(home.path());
         configure(&mut config);
-        let catalog = Catalog::with_parts(config, clock.clone(), audit.clone());
+        let catalog = SkillCatalog::with_parts(config, clock.clone(), audit.clone());
         Self { catalog, clock, audit, home }
     }
 

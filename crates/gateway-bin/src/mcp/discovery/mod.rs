@@ -27,7 +27,7 @@ pub(crate) mod probe;
 
 use std::path::{Path, PathBuf};
 
-use cairn_agent_spec::{AgentSpec, Catalog, McpServer, McpTransport, Pins, Scope, Severity, SpecFormat};
+use cairn_agent_spec::{AgentCatalog, AgentSpec, McpServer, McpTransport, Pins, Scope, SpecFormat, SpecSeverity};
 use cairn_guard::SensitivePaths;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -201,7 +201,7 @@ fn read_servers(value: &Value) -> (Vec<McpServer>, Vec<String>) {
 fn server_problems(spec: &AgentSpec) -> Vec<String> {
     spec.diagnostics()
         .into_iter()
-        .filter(|finding| finding.severity == Severity::Error && finding.path.starts_with("mcpServers"))
+        .filter(|finding| finding.severity == SpecSeverity::Error && finding.path.starts_with("mcpServers"))
         .map(|finding| format!("{}: {}", finding.path, finding.message))
         .collect()
 }
@@ -260,7 +260,7 @@ impl Discovery {
     /// Reads every source; `agent` selects the agent whose spec comes first
     /// and whose grants are reported.
     pub(crate) fn load(locations: &Locations, agent: Option<&str>) -> anyhow::Result<Self> {
-        let catalog = Catalog::load(&locations.catalog_dirs, &locations.sensitive)
+        let catalog = AgentCatalog::load(&locations.catalog_dirs, &locations.sensitive)
             .map_err(|error| anyhow::anyhow!("reading the agent spec directories: {error}"))?;
         let selected = match agent {
             None => None,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use cairn_agent_spec::{Catalog, ResolveContext, SpecFormat};
+use cairn_agent_spec::{AgentCatalog, ResolveContext, SpecFormat};
 use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -22,8 +22,8 @@ use crate::settings::atomic_write;
 /// Longest model name a PATCH accepts.
 const MAX_MODEL_CHARS: usize = 200;
 
-fn load(state: &AppState) -> Result<Catalog, ApiError> {
-    Catalog::load(&state.agents.dirs, &state.agents.sensitive).map_err(ApiError::internal)
+fn load(state: &AppState) -> Result<AgentCatalog, ApiError> {
+    AgentCatalog::load(&state.agents.dirs, &state.agents.sensitive).map_err(ApiError::internal)
 }
 
 fn context(state: &AppState) -> ResolveContext {
@@ -325,7 +325,7 @@ pub(crate) async fn get_projection(
         let Some(backend) = query.backend else {
             return Err(ApiError::bad_request("missing_backend", "pass ?backend=<name>"));
         };
-        let backend = cairn_agent_spec::projection::Backend::parse(&backend)
+        let backend = cairn_agent_spec::projection::AgentBackend::parse(&backend)
             .map_err(|error| ApiError::bad_request("unknown_backend", error.to_string()))?;
         let catalog = load(&state)?;
         if !catalog.names().contains(&name) {
