@@ -1,7 +1,9 @@
 //! `cairn dashboard [--open]`: the address of the running `cairn serve`'s
 //! page, with the API token in the URL fragment (`#token=...`). A fragment
 //! is never sent to the server or in a `Referer`; the page moves it into
-//! session storage and removes it from the address bar.
+//! session storage and removes it from the address bar. `--open` also
+//! hands the address to the browser `$BROWSER` names, or the system's
+//! default one.
 //!
 //! The address is, first found: the `ip:port` that `cairn serve --port-file
 //! FILE` wrote, the one the running server recorded in `<home>/serve.address`,
@@ -30,7 +32,7 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 /// `cairn dashboard` flags.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DashboardArgs {
-    /// Open the address in the default browser as well as printing it.
+    /// Also open the address in a browser: the command in $BROWSER, else the system default.
     #[arg(long)]
     pub(crate) open: bool,
     /// Read the server's `ip:port` from the file `cairn serve --port-file FILE` wrote
@@ -145,19 +147,14 @@ fn check_serving(address: SocketAddr, token: &str) -> Result<(), DashboardError>
     }
 }
 
+/// Opens `url` with the `webbrowser` crate: the commands in `$BROWSER`
+/// first (`:`-separated, `%s` for the address, else appended), then the
+/// platform's opener (`xdg-open` and the desktops' own, `open` on macOS,
+/// the shell on Windows). A graphical browser is started in the
+/// background, so the command returns at once.
 fn open_in_browser(url: &str) -> anyhow::Result<()> {
-    let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
-    let status = std::process::Command::new(opener)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .with_context(|| format!("running {opener} (the address is printed above)"))?;
-    if !status.success() {
-        bail!("{opener} could not open the address ({status}); the address is printed above");
-    }
-    Ok(())
+    webbrowser::open(url)
+        .map_err(|error| anyhow::anyhow!("could not open a browser ({error}); the address is printed above"))
 }
 
 #[cfg(test)]

@@ -743,3 +743,54 @@ fn dashboard_mcp_probe_all_then_enable_for_an_agent() {
     assert!(spec["tools"].as_array().unwrap().contains(&json!("@memory")), "{spec}");
     browser.finish("mcp");
 }
+
+#[test]
+fn dashboard_open_hands_the_signed_in_address_to_the_browser_in_browser_env() {
+    let gateway = start(&[]);
+    let recorder = tempfile::tempdir().unwrap();
+    let recorded = recorder.path().join("opened.txt");
+    let script = recorder.path().join("record-browser");
+    // A stand-in browser: writes the address it is given, atomically.
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{0}.tmp' && mv '{0}.tmp' '{0}'\n", recorded.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let output = cairn()
+        .arg("--home")
+        .arg(gateway.home())
+        .args(["dashboard", "--open", "--port-file"])
+        .arg(gateway.home().join("port"))
+        .env_remove("CAIRN_HOME")
+        .env("HOME", gateway.home())
+        .env("BROWSER", &script)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "cairn dashboard --open: {}", String::from_utf8_lossy(&output.stderr));
+    let printed = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let expected = format!("{}/#token={}", gateway.base, gateway.token);
+    assert_eq!(printed, expected);
+    let started = Instant::now();
+    while !recorded.exists() {
+        assert!(started.elapsed() < PATIENCE, "the browser command was not run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_to_string(&recorded).unwrap(), format!("{expected}\n"), "one argument: the address");
+
+    // A browser command that fails is reported, and the address is still printed.
+    let failing = cairn()
+        .arg("--home")
+        .arg(gateway.home())
+        .args(["dashboard", "--open", "--port-file"])
+        .arg(gateway.home().join("port"))
+        .env_remove("CAIRN_HOME")
+        .env("HOME", gateway.home())
+        .env("BROWSER", recorder.path().join("no-such-browser"))
+        .env("PATH", recorder.path())
+        .output()
+        .unwrap();
+    assert!(!failing.status.success());
+    assert_eq!(String::from_utf8(failing.stdout).unwrap().trim(), expected);
+    assert!(String::from_utf8_lossy(&failing.stderr).contains("could not open a browser"));
+}
