@@ -60,6 +60,24 @@ impl AgentContext {
         Ok(Self { name: resolved.name, prompt: prompt.text, steering: docs, notices, scope })
     }
 
+    /// The skill scope alone of the agent `name` (its `skill://` mapping),
+    /// for a surface that serves skills but no prompt (the MCP server's
+    /// `skill_search`). Reads neither the prompt nor the steering.
+    ///
+    /// # Errors
+    ///
+    /// [`ContextError::Agent`] when the name does not resolve.
+    pub fn resolve_scope(
+        catalog: &AgentCatalog,
+        name: &str,
+        pins: &Pins,
+        context: &ResolveContext,
+    ) -> Result<AgentScope> {
+        let resolved =
+            catalog.resolve(name, pins).map_err(|source| ContextError::Agent { name: name.to_owned(), source })?;
+        Ok(AgentScope::custom(skill_globs(&resolved.spec, context)))
+    }
+
     /// [`Self::resolve`] for a session on `backend`: the session-start
     /// notices name what the backend will not receive (from the spec's
     /// projection there), and the steering is dropped where the backend

@@ -6,8 +6,11 @@
 //!   `DIR/.claude/settings.json` and `DIR/.mcp.json`.
 //! - `kiro-cli --agent NAME`: the agent spec `NAME.json` in the agents
 //!   directory (`agent.agents_dir`, else `~/.kiro/agents`) gets the
-//!   `mcpServers.cairn` entry, `agentSpawn` and `userPromptSubmit` hooks,
-//!   and `@cairn` in its `tools` when it lists tools.
+//!   `mcpServers.cairn` entry (`cairn mcp serve --agent NAME`, so the
+//!   agent's `skill_search` finds only its own skills), `agentSpawn` and
+//!   `userPromptSubmit` hooks, and `@cairn` in its `tools` when it lists
+//!   tools. An entry an earlier install wrote without `--agent` for this
+//!   binary and home is replaced (install) or removed (uninstall).
 //!
 //! Files are merged, never clobbered: unknown keys and other entries stay,
 //! an entry already present is not added twice, and a file that is not a
@@ -93,6 +96,11 @@ impl Invocation {
 
     fn mcp_server(&self) -> Value {
         json!({"command": self.exe, "args": ["--home", self.home, "mcp", "serve"]})
+    }
+
+    /// The MCP server of agent `name`: its `skill_search` is scoped to the agent.
+    fn agent_mcp_server(&self, name: &str) -> Value {
+        json!({"command": self.exe, "args": ["--home", self.home, "mcp", "serve", "--agent", name]})
     }
 }
 
@@ -218,7 +226,14 @@ fn kiro_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<Vec
     if before.is_none() {
         bail!("no agent spec {} (create the agent in kiro-cli first)", path.display());
     }
-    set_server(&mut agent, "mcpServers", invocation.mcp_server(), &path, install)?;
+    // An earlier install's entry for this binary and home, unscoped.
+    let unscoped = invocation.mcp_server();
+    if let Some(servers) = agent.get_mut("mcpServers").and_then(Value::as_object_mut)
+        && servers.get(SERVER_NAME) == Some(&unscoped)
+    {
+        servers.remove(SERVER_NAME);
+    }
+    set_server(&mut agent, "mcpServers", invocation.agent_mcp_server(name), &path, install)?;
     let entries: Vec<(&str, Value)> = KIRO_EVENTS
         .iter()
         .map(|event| (*event, json!({"command": invocation.hook_command("kiro-cli", event)})))

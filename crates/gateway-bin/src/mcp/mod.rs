@@ -13,6 +13,15 @@
 //! keywords and writes land without vectors (a gateway's heartbeat, or
 //! `cairn memory backfill`, embeds them later). This server never
 //! downloads a model.
+//!
+//! `cairn mcp serve --agent NAME` serves the agent `NAME`: `skill_search`
+//! finds only the skills its `skill://` resources map (an unmapped agent
+//! finds none), as the session context of that agent lists them. The
+//! agent is fixed for the server's life, on its command line, because
+//! that is what a host can deliver: hosts start an MCP server from a
+//! fixed command in their config (kiro-cli per agent spec), and a tool
+//! argument would be chosen by the model. Without `--agent` the server is
+//! the default agent's and searches the whole catalog.
 
 pub(crate) mod discovery;
 mod tools;
@@ -21,6 +30,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use cairn_context::{AgentContext, AgentScope};
 use cairn_embedder::ModelManager;
 use rmcp::ServiceExt as _;
 
@@ -33,7 +43,7 @@ pub(crate) use tools::{CairnMcp, TOOL_NAMES};
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum McpCommand {
     /// Serve the MCP tools over stdio (for Claude Code, kiro-cli and other MCP hosts).
-    Serve,
+    Serve(McpServeArgs),
     /// Print the tool names and their JSON input schemas (JSON).
     Tools,
     /// The MCP servers of the agent specs and mcp.json files, with where each is defined.
@@ -50,9 +60,17 @@ pub(crate) enum McpCommand {
     Import(discovery::cli::ImportArgs),
 }
 
+/// `cairn mcp serve` options.
+#[derive(Debug, clap::Args)]
+pub(crate) struct McpServeArgs {
+    /// Serve this agent: `skill_search` finds only the skills its `skill://` resources map.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) agent: Option<String>,
+}
+
 pub(crate) fn run(home: &Home, command: &McpCommand) -> anyhow::Result<ExitCode> {
     match command {
-        McpCommand::Serve => serve(home),
+        McpCommand::Serve(args) => serve(home, args),
         McpCommand::Tools => {
             let mut tools = CairnMcp::tool_list();
             tools.sort_by_key(|tool| TOOL_NAMES.iter().position(|name| *name == tool.name));
@@ -84,6 +102,8 @@ pub(crate) struct McpStores {
     pub(crate) files: Arc<cairn_memory_core::MemoryFiles>,
     pub(crate) skills: Arc<cairn_skills::SkillCatalog>,
     pub(crate) model: Arc<ModelLifecycle>,
+    /// Which skills `skill_search` finds: the served agent's mapping.
+    pub(crate) skill_scope: AgentScope,
 }
 
 impl McpStores {
@@ -98,12 +118,22 @@ impl McpStores {
         let files = Arc::new(home.open_files()?);
         let skills = Arc::new(home.skills(&SkillSources { record_usage: true, ..SkillSources::default() }));
         model.start();
-        Ok(Self { memory, files, skills, model })
+        Ok(Self { memory, files, skills, model, skill_scope: AgentScope::default() })
     }
 }
 
-fn serve(home: &Home) -> anyhow::Result<ExitCode> {
-    let stores = Arc::new(McpStores::open(home)?);
+/// The skill scope of the served agent: its `skill://` mapping, or the
+/// whole catalog without `--agent`.
+fn skill_scope(home: &Home, agent: Option<&str>) -> anyhow::Result<AgentScope> {
+    let Some(name) = agent else { return Ok(AgentScope::default()) };
+    let catalog = home.agents(None, None)?;
+    AgentContext::resolve_scope(&catalog, name, &home.pins()?, &home.resolve_context(None))
+        .with_context(|| format!("resolving --agent {name:?}"))
+}
+
+fn serve(home: &Home, args: &McpServeArgs) -> anyhow::Result<ExitCode> {
+    let skill_scope = skill_scope(home, args.agent.as_deref())?;
+    let stores = Arc::new(McpStores { skill_scope, ..McpStores::open(home)? });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

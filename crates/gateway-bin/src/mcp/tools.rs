@@ -511,17 +511,24 @@ impl CairnMcp {
     }
 
     #[tool(description = "Find locally installed skills by name and description (bodies are searched only when no \
-                       metadata matches). Read one with skill_read.")]
+                       metadata matches); a server started for an agent finds only that agent's skills. Read one \
+                       with skill_read.")]
     async fn skill_search(&self, Parameters(args): Parameters<SkillSearchArgs>) -> Result<CallToolResult, ErrorData> {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
             check_not_blank("query", &args.query)?;
             check_chars("query", &args.query, MAX_QUERY_CHARS)?;
             check_range("limit", args.limit, 1, cairn_skills::constants::SEARCH_MAX_LIMIT as u32)?;
+            let limit = args.limit.unwrap_or(10) as usize;
+            // The served agent's catalog: searched at the ceiling, then
+            // narrowed to its mapping, so a scoped search still fills `limit`.
+            let scope = &stores.skill_scope;
             let hits: Vec<Value> = stores
                 .skills
-                .search(&args.query, args.limit.unwrap_or(10) as usize)
+                .search(&args.query, if scope.custom { cairn_skills::constants::SEARCH_MAX_LIMIT } else { limit })
                 .into_iter()
+                .filter(|hit| scope.allows_skill(&hit.path, hit.path.parent().unwrap_or(&hit.path)))
+                .take(limit)
                 .map(|hit| {
                     json!({
                         "name": hit.name,

@@ -340,9 +340,11 @@ fn kiro_cli_agent_install_and_uninstall() {
     let agent = read_json(&agents.join("dev.json"));
     assert_eq!(agent["tools"], json!(["fs_read", "@git", "@cairn"]));
     assert_eq!(agent["mcpServers"]["git"], original["mcpServers"]["git"]);
+    let canonical_home = std::fs::canonicalize(home.path()).unwrap();
     assert_eq!(
         agent["mcpServers"]["cairn"]["args"],
-        json!(["--home", std::fs::canonicalize(home.path()).unwrap(), "mcp", "serve"])
+        json!(["--home", canonical_home, "mcp", "serve", "--agent", "dev"]),
+        "the agent's MCP server is scoped to it"
     );
     assert_eq!(agent["hooks"]["agentSpawn"].as_array().unwrap().len(), 2);
     assert!(
@@ -350,4 +352,23 @@ fn kiro_cli_agent_install_and_uninstall() {
     );
     assert!(host(home.path(), user.path(), &["uninstall", "kiro-cli", "--agent", "dev"]).status.success());
     assert_eq!(read_json(&agents.join("dev.json")), original);
+
+    // An unscoped entry an earlier install wrote for this binary and home
+    // is replaced by the scoped one, and removed by uninstall; anyone
+    // else's `cairn` entry is refused.
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_cairn")).unwrap();
+    let mut earlier = original.clone();
+    earlier["mcpServers"]["cairn"] = json!({"command": exe, "args": ["--home", canonical_home, "mcp", "serve"]});
+    std::fs::write(agents.join("dev.json"), earlier.to_string()).unwrap();
+    assert!(host(home.path(), user.path(), &["install", "kiro-cli", "--agent", "dev"]).status.success());
+    let upgraded = read_json(&agents.join("dev.json"));
+    assert_eq!(upgraded["mcpServers"]["cairn"]["args"][5], "dev", "{upgraded}");
+    std::fs::write(agents.join("dev.json"), earlier.to_string()).unwrap();
+    assert!(host(home.path(), user.path(), &["uninstall", "kiro-cli", "--agent", "dev"]).status.success());
+    assert_eq!(read_json(&agents.join("dev.json"))["mcpServers"], original["mcpServers"]);
+    let mut foreign = original.clone();
+    foreign["mcpServers"]["cairn"] = json!({"command": "/opt/other/cairn", "args": ["mcp", "serve"]});
+    std::fs::write(agents.join("dev.json"), foreign.to_string()).unwrap();
+    assert!(!host(home.path(), user.path(), &["install", "kiro-cli", "--agent", "dev"]).status.success());
+    assert_eq!(read_json(&agents.join("dev.json")), foreign, "a refused install changes nothing");
 }

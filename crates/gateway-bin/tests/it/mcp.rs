@@ -385,6 +385,75 @@ async fn mcp_skills_search_and_read() {
     assert_eq!(row["deliveries"], 1, "{row}");
 }
 
+/// `skill_search` on a server started with `--agent NAME` finds only the
+/// skills the agent's `skill://` resources map; an unmapped agent finds
+/// none; without `--agent` the whole catalog; an unknown agent stops the
+/// server before it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_skill_search_is_scoped_to_the_served_agent() {
+    let home = tempfile::tempdir().unwrap();
+    for name in ["deploy-web", "deploy-db", "deploy-docs"] {
+        write_skill(
+            home.path(),
+            name,
+            &format!("---\nname: {name}\ndescription: Deploy steps for {name}\n---\nSteps.\n"),
+        );
+    }
+    let skills = home.path().join("skills");
+    let agents = home.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let specs = [
+        ("web", json!([format!("skill://{}/deploy-web/SKILL.md", skills.display()), "file://README.md"])),
+        ("data", json!([format!("skill://{}/deploy-d*/SKILL.md", skills.display())])),
+        ("bare", json!(["file://README.md"])),
+    ];
+    for (name, resources) in specs {
+        let spec = json!({"name": name, "prompt": "Work.", "resources": resources});
+        std::fs::write(agents.join(format!("{name}.json")), spec.to_string()).unwrap();
+    }
+    std::fs::write(home.path().join("config.json"), json!({"agent": {"agents_dir": agents}}).to_string()).unwrap();
+    let cases: &[(Option<&str>, &[&str])] = &[
+        (None, &["deploy-db", "deploy-docs", "deploy-web"]),
+        (Some("web"), &["deploy-web"]),
+        (Some("data"), &["deploy-db", "deploy-docs"]),
+        (Some("bare"), &[]),
+    ];
+    for (agent, expected) in cases {
+        let mut command = server_command(home.path(), &[]);
+        if let Some(agent) = agent {
+            command.args(["--agent", agent]);
+        }
+        let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+        let found = ok(&client, "skill_search", json!({"query": "deploy steps", "limit": 50})).await;
+        let mut names: Vec<&str> =
+            found["hits"].as_array().unwrap().iter().map(|hit| hit["name"].as_str().unwrap()).collect();
+        names.sort_unstable();
+        assert_eq!(names, *expected, "agent {agent:?}: {found}");
+        assert_eq!(found["count"], expected.len(), "agent {agent:?}");
+        if *agent == Some("data") {
+            let one = ok(&client, "skill_search", json!({"query": "deploy steps", "limit": 1})).await;
+            assert_eq!(one["count"], 1, "the limit applies after scoping: {one}");
+        }
+        client.cancel().await.unwrap();
+    }
+    let unknown = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["mcp", "serve", "--agent", "nobody"])
+        .env("HOME", home.path())
+        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!unknown.status.success(), "an unknown agent is refused");
+    assert!(unknown.stdout.is_empty(), "nothing reaches the transport");
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("nobody"),
+        "{}",
+        String::from_utf8_lossy(&unknown.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_history_append_writes_todays_file() {
     let home = tempfile::tempdir().unwrap();

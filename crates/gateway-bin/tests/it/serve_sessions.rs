@@ -289,6 +289,75 @@ fn serve_sessions_apply_config_hooks_and_recall_episodic_memory_on_every_message
     assert_eq!(longest.status, 200, "{}", longest.body);
 }
 
+/// A session's `agent` scopes its context: a custom agent's session start
+/// lists only the skills its `skill://` resources map (an unmapped one
+/// none) and its messages run no skill triggers; the default agent gets
+/// the whole catalog and the triggers. An unknown agent is refused before
+/// anything is appended.
+#[test]
+fn serve_sessions_scope_skills_and_triggers_to_the_named_agent() {
+    let home = tempfile::tempdir().unwrap();
+    let skills = home.path().join("skills");
+    for name in ["deploy-web", "deploy-db"] {
+        std::fs::create_dir_all(skills.join(name)).unwrap();
+        std::fs::write(
+            skills.join(name).join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: Ship {name}\ntriggers: ship\n---\nRun the {name} playbook.\n"),
+        )
+        .unwrap();
+    }
+    let agents = home.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let web = json!({"name": "web", "prompt": "Ship the web tier.",
+        "resources": [format!("skill://{}/deploy-web/SKILL.md", skills.display())]});
+    let bare = json!({"name": "bare", "prompt": "No skills.", "resources": ["file://README.md"]});
+    for spec in [&web, &bare] {
+        std::fs::write(agents.join(format!("{}.json", spec["name"].as_str().unwrap())), spec.to_string()).unwrap();
+    }
+    let config = json!({"agent": {"agents_dir": agents}, "server": {"heartbeat_secs": 3600}});
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    let gateway = crate::serve::start_in(home, &[], &[]);
+    // (agent, skills in the session start's catalog, skills the message triggers)
+    let cases: &[(Option<&str>, &[&str], &[&str])] = &[
+        (None, &["deploy-db", "deploy-web"], &["deploy-db", "deploy-web"]),
+        (Some("web"), &["deploy-web"], &[]),
+        (Some("bare"), &[], &[]),
+    ];
+    for (agent, catalog, triggered) in cases {
+        let key = format!("chat-{}", agent.unwrap_or("default"));
+        let mut body = json!({"query": "ship"});
+        let mut post = json!({"messages": [{"role": "user", "content": "ship it"}]});
+        if let Some(agent) = agent {
+            body["agent"] = json!(agent);
+            post["agent"] = json!(agent);
+        }
+        let start = gateway.send("POST", &format!("/api/sessions/{key}/start"), &body);
+        assert_eq!(start.status, 200, "{}", start.body);
+        let listed = start.body["context"]["text"].as_str().unwrap().to_owned();
+        let reply = gateway.send("POST", &format!("/api/sessions/{key}/messages"), &post);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let fired = reply.body["context"]["text"].as_str().unwrap();
+        for name in ["deploy-db", "deploy-web"] {
+            assert_eq!(listed.contains(name), catalog.contains(&name), "agent {agent:?} catalog: {listed}");
+            let body = format!("Run the {name} playbook.");
+            assert_eq!(fired.contains(&body), triggered.contains(&name), "agent {agent:?} triggers: {fired}");
+        }
+    }
+    let refused = [
+        (json!({"agent": ""}), 400, "invalid_agent"),
+        (json!({"agent": "a".repeat(129)}), 400, "invalid_agent"),
+        (json!({"agent": "nobody"}), 404, "unknown_agent"),
+        (json!({"agent": 7}), 422, "invalid_body"),
+    ];
+    for (agent, status, code) in refused {
+        let mut post = json!({"messages": [{"role": "user", "content": "ship it"}]});
+        post["agent"] = agent["agent"].clone();
+        let bad = gateway.send("POST", "/api/sessions/chat-refused/messages", &post);
+        assert_eq!((bad.status, bad.code()), (status, code), "{post}: {}", bad.body);
+    }
+    assert_eq!(gateway.get("/api/sessions/chat-refused").code(), "session_not_found", "nothing was appended");
+}
+
 #[test]
 fn serve_sessions_survive_a_restart_without_skipping_a_message() {
     let llm = FakeLlm::start();

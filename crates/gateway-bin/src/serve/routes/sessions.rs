@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use cairn_context::{MessageRequest, RuntimeIdentity, SessionRequest, ThreadMessage};
+use cairn_context::{AgentContext, MessageRequest, RuntimeIdentity, SessionRequest, ThreadMessage};
 use cairn_memory_core::{MemoryError, TranscriptMessage};
 use serde::Deserialize;
 use serde_json::json;
@@ -39,6 +39,9 @@ pub(crate) struct MessagesPost {
     messages: Vec<IncomingMessage>,
     /// The model's window in tokens (scales the message context's caps).
     window: Option<u64>,
+    /// The agent the messages are for: a custom agent's messages run no
+    /// skill triggers.
+    agent: Option<String>,
 }
 
 fn check_key(key: &str) -> Result<(), ApiError> {
@@ -88,6 +91,27 @@ const THREAD_MESSAGES: usize = 20;
 /// Longest agent name a session start accepts.
 const MAX_AGENT_CHARS: usize = 128;
 
+/// An `agent` field is 1 to [`MAX_AGENT_CHARS`] characters.
+fn check_agent(agent: Option<&str>) -> Result<(), ApiError> {
+    if agent.is_some_and(|agent| agent.is_empty() || agent.chars().count() > MAX_AGENT_CHARS) {
+        return Err(ApiError::bad_request("invalid_agent", format!("agent is 1 to {MAX_AGENT_CHARS} characters")));
+    }
+    Ok(())
+}
+
+/// The named agent's context (prompt, steering, skill scope); 404
+/// `unknown_agent` when it does not resolve. Blocking: reads the specs.
+fn agent_context(state: &AppState, agent: Option<&str>) -> Result<Option<AgentContext>, ApiError> {
+    agent
+        .map(|name| {
+            state
+                .home_ctx
+                .agent_context(name, None, None)
+                .map_err(|error| ApiError::not_found("unknown_agent", format!("{error:#}")))
+        })
+        .transpose()
+}
+
 /// The `[RUNTIME]` identity of a session of this gateway.
 fn runtime(key: &str, window: Option<u64>, agent: Option<&str>) -> RuntimeIdentity {
     let mut runtime = RuntimeIdentity::from_session_key(key);
@@ -98,8 +122,10 @@ fn runtime(key: &str, window: Option<u64>, agent: Option<&str>) -> RuntimeIdenti
 }
 
 /// `POST /api/sessions/{key}/messages` with `{"messages": [{"role",
-/// "content"}, ...], "window"?}`: appends to the session's transcript,
-/// answers the context of the last user message (hooks applied: an
+/// "content"}, ...], "window"?, "agent"?}`: appends to the session's
+/// transcript, answers the context of the last user message, scoped to the
+/// agent when one is named (an unknown one is refused, 404
+/// `unknown_agent`, before anything is appended; hooks applied: an
 /// auto-reply short-circuits it, a transform rewrites it, context rules
 /// add to it; episodic memory on every message; the runtime identity
 /// refreshed on follow-up turns) and, with an LLM, runs the preferences
@@ -117,7 +143,9 @@ pub(crate) async fn post_messages(
     if body.window == Some(0) {
         return Err(ApiError::bad_request("invalid_window", "window must be a positive number of tokens"));
     }
+    check_agent(body.agent.as_deref())?;
     let window = body.window;
+    let agent_name = body.agent;
     let messages = check_messages(body.messages)?;
     let appended = messages.len();
     let last_user = messages.iter().rev().find(|message| message.role == "user").map(|message| message.content.clone());
@@ -127,17 +155,20 @@ pub(crate) async fn post_messages(
     let session = key.clone();
     let builder = state.context.clone();
     let memory = Arc::clone(&state.memory);
+    let worker = Arc::clone(&state);
     let (total, outcome, context) = pooled(&state, move || {
         let _ordered = ordered;
+        let agent = agent_context(&worker, agent_name.as_deref())?;
         let first_in_session = sessions.is_new(&session).map_err(memory_error)?;
         let outcome = sessions.append(&session, &messages, now_ms());
         let context = last_user.map(|message| {
-            let runtime = runtime(&session, window, None);
+            let runtime = runtime(&session, window, agent_name.as_deref());
             builder.build_message(&MessageRequest {
                 model_window: window,
                 message: &message,
                 first_in_session,
                 runtime: Some(&runtime),
+                agent: agent.as_ref(),
                 ..Default::default()
             })
         });
@@ -207,9 +238,7 @@ pub(crate) async fn start(
             format!("query must be at most {} characters", super::memory::MAX_PREVIEW_QUERY_CHARS),
         ));
     }
-    if body.agent.as_ref().is_some_and(|agent| agent.is_empty() || agent.chars().count() > MAX_AGENT_CHARS) {
-        return Err(ApiError::bad_request("invalid_agent", format!("agent is 1 to {MAX_AGENT_CHARS} characters")));
-    }
+    check_agent(body.agent.as_deref())?;
     let worker = Arc::clone(&state);
     pooled(&state, move || {
         let thread: Vec<ThreadMessage> = worker
@@ -223,15 +252,7 @@ pub(crate) async fn start(
                 _ => None,
             })
             .collect();
-        let agent = match &body.agent {
-            Some(name) => Some(
-                worker
-                    .home_ctx
-                    .agent_context(name, None, None)
-                    .map_err(|error| ApiError::not_found("unknown_agent", format!("{error:#}")))?,
-            ),
-            None => None,
-        };
+        let agent = agent_context(&worker, body.agent.as_deref())?;
         let compressor = worker.llm.clone().map(LlmCompressor);
         let runtime = runtime(&key, body.window, body.agent.as_deref());
         let built = worker.context.build_session_context(&SessionRequest {
