@@ -162,6 +162,18 @@ impl Home {
         SkillCatalog::with_parts(self.skills_config(sources), Arc::new(SystemSkillClock), audit)
     }
 
+    /// The auto-skill pipeline over `<home>/skills/auto`, auditing into
+    /// `<home>/skills-audit.jsonl` like the catalog.
+    pub(crate) fn auto_skills(&self) -> cairn_skills::auto::AutoSkills {
+        let audit = Arc::new(JsonlAudit { path: self.dir().join(SKILLS_AUDIT_FILE_NAME) });
+        cairn_skills::auto::AutoSkills::new(
+            SkillsConfig::new(self.dir()).owned_dir(),
+            self.settings.skills.auto.pipeline(),
+            Arc::new(SystemSkillClock),
+            audit,
+        )
+    }
+
     /// The config hooks (`hooks` in config.json) and their warnings.
     pub(crate) fn config_hooks(&self) -> anyhow::Result<(ConfigHooks, Vec<String>)> {
         let (hooks, warnings) = ConfigHooks::compile(&self.settings.hooks)

@@ -76,20 +76,11 @@ pub(crate) mod env {
     ];
 }
 
-/// Keys of the spec's auto-skill pipeline, which this build does not run.
-const UNSUPPORTED_SKILL_KEYS: &[&str] = &[
-    "auto_create_from_sessions",
-    "approval_required",
-    "auto_refine_on_deviation",
-    "auto_min_tool_calls",
-    "auto_similarity_threshold",
-    "max_auto_skills",
-    "stale_after_days",
-    "archive_after_days",
-    "pending_ttl_days",
-    "generate_scripts",
+/// `skills` keys this build accepts and does not use.
+const UNSUPPORTED_SKILL_KEYS: &[(&str, &str)] = &[(
     "judge_model",
-];
+    "near-duplicate auto skills are found by description-word overlap, with no model call",
+)];
 
 /// A configuration problem; the message names the file (or variable) and the key.
 #[derive(Debug, thiserror::Error)]
@@ -290,6 +281,49 @@ pub(crate) struct SkillsSection {
     pub(crate) max_triggered: usize,
     pub(crate) lazy_load: bool,
     pub(crate) extra_paths: Vec<PathBuf>,
+    /// The auto-skill pipeline's settings.
+    pub(crate) auto: AutoSkillSettings,
+}
+
+/// `skills.auto_*` and the other keys of the auto-skill pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct AutoSkillSettings {
+    /// `skills.auto_create_from_sessions`: idle consolidation proposes skills.
+    pub(crate) create_from_sessions: bool,
+    /// `skills.approval_required`: candidates wait for review.
+    pub(crate) approval_required: bool,
+    /// `skills.auto_refine_on_deviation`: consolidation may refine a generated skill.
+    pub(crate) refine_on_deviation: bool,
+    /// `skills.auto_min_tool_calls`: messages with tool calls a session needs.
+    pub(crate) min_tool_calls: usize,
+    /// `skills.auto_similarity_threshold`: duplicate description overlap.
+    pub(crate) similarity_threshold: f64,
+    /// `skills.max_auto_skills`.
+    pub(crate) max_auto_skills: usize,
+    /// `skills.stale_after_days`.
+    pub(crate) stale_after_days: u64,
+    /// `skills.archive_after_days`.
+    pub(crate) archive_after_days: u64,
+    /// `skills.pending_ttl_days`.
+    pub(crate) pending_ttl_days: u64,
+    /// `skills.generate_scripts`: a candidate may carry a Python helper.
+    pub(crate) generate_scripts: bool,
+}
+
+impl AutoSkillSettings {
+    /// The skills crate's configuration of the pipeline.
+    pub(crate) fn pipeline(&self) -> cairn_skills::auto::AutoSkillsConfig {
+        cairn_skills::auto::AutoSkillsConfig {
+            approval_required: self.approval_required,
+            similarity_threshold: self.similarity_threshold,
+            max_auto_skills: self.max_auto_skills,
+            stale_after_days: self.stale_after_days,
+            archive_after_days: self.archive_after_days,
+            pending_ttl_days: self.pending_ttl_days,
+            generate_scripts: self.generate_scripts,
+            ..cairn_skills::auto::AutoSkillsConfig::default()
+        }
+    }
 }
 
 /// `agent`: where agent specs live, which duplicates are pinned, and the
@@ -473,6 +507,55 @@ struct HooksOnly {
     hooks: Option<cairn_hooks::HooksConfig>,
 }
 
+/// The auto-skill keys of the `skills` section, each type- and range-checked.
+fn auto_skill_settings(section: &mut Section<'_>, recorder: &mut Recorder) -> Result<AutoSkillSettings, ConfigError> {
+    use cairn_skills::constants as skill;
+    let flag = |recorder: &mut Recorder, section: &mut Section<'_>, key: &'static str, default: bool| {
+        section.bool(key).map(|value| recorder.pick(&format!("skills.{key}"), None, None, value, default))
+    };
+    let create_from_sessions = flag(recorder, section, "auto_create_from_sessions", false)?;
+    let approval_required = flag(recorder, section, "approval_required", true)?;
+    let refine_on_deviation = flag(recorder, section, "auto_refine_on_deviation", false)?;
+    let generate_scripts = flag(recorder, section, "generate_scripts", true)?;
+    let mut number = |recorder: &mut Recorder, key: &'static str, min: u64, max: u64, default: u64| {
+        section.u64(key, min, max).map(|value| recorder.pick(&format!("skills.{key}"), None, None, value, default))
+    };
+    let min_tool_calls = number(recorder, "auto_min_tool_calls", 1, 1_000, 5)? as usize;
+    let max_auto_skills = number(recorder, "max_auto_skills", 1, 10_000, skill::MAX_AUTO_SKILLS as u64)? as usize;
+    let stale_after_days = number(recorder, "stale_after_days", 1, 3_650, skill::AUTO_STALE_AFTER_DAYS)?;
+    let archive_after_days = number(recorder, "archive_after_days", 1, 3_650, skill::AUTO_ARCHIVE_AFTER_DAYS)?;
+    let pending_ttl_days = number(recorder, "pending_ttl_days", 1, 3_650, skill::AUTO_PENDING_TTL_DAYS)?;
+    let similarity_threshold = section.f64("auto_similarity_threshold", 0.05, 1.0)?;
+    let similarity_threshold = recorder.pick(
+        "skills.auto_similarity_threshold",
+        None,
+        None,
+        similarity_threshold,
+        skill::AUTO_SIMILARITY_THRESHOLD,
+    );
+    if archive_after_days <= stale_after_days {
+        return Err(invalid(
+            section.path,
+            "skills.archive_after_days",
+            format!(
+                "must be greater than skills.stale_after_days ({stale_after_days}): a skill is stale before it is archived (got {archive_after_days})"
+            ),
+        ));
+    }
+    Ok(AutoSkillSettings {
+        create_from_sessions,
+        approval_required,
+        refine_on_deviation,
+        min_tool_calls,
+        similarity_threshold,
+        max_auto_skills,
+        stale_after_days,
+        archive_after_days,
+        pending_ttl_days,
+        generate_scripts,
+    })
+}
+
 impl Settings {
     /// Resolves every setting for this invocation.
     pub(crate) fn load(flags: &Flags, environment: &Environment) -> Result<Self, ConfigError> {
@@ -562,10 +645,11 @@ impl Settings {
                 skills_section.strings("extra_paths")?.map(|paths| paths.into_iter().map(PathBuf::from).collect()),
                 Vec::new(),
             ),
+            auto: auto_skill_settings(&mut skills_section, &mut recorder)?,
         };
-        for key in UNSUPPORTED_SKILL_KEYS {
+        for (key, why) in UNSUPPORTED_SKILL_KEYS {
             if skills_section.get(key).is_some() {
-                warnings.push(format!("{}: `skills.{key}` is not supported by this build (ignored)", path.display()));
+                warnings.push(format!("{}: `skills.{key}` is not used: {why} (ignored)", path.display()));
             }
         }
         collect_unknown(&skills_section, &path, &mut warnings);
@@ -1004,6 +1088,19 @@ mod tests {
             (r#"{"llm": {"base_url": "ftp://x"}}"#, "`llm.base_url`"),
             (r#"{"llm": {"max_retries": 99}}"#, "`llm.max_retries`"),
             (r#"{"skills": {"max_triggered": -3}}"#, "`skills.max_triggered`"),
+            (r#"{"skills": {"auto_create_from_sessions": "yes"}}"#, "`skills.auto_create_from_sessions`"),
+            (r#"{"skills": {"approval_required": 0}}"#, "`skills.approval_required`"),
+            (r#"{"skills": {"auto_refine_on_deviation": "on"}}"#, "`skills.auto_refine_on_deviation`"),
+            (r#"{"skills": {"auto_min_tool_calls": 0}}"#, "`skills.auto_min_tool_calls`"),
+            (r#"{"skills": {"auto_min_tool_calls": 2.5}}"#, "`skills.auto_min_tool_calls`"),
+            (r#"{"skills": {"auto_similarity_threshold": 1.5}}"#, "`skills.auto_similarity_threshold`"),
+            (r#"{"skills": {"auto_similarity_threshold": "high"}}"#, "`skills.auto_similarity_threshold`"),
+            (r#"{"skills": {"max_auto_skills": 0}}"#, "`skills.max_auto_skills`"),
+            (r#"{"skills": {"stale_after_days": 0}}"#, "`skills.stale_after_days`"),
+            (r#"{"skills": {"archive_after_days": 99999}}"#, "`skills.archive_after_days`"),
+            (r#"{"skills": {"stale_after_days": 60, "archive_after_days": 60}}"#, "`skills.archive_after_days`"),
+            (r#"{"skills": {"pending_ttl_days": -1}}"#, "`skills.pending_ttl_days`"),
+            (r#"{"skills": {"generate_scripts": "no"}}"#, "`skills.generate_scripts`"),
             (r#"{"agent": {"spec_pins": [1]}}"#, "`agent.spec_pins`"),
             (r#"{"hooks": {"transforms": 5}}"#, "`hooks`"),
             (r#"{"server": 5}"#, "`server`"),
@@ -1020,11 +1117,11 @@ mod tests {
     fn unknown_and_unsupported_keys_warn_once_each_and_load() {
         let settings = load(
             r#"{"server": {"prot": 1}, "colour": {}, "memory": {"migrated": true},
-                "skills": {"auto_create_from_sessions": true}}"#,
+                "skills": {"judge_model": "small"}}"#,
         )
         .unwrap();
         assert_eq!(settings.warnings.len(), 4, "{:?}", settings.warnings);
-        for key in ["`server.prot`", "`colour`", "`memory.migrated`", "`skills.auto_create_from_sessions`"] {
+        for key in ["`server.prot`", "`colour`", "`memory.migrated`", "`skills.judge_model`"] {
             assert_eq!(settings.warnings.iter().filter(|warning| warning.contains(key)).count(), 1, "{key}");
         }
     }

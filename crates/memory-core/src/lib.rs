@@ -72,7 +72,7 @@ mod tests;
 
 pub use consolidate::{
     ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, RefusedItem, SkillProposal,
-    SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
+    SkillGate, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
 };
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{

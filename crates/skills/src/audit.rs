@@ -25,6 +25,22 @@ pub enum SkillAuditAction {
     Delete,
     /// Bundled skills were copied into the home.
     SeedBuiltins,
+    /// A generated skill candidate was staged or made live (or refused).
+    AutoSkillCreate,
+    /// A generated skill was refined (or the refinement refused).
+    AutoSkillRefine,
+    /// A candidate was refused as a near-duplicate of a generated skill.
+    AutoSkillDuplicate,
+    /// A pending candidate was approved (or its approval refused).
+    AutoSkillApprove,
+    /// A pending candidate was rejected.
+    AutoSkillReject,
+    /// A pending candidate expired unreviewed.
+    AutoSkillExpire,
+    /// A generated skill turned stale for disuse.
+    AutoSkillStale,
+    /// A generated skill was archived.
+    AutoSkillArchive,
 }
 
 /// One audit record.

@@ -74,3 +74,29 @@ pub const CAIRN_KEYS: &[&str] = &["always", "triggers", "inject_on_trigger", "pi
 
 /// Heading of the per-message pointer block.
 pub const HINT_HEADER: &str = "[Relevant skills for this message]";
+
+/// Auto skills: a proposed procedure longer than this (characters) is
+/// refused whole.
+pub const AUTO_MAX_PROCEDURE_CHARS: usize = 10_240;
+/// Auto skills: the largest Python helper (bytes).
+pub const AUTO_MAX_SCRIPT_BYTES: usize = 4 * 1024;
+/// Auto skills: the longest description (characters).
+pub const AUTO_MAX_DESCRIPTION_CHARS: usize = 1_024;
+/// Auto skills: most trigger phrases.
+pub const AUTO_MAX_TRIGGERS: usize = 12;
+/// Auto skills: the script checker's deadline (seconds).
+pub const AUTO_SCRIPT_CHECK_SECS: u64 = 10;
+/// Auto skills: Jaccard overlap of description words at or above which a
+/// candidate is a near-duplicate (`skills.auto_similarity_threshold`).
+pub const AUTO_SIMILARITY_THRESHOLD: f64 = 0.85;
+/// Auto skills: live auto skills kept at most (`skills.max_auto_skills`).
+pub const MAX_AUTO_SKILLS: usize = 100;
+/// Auto skills: days without use before a skill is stale (`skills.stale_after_days`).
+pub const AUTO_STALE_AFTER_DAYS: u64 = 30;
+/// Auto skills: days without use before a skill is archived (`skills.archive_after_days`).
+pub const AUTO_ARCHIVE_AFTER_DAYS: u64 = 90;
+/// Auto skills: days a candidate waits for review (`skills.pending_ttl_days`).
+pub const AUTO_PENDING_TTL_DAYS: u64 = 30;
+/// Auto skills: a skill never used since it went live is neither staled
+/// nor archived before this many days, whatever the other settings say.
+pub const AUTO_NEVER_USED_GRACE_DAYS: u64 = 7;

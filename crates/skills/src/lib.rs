@@ -44,13 +44,15 @@
 //!
 //! What this crate deliberately does not do: it fetches nothing from skill
 //! registries, runs no skill scripts, reads no environment variables or
-//! config files (the binary turns its settings into [`SkillsConfig`]), and
-//! does not generate skills from sessions. Writes only ever touch the home's
-//! `skills/` directory.
+//! config files (the binary turns its settings into [`SkillsConfig`]) and
+//! calls no model: [`auto`] receives skills the host's consolidation
+//! extracted, stages them for review and retires them when unused. Writes
+//! only ever touch the home's `skills/` directory.
 
 #![warn(missing_docs)]
 
 mod audit;
+pub mod auto;
 mod catalog;
 mod clock;
 pub mod constants;

@@ -9,6 +9,12 @@
 //! on the async executor. Transcripts live in `memory.db` (so a restart
 //! neither skips nor repeats a message) and are also the thread history of
 //! a session start.
+//!
+//! With `skills.auto_create_from_sessions`, the history path also asks for
+//! a skill when the session passes the gate (enough messages with tool
+//! calls, none touching a sensitive location); the proposal is redacted
+//! and handed to the skills crate's auto-skill pipeline
+//! ([`AutoSkillReceiver`]), which stages it under `skills/auto/.pending/`.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -16,9 +22,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_memory_core::{
-    ConsolidationReport, Consolidator, ConsolidatorConfig, MemoryDb, MemoryFiles, Result, TranscriptMessage,
+    ConsolidationReport, Consolidator, ConsolidatorConfig, MemoryDb, MemoryFiles, Result, SkillGate, SkillProposal,
+    SkillProposalKind, SkillProposer, TranscriptMessage,
 };
+use cairn_skills::SkillCatalog;
+use cairn_skills::auto::{AutoSkills, ProposalKind};
 use parking_lot::Mutex;
+use serde_json::Value;
+
+use crate::home::Home;
 
 use super::llm::{LlmClient, LlmSummarizer};
 
@@ -31,6 +43,7 @@ pub(crate) type SessionLock = Arc<tokio::sync::Mutex<()>>;
 pub(crate) struct Sessions {
     memory: Arc<MemoryDb>,
     consolidator: Option<Consolidator>,
+    auto: Arc<AutoSkills>,
     locks: Mutex<HashMap<String, SessionLock>>,
 }
 
@@ -55,20 +68,82 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Redacts a proposed skill's texts (credentials, exfiltration URLs) and
+/// hands it to the auto-skill pipeline; the catalog forgets its file list
+/// when a skill went live.
+pub(crate) struct AutoSkillReceiver {
+    auto: Arc<AutoSkills>,
+    catalog: Arc<SkillCatalog>,
+}
+
+/// Every string in `value`, redacted.
+fn redact_strings(value: &Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(cairn_guard::redact_all(text).into_owned()),
+        Value::Array(items) => Value::Array(items.iter().map(redact_strings).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(key, value)| (key.clone(), redact_strings(value))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+impl SkillProposer for AutoSkillReceiver {
+    fn propose(&self, proposal: &SkillProposal) -> std::result::Result<(), String> {
+        let kind = match proposal.kind {
+            SkillProposalKind::New => ProposalKind::New,
+            SkillProposalKind::Refined => ProposalKind::Refined,
+        };
+        let skill = redact_strings(&proposal.skill);
+        match self.auto.propose(kind, &skill, &proposal.session_key) {
+            Ok(outcome) => {
+                tracing::info!(session = %proposal.session_key, ?outcome, "auto skill proposal accepted");
+                self.catalog.invalidate();
+                Ok(())
+            }
+            Err(error) => {
+                tracing::info!(session = %proposal.session_key, code = error.code(), %error, "auto skill proposal refused");
+                Err(format!("{}: {error}", error.code()))
+            }
+        }
+    }
+}
+
 impl Sessions {
     /// Sessions over the stores of `home`; with `client`, consolidated by
-    /// asking it, idle after `idle`.
+    /// asking it, idle after `idle`, and, with
+    /// `skills.auto_create_from_sessions`, proposing skills to the home's
+    /// auto-skill pipeline.
     pub(crate) fn new(
-        home: &Path,
+        home_ctx: &Home,
         memory: Arc<MemoryDb>,
         files: Arc<MemoryFiles>,
         client: Option<LlmClient>,
         idle: Duration,
+        catalog: Arc<SkillCatalog>,
     ) -> Self {
-        let config = ConsolidatorConfig { idle, ..ConsolidatorConfig::default() };
-        let consolidator = client
-            .map(|client| Consolidator::new(home, Arc::clone(&memory), files, Arc::new(LlmSummarizer(client)), config));
-        Self { memory, consolidator, locks: Mutex::new(HashMap::new()) }
+        let home: &Path = home_ctx.dir();
+        let settings = &home_ctx.settings().skills.auto;
+        let auto = Arc::new(home_ctx.auto_skills());
+        let config =
+            ConsolidatorConfig { idle, skills_enabled: settings.create_from_sessions, ..ConsolidatorConfig::default() };
+        let gate = SkillGate {
+            min_tool_calls: settings.min_tool_calls,
+            refine: settings.refine_on_deviation,
+            scripts: settings.generate_scripts,
+        };
+        let receiver = Arc::new(AutoSkillReceiver { auto: Arc::clone(&auto), catalog });
+        let consolidator = client.map(|client| {
+            Consolidator::new(home, Arc::clone(&memory), files, Arc::new(LlmSummarizer(client)), config)
+                .with_skill_proposer(receiver)
+                .with_skill_gate(gate)
+        });
+        Self { memory, consolidator, auto, locks: Mutex::new(HashMap::new()) }
+    }
+
+    /// The home's auto-skill pipeline (pending review, lifecycle).
+    pub(crate) fn auto_skills(&self) -> Arc<AutoSkills> {
+        Arc::clone(&self.auto)
     }
 
     /// Whether an LLM consolidates these sessions.
@@ -128,6 +203,7 @@ pub(crate) fn describe_idle_run(results: &[(String, Result<ConsolidationReport>)
     }
     let mut episodic = 0;
     let mut lessons = 0;
+    let mut skills = 0;
     let mut history = 0;
     let mut consolidated = 0;
     let mut failures = Vec::new();
@@ -137,13 +213,14 @@ pub(crate) fn describe_idle_run(results: &[(String, Result<ConsolidationReport>)
                 consolidated += 1;
                 episodic += report.episodic_written;
                 lessons += report.lessons_written;
+                skills += report.skills_proposed;
                 history += usize::from(report.history_appended);
             }
             Err(error) => failures.push(format!("{key}: {error}")),
         }
     }
     let summary = format!(
-        "consolidated {consolidated} idle sessions: {episodic} episodic, {lessons} lessons, {history} history entries"
+        "consolidated {consolidated} idle sessions: {episodic} episodic, {lessons} lessons, {history} history entries, {skills} skills proposed"
     );
     if failures.is_empty() {
         Ok(summary)

@@ -94,6 +94,51 @@ pub struct SkillProposal {
     pub session_key: String,
 }
 
+/// Messages with tool calls a session needs before a skill is asked for
+/// (`skills.auto_min_tool_calls`).
+pub const AUTO_SKILL_MIN_TOOL_CALLS: usize = 5;
+
+/// When the history path asks for skills: the eligibility gate beside
+/// [`ConsolidatorConfig::skills_enabled`] and a receiver being set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkillGate {
+    /// Messages carrying tool calls the consolidated range needs.
+    pub min_tool_calls: usize,
+    /// Also ask for a `refined_skill`.
+    pub refine: bool,
+    /// A `new_skill` may carry a Python helper `script`.
+    pub scripts: bool,
+}
+
+impl Default for SkillGate {
+    fn default() -> Self {
+        SkillGate { min_tool_calls: AUTO_SKILL_MIN_TOOL_CALLS, refine: false, scripts: true }
+    }
+}
+
+impl SkillGate {
+    /// Why `messages` may not yield a skill, or `None` when they may: fewer
+    /// than `min_tool_calls` messages carry tool calls, or a tool call
+    /// (name or input) refers to a credential store or metadata endpoint
+    /// (the guard's sensitive-location patterns).
+    pub fn refusal(&self, messages: &[TranscriptMessage]) -> Option<String> {
+        for call in messages.iter().flat_map(|message| &message.tool_calls) {
+            let input = match &call.input {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            if let Some(rule) = cairn_guard::mentions_sensitive_location(&call.name)
+                .or_else(|| cairn_guard::mentions_sensitive_location(&input))
+            {
+                return Some(format!("a tool call referred to a sensitive location ({rule})"));
+            }
+        }
+        let with_tools = messages.iter().filter(|message| !message.tool_calls.is_empty()).count();
+        (with_tools < self.min_tool_calls)
+            .then(|| format!("{with_tools} messages carry tool calls, fewer than {}", self.min_tool_calls))
+    }
+}
+
 /// Receives skill proposals from consolidation (the skills crate, wired by the binary).
 pub trait SkillProposer: Send + Sync {
     /// Accepts or refuses one proposal; a refusal is reported, not fatal.
@@ -171,6 +216,9 @@ pub struct ConsolidationReport {
     pub projects_replaced: bool,
     /// Skill proposals the receiver accepted.
     pub skills_proposed: usize,
+    /// Why skills were not asked for although enabled (the eligibility gate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skills_skipped: Option<String>,
     /// Items dropped for exceeding the caps, per kind.
     pub dropped_over_cap: HashMap<&'static str, usize>,
     /// Items refused by a writer or malformed.
@@ -193,6 +241,7 @@ impl ConsolidationReport {
             preferences_replaced: false,
             projects_replaced: false,
             skills_proposed: 0,
+            skills_skipped: None,
             dropped_over_cap: HashMap::new(),
             refused: Vec::new(),
         }
@@ -223,6 +272,7 @@ pub struct Consolidator {
     files: Arc<MemoryFiles>,
     summarizer: Arc<dyn Summarizer>,
     skills: Option<Arc<dyn SkillProposer>>,
+    gate: SkillGate,
     config: ConsolidatorConfig,
     state: StateFile,
     sessions: Mutex<HashMap<String, SessionState>>,
@@ -250,6 +300,7 @@ impl Consolidator {
             files,
             summarizer,
             skills: None,
+            gate: SkillGate::default(),
             config,
             state: StateFile::in_home(home),
             sessions: Mutex::new(HashMap::new()),
@@ -260,6 +311,12 @@ impl Consolidator {
     /// Hands skill proposals to `skills` (only asked for when the config enables them).
     pub fn with_skill_proposer(mut self, skills: Arc<dyn SkillProposer>) -> Self {
         self.skills = Some(skills);
+        self
+    }
+
+    /// Sets the eligibility gate of skill proposals.
+    pub fn with_skill_gate(mut self, gate: SkillGate) -> Self {
+        self.gate = gate;
         self
     }
 
@@ -500,8 +557,13 @@ impl Consolidator {
 
     fn run_history(&self, session_key: &str, messages: &[TranscriptMessage]) -> Result<ConsolidationReport> {
         let _span = tracing::debug_span!("consolidate_history", messages = messages.len()).entered();
-        let skills = self.config.skills_enabled && self.skills.is_some();
-        let prompt = history_prompt(&transcript(messages), skills);
+        let enabled = self.config.skills_enabled && self.skills.is_some();
+        let skipped = enabled.then(|| self.gate.refusal(messages)).flatten();
+        if let Some(reason) = &skipped {
+            tracing::debug!(session = session_key, %reason, "no skill asked for");
+        }
+        let skills = enabled && skipped.is_none();
+        let prompt = history_prompt(&transcript(messages), skills.then_some(self.gate));
         let object = self.ask(&prompt)?;
         let history = reply::optional_text(&object, "history").map_err(invalid)?;
         let (episodic, episodic_dropped) =
@@ -510,6 +572,7 @@ impl Consolidator {
             reply::capped_array(&object, "lessons", MAX_LESSONS_PER_CONSOLIDATION).map_err(invalid)?;
 
         let mut report = ConsolidationReport::new(ConsolidationPath::History, session_key, messages.len());
+        report.skills_skipped = skipped;
         note_dropped(&mut report, "episodic", episodic_dropped);
         note_dropped(&mut report, "lessons", lessons_dropped);
         if let Some(history) = history {
@@ -525,7 +588,12 @@ impl Consolidator {
             self.write_lesson_item(&mut report, item);
         }
         if skills && let Some(receiver) = &self.skills {
-            for (key, kind) in [("new_skill", SkillProposalKind::New), ("refined_skill", SkillProposalKind::Refined)] {
+            let keys: &[(&str, SkillProposalKind)] = if self.gate.refine {
+                &[("new_skill", SkillProposalKind::New), ("refined_skill", SkillProposalKind::Refined)]
+            } else {
+                &[("new_skill", SkillProposalKind::New)]
+            };
+            for &(key, kind) in keys {
                 match object.get(key) {
                     None | Some(Value::Null) => {}
                     Some(skill @ Value::Object(_)) => {
@@ -685,7 +753,7 @@ fn preferences_prompt(transcript: &str, markdown: Option<(String, String)>) -> S
     prompt
 }
 
-fn history_prompt(transcript: &str, skills: bool) -> String {
+fn history_prompt(transcript: &str, skills: Option<SkillGate>) -> String {
     let mut prompt = String::from(
         "You summarise a finished conversation into a user's long-term memory. Reply with ONE JSON object and nothing else.\n\nKeys:\n",
     );
@@ -698,13 +766,21 @@ fn history_prompt(transcript: &str, skills: bool) -> String {
         prompt,
         "- \"lessons\": an array of at most {MAX_LESSONS_PER_CONSOLIDATION} implicit corrections the user made without saying \"remember\", each {{\"rule\": \"what to do\", \"not\": \"what not to do\" or null, \"category\": \"tool\" | \"preference\" | \"knowledge\"}}."
     );
-    if skills {
+    if let Some(gate) = skills {
         prompt.push_str(
-            "- \"new_skill\": a reusable procedure this conversation established, as {\"name\": \"slug\", \"description\": \"...\", \"procedure\": \"...\"}, or null.\n",
+            "- \"new_skill\": a reusable multi-step procedure this conversation established with its tools, or null. As {\"name\": \"lower-case-slug\" (3-64 of a-z 0-9 -), \"description\": \"one line\", \"triggers\": [\"short phrases a user would type\"], \"procedure\": \"numbered Markdown steps, at most 10240 characters\"",
         );
-        prompt.push_str(
-            "- \"refined_skill\": an improvement to an existing skill, as {\"name\": \"slug\", \"procedure\": \"...\"}, or null.\n",
-        );
+        if gate.scripts {
+            prompt.push_str(
+                ", \"script\": an optional Python helper of at most 4096 bytes for a deterministic step (no subprocess, network, eval/exec or file deletion), or null",
+            );
+        }
+        prompt.push_str("}. Never include credentials, tokens or private URLs.\n");
+        if gate.refine {
+            prompt.push_str(
+                "- \"refined_skill\": when the conversation improved the procedure of a loaded skill named auto/<slug>, {\"name\": \"auto/<slug>\", \"procedure\": \"the complete improved procedure\"}, or null. Only skills whose name starts with auto/ can be refined.\n",
+            );
+        }
     }
     let _ = write!(prompt, "\nConversation:\n<<<\n{transcript}\n>>>\n");
     prompt

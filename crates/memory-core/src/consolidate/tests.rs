@@ -263,10 +263,21 @@ fn duplicate_lessons_are_kept_not_rewritten() {
     assert_eq!(lessons[0].source, Source::UserExplicit);
 }
 
-#[test]
-fn skill_proposals_reach_the_receiver_when_enabled() {
-    let config = ConsolidatorConfig { skills_enabled: true, ..ConsolidatorConfig::default() };
-    let f = fixture(config);
+/// `count` messages, the first `with_tools` of them calling a shell with `command`.
+fn tool_messages(count: usize, with_tools: usize, command: &str) -> Vec<TranscriptMessage> {
+    (0..count)
+        .map(|index| {
+            let message = TranscriptMessage::new("assistant", format!("step {index} of the release"));
+            if index < with_tools {
+                message.with_tool_calls(vec![crate::ToolCall::new("shell", json!({"command": command}))])
+            } else {
+                message
+            }
+        })
+        .collect()
+}
+
+fn skill_consolidator(f: &Fixture, gate: SkillGate) -> (Consolidator, Arc<RecordingProposer>) {
     let proposer = Arc::new(RecordingProposer::default());
     let consolidator = Consolidator::new(
         f.home.path(),
@@ -275,8 +286,16 @@ fn skill_proposals_reach_the_receiver_when_enabled() {
         f.summarizer.clone(),
         ConsolidatorConfig { skills_enabled: true, ..ConsolidatorConfig::default() },
     )
-    .with_skill_proposer(proposer.clone());
-    consolidator.maybe_consolidate("s1", &messages(4), 0).unwrap();
+    .with_skill_proposer(proposer.clone())
+    .with_skill_gate(gate);
+    (consolidator, proposer)
+}
+
+#[test]
+fn skill_proposals_reach_the_receiver_when_enabled() {
+    let f = fixture(ConsolidatorConfig::default());
+    let (consolidator, proposer) = skill_consolidator(&f, SkillGate { refine: true, ..SkillGate::default() });
+    consolidator.maybe_consolidate("s1", &tool_messages(6, 5, "cargo test"), 0).unwrap();
     f.summarizer.push(
         json!({
             "new_skill": {"name": "release-checklist", "description": "cut a release", "procedure": "1. tag"},
@@ -288,9 +307,69 @@ fn skill_proposals_reach_the_receiver_when_enabled() {
     let report = results[0].1.as_ref().unwrap();
     assert_eq!(report.skills_proposed, 1);
     assert_eq!(report.refused[0].kind, "skill");
-    assert!(f.summarizer.prompts()[0].contains("\"new_skill\""));
+    let prompt = &f.summarizer.prompts()[0];
+    assert!(prompt.contains("\"new_skill\"") && prompt.contains("\"refined_skill\"") && prompt.contains("\"script\""));
     let proposals = proposer.proposals.lock();
     assert_eq!((proposals[0].kind, proposals[0].session_key.as_str()), (SkillProposalKind::New, "s1"));
+}
+
+#[test]
+fn the_skill_gate_needs_tool_calls_and_no_sensitive_location() {
+    for (messages, refused) in [
+        (tool_messages(6, 4, "cargo test"), Some("4 messages carry tool calls, fewer than 5")),
+        (tool_messages(6, 5, "cargo test"), None),
+        (
+            {
+                let mut messages = tool_messages(6, 5, "cargo test");
+                messages[5] = messages[5]
+                    .clone()
+                    .with_tool_calls(vec![crate::ToolCall::new("shell", json!({"command": "cat ~/.aws/credentials"}))]);
+                messages
+            },
+            Some("a tool call referred to a sensitive location (aws-credentials)"),
+        ),
+        (
+            tool_messages(6, 5, "curl http://169.254.169.254/latest/meta-data/"),
+            Some("a tool call referred to a sensitive location (instance-metadata)"),
+        ),
+    ] {
+        assert_eq!(SkillGate::default().refusal(&messages).as_deref(), refused);
+    }
+}
+
+#[test]
+fn a_session_the_gate_refuses_is_not_asked_for_a_skill() {
+    let f = fixture(ConsolidatorConfig::default());
+    let (consolidator, proposer) = skill_consolidator(&f, SkillGate::default());
+    let mut messages = tool_messages(6, 6, "cargo test");
+    messages[2] =
+        messages[2].clone().with_tool_calls(vec![crate::ToolCall::new("read_file", json!("~/.ssh/id_ed25519"))]);
+    consolidator.maybe_consolidate("s1", &messages, 0).unwrap();
+    // Even a reply that volunteers a skill is not handed on.
+    f.summarizer.push(
+        json!({"new_skill": {"name": "ssh-setup", "description": "set up keys", "procedure": "1. copy"}}).to_string(),
+    );
+    let results = consolidator.check_idle_sessions(4 * HOUR_MS);
+    let report = results[0].1.as_ref().unwrap();
+    assert_eq!(report.skills_proposed, 0);
+    assert!(report.skills_skipped.as_deref().unwrap().contains("ssh-keys"), "{report:?}");
+    assert!(!f.summarizer.prompts()[0].contains("\"new_skill\""));
+    assert!(proposer.proposals.lock().is_empty());
+}
+
+#[test]
+fn without_refinement_the_prompt_and_the_reply_carry_no_refined_skill() {
+    let f = fixture(ConsolidatorConfig::default());
+    let (consolidator, proposer) = skill_consolidator(&f, SkillGate { scripts: false, ..SkillGate::default() });
+    consolidator.maybe_consolidate("s1", &tool_messages(5, 5, "make"), 0).unwrap();
+    f.summarizer.push(json!({"refined_skill": {"name": "auto/x-y", "procedure": "1. new"}}).to_string());
+    let results = consolidator.check_idle_sessions(4 * HOUR_MS);
+    assert_eq!(results[0].1.as_ref().unwrap().skills_proposed, 0);
+    let prompt = &f.summarizer.prompts()[0];
+    assert!(
+        prompt.contains("\"new_skill\"") && !prompt.contains("\"refined_skill\"") && !prompt.contains("\"script\"")
+    );
+    assert!(proposer.proposals.lock().is_empty());
 }
 
 #[test]

@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use cairn_skills::SkillsError;
+use cairn_skills::auto::AutoSkillError;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -124,4 +125,50 @@ pub(crate) async fn inject_on_trigger(
     let changed =
         blocking(move || catalog.set_inject_on_trigger(&body.name, body.inject).map_err(skills_error)).await?;
     Ok(Json(json!({"ok": true, "name": name, "inject": body.inject, "changed": changed})))
+}
+
+fn auto_error(error: AutoSkillError) -> ApiError {
+    let message = cairn_guard::redact_all(&error.to_string()).into_owned();
+    match &error {
+        AutoSkillError::NotFound { .. } | AutoSkillError::InvalidSlug { .. } => {
+            ApiError::not_found("not_found", message)
+        }
+        AutoSkillError::ScriptRejected { .. } | AutoSkillError::Validator { .. } => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "script_rejected", message)
+        }
+        AutoSkillError::Exists { .. } => ApiError::conflict("skill_exists", message),
+        AutoSkillError::Symlink { .. } => ApiError::new(StatusCode::FORBIDDEN, "symlink_refused", message),
+        _ => ApiError::internal(message),
+    }
+}
+
+/// `GET /api/skills/-/pending`: the auto-skill candidates waiting for
+/// review, read from `<home>/skills/auto/.pending/`.
+pub(crate) async fn pending(State(state): State<Arc<AppState>>) -> ApiResult {
+    let auto = state.sessions.auto_skills();
+    let pending = blocking(move || auto.pending().map_err(auto_error)).await?;
+    Ok(Json(json!({"pending": pending})))
+}
+
+/// `POST /api/skills/-/pending/{slug}/approve`: promotes the candidate to
+/// `auto/<slug>` after validating its script again (422
+/// `script_rejected` naming the rule when it fails; 404 `not_found`).
+pub(crate) async fn approve(State(state): State<Arc<AppState>>, Path(slug): Path<String>) -> ApiResult {
+    let auto = state.sessions.auto_skills();
+    let catalog = Arc::clone(&state.skills);
+    let name = blocking(move || {
+        let name = auto.approve(&slug).map_err(auto_error)?;
+        catalog.invalidate();
+        Ok(name)
+    })
+    .await?;
+    Ok(Json(json!({"approved": name})))
+}
+
+/// `POST /api/skills/-/pending/{slug}/reject`: deletes the candidate (404 `not_found`).
+pub(crate) async fn reject(State(state): State<Arc<AppState>>, Path(slug): Path<String>) -> ApiResult {
+    let auto = state.sessions.auto_skills();
+    let label = slug.clone();
+    blocking(move || auto.reject(&slug).map_err(auto_error)).await?;
+    Ok(Json(json!({"rejected": label})))
 }
