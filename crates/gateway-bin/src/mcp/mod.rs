@@ -15,8 +15,9 @@
 //! downloads a model.
 //!
 //! `cairn mcp serve --agent NAME` serves the agent `NAME`: `skill_search`
-//! finds only the skills its `skill://` resources map (an unmapped agent
-//! finds none), as the session context of that agent lists them. The
+//! and `skill_read` see only the skills its `skill://` resources map (an
+//! unmapped agent sees none), as the session context of that agent lists
+//! them. The
 //! agent is fixed for the server's life, on its command line, because
 //! that is what a host can deliver: hosts start an MCP server from a
 //! fixed command in their config (kiro-cli per agent spec), and a tool
@@ -63,7 +64,7 @@ pub(crate) enum McpCommand {
 /// `cairn mcp serve` options.
 #[derive(Debug, clap::Args)]
 pub(crate) struct McpServeArgs {
-    /// Serve this agent: `skill_search` finds only the skills its `skill://` resources map.
+    /// Serve this agent: `skill_search` and `skill_read` see only the skills its `skill://` resources map.
     #[arg(long, value_name = "NAME")]
     pub(crate) agent: Option<String>,
 }

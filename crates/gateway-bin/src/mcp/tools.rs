@@ -546,7 +546,7 @@ impl CairnMcp {
 
     #[tool(
         description = "Read one locally installed skill: its SKILL.md body (at most 32 KiB, credentials redacted) and \
-                       the other files in its directory."
+                       the other files in its directory; a server started for an agent reads only that agent's skills."
     )]
     async fn skill_read(&self, Parameters(args): Parameters<SkillReadArgs>) -> Result<CallToolResult, ErrorData> {
         let stores = Arc::clone(&self.stores);
@@ -558,6 +558,15 @@ impl CairnMcp {
                     message: format!("no installed skill is called {:?}; find one with skill_search", args.name),
                 });
             };
+            if !stores.skill_scope.allows_skill(&skill.path, &skill.dir) {
+                return Err(Failure::Refused {
+                    code: "skill_not_mapped".to_owned(),
+                    message: format!(
+                        "{:?} is not one of this agent's skills (its skill:// resources); find them with skill_search",
+                        args.name
+                    ),
+                });
+            }
             let body = skill.body().trim();
             if let Some(finding) = cairn_guard::screen(body) {
                 return Err(Failure::Refused {

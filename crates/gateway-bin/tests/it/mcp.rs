@@ -385,9 +385,9 @@ async fn mcp_skills_search_and_read() {
     assert_eq!(row["deliveries"], 1, "{row}");
 }
 
-/// `skill_search` on a server started with `--agent NAME` finds only the
-/// skills the agent's `skill://` resources map; an unmapped agent finds
-/// none; without `--agent` the whole catalog; an unknown agent stops the
+/// `skill_search` (and `skill_read`) on a server started with `--agent
+/// NAME` find only the skills the agent's `skill://` resources map; an
+/// unmapped agent finds none; without `--agent` the whole catalog; an unknown agent stops the
 /// server before it serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_skill_search_is_scoped_to_the_served_agent() {
@@ -433,6 +433,15 @@ async fn mcp_skill_search_is_scoped_to_the_served_agent() {
         if *agent == Some("data") {
             let one = ok(&client, "skill_search", json!({"query": "deploy steps", "limit": 1})).await;
             assert_eq!(one["count"], 1, "the limit applies after scoping: {one}");
+        }
+        // skill_read reads the same catalog.
+        for name in ["deploy-db", "deploy-docs", "deploy-web"] {
+            if expected.contains(&name) {
+                ok(&client, "skill_read", json!({"name": name})).await;
+            } else {
+                let (code, _) = refused(&client, "skill_read", json!({"name": name})).await;
+                assert_eq!(code, "skill_not_mapped", "agent {agent:?} {name}");
+            }
         }
         client.cancel().await.unwrap();
     }
