@@ -77,10 +77,8 @@ pub(crate) mod env {
 }
 
 /// `skills` keys this build accepts and does not use.
-const UNSUPPORTED_SKILL_KEYS: &[(&str, &str)] = &[(
-    "judge_model",
-    "near-duplicate auto skills are found by description-word overlap, with no model call",
-)];
+const UNSUPPORTED_SKILL_KEYS: &[(&str, &str)] =
+    &[("judge_model", "near-duplicate auto skills are found by description-word overlap, with no model call")];
 
 /// A configuration problem; the message names the file (or variable) and the key.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,10 @@
 //!   transcript in `memory.db` (`claude-code:<session_id>`), which feeds
 //!   consolidation. Output is capped at Claude Code's 10,000 characters.
 //! - **kiro-cli** (agent `hooks`): `agentSpawn` and `userPromptSubmit`
-//!   print the context on stdout, capped at kiro-cli's 10 KiB.
+//!   print the context on stdout, capped at kiro-cli's 10 KiB;
+//!   `userPromptSubmit` and `postToolUse` append the prompt and the tool
+//!   call (name and input) to the transcript `kiro-cli:<session_id>`, or
+//!   `kiro-cli:<cwd>` when the event names no session.
 //!
 //! A broken hook must never block the user's prompt: bad or unknown input
 //! exits 0 with no context and one line on stderr. The one blocking answer
@@ -69,7 +72,7 @@ pub(crate) struct HookArgs {
     #[arg(value_enum)]
     pub(crate) host: HostName,
     /// The host's event name (`SessionStart`, `UserPromptSubmit`, `PostToolUse`, `Stop`,
-    /// `SessionEnd`; kiro-cli: `agentSpawn`, `userPromptSubmit`).
+    /// `SessionEnd`; kiro-cli: `agentSpawn`, `userPromptSubmit`, `postToolUse`).
     pub(crate) event: String,
 }
 
@@ -91,6 +94,7 @@ pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
         (HostName::ClaudeCode, "SessionEnd") => claude_end(home, &input),
         (HostName::KiroCli, "agentSpawn") => kiro_spawn(home, &input),
         (HostName::KiroCli, "userPromptSubmit") => kiro_prompt(home, &input),
+        (HostName::KiroCli, "postToolUse") => kiro_tool(home, &input),
         (host, event) => return Ok(skip(&format!("{} has no Cairn hook for event {event:?}", host.key()))),
     };
     match outcome {
@@ -266,15 +270,8 @@ fn text_of(value: &Value) -> String {
 }
 
 fn claude_tool(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
-    let tool = field(input, "tool_name")?;
-    let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
-    let tool_input = match serde_json::to_string(&tool_input) {
-        Ok(text) if text.chars().count() > TOOL_TEXT_CHARS => Value::String(cut_chars(&text, TOOL_TEXT_CHARS)),
-        _ => tool_input,
-    };
-    let response = cut_chars(&text_of(input.get("tool_response").unwrap_or(&Value::Null)), TOOL_TEXT_CHARS);
-    let message = TranscriptMessage::new("assistant", format!("[{tool} result] {response}"))
-        .with_tool_calls(vec![ToolCall::new(tool, tool_input)]);
+    let (text, call) = tool_call(input)?;
+    let message = TranscriptMessage::new("assistant", text).with_tool_calls(vec![call]);
     append(&*open_memory(home)?, HostName::ClaudeCode, input, message)?;
     Ok(None)
 }
@@ -327,8 +324,45 @@ fn kiro_spawn(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
     Ok((!text.trim().is_empty()).then_some(text))
 }
 
+/// kiro-cli's transcript key: the event's session, else its working directory.
+fn kiro_session(input: &Value) -> anyhow::Result<String> {
+    let session = input.get("session_id").and_then(Value::as_str).filter(|id| !id.trim().is_empty());
+    let session = match session {
+        Some(session) => session,
+        None => field(input, "cwd")?,
+    };
+    Ok(format!("{}:{}", HostName::KiroCli.key(), cut_chars(session, 200)))
+}
+
+/// The tool call a tool event carries: its name and its input (a long
+/// input is cut to a string).
+fn tool_call(input: &Value) -> anyhow::Result<(String, ToolCall)> {
+    let tool = field(input, "tool_name")?;
+    let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
+    let tool_input = match serde_json::to_string(&tool_input) {
+        Ok(text) if text.chars().count() > TOOL_TEXT_CHARS => Value::String(cut_chars(&text, TOOL_TEXT_CHARS)),
+        _ => tool_input,
+    };
+    let response = cut_chars(&text_of(input.get("tool_response").unwrap_or(&Value::Null)), TOOL_TEXT_CHARS);
+    Ok((format!("[{tool} result] {response}"), ToolCall::new(tool, tool_input)))
+}
+
+fn kiro_tool(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
+    let (text, call) = tool_call(input)?;
+    let message = TranscriptMessage::new("assistant", text).with_tool_calls(vec![call]);
+    open_memory(home)?.append_transcript(&kiro_session(input)?, &[message])?;
+    Ok(None)
+}
+
 fn kiro_prompt(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
     let prompt = field(input, "prompt")?;
+    if !prompt.trim().is_empty()
+        && let Ok(memory) = open_memory(home)
+        && let Err(error) = kiro_session(input)
+            .and_then(|key| Ok(memory.append_transcript(&key, &[TranscriptMessage::new("user", prompt)])?))
+    {
+        tracing::warn!(error = %format!("{error:#}"), "the prompt was not recorded in the transcript");
+    }
     Ok(match message_context(home, prompt, kiro_fits)? {
         MessageAnswer::Context(text) => (!text.trim().is_empty()).then_some(text),
         // kiro-cli has no blocking answer on userPromptSubmit: the reply is context.

@@ -1,5 +1,6 @@
 //! `cairn skills`: list, show, search, create, delete, lint, set-inject and
-//! match over the skill catalog in `<home>/skills`.
+//! match over the skill catalog in `<home>/skills`, and the review of
+//! generated skills: pending, approve, reject, archive.
 
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
@@ -91,6 +92,43 @@ pub(crate) enum SkillsCommand {
         /// The message text.
         message: String,
     },
+    /// List generated skill candidates waiting for review
+    /// (`skills/auto/.pending/`).
+    Pending {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Promote a pending candidate to `auto/<slug>` (its script is
+    /// validated again first).
+    Approve {
+        /// The candidate's slug (`auto/` prefix optional).
+        name: String,
+    },
+    /// Delete a pending candidate.
+    Reject {
+        /// The candidate's slug (`auto/` prefix optional).
+        name: String,
+    },
+    /// Move a live generated skill to `skills/auto/.archived/` (no longer offered).
+    Archive {
+        /// The skill's slug (`auto/` prefix optional).
+        name: String,
+    },
+}
+
+/// A slug from `auto/<slug>` or `<slug>`.
+fn slug(name: &str) -> &str {
+    name.strip_prefix("auto/").unwrap_or(name)
+}
+
+/// How `list` marks a generated skill: `auto`, or `auto stale`.
+fn auto_marks(home: &Home) -> std::collections::BTreeMap<String, &'static str> {
+    home.auto_skills()
+        .states()
+        .into_iter()
+        .map(|(name, state)| (name, if state.stale { "stale" } else { "active" }))
+        .collect()
 }
 
 fn catalog(home: &Home, args: &SkillsArgs) -> anyhow::Result<SkillCatalog> {
@@ -112,14 +150,28 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
     match &args.command {
         SkillsCommand::List { json } => {
             let rows = catalog.list_skills();
+            let marks = auto_marks(home);
             if *json {
+                let rows: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|row| {
+                        let mut value = serde_json::to_value(row)?;
+                        value["auto"] = marks.get(&row.name).map_or(serde_json::Value::Null, |state| json!(state));
+                        Ok(value)
+                    })
+                    .collect::<Result<_, serde_json::Error>>()?;
                 serde_json::to_writer_pretty(&mut out, &rows)?;
                 writeln!(out)?;
             } else {
                 for row in &rows {
                     let deliveries = row.deliveries.map_or_else(|| "-".to_owned(), |count| count.to_string());
+                    let auto = match marks.get(&row.name) {
+                        Some(&"stale") => "auto stale ",
+                        Some(_) => "auto ",
+                        None => "",
+                    };
                     let flags = format!(
-                        "{}{}{}",
+                        "{auto}{}{}{}",
                         if row.always { "always " } else { "" },
                         if row.inject_on_trigger { "" } else { "pointer " },
                         if row.owned { "owned" } else { "read-only" }
@@ -228,6 +280,38 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
             });
             serde_json::to_writer_pretty(&mut out, &value)?;
             writeln!(out)?;
+        }
+        SkillsCommand::Pending { json } => {
+            let pending = home.auto_skills().pending()?;
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &json!({ "pending": pending }))?;
+                writeln!(out)?;
+            } else {
+                for candidate in &pending {
+                    writeln!(
+                        out,
+                        "{}	session {}	{}	{}{}",
+                        candidate.name,
+                        candidate.session_key,
+                        candidate.created_at,
+                        if candidate.has_script { "script " } else { "" },
+                        candidate.description
+                    )?;
+                }
+                eprintln!("{} pending", pending.len());
+            }
+        }
+        SkillsCommand::Approve { name } => {
+            let approved = home.auto_skills().approve(slug(name))?;
+            writeln!(out, "{}", json!({ "approved": approved }))?;
+        }
+        SkillsCommand::Reject { name } => {
+            home.auto_skills().reject(slug(name))?;
+            writeln!(out, "{}", json!({ "rejected": slug(name) }))?;
+        }
+        SkillsCommand::Archive { name } => {
+            let archived = home.auto_skills().archive(slug(name))?;
+            writeln!(out, "{}", json!({ "archived": archived }))?;
         }
     }
     Ok(ExitCode::SUCCESS)

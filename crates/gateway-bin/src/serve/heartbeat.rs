@@ -3,6 +3,9 @@
 //! panics or hangs never stops the others; a job still running when it is
 //! due again is skipped for that tick. Every run is recorded for
 //! `GET /api/health`.
+//!
+//! The auto-skill lifecycle ([`auto_skills_job`]) runs here too: pending
+//! candidates expire, unused generated skills turn stale and are archived.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +14,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::watch;
+
+/// The auto-skill lifecycle runs on ticks divisible by this (hourly at the
+/// default 60 s tick) and at start.
+pub(crate) const AUTO_SKILL_LIFECYCLE_TICKS: u64 = 60;
+
+/// The auto-skill lifecycle job: expires pending candidates, marks unused
+/// generated skills stale and archives them, with the catalog's usage
+/// ledger as the record of use. Pinned skills are exempt; this build has
+/// no scheduled jobs, so no skill is exempt for being referenced by one.
+pub(crate) fn auto_skills_job(state: &Arc<super::AppState>) -> Job {
+    let auto = state.sessions.auto_skills();
+    let catalog = Arc::clone(&state.skills);
+    Job {
+        name: "auto_skill_lifecycle",
+        every_ticks: AUTO_SKILL_LIFECYCLE_TICKS,
+        at_start: true,
+        run: Arc::new(move || {
+            let report = auto.run_lifecycle(&catalog.ledger().snapshot(), &std::collections::BTreeSet::new())?;
+            if !report.archived.is_empty() || !report.archived_over_cap.is_empty() {
+                catalog.invalidate();
+            }
+            Ok(format!(
+                "{} pending expired, {} stale, {} reactivated, {} archived",
+                report.expired.len(),
+                report.staled.len(),
+                report.reactivated.len(),
+                report.archived.len() + report.archived_over_cap.len()
+            ))
+        }),
+    }
+}
 
 /// What one job run reports: a short line for health, or why it failed.
 pub(crate) type JobResult = anyhow::Result<String>;

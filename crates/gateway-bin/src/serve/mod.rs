@@ -447,6 +447,8 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
         ),
     }
 
+    jobs.push(heartbeat::auto_skills_job(state));
+
     let index_state = Arc::clone(state);
     jobs.push(Job {
         name: "fts_rebuild",

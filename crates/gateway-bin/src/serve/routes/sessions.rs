@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use cairn_context::{AgentContext, MessageRequest, RuntimeIdentity, SessionRequest, ThreadMessage};
-use cairn_memory_core::{MemoryError, TranscriptMessage};
+use cairn_memory_core::{MemoryError, ToolCall, TranscriptMessage};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -31,6 +31,53 @@ const ROLES: &[&str] = &["user", "assistant", "system", "tool"];
 pub(crate) struct IncomingMessage {
     role: String,
     content: String,
+    /// Tools the message called: `[{"name", "input"?}]`.
+    #[serde(default)]
+    tool_calls: Vec<IncomingToolCall>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct IncomingToolCall {
+    name: String,
+    #[serde(default)]
+    input: serde_json::Value,
+}
+
+/// Most tool calls one message may carry.
+const MAX_TOOL_CALLS_PER_MESSAGE: usize = 64;
+/// Longest tool name.
+const MAX_TOOL_NAME_CHARS: usize = 128;
+/// Largest tool input (bytes of its JSON).
+const MAX_TOOL_INPUT_BYTES: usize = 16 * 1024;
+
+fn check_tool_calls(index: usize, calls: Vec<IncomingToolCall>) -> Result<Vec<ToolCall>, ApiError> {
+    if calls.len() > MAX_TOOL_CALLS_PER_MESSAGE {
+        return Err(ApiError::bad_request(
+            "too_many_tool_calls",
+            format!("messages[{index}].tool_calls lists at most {MAX_TOOL_CALLS_PER_MESSAGE} calls"),
+        ));
+    }
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(call, tool)| {
+            let chars = tool.name.chars().count();
+            if tool.name.trim().is_empty() || chars > MAX_TOOL_NAME_CHARS || tool.name.chars().any(char::is_control) {
+                return Err(ApiError::bad_request(
+                    "invalid_tool_call",
+                    format!("messages[{index}].tool_calls[{call}].name is 1 to {MAX_TOOL_NAME_CHARS} characters"),
+                ));
+            }
+            if tool.input.to_string().len() > MAX_TOOL_INPUT_BYTES {
+                return Err(ApiError::bad_request(
+                    "invalid_tool_call",
+                    format!("messages[{index}].tool_calls[{call}].input is over {MAX_TOOL_INPUT_BYTES} bytes of JSON"),
+                ));
+            }
+            Ok(ToolCall::new(tool.name, tool.input))
+        })
+        .collect()
 }
 
 #[derive(Debug, Deserialize)]
@@ -78,10 +125,14 @@ fn check_messages(messages: Vec<IncomingMessage>) -> Result<Vec<TranscriptMessag
                     format!("messages[{index}].role must be one of {}", ROLES.join(", ")),
                 ));
             }
-            if message.content.trim().is_empty() {
-                return Err(ApiError::bad_request("empty_message", format!("messages[{index}].content is empty")));
+            if message.content.trim().is_empty() && message.tool_calls.is_empty() {
+                return Err(ApiError::bad_request(
+                    "empty_message",
+                    format!("messages[{index}] has neither content nor tool_calls"),
+                ));
             }
-            Ok(TranscriptMessage::new(message.role, message.content))
+            let tool_calls = check_tool_calls(index, message.tool_calls)?;
+            Ok(TranscriptMessage::new(message.role, message.content).with_tool_calls(tool_calls))
         })
         .collect()
 }
@@ -122,7 +173,8 @@ fn runtime(key: &str, window: Option<u64>, agent: Option<&str>) -> RuntimeIdenti
 }
 
 /// `POST /api/sessions/{key}/messages` with `{"messages": [{"role",
-/// "content"}, ...], "window"?, "agent"?}`: appends to the session's
+/// "content", "tool_calls"?: [{"name", "input"?}]}, ...], "window"?,
+/// "agent"?}`: appends to the session's
 /// transcript, answers the context of the last user message, scoped to the
 /// agent when one is named (an unknown one is refused, 404
 /// `unknown_agent`, before anything is appended; hooks applied: an
