@@ -76,9 +76,9 @@ pub use consolidate::{
 };
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{
-    Admission, BackfillReport, EpisodicContext, EpisodicHit, EpisodicIndexStatus, EpisodicOutcome, EpisodicQuery,
-    EpisodicRecord, Fusion, NewEpisode, ReembedProgress, ReembedStep, RetrievalMode, ScoreBreakdown,
-    sanitize_fts_query,
+    Admission, BackfillProgress, BackfillReport, BackfillStep, EpisodicContext, EpisodicHit, EpisodicIndexStatus,
+    EpisodicOutcome, EpisodicQuery, EpisodicRecord, Fusion, NewEpisode, ReembedProgress, ReembedStep, RetrievalMode,
+    ScoreBreakdown, sanitize_fts_query,
 };
 pub use error::{MemoryError, Rejected, Result};
 pub use export::{

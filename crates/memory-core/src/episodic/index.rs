@@ -13,7 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::keyword::KeywordState;
-use super::{BackfillReport, EpisodicIndexStatus, ReembedProgress, ReembedStep};
+use super::{BackfillProgress, BackfillReport, BackfillStep, EpisodicIndexStatus, ReembedProgress, ReembedStep};
 use crate::constants::{EPISODIC_BACKFILL_BATCH, EPISODIC_INDEX_FILE_NAME};
 use crate::db::{MemoryDb, space_signature};
 use crate::error::{MemoryError, Result};
@@ -45,6 +45,10 @@ pub(crate) struct EpisodicState {
     pending: Mutex<Option<(String, Receiver<Result<LoadedIndex>>)>>,
     progress: Mutex<ReembedProgress>,
     swap: Mutex<()>,
+    /// The running or last episodic backfill.
+    backfill: Mutex<BackfillProgress>,
+    /// Held by the backfill that runs; a second one waits for nothing.
+    backfilling: Mutex<()>,
     /// The space and revision last written to the snapshot file.
     saved: Mutex<Option<(String, i64)>>,
     /// The in-memory keyword index.
@@ -516,22 +520,68 @@ impl MemoryDb {
     /// Embeds every active row without a vector in the current space, in
     /// batches, outside any lock; each vector is stored only if the row is
     /// unchanged and the embedder was not swapped meanwhile. `progress` is
-    /// called with (done, total) after each batch.
+    /// called with (done, total) after each batch;
+    /// [`MemoryDb::backfill_progress`] reports the same from before the
+    /// first batch on.
+    /// One backfill runs at a time in a store: a second call while one runs
+    /// embeds nothing and answers the rows still missing.
     pub fn backfill_missing_embeddings(&self, progress: Option<&dyn Fn(usize, usize)>) -> Result<BackfillReport> {
         let _span = tracing::debug_span!("backfill_missing_embeddings").entered();
         self.refuse_when_damaged()?;
         let (Some(embedder), generation) = self.embedder_with_generation() else {
             return Ok(BackfillReport { embedded: 0, remaining: self.count_missing(None)? });
         };
+        let missing = || self.count_missing(Some(&space_signature(&*embedder)));
         // A model change owns the vectors while it runs: a backfill in the
         // outgoing space would undo its re-embedding.
         let Some(_no_swap) = self.episodic.swap.try_lock() else {
-            return Ok(BackfillReport {
-                embedded: 0,
-                remaining: self.count_missing(Some(&space_signature(&*embedder)))?,
-            });
+            return Ok(BackfillReport { embedded: 0, remaining: missing()? });
         };
-        self.backfill_into(&embedder, generation, progress)
+        // The running backfill embeds these rows already.
+        let Some(_single) = self.episodic.backfilling.try_lock() else {
+            return Ok(BackfillReport { embedded: 0, remaining: missing()? });
+        };
+        let started = std::cell::Cell::new(false);
+        // The first call is the one before the first batch: it starts the
+        // run; the caller's `progress` hears of batches only.
+        let tracked = |done: usize, total: usize| {
+            let mut state = self.episodic.backfill.lock();
+            if !started.replace(true) {
+                *state = BackfillProgress {
+                    step: BackfillStep::Running,
+                    run: state.run + 1,
+                    total,
+                    ..BackfillProgress::default()
+                };
+                return;
+            }
+            state.done = done;
+            drop(state);
+            if let Some(progress) = progress {
+                progress(done, total);
+            }
+        };
+        let result = self.backfill_into(&embedder, generation, Some(&tracked));
+        if started.get() {
+            let mut state = self.episodic.backfill.lock();
+            match &result {
+                Ok(report) => {
+                    state.step = BackfillStep::Done;
+                    state.done = report.embedded;
+                    state.remaining = report.remaining;
+                }
+                Err(error) => {
+                    state.step = BackfillStep::Failed;
+                    state.error = Some(error.to_string());
+                }
+            }
+        }
+        result
+    }
+
+    /// Where the running (or last) episodic backfill with rows to embed stands.
+    pub fn backfill_progress(&self) -> BackfillProgress {
+        self.episodic.backfill.lock().clone()
     }
 
     /// Embeds every active row without a vector in `embedder`'s space,
@@ -545,6 +595,9 @@ impl MemoryDb {
         let space = space_signature(&**embedder);
         let total = self.count_missing(Some(&space))?;
         let mut report = BackfillReport::default();
+        if let Some(progress) = progress.filter(|_| total > 0) {
+            progress(0, total);
+        }
         let mut after_id = 0i64;
         let mut failed = 0usize;
         while embedder.is_ready() || wait_ready(&**embedder, Duration::ZERO) {

@@ -419,6 +419,40 @@ pub struct BackfillReport {
     pub remaining: usize,
 }
 
+/// Step of the episodic backfill ([`MemoryDb::backfill_missing_embeddings`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackfillStep {
+    /// No backfill with rows to embed has run in this process.
+    #[default]
+    Idle,
+    /// Rows are being embedded.
+    Running,
+    /// The last backfill finished (`remaining` says whether rows are left).
+    Done,
+    /// The last backfill stopped on an error.
+    Failed,
+}
+
+/// Progress of the running (or last) episodic backfill that had rows to
+/// embed; a backfill that finds nothing to do leaves it as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct BackfillProgress {
+    /// Step.
+    pub step: BackfillStep,
+    /// Counts the backfills with rows to embed this store ran; a caller that
+    /// scheduled one waits for a higher number.
+    pub run: u64,
+    /// Rows that got a vector so far.
+    pub done: usize,
+    /// Rows without a vector in the current space when it started.
+    pub total: usize,
+    /// Rows still without one when it ended.
+    pub remaining: usize,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
 /// Step of a model swap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -122,7 +122,9 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> ApiResult {
 }
 
 /// `GET /api/memory/embedding-status`: health and download progress, with
-/// the legacy (`setup_step`) and raw (`download_step`) vocabularies.
+/// the legacy (`setup_step`) and raw (`download_step`) vocabularies, the
+/// model swap's re-embed (`reembed`) and the episodic backfill's rows
+/// (`backfill`: step, run, done, total, remaining).
 pub(crate) async fn embedding_status(State(state): State<Arc<AppState>>) -> ApiResult {
     let lifecycle = Arc::clone(&state.model);
     let memory = Arc::clone(&state.memory);
@@ -168,6 +170,7 @@ pub(crate) async fn embedding_status(State(state): State<Arc<AppState>>) -> ApiR
             "phase": phase,
             "error": error.map(|error| cairn_guard::redact_all(&error).into_owned()),
             "reembed": memory.reembed_progress(),
+            "backfill": memory.backfill_progress(),
         }))
     })
     .await?;
