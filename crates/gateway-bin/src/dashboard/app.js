@@ -6,8 +6,8 @@
 // - The API token lives in sessionStorage and travels only in the
 //   Authorization header; it is taken from the URL fragment once and the
 //   fragment is removed from the address bar.
-// - Polling runs only while the embedding model downloads, loads or a
-//   re-embed runs.
+// - Polling runs only while the embedding model downloads, loads, a
+//   re-embed or a backfill runs, or an import's backfill waits to start.
 'use strict';
 
 const TOKEN_KEY = 'cairn.token';
@@ -27,6 +27,12 @@ const state = {
   pollTimer: null,
   loaded: new Set(),
   probes: new Map(),
+  // Each embedding-status load; an answer of an older one is dropped.
+  pollGeneration: 0,
+  // The backfill run this page saw running, so its end is shown too.
+  watchedBackfill: null,
+  // The last import scan: the request it was for and its report.
+  importScan: null,
 };
 
 // ---- small DOM helpers -------------------------------------------------
@@ -182,15 +188,22 @@ function signOut(why) {
   stopPolling();
   state.loaded.clear();
   state.probes.clear();
+  state.watchedBackfill = null;
+  state.importScan = null;
+  $('import-confirm').hidden = true;
+  $('import-ask').hidden = true;
+  $('embed-progress').hidden = true;
   $('app').hidden = true;
   $('tabs').hidden = true;
   $('sign-out').hidden = true;
   for (const id of ['fact-list', 'epi-list', 'lesson-list', 'audit-list', 'mem-counts', 'skill-list',
-    'agent-list', 'agent-finding-list', 'agent-detail-fields', 'ctx-session-bars', 'ctx-message-bars', 'mcp-list']) {
+    'agent-list', 'agent-finding-list', 'agent-detail-fields', 'ctx-session-bars', 'ctx-message-bars', 'mcp-list',
+    'skill-lint-list', 'import-sources', 'import-item-list']) {
     clear($(id));
   }
   for (const id of ['ctx-session-text', 'ctx-message-text', 'skill-detail-content', 'embed-status', 'embed-detail',
-    'fact-summary', 'epi-summary', 'epi-page', 'mcp-skipped']) {
+    'fact-summary', 'epi-summary', 'epi-page', 'mcp-skipped', 'skill-lint-summary', 'import-msg', 'import-ledger',
+    'import-more', 'import-confirm-text']) {
     $(id).textContent = '';
   }
   $('login').hidden = false;
@@ -246,6 +259,7 @@ function showPane(pane) {
   if (pane === 'episodic' && !state.loaded.has('episodic')) loadEpisodes(0);
   else if (pane === 'lessons') loadLessons();
   else if (pane === 'audit') loadAudit();
+  else if (pane === 'import') $('import-from').focus();
 }
 
 // ---- memory: counts, embedding, settings --------------------------------
@@ -287,23 +301,30 @@ async function loadCounts() {
   });
 }
 
-function embeddingBusy(status) {
+function embeddingBusy(status, imported) {
   const reembed = status.reembed && status.reembed.step;
   return status.setup_step === 'downloading' || status.setup_step === 'loading'
-    || reembed === 'applying' || reembed === 'running';
+    || reembed === 'applying' || reembed === 'running'
+    || (status.backfill && status.backfill.step === 'running')
+    || imported.state === 'running';
 }
 
 async function loadEmbedding() {
   stopPolling();
+  const generation = ++state.pollGeneration;
   let status;
+  let imported;
   try {
-    status = (await api('GET', '/api/memory/embedding-status'));
+    const answers = await Promise.all([api('GET', '/api/memory/embedding-status'), api('GET', '/api/import/status')]);
+    status = answers[0];
+    imported = answers[1].backfill;
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) $('embed-status').textContent = refusal(error);
     return;
   }
-  renderEmbedding(status);
-  if (embeddingBusy(status) && state.token) {
+  if (generation !== state.pollGeneration) return;
+  renderEmbedding(status, imported);
+  if (embeddingBusy(status, imported) && state.token) {
     state.pollTimer = setTimeout(loadEmbedding, POLL_MS);
   }
 }
@@ -313,7 +334,30 @@ function stopPolling() {
   state.pollTimer = null;
 }
 
-function renderEmbedding(status) {
+function showProgress(kind, value, max) {
+  const progress = $('embed-progress');
+  progress.max = Math.max(max, 1);
+  progress.value = value;
+  progress.dataset.kind = kind;
+  progress.hidden = false;
+}
+
+/** The episodic backfill's line: while it runs, and once more when the run this page watched ends. */
+function backfillDetail(backfill, imported) {
+  if (backfill.step === 'running') {
+    state.watchedBackfill = backfill.run;
+    showProgress('backfill', backfill.done, backfill.total);
+    return 'Embedding rows stored without a vector: ' + backfill.done + ' of ' + backfill.total + ' rows.';
+  }
+  if (imported.state === 'running') return 'Imported rows wait for the embedding model; their backfill starts shortly.';
+  if (state.watchedBackfill === null || backfill.run !== state.watchedBackfill) return '';
+  if (backfill.step === 'failed') return 'The backfill stopped: ' + (backfill.error || 'unknown error');
+  showProgress('backfill', backfill.done, backfill.total);
+  return 'Embedded ' + backfill.done + ' of ' + backfill.total + ' rows; '
+    + (backfill.remaining ? backfill.remaining + ' still without a vector (the heartbeat tries again).' : 'every row has a vector.');
+}
+
+function renderEmbedding(status, imported) {
   const progress = $('embed-progress');
   const reembed = status.reembed || {};
   let text;
@@ -322,30 +366,29 @@ function renderEmbedding(status) {
   if (reembed.step === 'applying' || reembed.step === 'running') {
     text = 'Re-embedding every row with the new model…';
     if (reembed.total > 0) {
-      progress.max = reembed.total;
-      progress.value = reembed.done;
-      progress.hidden = false;
+      showProgress('reembed', reembed.done, reembed.total);
       detail = reembed.done + ' of ' + reembed.total + ' rows';
     }
   } else if (status.setup_step === 'downloading') {
     text = 'Downloading ' + status.model_id + '…';
     if (status.bytes_total) {
-      progress.max = status.bytes_total;
-      progress.value = status.bytes_downloaded;
-      progress.hidden = false;
+      showProgress('download', status.bytes_downloaded, status.bytes_total);
       detail = bytes(status.bytes_downloaded) + ' of ' + bytes(status.bytes_total);
     } else {
       detail = bytes(status.bytes_downloaded) + ' so far';
     }
     if (status.download_attempt > 1) detail += ' (attempt ' + status.download_attempt + ' of ' + status.download_max_attempts + ')';
-  } else if (status.setup_step === 'loading') {
-    text = 'Loading ' + status.model_id + ' into memory…';
-  } else if (status.setup_step === 'done') {
-    text = status.model_id + ' is loaded (' + status.model_dim + ' dimensions): search uses vectors and keywords.';
-  } else if (status.setup_step === 'error') {
-    text = 'The model is not available: search uses keywords only.';
   } else {
-    text = 'No model loaded: search uses keywords only.';
+    if (status.setup_step === 'loading') {
+      text = 'Loading ' + status.model_id + ' into memory…';
+    } else if (status.setup_step === 'done') {
+      text = status.model_id + ' is loaded (' + status.model_dim + ' dimensions): search uses vectors and keywords.';
+    } else if (status.setup_step === 'error') {
+      text = 'The model is not available: search uses keywords only.';
+    } else {
+      text = 'No model loaded: search uses keywords only.';
+    }
+    detail = backfillDetail(status.backfill || {}, imported || {});
   }
   if (status.error) detail = (detail ? detail + ' — ' : '') + status.error;
   if (reembed.step === 'failed' && reembed.error) detail = (detail ? detail + ' — ' : '') + 'Re-embed failed: ' + reembed.error;
@@ -674,6 +717,159 @@ async function loadAudit() {
   });
 }
 
+// ---- memory: import from other agents ---------------------------------
+
+const SOURCE_NAMES = { 'claude-code': 'Claude Code', hermes: 'Hermes', openclaw: 'OpenClaw' };
+/** Entries listed in the table; the counts cover every entry. */
+const IMPORT_ROWS = 300;
+/** Outcomes that mean an entry is (or would be) written. */
+const LANDING = new Set(['offered', 'written']);
+const OUTCOME_WORDS = {
+  offered: 'would be written',
+  written: 'written',
+  exists: 'kept: existing memory has it',
+  already_imported: 'already imported',
+  refused: 'refused by a rule',
+  unsupported: 'not imported',
+  lesson_cap: 'over the lesson limit',
+  store_full: 'episodic store full',
+};
+
+function importRequest() {
+  const body = { from: $('import-from').value };
+  for (const [field, id] of [['claude_home', 'import-claude'], ['hermes_home', 'import-hermes'],
+    ['openclaw_workspace', 'import-openclaw']]) {
+    const value = $(id).value.trim();
+    if (value) body[field] = value;
+  }
+  const project = $('import-project').value.trim();
+  if (project) body.projects = [project];
+  return body;
+}
+
+function plural(count, one, many) {
+  return count + ' ' + (count === 1 ? one : many);
+}
+
+/** Per source: what lands where, what is skipped and why, and the file-level findings. */
+function importSourceCard(source, report) {
+  const items = report.items.filter((item) => item.source === source);
+  const landing = items.filter((item) => LANDING.has(item.outcome));
+  const count = (kind) => landing.filter((item) => item.lands_as === kind).length;
+  const skipped = new Map();
+  for (const item of items) {
+    if (!LANDING.has(item.outcome)) skipped.set(item.outcome, (skipped.get(item.outcome) || 0) + 1);
+  }
+  const rows = [
+    ['Lessons', count('lesson')],
+    ['Facts', count('semantic')],
+    ['Episodic rows', count('episodic')],
+    ...[...skipped].map(([outcome, n]) => [OUTCOME_WORDS[outcome] || outcome, n]),
+  ];
+  const diagnostics = report.diagnostics.filter((diagnostic) => diagnostic.source === source);
+  return el('article', { class: 'card import-source', data: { source } },
+    el('h2', { text: SOURCE_NAMES[source] || source }),
+    el('p', { class: 'muted', text: plural(items.length, 'entry', 'entries') + ' found; '
+      + plural(landing.length, 'entry', 'entries') + (report.dry_run ? ' would be written, ' : ' written, ')
+      + (items.length - landing.length) + ' skipped.' }),
+    el('dl', { class: 'counts' }, rows.flatMap(([name, value]) => [
+      el('dt', { text: name }), el('dd', { data: { count: name }, text: value })])),
+    diagnostics.length ? el('h3', { text: 'Findings' }) : null,
+    diagnostics.length ? el('ul', { class: 'import-diagnostics' }, diagnostics.map((diagnostic) => el('li',
+      { data: { code: diagnostic.code } },
+      el('span', { class: 'chip warn', text: diagnostic.code }), ' ', diagnostic.message, ' ',
+      el('code', { text: diagnostic.path })))) : null);
+}
+
+function importItemRow(item) {
+  const outcome = OUTCOME_WORDS[item.outcome] || item.outcome;
+  const reason = (item.code ? ' (' + item.code + ')' : '') + (item.message ? ': ' + item.message : '');
+  return el('tr', { data: { source: item.source, outcome: item.outcome } },
+    cell('Source', SOURCE_NAMES[item.source] || item.source),
+    cell('File', el('code', { text: item.path })),
+    cell('Entry', item.locator),
+    cell('Lands as', item.lands_as + (item.key ? ' ' + item.key : '')),
+    cell('Outcome', [el('span', { class: LANDING.has(item.outcome) ? 'chip' : 'chip warn', text: outcome }), reason]),
+    cell('Text', item.preview, 'import-preview'));
+}
+
+function renderImport(report) {
+  clear($('import-sources')).append(...report.sources.map((source) => importSourceCard(source, report)));
+  const rows = report.items.slice(0, IMPORT_ROWS);
+  clear($('import-item-list')).append(...rows.map(importItemRow));
+  $('import-more').textContent = report.items.length > rows.length
+    ? (report.items.length - rows.length) + ' more entries are not listed; the counts above include them.'
+    : '';
+}
+
+function landingWords(counts) {
+  return plural(counts.lessons, 'lesson', 'lessons') + ', ' + plural(counts.semantic, 'fact', 'facts') + ' and '
+    + plural(counts.episodic, 'episodic row', 'episodic rows');
+}
+
+function ledgerWords(report) {
+  const offered = report.counts.lessons + report.counts.semantic + report.counts.episodic;
+  if (report.counts.already_imported === 0) return '';
+  return 'Ledger: ' + plural(report.counts.already_imported, 'entry of these files is', 'entries of these files are')
+    + ' recorded as imported and will not be written again'
+    + (offered ? '; ' + offered + ' would still be offered.' : '; importing again changes nothing.');
+}
+
+async function scanImport(event) {
+  if (event) event.preventDefault();
+  $('import-confirm').hidden = true;
+  $('import-ask').hidden = true;
+  const body = importRequest();
+  say('import-msg', 'Reading the files…');
+  await guarded('import-msg', async () => {
+    const data = await api('POST', '/api/import/scan', body);
+    const report = data.report;
+    state.importScan = { body, report };
+    renderImport(report);
+    const offered = report.counts.lessons + report.counts.semantic + report.counts.episodic;
+    say('import-msg', 'Dry run, nothing written: ' + plural(report.files_read, 'file', 'files') + ' read; '
+      + (offered ? landingWords(report.counts) + ' would be offered to the writers.' : 'nothing new to import.'),
+    offered ? 'ok' : '');
+    $('import-ledger').textContent = ledgerWords(report);
+    $('import-ask').hidden = offered === 0;
+  });
+}
+
+function askImport() {
+  const scan = state.importScan;
+  if (!scan) return;
+  const names = scan.report.sources.map((source) => SOURCE_NAMES[source] || source).join(', ');
+  $('import-confirm-text').textContent = 'Import ' + landingWords(scan.report.counts) + ' from ' + names + '? '
+    + 'Each entry goes through Cairn\'s writers again (screening, dedup, conflicts, caps): existing memory wins, '
+    + 'nothing is deleted, and episodic rows are embedded afterwards.';
+  $('import-confirm').hidden = false;
+  $('import-ask').hidden = true;
+}
+
+async function applyImport() {
+  const scan = state.importScan;
+  if (!scan) return;
+  $('import-confirm').hidden = true;
+  say('import-msg', 'Importing…');
+  await guarded('import-msg', async () => {
+    const data = await api('POST', '/api/import/apply', scan.body);
+    const report = data.report;
+    renderImport(report);
+    let words = 'Imported ' + landingWords(report.counts) + '.';
+    if (report.counts.exists) words += ' ' + plural(report.counts.exists, 'entry', 'entries') + ' kept existing memory.';
+    if (data.backfill.scheduled) words += ' The new episodic rows are being embedded (see Embedding model).';
+    say('import-msg', words, 'ok');
+    loadEmbedding();
+    loadCounts();
+    // The ledger as a new scan reads it.
+    const again = await api('POST', '/api/import/scan', scan.body);
+    state.importScan = { body: scan.body, report: again.report };
+    $('import-ledger').textContent = ledgerWords(again.report);
+    const offered = again.report.counts.lessons + again.report.counts.semantic + again.report.counts.episodic;
+    $('import-ask').hidden = offered === 0;
+  });
+}
+
 // ---- context -----------------------------------------------------------
 
 function sectionBars(target, part) {
@@ -719,17 +915,44 @@ async function previewContext(event) {
 
 const SKILL_TEMPLATE = '---\nname: my-skill\ndescription: What this skill helps with, in one line\ntriggers: word, another phrase\n---\n\n# My skill\n\nSteps the agent should follow.\n';
 
+const SEVERITIES = ['error', 'portability', 'warning'];
+
+function severityChip(severity, text) {
+  return el('span', { class: severity === 'error' ? 'chip bad' : 'chip warn', data: { severity }, text });
+}
+
+/** A skill's load problem and its lint findings counted by severity. */
+function findingChips(warning, findings) {
+  const chips = [];
+  if (warning) chips.push(el('span', { class: 'chip bad', text: warning }));
+  for (const severity of SEVERITIES) {
+    const count = (findings || []).filter((finding) => finding.severity === severity).length;
+    if (count) chips.push(severityChip(severity, count + ' ' + severity));
+  }
+  return chips.length ? chips : el('span', { class: 'muted', text: 'none' });
+}
+
+function lintSummary(findings) {
+  const has = (severity) => findings.some((finding) => finding.severity === severity);
+  if (findings.length === 0) return 'No findings: Cairn and every Agent Skills host read this skill as meant.';
+  const count = plural(findings.length, 'finding', 'findings');
+  if (has('error')) return count + ': no host, Cairn included, can read this skill\'s metadata.';
+  if (has('portability')) return count + ': Cairn reads it; hosts that enforce the Agent Skills standard reject it.';
+  return count + ': valid everywhere, but Cairn will not use it quite as written.';
+}
+
 async function loadSkills() {
   await guarded('skills-msg', async () => {
-    const data = await api('GET', '/api/skills');
-    clear($('skill-list')).append(...data.skills.map(skillRow));
+    const [data, lint] = await Promise.all([api('GET', '/api/skills'), api('GET', '/api/skills/-/lint')]);
+    const findings = new Map(lint.skills.map((report) => [report.name, report.findings]));
+    clear($('skill-list')).append(...data.skills.map((skill) => skillRow(skill, findings.get(skill.name))));
     if (data.skills.length === 0) {
       $('skill-list').append(el('tr', {}, el('td', { colspan: '8', class: 'muted', text: 'No skills yet.' })));
     }
   });
 }
 
-function skillRow(skill) {
+function skillRow(skill, findings) {
   const toggle = el('input', {
     type: 'checkbox',
     class: 'inject-toggle',
@@ -739,14 +962,13 @@ function skillRow(skill) {
     'aria-label': 'inject ' + skill.name + ' on trigger',
   });
   toggle.addEventListener('change', () => setInject(skill.name, toggle));
-  const findings = skill.warning ? el('span', { class: 'chip warn', text: skill.warning }) : el('span', { class: 'muted', text: 'none' });
   return el('tr', { data: { name: skill.name } },
     cell('Skill', el('button', { type: 'button', class: 'small', text: skill.name, onclick: () => showSkill(skill.name) })),
     cell('Description', skill.description || '—'),
     cell('Source', skill.source + (skill.always ? ' · always on' : '')),
     cell('Size', bytes(skill.size_bytes), 'num'),
     cell('Deliveries', skill.deliveries === null || skill.deliveries === undefined ? '—' : valueText(skill.deliveries), 'num'),
-    cell('Findings', findings),
+    cell('Findings', findingChips(skill.warning, findings), 'skill-findings'),
     cell('Inject on trigger', el('label', { class: 'check' }, toggle, skill.owned ? '' : 'read-only')),
     cell('', skill.owned
       ? el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteSkill(skill.name) })
@@ -778,6 +1000,12 @@ async function showSkill(name) {
     if (data.always) meta.push('always on');
     $('skill-detail-meta').textContent = meta.join(' · ');
     $('skill-detail-content').textContent = data.content;
+    const lint = data.lint || [];
+    $('skill-lint-summary').textContent = lintSummary(lint);
+    clear($('skill-lint-list')).append(...lint.map((finding) => el('tr', { data: { rule: finding.rule } },
+      cell('Severity', severityChip(finding.severity, finding.severity)),
+      cell('Rule', el('code', { text: finding.rule })),
+      cell('Finding', finding.message))));
     for (const row of $('skill-list').querySelectorAll('tr')) row.classList.toggle('selected', row.dataset.name === name);
   });
 }
@@ -995,6 +1223,13 @@ function wire() {
   $('epi-next').addEventListener('click', () => loadEpisodes(state.episodeOffset + EPISODE_PAGE));
   $('lesson-form').addEventListener('submit', addLesson);
   $('audit-refresh').addEventListener('click', loadAudit);
+  $('import-form').addEventListener('submit', scanImport);
+  $('import-ask').addEventListener('click', askImport);
+  $('import-apply').addEventListener('click', applyImport);
+  $('import-cancel').addEventListener('click', () => {
+    $('import-confirm').hidden = true;
+    $('import-ask').hidden = false;
+  });
   $('ctx-form').addEventListener('submit', previewContext);
   $('skill-form').addEventListener('submit', createSkill);
   $('mcp-agent').addEventListener('change', loadMcp);

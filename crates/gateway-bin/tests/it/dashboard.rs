@@ -794,3 +794,279 @@ fn dashboard_open_hands_the_signed_in_address_to_the_browser_in_browser_env() {
     assert_eq!(String::from_utf8(failing.stdout).unwrap().trim(), expected);
     assert!(String::from_utf8_lossy(&failing.stderr).contains("could not open a browser"));
 }
+
+/// A skill the Agent Skills standard rejects (a top-level `triggers:`)
+/// beside one with nothing to report.
+const CLEAN_SKILL: &str = "---\nname: release-notes\ndescription: How we write release notes\n---\n\n# Release notes\n\nOne line per change.\n";
+
+#[test]
+fn dashboard_skill_lint_findings_show_in_the_list_and_the_detail() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    for (name, text) in [("deploy-notes", SKILL), ("release-notes", CLEAN_SKILL)] {
+        let dir = home.path().join("skills").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("SKILL.md"), text).unwrap();
+    }
+    let gateway = start_in(home, &[], &[]);
+    let lint = gateway.get("/api/skills/-/lint");
+    assert_eq!(lint.status, 200, "{}", lint.body);
+    let findings = |name: &str| -> Vec<Value> {
+        let reports = lint.body["skills"].as_array().unwrap();
+        let report = reports.iter().find(|report| report["name"] == name).unwrap();
+        report["findings"].as_array().unwrap().clone()
+    };
+    assert_eq!(findings("release-notes"), Vec::<Value>::new());
+    let rules: Vec<(Value, Value)> =
+        findings("deploy-notes").iter().map(|finding| (finding["severity"].clone(), finding["rule"].clone())).collect();
+    assert_eq!(rules, vec![(json!("portability"), json!("unexpected-fields"))]);
+    assert_eq!(gateway.get("/api/skills/deploy-notes").body["lint"], json!(findings("deploy-notes")));
+
+    let browser = Browser::start(&tools, "skill_lint");
+    open_signed_in(&browser, &gateway);
+    browser.click("button.tab[data-view=skills]");
+    browser.wait("the skill list", "document.querySelector('#skill-list tr[data-name=\"release-notes\"]')");
+    assert_eq!(browser.text("#skill-list tr[data-name='deploy-notes'] .skill-findings"), "1 portability");
+    assert_eq!(browser.text("#skill-list tr[data-name='release-notes'] .skill-findings"), "none");
+
+    browser.click("#skill-list tr[data-name='deploy-notes'] td[data-label=Skill] button");
+    browser.wait("the findings", "document.querySelector('#skill-lint-list tr[data-rule=\"unexpected-fields\"]')");
+    let row = "#skill-lint-list tr[data-rule='unexpected-fields']";
+    assert_eq!(browser.text(&format!("{row} td[data-label=Severity]")), "portability");
+    assert!(
+        browser
+            .text(&format!("{row} td[data-label=Finding]"))
+            .starts_with("Unexpected fields in frontmatter: triggers."),
+        "{}",
+        browser.text(row)
+    );
+    assert!(browser.text("#skill-lint-summary").contains("hosts that enforce the Agent Skills standard reject it"));
+    browser.screenshot("findings");
+
+    browser.click("#skill-list tr[data-name='release-notes'] td[data-label=Skill] button");
+    browser.wait("the clean skill", "document.getElementById('skill-detail-name').textContent === 'release-notes'");
+    assert_eq!(browser.js("return document.querySelectorAll('#skill-lint-list tr').length;", vec![]), json!(0));
+    assert!(browser.text("#skill-lint-summary").starts_with("No findings"));
+    browser.finish("skill_lint");
+}
+
+/// The foreign-import fixture homes (Claude Code, Hermes, OpenClaw) the
+/// import tests use.
+const FOREIGN_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../memory-core/tests/data/foreign/home");
+
+/// Copies the fixture's `.claude`, `.hermes` and `.openclaw` into `home`
+/// (the user home `cairn serve` scans by default), plus a symlinked rules
+/// file, which is refused.
+fn seed_foreign_homes(home: &Path) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &to.join(entry.file_name()));
+            } else {
+                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+            }
+        }
+    }
+    for dir in [".claude", ".hermes", ".openclaw"] {
+        copy(&Path::new(FOREIGN_FIXTURE).join(dir), &home.join(dir));
+    }
+    std::os::unix::fs::symlink(home.join(".claude/CLAUDE.md"), home.join(".claude/rules/linked.md")).unwrap();
+}
+
+/// The numbers in the `dd[data-count]` cells of one source's card.
+fn card_counts(browser: &Browser, source: &str) -> Value {
+    browser.js(
+        "const card = document.querySelector(`#import-sources [data-source=\"${arguments[0]}\"]`); \
+         return Object.fromEntries([...card.querySelectorAll('dd[data-count]')] \
+             .map(n => [n.dataset.count, Number(n.textContent)]));",
+        vec![json!(source)],
+    )
+}
+
+#[test]
+fn dashboard_import_panel_scans_applies_with_confirmation_and_shows_the_ledger() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    seed_foreign_homes(home.path());
+    let models = tempfile::tempdir().unwrap();
+    let model = crate::serve::tiny_model(models.path());
+    let gateway = start_in(home, &["--model-path", model.to_str().unwrap(), "--heartbeat-secs", "3600"], &[]);
+    gateway.wait_for("/api/memory/embedding-status", "the model to load", |body| body["setup_step"] == "done");
+    let scanned = gateway.send("POST", "/api/import/scan", &json!({}));
+    assert_eq!(scanned.status, 200, "{}", scanned.body);
+    let expected = &scanned.body["report"]["counts"];
+
+    let browser = Browser::start(&tools, "import");
+    open_signed_in(&browser, &gateway);
+    browser.click("button.subtab[data-pane=import]");
+    browser.click("#import-scan");
+    browser.wait("the scan", "document.querySelectorAll('#import-sources .import-source').length === 3");
+    assert!(browser.text("#import-msg").starts_with("Dry run, nothing written"), "{}", browser.text("#import-msg"));
+    assert_eq!(gateway.get("/api/memory/stats").body["stats"]["episodic_live"], 0, "a scan writes nothing");
+
+    // Per source: what lands where; together, the API's counts.
+    let cards: Vec<Value> =
+        ["claude-code", "hermes", "openclaw"].iter().map(|source| card_counts(&browser, source)).collect();
+    for (label, field) in [("Lessons", "lessons"), ("Facts", "semantic"), ("Episodic rows", "episodic")] {
+        let shown: u64 = cards.iter().map(|card| card[label].as_u64().unwrap()).sum();
+        assert_eq!(json!(shown), expected[field], "{label}: {cards:?}");
+    }
+    assert_eq!(cards[1]["refused by a rule"], 3, "the injection and the two lengths: {}", cards[1]);
+    // File-level findings, each under its source.
+    for (source, code) in [
+        ("hermes", "unsupported_store"),
+        ("claude-code", "symlink"),
+        ("claude-code", "transcripts_not_imported"),
+        ("openclaw", "system_prompt"),
+        ("openclaw", "persona"),
+    ] {
+        let found = browser.js(
+            "return Boolean(document.querySelector(`#import-sources [data-source=\"${arguments[0]}\"] li[data-code=\"${arguments[1]}\"]`));",
+            vec![json!(source), json!(code)],
+        );
+        assert_eq!(found, json!(true), "no {code} finding under {source}");
+    }
+    // What is skipped says why; a credential is shown redacted.
+    let skipped = browser.js(
+        "return [...document.querySelectorAll('#import-item-list tr')].filter(r => r.dataset.outcome !== 'offered') \
+             .map(r => r.querySelector('td[data-label=Outcome]').textContent + ' | ' + r.querySelector('.import-preview').textContent);",
+        vec![],
+    );
+    let skipped: Vec<&str> = skipped.as_array().unwrap().iter().map(|line| line.as_str().unwrap()).collect();
+    assert!(skipped.iter().any(|line| line.starts_with("refused by a rule (injection)")), "{skipped:#?}");
+    let credential = skipped.iter().find(|line| line.starts_with("not imported (credential)")).unwrap();
+    assert!(credential.contains("[REDACTED") && !credential.contains("hunter2"), "{credential}");
+    browser.screenshot("scanned");
+
+    // Apply, after a confirmation that says what will be written.
+    browser.click("#import-ask");
+    browser.wait("the confirmation", "!document.getElementById('import-confirm').hidden");
+    let lessons = expected["lessons"].as_u64().unwrap();
+    assert!(
+        browser.text("#import-confirm-text").starts_with(&format!("Import {lessons} lessons")),
+        "{}",
+        browser.text("#import-confirm-text")
+    );
+    browser.click("#import-apply");
+    browser.wait("the result", "document.getElementById('import-msg').textContent.startsWith('Imported')");
+    browser.wait("the ledger", "document.getElementById('import-ledger').textContent.startsWith('Ledger')");
+    let written = |kind: &str| {
+        browser.js(
+            "return [...document.querySelectorAll('#import-item-list tr[data-outcome=written]')] \
+                 .filter(r => r.querySelector('td[data-label=\"Lands as\"]').textContent.split(' ')[0] === arguments[0]).length;",
+            vec![json!(kind)],
+        )
+    };
+    let stats = gateway.get("/api/memory/stats").body["stats"].clone();
+    assert_eq!(written("episodic"), stats["episodic_live"], "{stats}");
+    assert_eq!(written("lesson"), stats["lessons"], "{stats}");
+    assert!(
+        browser.text("#import-ledger").ends_with("importing again changes nothing."),
+        "{}",
+        browser.text("#import-ledger")
+    );
+    assert_eq!(browser.js("return document.getElementById('import-ask').hidden;", vec![]), json!(true));
+    let status = gateway.wait_for("/api/import/status", "the backfill", |body| body["backfill"]["state"] == "done");
+    assert_eq!(status["backfill"]["embedded"], stats["episodic_live"], "{status}");
+
+    // The ledger holds: applying again writes nothing.
+    let again = gateway.send("POST", "/api/import/apply", &json!({}));
+    let counts = &again.body["report"]["counts"];
+    assert_eq!((&counts["lessons"], &counts["semantic"], &counts["episodic"]), (&json!(0), &json!(0), &json!(0)));
+    browser.finish("imported");
+}
+
+/// An OpenClaw workspace under `home` with `days` daily logs of 20 entries.
+fn seed_openclaw_days(home: &Path, days: usize) -> usize {
+    let people = ["Ada", "Bo", "the billing team", "Priya", "Marek"];
+    let work = [
+        "shipped the coupon parser",
+        "reviewed the invoice export",
+        "profiled the checkout page",
+        "rewrote the refund queue",
+    ];
+    let memory = home.join(".openclaw/workspace/memory");
+    std::fs::create_dir_all(&memory).unwrap();
+    for day in 0..days {
+        let mut log = format!("# 2026-01-{:02}\n\n## 09:00\n", day + 1);
+        for entry in 0..20 {
+            let n = day * 20 + entry;
+            log.push_str(&format!("- Entry {n}: {} {} (ticket SHOP-{n}).\n", people[n % 5], work[(n / 5) % 4]));
+        }
+        std::fs::write(memory.join(format!("2026-01-{:02}.md", day + 1)), log).unwrap();
+    }
+    days * 20
+}
+
+/// The installed embedding model's folder, as `cairn model status` resolves
+/// it in the developer's (or CI's) own environment.
+fn installed_model() -> Option<PathBuf> {
+    let output = cairn().args(["model", "status"]).env("CAIRN_SKIP_MODEL_DOWNLOAD", "1").output().unwrap();
+    let status: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    let dir = status["resolved"]["dir"].as_str().map(PathBuf::from);
+    if dir.is_none() {
+        let reason = "the embedding model is needed (cargo run --release --bin cairn -- model fetch)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: {reason}");
+        eprintln!("skipping the backfill progress test: {reason}");
+    }
+    dir
+}
+
+#[test]
+fn dashboard_backfill_after_an_import_shows_a_determinate_bar_to_completion() {
+    let Some(tools) = tools() else { return };
+    // The real model: its batches take long enough for the page's polls to see the bar move.
+    let Some(model) = installed_model() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let entries = seed_openclaw_days(home.path(), 10);
+    let gateway = start_in(home, &["--model-path", model.to_str().unwrap(), "--heartbeat-secs", "3600"], &[]);
+    gateway.wait_for("/api/memory/embedding-status", "the model to load", |body| body["setup_step"] == "done");
+    let browser = Browser::start(&tools, "backfill");
+    open_signed_in(&browser, &gateway);
+    browser.wait("the model line", "document.getElementById('embed-status').textContent.includes('is loaded')");
+    assert_eq!(browser.js("return document.getElementById('embed-progress').hidden;", vec![]), json!(true));
+
+    // Every state the bar takes from here on.
+    browser.js(
+        "window.__bar = []; const bar = document.getElementById('embed-progress'); \
+         new MutationObserver(() => window.__bar.push({hidden: bar.hidden, kind: bar.dataset.kind || null, \
+             value: bar.value, max: bar.max})).observe(bar, {attributes: true});",
+        vec![],
+    );
+    browser.click("button.subtab[data-pane=import]");
+    browser.select("#import-from", "openclaw");
+    browser.click("#import-scan");
+    browser.wait("the scan", "!document.getElementById('import-ask').hidden");
+    browser.click("#import-ask");
+    browser.click("#import-apply");
+    browser.wait("the import", "document.getElementById('import-msg').textContent.startsWith('Imported')");
+    assert_eq!(gateway.get("/api/memory/stats").body["stats"]["episodic_live"], entries);
+    browser
+        .wait("the end of the backfill", "document.getElementById('embed-detail').textContent.startsWith('Embedded')");
+    assert_eq!(browser.text("#embed-detail"), format!("Embedded {entries} of {entries} rows; every row has a vector."));
+    browser.screenshot("backfilled");
+
+    let states = browser.js("return window.__bar.filter(s => !s.hidden && s.kind === 'backfill');", vec![]);
+    let shown: Vec<(u64, u64)> = states
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|state| (state["value"].as_f64().unwrap() as u64, state["max"].as_f64().unwrap() as u64))
+        .collect();
+    eprintln!("the backfill bar as the page showed it (value, max): {shown:?}");
+    let total = u64::try_from(entries).unwrap();
+    assert!(shown.iter().all(|(_, max)| *max == total), "the bar's maximum is the rows to embed: {shown:?}");
+    assert!(shown.windows(2).all(|pair| pair[0].0 <= pair[1].0), "the bar never goes back: {shown:?}");
+    assert!(shown.first().is_some_and(|(value, _)| *value < total), "the bar was seen before the end: {shown:?}");
+    assert_eq!(shown.last(), Some(&(total, total)), "the bar ends full: {shown:?}");
+    let status = gateway.get("/api/memory/embedding-status").body;
+    assert_eq!(status["backfill"]["step"], "done", "{status}");
+    assert_eq!(
+        (&status["backfill"]["done"], &status["backfill"]["remaining"]),
+        (&json!(entries), &json!(0)),
+        "{status}"
+    );
+    browser.finish("backfill");
+}

@@ -1,13 +1,13 @@
-//! `/api/skills*`: list, read, create, replace, delete, and the
-//! `inject_on_trigger` toggle.
+//! `/api/skills*`: list, read, create, replace, delete, the
+//! `inject_on_trigger` toggle, and lint findings (`cairn skills lint`).
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use cairn_skills::SkillsError;
 use cairn_skills::auto::AutoSkillError;
+use cairn_skills::{SkillsError, lint_skill_dir};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -59,10 +59,26 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>, Path(name): Path<Str
             "inject_on_trigger": skill.meta.inject_on_trigger,
             "size_bytes": skill.size_bytes,
             "warning": skill.warning,
+            "lint": lint_skill_dir(&skill.dir).findings,
             "content": skill.text(),
         })))
     })
     .await
+}
+
+/// `GET /api/skills/-/lint`: every skill's findings (severity, rule,
+/// message; worst first), as `cairn skills lint` reports them.
+pub(crate) async fn lint(State(state): State<Arc<AppState>>) -> ApiResult {
+    let catalog = Arc::clone(&state.skills);
+    let reports = blocking(move || {
+        Ok(catalog
+            .skills()
+            .iter()
+            .map(|skill| json!({"name": skill.name, "findings": lint_skill_dir(&skill.dir).findings}))
+            .collect::<Vec<_>>())
+    })
+    .await?;
+    Ok(Json(json!({"ok": true, "skills": reports})))
 }
 
 #[derive(Debug, Deserialize)]
