@@ -3,6 +3,7 @@
 use std::process::Command;
 
 mod agents;
+mod auto_skills;
 mod context;
 mod dashboard;
 mod embed;

@@ -1,0 +1,392 @@
+//! Auto skills end to end through `cairn serve`: sessions with tool calls
+//! go idle, the history path asks a loopback OpenAI-compatible LLM for a
+//! skill, and what comes back is gated, redacted, deduplicated, validated
+//! and staged for review over HTTP.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::cairn;
+use crate::serve::{Gateway, start_in};
+
+/// The shortest idle threshold the config accepts is 0.01 h (36 s), plus ticks.
+const IDLE_PATIENCE: Duration = Duration::from_secs(300);
+
+/// A key a credential scanner recognises (not the documented example key).
+const AWS_KEY: &str = "AKIAZ3XQ7LMN4PQR8STU";
+
+/// What the LLM answers to the history prompt of each session, found by
+/// the session's marker word in the transcript.
+fn reply_for(prompt: &str) -> Value {
+    let skill = |name: &str, description: &str, triggers: Value, procedure: &str| json!({"name": name, "description": description, "triggers": triggers, "procedure": procedure});
+    let (key, skill) = if prompt.contains("MARKER-ROTATE") {
+        let procedure = format!(
+            "1. Run `logrotate -f /etc/logrotate.d/nginx`.\n2. Compress with gzip.\n3. Upload with AWS_ACCESS_KEY_ID={AWS_KEY}."
+        );
+        (
+            "new_skill",
+            skill(
+                "rotate-nginx-logs",
+                "Rotate the nginx access logs and gzip the old ones",
+                json!(["rotate the nginx logs"]),
+                &procedure,
+            ),
+        )
+    } else if prompt.contains("MARKER-AWS") {
+        (
+            "new_skill",
+            skill(
+                "read-aws-config",
+                "Read the AWS configuration of the machine",
+                json!(["aws config"]),
+                "1. cat the file.",
+            ),
+        )
+    } else if prompt.contains("MARKER-DUPLICATE") {
+        (
+            "new_skill",
+            skill(
+                "archive-app-logs",
+                "compress and ARCHIVE the application log files, weekly",
+                json!(["archive logs"]),
+                "1. tar.",
+            ),
+        )
+    } else if prompt.contains("MARKER-SUBPROCESS") {
+        let mut skill = skill(
+            "list-big-files",
+            "List the biggest files under a directory",
+            json!(["big files"]),
+            "1. Run the helper.",
+        );
+        skill["script"] = json!("import subprocess\nprint(subprocess.check_output(['du', '-a', '.']))\n");
+        ("new_skill", skill)
+    } else if prompt.contains("MARKER-SCRIPT") {
+        let mut skill = skill(
+            "count-todo-lines",
+            "Count TODO lines in the Python sources",
+            json!(["count todos"]),
+            "1. Run scripts/helper.py.",
+        );
+        skill["script"] = json!(
+            "import sys\nfrom pathlib import Path\nprint(sum(p.read_text().count('TODO') for p in Path(sys.argv[1]).rglob('*.py')))\n"
+        );
+        ("new_skill", skill)
+    } else if prompt.contains("MARKER-REFINE") {
+        ("refined_skill", json!({"name": "release-notes", "procedure": "1. Overwritten by the model."}))
+    } else {
+        return json!({"history": "Nothing to note."});
+    };
+    let mut reply = json!({"history": "Worked through a multi-step task with tools."});
+    reply[key] = skill;
+    reply
+}
+
+/// A loopback chat-completions server answering with [`reply_for`] and
+/// keeping every prompt.
+struct ScriptedLlm {
+    base_url: String,
+    prompts: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ScriptedLlm {
+    fn start() -> Self {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let base_url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
+        let prompts = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen, stopped) = (Arc::clone(&prompts), Arc::clone(&stop));
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(50)) else { continue };
+                let mut body = String::new();
+                request.as_reader().read_to_string(&mut body).unwrap();
+                let body: Value = serde_json::from_str(&body).unwrap();
+                let prompt = body["messages"][0]["content"].as_str().unwrap().to_owned();
+                let reply = if prompt.starts_with("You summarise a finished conversation") {
+                    reply_for(&prompt).to_string()
+                } else {
+                    r#"{"semantic": []}"#.to_owned()
+                };
+                seen.lock().unwrap().push(prompt);
+                let answer = json!({"choices": [{"message": {"role": "assistant", "content": reply}}]});
+                let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
+                request.respond(tiny_http::Response::from_string(answer.to_string()).with_header(header)).unwrap();
+            }
+        });
+        Self { base_url, prompts, stop, thread: Some(thread) }
+    }
+
+    fn history_prompt(&self, marker: &str) -> Option<String> {
+        self.prompts.lock().unwrap().iter().find(|prompt| prompt.contains(marker)).cloned()
+    }
+}
+
+impl Drop for ScriptedLlm {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A session of six assistant turns that each called a shell tool, after
+/// the user's request naming `marker`; `extra` adds one more tool call.
+fn session(marker: &str, extra: Option<&str>) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": format!("{marker}: help me with the server")})];
+    for step in 0..6 {
+        messages.push(json!({
+            "role": "assistant",
+            "content": format!("step {step} done"),
+            "tool_calls": [{"name": "shell", "input": {"command": format!("ls -la /var/log/step{step}")}}],
+        }));
+    }
+    if let Some(command) = extra {
+        messages.push(json!({"role": "assistant", "content": "checked", "tool_calls": [{"name": "shell", "input": {"command": command}}]}));
+    }
+    json!({ "messages": messages })
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+const HAND_WRITTEN: &str = "---\nname: release-notes\ndescription: Write the release notes\n---\nWritten by hand.\n";
+const GENERATED: &str = "---\nname: auto/compress-logs\ndescription: Compress and archive the application log files weekly\n\
+                         source: auto\nsession_key: earlier\ncreated_at: 2026-01-01T00:00:00Z\n---\n1. tar czf.\n";
+
+fn audit(home: &Path) -> Vec<Value> {
+    std::fs::read_to_string(home.join("skills-audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool, gateway: &Gateway) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < IDLE_PATIENCE, "waited too long for {what}: {}", gateway.get("/api/health").body);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+const SESSIONS: &[(&str, &str, Option<&str>)] = &[
+    ("auto-rotate", "MARKER-ROTATE", None),
+    ("auto-aws", "MARKER-AWS", Some("cat ~/.aws/credentials")),
+    ("auto-duplicate", "MARKER-DUPLICATE", None),
+    ("auto-subprocess", "MARKER-SUBPROCESS", None),
+    ("auto-script", "MARKER-SCRIPT", None),
+    ("auto-refine", "MARKER-REFINE", None),
+];
+
+#[test]
+fn idle_sessions_stage_reviewed_skills_that_then_trigger() {
+    let llm = ScriptedLlm::start();
+    let home = tempfile::tempdir().unwrap();
+    let config = json!({
+        "llm": {"base_url": llm.base_url, "model": "scripted", "max_retries": 0},
+        "memory": {"history_idle_hours": 0.01},
+        "skills": {"auto_create_from_sessions": true, "auto_refine_on_deviation": true},
+    });
+    write(&home.path().join("config.json"), &config.to_string());
+    write(&home.path().join("skills/release-notes/SKILL.md"), HAND_WRITTEN);
+    write(&home.path().join("skills/auto/compress-logs/SKILL.md"), GENERATED);
+    let gateway = start_in(home, &["--heartbeat-secs", "1"], &[]);
+
+    assert_eq!(gateway.get("/api/skills/-/pending").body, json!({"pending": []}));
+    for (key, marker, extra) in SESSIONS {
+        let posted = gateway.send("POST", &format!("/api/sessions/{key}/messages"), &session(marker, *extra));
+        assert_eq!(posted.status, 200, "{}", posted.body);
+    }
+    let expected = |extra: &Option<&str>| if extra.is_some() { 8 } else { 7 };
+    wait_until(
+        "every session's history consolidation",
+        || {
+            SESSIONS.iter().all(|(key, _, extra)| {
+                gateway.get(&format!("/api/sessions/{key}")).body["session"]["history_marker"] == json!(expected(extra))
+            })
+        },
+        &gateway,
+    );
+
+    // Only the clean prose session and the clean script session are staged.
+    let pending = gateway.get("/api/skills/-/pending");
+    assert_eq!(pending.status, 200);
+    let listed: Vec<&str> =
+        pending.body["pending"].as_array().unwrap().iter().map(|item| item["slug"].as_str().unwrap()).collect();
+    assert_eq!(listed, ["count-todo-lines", "rotate-nginx-logs"], "{}", pending.body);
+    let rotate = &pending.body["pending"][1];
+    assert_eq!(rotate["name"], "auto/rotate-nginx-logs");
+    assert_eq!(rotate["session_key"], "auto-rotate");
+    assert_eq!(rotate["triggers"], json!(["rotate the nginx logs"]));
+    assert_eq!((&rotate["has_script"], &rotate["script"]), (&json!(false), &Value::Null));
+    assert!(rotate["created_at"].as_str().unwrap().parse::<jiff::Timestamp>().is_ok(), "{rotate}");
+    // The credential in the model's procedure never reaches the file.
+    let staged = gateway.home().join("skills/auto/.pending/rotate-nginx-logs/SKILL.md");
+    let text = std::fs::read_to_string(&staged).unwrap();
+    assert!(!text.contains(AWS_KEY) && text.contains("[REDACTED"), "{text}");
+    assert!(!rotate["procedure"].as_str().unwrap().contains(AWS_KEY));
+    assert!(text.contains("\nsource: auto\n") && text.contains("session_key: \"auto-rotate\""), "{text}");
+    let script = &pending.body["pending"][0];
+    assert_eq!(script["has_script"], true);
+    assert!(script["script"].as_str().unwrap().contains("rglob"));
+
+    // The session that touched ~/.aws was not even asked for a skill.
+    let aws_prompt = llm.history_prompt("MARKER-AWS").expect("the AWS session was consolidated");
+    assert!(!aws_prompt.contains("\"new_skill\""), "{aws_prompt}");
+    assert!(llm.history_prompt("MARKER-ROTATE").unwrap().contains("\"new_skill\""));
+    assert!(!gateway.home().join("skills/auto/.pending/read-aws-config").exists());
+
+    let events = audit(gateway.home());
+    let event = |action: &str, skill: &str| {
+        events
+            .iter()
+            .find(|event| event["action"] == action && event["skills"][0] == skill)
+            .unwrap_or_else(|| panic!("no {action} event for {skill}: {events:?}"))
+            .clone()
+    };
+    // The near-duplicate of the generated compress-logs skill is refused and audited.
+    let duplicate = event("auto_skill_duplicate", "auto/archive-app-logs");
+    assert_eq!(duplicate["ok"], false);
+    assert!(duplicate["detail"].as_str().unwrap().contains("auto/compress-logs"), "{duplicate}");
+    assert!(!gateway.home().join("skills/auto/.pending/archive-app-logs").exists());
+    // The subprocess script is refused, naming the rule.
+    let script_refusal = event("auto_skill_create", "auto/list-big-files");
+    assert_eq!(script_refusal["ok"], false);
+    assert!(script_refusal["detail"].as_str().unwrap().contains("process-exec"), "{script_refusal}");
+    // Refining the hand-authored skill is refused and the file is untouched.
+    let refine = event("auto_skill_refine", "auto/release-notes");
+    assert_eq!(refine["ok"], false);
+    assert!(refine["detail"].as_str().unwrap().contains("not_auto"), "{refine}");
+    assert_eq!(std::fs::read_to_string(gateway.home().join("skills/release-notes/SKILL.md")).unwrap(), HAND_WRITTEN);
+    assert_eq!(event("auto_skill_create", "auto/rotate-nginx-logs")["ok"], true);
+
+    // Not live before approval: a matching message does not deliver it.
+    let before = gateway.send(
+        "POST",
+        "/api/sessions/chat-after/messages",
+        &json!({"messages": [{"role": "user", "content": "please rotate the nginx logs"}]}),
+    );
+    assert!(!before.body["context"]["text"].as_str().unwrap_or("").contains("logrotate"), "{}", before.body);
+
+    let approved = gateway.send("POST", "/api/skills/-/pending/rotate-nginx-logs/approve", &json!({}));
+    assert_eq!((approved.status, &approved.body), (200, &json!({"approved": "auto/rotate-nginx-logs"})));
+    assert!(gateway.home().join("skills/auto/rotate-nginx-logs/SKILL.md").is_file());
+    assert_eq!(event_count(gateway.home(), "auto_skill_approve"), 1);
+    let again = gateway.send("POST", "/api/skills/-/pending/rotate-nginx-logs/approve", &json!({}));
+    assert_eq!((again.status, again.code()), (404, "not_found"));
+
+    // Live: the next matching message carries the skill.
+    let after = gateway.send(
+        "POST",
+        "/api/sessions/chat-after/messages",
+        &json!({"messages": [{"role": "user", "content": "please rotate the nginx logs again"}]}),
+    );
+    assert_eq!(after.status, 200, "{}", after.body);
+    let context = after.body["context"]["text"].as_str().unwrap();
+    assert!(context.contains("logrotate -f /etc/logrotate.d/nginx"), "{context}");
+    assert!(!context.contains(AWS_KEY));
+    let listed = gateway.get("/api/skills").body;
+    assert!(listed["skills"].as_array().unwrap().iter().any(|skill| skill["name"] == "auto/rotate-nginx-logs"));
+
+    // A script edited after staging fails the approval's re-validation.
+    write(&gateway.home().join("skills/auto/.pending/count-todo-lines/scripts/helper.py"), "import socket\n");
+    let refused = gateway.send("POST", "/api/skills/-/pending/count-todo-lines/approve", &json!({}));
+    assert_eq!((refused.status, refused.code()), (422, "script_rejected"), "{}", refused.body);
+    assert!(refused.body["error"].as_str().unwrap().contains("network"), "{}", refused.body);
+    let rejected = gateway.send("POST", "/api/skills/-/pending/count-todo-lines/reject", &json!({}));
+    assert_eq!((rejected.status, &rejected.body), (200, &json!({"rejected": "count-todo-lines"})));
+    let gone = gateway.send("POST", "/api/skills/-/pending/count-todo-lines/reject", &json!({}));
+    assert_eq!((gone.status, gone.code()), (404, "not_found"));
+    assert_eq!(gateway.get("/api/skills/-/pending").body, json!({"pending": []}));
+}
+
+fn event_count(home: &Path, action: &str) -> usize {
+    audit(home).iter().filter(|event| event["action"] == action).count()
+}
+
+/// Runs `cairn`: success, standard output, and both streams together.
+fn cli(home: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = cairn().arg("--home").arg(home).args(args).env("HOME", home).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let both = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), stdout, both)
+}
+
+#[test]
+fn the_cli_reviews_pending_skills_and_marks_generated_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let pending = "---\nname: auto/tidy-imports\ndescription: Sort the imports\ntriggers: [\"tidy imports\"]\n\
+                   source: auto\nsession_key: \"chat-9\"\ncreated_at: 2026-01-01T00:00:00Z\n---\n1. isort.\n";
+    write(&home.path().join("skills/auto/.pending/tidy-imports/SKILL.md"), pending);
+    write(&home.path().join("skills/auto/.pending/drop-me/SKILL.md"), &pending.replace("tidy-imports", "drop-me"));
+    write(&home.path().join("skills/release-notes/SKILL.md"), HAND_WRITTEN);
+
+    let (ok, out, all) = cli(home.path(), &["skills", "pending", "--json"]);
+    assert!(ok, "{all}");
+    let listed: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(listed["pending"][1]["session_key"], "chat-9");
+    let (ok, _, out) = cli(home.path(), &["skills", "approve", "auto/tidy-imports"]);
+    assert!(ok && out.contains("\"approved\":\"auto/tidy-imports\""), "{out}");
+    let (ok, _, out) = cli(home.path(), &["skills", "reject", "drop-me"]);
+    assert!(ok && out.contains("\"rejected\":\"drop-me\""), "{out}");
+    let (ok, _, out) = cli(home.path(), &["skills", "reject", "drop-me"]);
+    assert!(!ok && out.contains("no auto skill"), "{out}");
+
+    let (ok, out, all) = cli(home.path(), &["skills", "list", "--json"]);
+    assert!(ok, "{all}");
+    let rows: Value = serde_json::from_str(out.trim()).unwrap();
+    let auto_of = |name: &str| rows.as_array().unwrap().iter().find(|row| row["name"] == name).unwrap()["auto"].clone();
+    assert_eq!((auto_of("auto/tidy-imports"), auto_of("release-notes")), (json!("active"), Value::Null));
+
+    let (ok, _, out) = cli(home.path(), &["skills", "archive", "tidy-imports"]);
+    assert!(ok && out.contains("\"archived\":\"auto/tidy-imports\""), "{out}");
+    assert!(home.path().join("skills/auto/.archived/tidy-imports/SKILL.md").is_file());
+    let (_, out, _) = cli(home.path(), &["skills", "list", "--json"]);
+    assert!(!out.contains("auto/tidy-imports"), "archived skills are not offered: {out}");
+    let (ok, _, out) = cli(home.path(), &["skills", "approve", "Bad_Slug"]);
+    assert!(!ok && out.contains("invalid auto-skill slug"), "{out}");
+}
+
+#[test]
+fn kiro_cli_tool_hooks_record_tool_calls_in_the_transcript() {
+    let home = tempfile::tempdir().unwrap();
+    let event = json!({
+        "hook_event_name": "postToolUse",
+        "cwd": "/work/project",
+        "tool_name": "execute_bash",
+        "tool_input": {"command": "cargo test"},
+        "tool_response": {"success": true},
+    });
+    let mut child = cairn()
+        .arg("--home")
+        .arg(home.path())
+        .args(["hook", "kiro-cli", "postToolUse"])
+        .env("HOME", home.path())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(event.to_string().as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+    let connection = rusqlite::Connection::open_with_flags(
+        home.path().join("memory.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let (key, calls): (String, String) = connection
+        .query_row("SELECT session_key, tool_calls FROM session_transcripts", [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap();
+    assert_eq!(key, "kiro-cli:/work/project");
+    let calls: Value = serde_json::from_str(&calls).unwrap();
+    assert_eq!(calls, json!([{"name": "execute_bash", "input": {"command": "cargo test"}}]));
+}
