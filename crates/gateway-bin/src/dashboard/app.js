@@ -198,12 +198,12 @@ function signOut(why) {
   $('sign-out').hidden = true;
   for (const id of ['fact-list', 'epi-list', 'lesson-list', 'audit-list', 'mem-counts', 'skill-list',
     'agent-list', 'agent-finding-list', 'agent-detail-fields', 'ctx-session-bars', 'ctx-message-bars', 'mcp-list',
-    'skill-lint-list', 'import-sources', 'import-item-list']) {
+    'skill-lint-list', 'import-sources', 'import-item-list', 'pending-list']) {
     clear($(id));
   }
   for (const id of ['ctx-session-text', 'ctx-message-text', 'skill-detail-content', 'embed-status', 'embed-detail',
     'fact-summary', 'epi-summary', 'epi-page', 'mcp-skipped', 'skill-lint-summary', 'import-msg', 'import-ledger',
-    'import-more', 'import-confirm-text']) {
+    'import-more', 'import-confirm-text', 'pending-msg']) {
     $(id).textContent = '';
   }
   $('login').hidden = false;
@@ -241,7 +241,10 @@ function showView(view) {
     section.hidden = section.id !== 'view-' + view;
   }
   if (view === 'memory') loadMemory();
-  else if (view === 'skills') loadSkills();
+  else if (view === 'skills') {
+    loadSkills();
+    loadPending();
+  }
   else if (view === 'agents') loadAgents();
   else if (view === 'mcp') loadMcp();
   else if (view === 'context') $('ctx-q').focus();
@@ -949,6 +952,49 @@ async function loadSkills() {
     if (data.skills.length === 0) {
       $('skill-list').append(el('tr', {}, el('td', { colspan: '8', class: 'muted', text: 'No skills yet.' })));
     }
+  });
+}
+
+// ---- skills: pending auto-skills -------------------------------------
+
+function pendingPath(slug, action) {
+  return '/api/skills/-/pending/' + encodeURIComponent(slug) + '/' + action;
+}
+
+function pendingItem(candidate) {
+  const meta = [
+    el('code', { text: candidate.name }),
+    el('span', { text: 'from session ' + candidate.session_key }),
+    el('span', { text: candidate.created_at }),
+  ];
+  if (candidate.triggers.length) meta.push(el('span', { text: 'triggers: ' + candidate.triggers.join(', ') }));
+  if (candidate.has_script) meta.push(el('span', { class: 'chip warn', text: 'helper script' }));
+  return el('li', { data: { slug: candidate.slug } },
+    el('div', { class: 'row-text', text: candidate.description }),
+    el('div', { class: 'row-meta' }, meta),
+    el('h3', { text: 'Procedure' }),
+    el('pre', { class: 'assembled pending-procedure', text: candidate.procedure }),
+    candidate.script === null ? null : el('h3', { text: 'scripts/helper.py' }),
+    candidate.script === null ? null : el('pre', { class: 'assembled pending-script', text: candidate.script }),
+    el('div', { class: 'row-meta' },
+      el('button', { type: 'button', class: 'small', text: 'Approve', onclick: () => reviewPending(candidate.slug, 'approve') }),
+      el('button', { type: 'button', class: 'small danger', text: 'Reject', onclick: () => reviewPending(candidate.slug, 'reject') })));
+}
+
+async function loadPending() {
+  await guarded('pending-msg', async () => {
+    const data = await api('GET', '/api/skills/-/pending');
+    clear($('pending-list')).append(...data.pending.map(pendingItem));
+    if (data.pending.length === 0) $('pending-list').append(el('li', { class: 'muted', text: 'No candidates waiting for review.' }));
+  });
+}
+
+async function reviewPending(slug, action) {
+  await guarded('pending-msg', async () => {
+    const data = await api('POST', pendingPath(slug, action));
+    if (action === 'approve') say('pending-msg', 'Approved: ' + data.approved + ' is a live skill now.', 'ok');
+    else say('pending-msg', 'Rejected ' + data.rejected + '; its files were removed.', 'ok');
+    await Promise.all([loadPending(), loadSkills()]);
   });
 }
 

@@ -1070,3 +1070,78 @@ fn dashboard_backfill_after_an_import_shows_a_determinate_bar_to_completion() {
     );
     browser.finish("backfill");
 }
+
+/// Writes a candidate under `<home>/skills/auto/.pending/<slug>/` the way
+/// the skills crate stages one (its `SKILL.md` frontmatter, the procedure as
+/// the body, `scripts/helper.py` when it has a script).
+fn stage_pending(home: &Path, slug: &str, description: &str, procedure: &str, script: Option<&str>) -> PathBuf {
+    let dir = home.join("skills/auto/.pending").join(slug);
+    std::fs::create_dir_all(&dir).unwrap();
+    let skill = format!(
+        "---\nname: \"auto/{slug}\"\ndescription: {}\ntriggers: [\"logs\", \"rotate\"]\nsource: auto\n\
+         session_key: \"kiro:demo\"\ncreated_at: 2026-11-30T09:15:00Z\n---\n{procedure}\n",
+        json!(description)
+    );
+    std::fs::write(dir.join("SKILL.md"), skill).unwrap();
+    if let Some(script) = script {
+        std::fs::create_dir_all(dir.join("scripts")).unwrap();
+        std::fs::write(dir.join("scripts/helper.py"), script).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn dashboard_pending_auto_skills_are_shown_as_text_and_approved_or_rejected() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let procedure = "1. List the logs older than a week.\n2. Run `python3 scripts/helper.py FILE` on each; <script>alert(1)</script> is not a step.";
+    let helper = "import gzip\nfrom pathlib import Path\n\n\ndef compress(name):\n    source = Path(name)\n    \
+                  with source.open('rb') as raw, gzip.open(str(source) + '.gz', 'wb') as packed:\n        \
+                  packed.write(raw.read())\n";
+    let rotate = stage_pending(home.path(), "rotate-logs", "Compress week-old logs", procedure, Some(helper));
+    let wipe = stage_pending(
+        home.path(),
+        "wipe-cache",
+        "Clear the build cache",
+        "1. Remove the cache directory.",
+        Some("import shutil\n\nshutil.rmtree('/tmp/build-cache')\n"),
+    );
+    let gateway = start_in(home, &[], &[]);
+    let mut browser = Browser::start(&tools, "pending");
+    browser.expected_statuses = vec![422];
+    open_signed_in(&browser, &gateway);
+    browser.click("button.tab[data-view=skills]");
+    browser.wait("the candidates", "document.querySelectorAll('#pending-list li[data-slug]').length === 2");
+    let item = "#pending-list li[data-slug='rotate-logs']";
+    assert_eq!(browser.text(&format!("{item} .pending-procedure")), procedure);
+    assert_eq!(browser.text(&format!("{item} .pending-script")), helper);
+    assert!(browser.text(item).contains("from session kiro:demo"), "{}", browser.text(item));
+    assert_eq!(browser.js("return document.querySelectorAll('#pending-list script').length;", vec![]), json!(0));
+    browser.screenshot("pending");
+
+    // A script the policy refuses is not approved, and says why.
+    browser.click("#pending-list li[data-slug='wipe-cache'] button:not(.danger)");
+    browser.wait("the refusal", "document.getElementById('pending-msg').textContent.startsWith('Refused')");
+    assert!(browser.text("#pending-msg").contains("script_rejected"), "{}", browser.text("#pending-msg"));
+    assert!(wipe.join("SKILL.md").is_file(), "a refused candidate stays pending");
+
+    browser.click("#pending-list li[data-slug='wipe-cache'] button.danger");
+    browser
+        .wait("the rejection", "document.getElementById('pending-msg').textContent.startsWith('Rejected wipe-cache')");
+    browser.wait("the refreshed list", "!document.querySelector(\"#pending-list li[data-slug='wipe-cache']\")");
+    assert!(!wipe.exists(), "a rejected candidate's files are removed");
+
+    browser.click(&format!("{item} button:not(.danger)"));
+    browser.wait(
+        "the approval",
+        "document.getElementById('pending-msg').textContent.startsWith('Approved: auto/rotate-logs')",
+    );
+    browser.wait("the new skill", "document.querySelector(\"#skill-list tr[data-name='auto/rotate-logs']\")");
+    assert!(!rotate.exists(), "the candidate left the pending directory");
+    let live = gateway.home().join("skills/auto/rotate-logs");
+    assert_eq!(std::fs::read_to_string(live.join("scripts/helper.py")).unwrap(), helper);
+    assert!(std::fs::read_to_string(live.join("SKILL.md")).unwrap().ends_with(&format!("{procedure}\n")));
+    assert_eq!(browser.text("#pending-list"), "No candidates waiting for review.");
+    assert_eq!(gateway.get("/api/skills/-/pending").body["pending"], json!([]));
+    browser.finish("pending_reviewed");
+}
