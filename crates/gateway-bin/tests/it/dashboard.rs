@@ -10,7 +10,8 @@
 //! except under `CI=true`, where they fail.
 //!
 //! `CAIRN_DASHBOARD_DOCS=<dir>` makes the large-home test also write the
-//! Memory, Context and Skills views at 1280×800 into `<dir>`.
+//! Memory, Context and Skills views at 1280×800 into `<dir>`, and the
+//! import test its scan report.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -938,7 +939,19 @@ fn dashboard_import_panel_scans_applies_with_confirmation_and_shows_the_ledger()
     assert!(skipped.iter().any(|line| line.starts_with("refused by a rule (injection)")), "{skipped:#?}");
     let credential = skipped.iter().find(|line| line.starts_with("not imported (credential)")).unwrap();
     assert!(credential.contains("[REDACTED") && !credential.contains("hunter2"), "{credential}");
-    browser.screenshot("scanned");
+    browser.viewport(1280, 800);
+    let scanned = browser.screenshot("scanned");
+    if let Some(docs) = std::env::var_os("CAIRN_DASHBOARD_DOCS").map(PathBuf::from) {
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::copy(&scanned, docs.join("dashboard-import.png")).unwrap();
+    }
+    // At 400 px the report is no wider than the window.
+    browser.viewport(400, 800);
+    let overflow =
+        browser.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth;", vec![]);
+    assert_eq!(overflow, json!(0), "the import pane is wider than 400 px");
+    browser.screenshot("scanned_400px");
+    browser.viewport(1280, 800);
 
     // Apply, after a confirmation that says what will be written.
     browser.click("#import-ask");
