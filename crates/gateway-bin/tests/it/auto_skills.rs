@@ -308,6 +308,11 @@ fn idle_sessions_stage_reviewed_skills_that_then_trigger() {
     let gone = gateway.send("POST", "/api/skills/-/pending/count-todo-lines/reject", &json!({}));
     assert_eq!((gone.status, gone.code()), (404, "not_found"));
     assert_eq!(gateway.get("/api/skills/-/pending").body, json!({"pending": []}));
+    // The lifecycle runs on the heartbeat.
+    let health = gateway.wait_for("/api/health", "the lifecycle job's first run", |body| {
+        body["heartbeat"]["jobs"]["auto_skill_lifecycle"]["runs"].as_u64().unwrap_or(0) >= 1
+    });
+    assert_eq!(health["heartbeat"]["jobs"]["auto_skill_lifecycle"]["last_ok"], true, "{health}");
 }
 
 fn event_count(home: &Path, action: &str) -> usize {
