@@ -136,9 +136,13 @@ impl AutoSkills {
         let mut report = LifecycleReport::default();
         self.expire_pending(now, &mut report)?;
 
+        let live = self.live();
+        if live.is_empty() && !self.state_path().exists() {
+            // Nothing generated is live: write nothing (the feature may be off).
+            return Ok(report);
+        }
         let mut states = self.load_states();
         states.version = 1;
-        let live = self.live();
         states.skills.retain(|slug, _| live.contains(slug));
         let stale_ms = self.config.stale_after_days.saturating_mul(DAY_MS);
         let archive_ms = self.config.archive_after_days.saturating_mul(DAY_MS);

@@ -415,6 +415,13 @@ fn over_the_cap_the_least_recently_used_are_archived() {
 }
 
 #[test]
+fn a_lifecycle_run_over_nothing_writes_nothing() {
+    let f = fixture(AutoSkillsConfig::default());
+    assert_eq!(f.auto.run_lifecycle(&HashMap::new(), &BTreeSet::new()).unwrap(), LifecycleReport::default());
+    assert!(!f.skills.exists());
+}
+
+#[test]
 fn pending_candidates_expire_after_their_ttl() {
     let f = fixture(AutoSkillsConfig::default());
     f.auto.propose(ProposalKind::New, &candidate("rotate-logs", "Rotate logs"), "s").unwrap();
