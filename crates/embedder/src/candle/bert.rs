@@ -11,8 +11,9 @@ use tracing::{debug, info_span};
 
 use rayon::prelude::*;
 
-use super::kernels::{self, Norm};
+use super::kernels::{self, AttentionScratch, Norm};
 use super::matmul::{Epilogue, PackedLinear};
+use super::team::{SharedOut, Team};
 use super::tokenize::{encode_all, load_tokenizer, read_json};
 use crate::backend::{EmbeddingBackend, l2_normalize};
 use crate::constants::{DEFAULT_MAX_SEQ_LENGTH, MAX_BATCH};
@@ -314,14 +315,32 @@ impl CandleBert {
         let mut context = vec![0.0f32; tokens * hidden];
         let mut projected = vec![0.0f32; tokens * hidden];
         let mut intermediate = vec![0.0f32; tokens * intermediate_width];
-        for layer in &self.layers {
-            layer.qkv.product(&states, tokens, Epilogue::Bias, &mut qkv, parallel);
-            kernels::attention(&qkv, &lengths, self.heads, head_dim, &mut context, parallel);
-            layer.attention_out.product(&context, tokens, Epilogue::Bias, &mut projected, parallel);
-            kernels::residual_norm(&projected, &mut states, &layer.attention_norm);
-            layer.intermediate.product(&states, tokens, Epilogue::BiasGelu, &mut intermediate, parallel);
-            layer.output.product(&intermediate, tokens, Epilogue::Bias, &mut projected, parallel);
-            kernels::residual_norm(&projected, &mut states, &layer.output_norm);
+        let threads = if parallel { rayon::current_num_threads() } else { 1 };
+        if threads > 1 {
+            let buffers = Buffers {
+                states: SharedOut::new(&mut states),
+                qkv: SharedOut::new(&mut qkv),
+                context: SharedOut::new(&mut context),
+                projected: SharedOut::new(&mut projected),
+                intermediate: SharedOut::new(&mut intermediate),
+            };
+            let team = Team::new(self.layers.len() * PHASES_PER_LAYER);
+            rayon::in_place_scope(|scope| {
+                for _ in 1..threads {
+                    scope.spawn(|_| self.layers_shared(&team, &buffers, &lengths, threads));
+                }
+                self.layers_shared(&team, &buffers, &lengths, threads);
+            });
+        } else {
+            for layer in &self.layers {
+                layer.qkv.product(&states, tokens, Epilogue::Bias, &mut qkv, false);
+                kernels::attention(&qkv, &lengths, self.heads, head_dim, &mut context, false);
+                layer.attention_out.product(&context, tokens, Epilogue::Bias, &mut projected, false);
+                kernels::residual_norm(&projected, &mut states, &layer.attention_norm);
+                layer.intermediate.product(&states, tokens, Epilogue::BiasGelu, &mut intermediate, false);
+                layer.output.product(&intermediate, tokens, Epilogue::Bias, &mut projected, false);
+                kernels::residual_norm(&projected, &mut states, &layer.output_norm);
+            }
         }
 
         let mut sentences = Vec::with_capacity(ids.len());
@@ -346,6 +365,93 @@ impl CandleBert {
             first += length;
         }
         Ok(sentences)
+    }
+}
+
+/// Phases of one layer in [`CandleBert::layers_shared`].
+const PHASES_PER_LAYER: usize = 7;
+
+/// Rows per task of a shared layer norm.
+const NORM_ROWS_PER_TASK: usize = 8;
+
+/// The buffers of one forward pass, shared by the threads of a [`Team`].
+struct Buffers<'a> {
+    states: SharedOut<'a>,
+    qkv: SharedOut<'a>,
+    context: SharedOut<'a>,
+    projected: SharedOut<'a>,
+    intermediate: SharedOut<'a>,
+}
+
+impl CandleBert {
+    /// The encoder layers as one pass shared by `threads` threads (each
+    /// calls this): products split by column panels, attention by
+    /// (sequence, head), layer norms by rows, with no fork or join
+    /// between steps.
+    #[allow(unsafe_code)]
+    fn layers_shared(&self, team: &Team, buffers: &Buffers<'_>, lengths: &[usize], threads: usize) {
+        let hidden = self.dim;
+        let head_dim = hidden / self.heads;
+        let tokens = buffers.states.len() / hidden;
+        let starts = kernels::sequence_starts(lengths);
+        let mut scratch = AttentionScratch::default();
+        let norm_tasks = tokens.div_ceil(NORM_ROWS_PER_TASK);
+        // Two tasks per thread, so a thread that starts late still finds work.
+        let panel_tasks = 2 * threads;
+        let panel_share = |linear: &PackedLinear, task: usize| {
+            let per_task = linear.panel_count().div_ceil(panel_tasks);
+            (task * per_task).min(linear.panel_count())..((task + 1) * per_task).min(linear.panel_count())
+        };
+        // Within a phase the tasks write disjoint parts of one buffer and
+        // read only buffers that no task of the phase writes; `Team::phase`
+        // runs the phases in order and publishes each one's writes.
+        for (index, layer) in self.layers.iter().enumerate() {
+            let phase = index * PHASES_PER_LAYER;
+            let linear =
+                |phase: usize, linear: &PackedLinear, epilogue: Epilogue, input: &SharedOut<'_>, out: SharedOut<'_>| {
+                    team.phase(phase, panel_tasks, |task| {
+                        // SAFETY: the tasks' panel ranges (columns of `out`)
+                        // are disjoint; nobody writes `input` in this phase.
+                        unsafe {
+                            linear.product_panels(input.slice(), tokens, panel_share(linear, task), epilogue, out)
+                        }
+                    })
+                };
+            let norm = |phase: usize, norm: &kernels::Norm| {
+                team.phase(phase, norm_tasks, |task| {
+                    let rows = task * NORM_ROWS_PER_TASK..((task + 1) * NORM_ROWS_PER_TASK).min(tokens);
+                    // SAFETY: every task holds its own rows of `states`;
+                    // nobody writes `projected` in this phase.
+                    unsafe {
+                        let residual = buffers.states.slice_mut(rows.start * hidden..rows.end * hidden);
+                        kernels::residual_norm_rows(buffers.projected.slice(), residual, rows.start, norm);
+                    }
+                })
+            };
+            linear(phase, &layer.qkv, Epilogue::Bias, &buffers.states, buffers.qkv);
+            team.phase(phase + 1, lengths.len() * self.heads, |task| {
+                let (sequence, head) = (task / self.heads, task % self.heads);
+                // SAFETY: every task writes one head's columns of one
+                // sequence's rows of `context`; nobody writes `qkv` here.
+                unsafe {
+                    kernels::attend_head(
+                        buffers.qkv.slice(),
+                        starts[sequence],
+                        lengths[sequence],
+                        hidden,
+                        head,
+                        head_dim,
+                        buffers.context,
+                        &mut scratch,
+                    )
+                }
+            });
+            linear(phase + 2, &layer.attention_out, Epilogue::Bias, &buffers.context, buffers.projected);
+            norm(phase + 3, &layer.attention_norm);
+            linear(phase + 4, &layer.intermediate, Epilogue::BiasGelu, &buffers.states, buffers.intermediate);
+            linear(phase + 5, &layer.output, Epilogue::Bias, &buffers.intermediate, buffers.projected);
+            norm(phase + 6, &layer.output_norm);
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 
 use rayon::prelude::*;
 
+use super::team::SharedOut;
+
 /// Rows per parallel task are chosen so a task has at least this many floats.
 const MIN_FLOATS_PER_TASK: usize = 16 * 1024;
 
@@ -85,6 +87,19 @@ pub(super) fn residual_norm(product: &[f32], residual: &mut [f32], norm: &Norm) 
     });
 }
 
+/// [`residual_norm`] for the rows of `residual` that start at row
+/// `first_row` of `product`, on the calling thread.
+pub(super) fn residual_norm_rows(product: &[f32], residual: &mut [f32], first_row: usize, norm: &Norm) {
+    let width = norm.weight.len();
+    for (offset, row) in residual.chunks_exact_mut(width).enumerate() {
+        let start = (first_row + offset) * width;
+        for (x, p) in row.iter_mut().zip(&product[start..start + width]) {
+            *x += p;
+        }
+        layer_norm_row(row, &norm.weight, &norm.bias, norm.eps);
+    }
+}
+
 /// Embedding lookup: `out[t] = LayerNorm(words[ids[t]] + positions[p(t)])`,
 /// where `p(t)` restarts at 0 for every sequence.
 pub(super) fn embed(
@@ -141,7 +156,7 @@ pub(super) fn gelu(v: f32) -> f32 {
 /// `[q (heads × head_dim) | k | v]` with their bias; the query part already
 /// carries the `1/sqrt(head_dim)` scale. Writes the context rows
 /// (`tokens × heads·head_dim`) into `out`. With `parallel`, large inputs
-/// are split across sequences (several) or heads (one).
+/// are split across (sequence, head) pairs.
 pub(super) fn attention(
     qkv: &[f32],
     lengths: &[usize],
@@ -151,48 +166,37 @@ pub(super) fn attention(
     parallel: bool,
 ) {
     let hidden = heads * head_dim;
+    assert_eq!(out.len() * 3, qkv.len(), "qkv and context shapes");
     let work: usize = lengths.iter().map(|length| length * length).sum::<usize>() * hidden;
     let parallel = parallel && work >= MIN_ATTENTION_PARALLEL_WORK && rayon::current_num_threads() > 1;
-    // Each sequence's rows of `qkv` and of `out`.
-    let mut sequences = Vec::with_capacity(lengths.len());
-    let (mut rest, mut first) = (out, 0);
-    for &length in lengths {
-        let (mine, tail) = std::mem::take(&mut rest).split_at_mut(length * hidden);
-        sequences.push((&qkv[first * 3 * hidden..(first + length) * 3 * hidden], mine));
-        rest = tail;
-        first += length;
-    }
-    if parallel && sequences.len() == 1 {
-        let (rows, out) = sequences.pop().expect("one sequence");
-        let blocks: Vec<Vec<f32>> = (0..heads)
-            .into_par_iter()
-            .map(|head| {
-                let mut block = vec![0.0f32; rows.len() / 3];
-                let mut scratch = AttentionScratch::default();
-                attend_head(rows, hidden, head, head_dim, &mut block, hidden, &mut scratch);
-                block
-            })
-            .collect();
-        for (head, block) in blocks.iter().enumerate() {
-            for (row, source) in out.chunks_exact_mut(hidden).zip(block.chunks_exact(hidden)) {
-                row[head * head_dim..(head + 1) * head_dim]
-                    .copy_from_slice(&source[head * head_dim..(head + 1) * head_dim]);
-            }
-        }
-    } else if parallel {
-        sequences.into_par_iter().for_each_init(AttentionScratch::default, |scratch, (rows, out)| {
-            for head in 0..heads {
-                attend_head(rows, hidden, head, head_dim, out, hidden, scratch);
-            }
-        });
+    let starts = sequence_starts(lengths);
+    let out = SharedOut::new(out);
+    let task = |scratch: &mut AttentionScratch, task: usize| {
+        let (sequence, head) = (task / heads, task % heads);
+        // SAFETY: each task writes one head's columns of one sequence's rows.
+        #[allow(unsafe_code)]
+        unsafe {
+            attend_head(qkv, starts[sequence], lengths[sequence], hidden, head, head_dim, out, scratch)
+        };
+    };
+    if parallel {
+        (0..lengths.len() * heads).into_par_iter().for_each_init(AttentionScratch::default, task);
     } else {
         let mut scratch = AttentionScratch::default();
-        for (rows, out) in sequences {
-            for head in 0..heads {
-                attend_head(rows, hidden, head, head_dim, out, hidden, &mut scratch);
-            }
-        }
+        (0..lengths.len() * heads).for_each(|t| task(&mut scratch, t));
     }
+}
+
+/// The first token of every sequence.
+pub(super) fn sequence_starts(lengths: &[usize]) -> Vec<usize> {
+    lengths
+        .iter()
+        .scan(0, |first, &length| {
+            let start = *first;
+            *first += length;
+            Some(start)
+        })
+        .collect()
 }
 
 /// Below this much work (sum of length² × width) attention stays on one thread.
@@ -200,27 +204,33 @@ const MIN_ATTENTION_PARALLEL_WORK: usize = 64 * 1024;
 
 /// Per-thread buffers reused across heads and sequences.
 #[derive(Default)]
-struct AttentionScratch {
+pub(super) struct AttentionScratch {
     keys: Vec<f32>,
     values: Vec<f32>,
     scores: Vec<f32>,
+    context: Vec<f32>,
 }
 
-/// One head of one sequence: `rows` are the sequence's `qkv` rows; the
-/// head's context goes to `out[token * out_stride + head * head_dim ..]`.
-fn attend_head(
-    rows: &[f32],
+/// One head of one sequence (tokens `first .. first + length` of `qkv`):
+/// the head's context goes to `out[token * hidden + head * head_dim ..]`.
+///
+/// # Safety
+/// While it runs no other thread touches those elements of `out`.
+#[allow(unsafe_code, clippy::too_many_arguments)]
+pub(super) unsafe fn attend_head(
+    qkv: &[f32],
+    first: usize,
+    length: usize,
     hidden: usize,
     head: usize,
     head_dim: usize,
-    out: &mut [f32],
-    out_stride: usize,
+    out: SharedOut<'_>,
     scratch: &mut AttentionScratch,
 ) {
     let stride = 3 * hidden;
-    let length = rows.len() / stride;
+    let rows = &qkv[first * stride..(first + length) * stride];
     let offset = head * head_dim;
-    let AttentionScratch { keys, values, scores } = scratch;
+    let AttentionScratch { keys, values, scores, context } = scratch;
     keys.clear();
     values.clear();
     for row in rows.chunks_exact(stride) {
@@ -229,6 +239,8 @@ fn attend_head(
     }
     scores.clear();
     scores.resize(length, 0.0);
+    context.clear();
+    context.resize(head_dim, 0.0);
     for (query, row) in rows.chunks_exact(stride).enumerate() {
         let q = &row[offset..offset + head_dim];
         let mut max = f32::NEG_INFINITY;
@@ -242,7 +254,6 @@ fn attend_head(
             sum += *score;
         }
         let inverse = 1.0 / sum;
-        let context = &mut out[query * out_stride + offset..query * out_stride + offset + head_dim];
         context.fill(0.0);
         for (score, value) in scores.iter().zip(values.chunks_exact(head_dim)) {
             let weight = score * inverse;
@@ -250,6 +261,8 @@ fn attend_head(
                 *o += weight * v;
             }
         }
+        // SAFETY: the caller's contract.
+        unsafe { out.write((first + query) * hidden + offset, context) };
     }
 }
 

@@ -12,10 +12,14 @@
 //! inputs are cut into row blocks that keep a panel and the block's rows
 //! in cache.
 //!
-//! The kernel is plain Rust compiled three times (AVX-512, AVX2 + FMA and
-//! the baseline), the widest the CPU supports chosen once at start.
+//! The kernel is plain Rust compiled three times (AVX-512, AVX2 + FMA +
+//! F16C and the baseline), the widest the CPU supports chosen once at
+//! start. Products of a few rows read a half-precision copy of the panels
+//! (converted to `f32` in registers; all arithmetic stays `f32`).
 
 use rayon::prelude::*;
+
+use super::team::SharedOut;
 
 /// Output columns per packed panel (one 512-bit vector of `f32`).
 pub(super) const PANEL: usize = 16;
@@ -41,7 +45,10 @@ impl Isa {
             if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma") {
                 return Isa::Avx512;
             }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c")
+            {
                 return Isa::Avx2;
             }
         }
@@ -50,6 +57,11 @@ impl Isa {
 
     /// Rows per register tile: the accumulators (rows × PANEL floats) must
     /// fit in the vector registers with room for the panel row.
+    /// Whether the kernel can read half-precision weights (AVX-512F or F16C).
+    fn converts_half(self) -> bool {
+        self != Isa::Base
+    }
+
     fn max_rows(self) -> usize {
         match self {
             Isa::Avx512 => 14,
@@ -74,6 +86,11 @@ pub(super) struct PackedLinear {
     outputs: usize,
     /// `ceil(outputs / PANEL)` panels of `inputs × PANEL`, zero-padded.
     panels: Vec<f32>,
+    /// The same panels rounded to IEEE half precision (`f16` bits), when
+    /// the CPU converts them in hardware: products of a few rows read every
+    /// weight once, so they are bound by the bytes streamed, and half the
+    /// bytes keep a model's layers in the last-level cache.
+    half_panels: Option<Vec<u16>>,
     /// Bias, zero-padded to a whole number of panels.
     bias: Vec<f32>,
     isa: Isa,
@@ -101,16 +118,15 @@ impl PackedLinear {
         }
         let mut padded_bias = bias.to_vec();
         padded_bias.resize(panel_count * PANEL, 0.0);
-        Self { inputs, outputs, panels, bias: padded_bias, isa: Isa::detect() }
+        let isa = Isa::detect();
+        let half_panels =
+            isa.converts_half().then(|| panels.iter().map(|&x| half::f16::from_f32(x).to_bits()).collect());
+        Self { inputs, outputs, panels, half_panels, bias: padded_bias, isa }
     }
 
     /// Width of the layer's output rows.
     pub(super) fn outputs(&self) -> usize {
         self.outputs
-    }
-
-    fn panel_count(&self) -> usize {
-        self.outputs.div_ceil(PANEL)
     }
 
     /// `out (rows × outputs) = epilogue(input (rows × inputs) · Wᵀ + bias)`.
@@ -121,114 +137,237 @@ impl PackedLinear {
         assert_eq!(out.len(), rows * self.outputs, "output shape");
         let threads = if parallel { rayon::current_num_threads() } else { 1 };
         let work = rows * self.inputs * self.outputs;
+        let half = rows <= HALF_MAX_ROWS;
         if threads <= 1 || work < MIN_PARALLEL_WORK {
-            self.block(input, rows, 0..self.panel_count(), epilogue, out, self.outputs, 0);
+            // SAFETY: this thread alone holds `out`.
+            #[allow(unsafe_code)]
+            unsafe {
+                self.block(input, rows, 0..self.panel_count(), epilogue, SharedOut::new(out), half)
+            };
             return;
         }
         if rows >= 2 * ROW_BLOCK {
             out.par_chunks_mut(ROW_BLOCK * self.outputs).zip(input.par_chunks(ROW_BLOCK * self.inputs)).for_each(
                 |(out, input)| {
                     let block_rows = input.len() / self.inputs;
-                    self.block(input, block_rows, 0..self.panel_count(), epilogue, out, self.outputs, 0);
+                    // SAFETY: every task holds its own rows of `out`.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        self.block(input, block_rows, 0..self.panel_count(), epilogue, SharedOut::new(out), half)
+                    };
                 },
             );
             return;
         }
         // Few rows: every thread takes a share of the panels and writes its
-        // columns into its own buffer; the shares are then copied into place.
+        // columns straight into `out`.
         let per_task = self.panel_count().div_ceil(threads);
-        let shares: Vec<(usize, usize, Vec<f32>)> = (0..threads)
-            .into_par_iter()
-            .filter_map(|task| {
-                let first = task * per_task;
-                let last = ((task + 1) * per_task).min(self.panel_count());
-                if first >= last {
-                    return None;
-                }
-                let first_column = first * PANEL;
-                let width = (last * PANEL).min(self.outputs) - first_column;
-                let mut share = vec![0.0f32; rows * width];
-                self.block(input, rows, first..last, epilogue, &mut share, width, first_column);
-                Some((first_column, width, share))
-            })
-            .collect();
-        for (first_column, width, share) in shares {
-            for (row, values) in share.chunks_exact(width).enumerate() {
-                let start = row * self.outputs + first_column;
-                out[start..start + width].copy_from_slice(values);
-            }
-        }
+        let shared = SharedOut::new(out);
+        (0..threads).into_par_iter().for_each(|task| {
+            let panels = task * per_task..((task + 1) * per_task).min(self.panel_count());
+            // SAFETY: the tasks' panel ranges, hence their columns, are disjoint.
+            #[allow(unsafe_code)]
+            unsafe {
+                self.block(input, rows, panels, epilogue, shared, half)
+            };
+        });
     }
 
-    /// One thread: the panels `panels` for all `rows`, into `out` whose
-    /// rows are `ldc` wide and whose column 0 is output `first_column`.
-    #[allow(clippy::too_many_arguments)]
-    fn block(
+    /// The product for the columns of `panels` only, written into `out`
+    /// (`rows × outputs`); one task of a shared pass.
+    ///
+    /// # Safety
+    /// While it runs no other thread touches those columns of `out`.
+    #[allow(unsafe_code)]
+    pub(super) unsafe fn product_panels(
         &self,
         input: &[f32],
         rows: usize,
         panels: std::ops::Range<usize>,
         epilogue: Epilogue,
-        out: &mut [f32],
-        ldc: usize,
-        first_column: usize,
+        out: SharedOut<'_>,
     ) {
-        let job = Job { weight: self, input, rows, panels, gelu: epilogue == Epilogue::BiasGelu, ldc, first_column };
-        match self.isa {
+        assert_eq!(input.len(), rows * self.inputs, "input shape");
+        assert_eq!(out.len(), rows * self.outputs, "output shape");
+        assert!(panels.end <= self.panel_count(), "panels of the layer");
+        // SAFETY: the caller's contract.
+        unsafe { self.block(input, rows, panels, epilogue, out, rows <= HALF_MAX_ROWS) }
+    }
+
+    /// Number of [`PANEL`]-wide column panels.
+    pub(super) fn panel_count(&self) -> usize {
+        self.outputs.div_ceil(PANEL)
+    }
+
+    /// One thread: the panels `panels` for all `rows`, into `out`
+    /// (`rows × outputs`), from the half-precision panels when `half` (a
+    /// product of at most [`HALF_MAX_ROWS`] rows) and there are any.
+    ///
+    /// # Safety
+    /// While it runs no other thread touches the columns of `panels` in `out`.
+    #[allow(unsafe_code)]
+    unsafe fn block(
+        &self,
+        input: &[f32],
+        rows: usize,
+        panels: std::ops::Range<usize>,
+        epilogue: Epilogue,
+        out: SharedOut<'_>,
+        half: bool,
+    ) {
+        assert!(input.len() >= rows * self.inputs && out.len() >= rows * self.outputs, "block shape");
+        let job = Job { weight: self, input, rows, panels, gelu: epilogue == Epilogue::BiasGelu, out };
+        match (self.isa, half.then_some(()).and(self.half_panels.as_deref())) {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => x86::run_avx512(&job, out),
+            (Isa::Avx512, Some(half)) => x86::run_avx512_half(&job, half),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => x86::run_avx2(&job, out),
-            _ => run_base(&job, out),
+            (Isa::Avx512, None) => x86::run_avx512(&job),
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx2, Some(half)) => x86::run_avx2_half(&job, half),
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx2, None) => x86::run_avx2(&job),
+            _ => run_base(&job),
         }
     }
 }
 
+/// Products of at most this many rows (one sentence, a few short ones) read
+/// the half-precision weights; larger ones reuse every panel across many
+/// rows from cache and read the `f32` weights.
+pub(super) const HALF_MAX_ROWS: usize = ROW_BLOCK;
+
 /// One thread's share of a product.
+/// `out` is `rows × outputs`; the job alone writes the columns of `panels`.
 struct Job<'a> {
     weight: &'a PackedLinear,
     input: &'a [f32],
     rows: usize,
     panels: std::ops::Range<usize>,
     gelu: bool,
-    ldc: usize,
-    first_column: usize,
+    out: SharedOut<'a>,
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::{
-        __m256, __m512, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
-        _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
+        __m128i, __m256, __m256i, __m512, _mm_loadu_si128, _mm256_cvtph_ps, _mm256_fmadd_ps, _mm256_loadu_ps,
+        _mm256_loadu_si256, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps, _mm512_cvtph_ps, _mm512_fmadd_ps,
+        _mm512_loadu_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
     };
 
     use super::{Isa, Job, PANEL, Tile, for_each_tile, store};
 
+    /// How a kernel reads one panel row (`PANEL` weights) as `f32` vectors.
+    #[allow(unsafe_code)]
+    trait Weights512: Copy {
+        /// # Safety
+        /// `ptr.add(k * PANEL) .. + PANEL` must be readable.
+        unsafe fn row(ptr: *const Self, k: usize) -> __m512;
+    }
+
+    impl Weights512 for f32 {
+        #[inline(always)]
+        #[allow(unsafe_code)]
+        unsafe fn row(ptr: *const Self, k: usize) -> __m512 {
+            // SAFETY: the caller guarantees the 16 floats are readable; the
+            // kernels calling this are compiled with avx512f.
+            unsafe { _mm512_loadu_ps(ptr.add(k * PANEL)) }
+        }
+    }
+
+    impl Weights512 for u16 {
+        #[inline(always)]
+        #[allow(unsafe_code)]
+        unsafe fn row(ptr: *const Self, k: usize) -> __m512 {
+            // SAFETY: as above, 16 halves (32 bytes) are readable.
+            unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(ptr.add(k * PANEL).cast::<__m256i>())) }
+        }
+    }
+
+    /// The AVX2 form: one panel row as two 8-lane vectors.
+    #[allow(unsafe_code)]
+    trait Weights256: Copy {
+        /// # Safety
+        /// `ptr.add(k * PANEL) .. + PANEL` must be readable.
+        unsafe fn row(ptr: *const Self, k: usize) -> [__m256; 2];
+    }
+
+    impl Weights256 for f32 {
+        #[inline(always)]
+        #[allow(unsafe_code)]
+        unsafe fn row(ptr: *const Self, k: usize) -> [__m256; 2] {
+            // SAFETY: the caller guarantees the 16 floats are readable; the
+            // kernels calling this are compiled with avx2.
+            unsafe { [_mm256_loadu_ps(ptr.add(k * PANEL)), _mm256_loadu_ps(ptr.add(k * PANEL + 8))] }
+        }
+    }
+
+    impl Weights256 for u16 {
+        #[inline(always)]
+        #[allow(unsafe_code)]
+        unsafe fn row(ptr: *const Self, k: usize) -> [__m256; 2] {
+            // SAFETY: as above, 16 halves are readable; the AVX2 kernels are
+            // compiled with f16c.
+            unsafe {
+                let row = ptr.add(k * PANEL);
+                [
+                    _mm256_cvtph_ps(_mm_loadu_si128(row.cast::<__m128i>())),
+                    _mm256_cvtph_ps(_mm_loadu_si128(row.add(8).cast::<__m128i>())),
+                ]
+            }
+        }
+    }
+
+    macro_rules! tiles512 {
+        ($job:expr, $panels:expr) => {
+            for_each_tile($job, $panels, Isa::Avx512.max_rows(), |rows, tile| match rows {
+                1 => tile512::<1, _>(tile),
+                2 => tile512::<2, _>(tile),
+                3 => tile512::<3, _>(tile),
+                4 => tile512::<4, _>(tile),
+                5 => tile512::<5, _>(tile),
+                6 => tile512::<6, _>(tile),
+                7 => tile512::<7, _>(tile),
+                8 => tile512::<8, _>(tile),
+                9 => tile512::<9, _>(tile),
+                10 => tile512::<10, _>(tile),
+                11 => tile512::<11, _>(tile),
+                12 => tile512::<12, _>(tile),
+                13 => tile512::<13, _>(tile),
+                14 => tile512::<14, _>(tile),
+                _ => unreachable!("AVX-512 tiles have 1 to 14 rows"),
+            })
+        };
+    }
+
+    macro_rules! tiles256 {
+        ($job:expr, $panels:expr) => {
+            for_each_tile($job, $panels, Isa::Avx2.max_rows(), |rows, tile| match rows {
+                1 => tile256::<1, _>(tile),
+                2 => tile256::<2, _>(tile),
+                3 => tile256::<3, _>(tile),
+                4 => tile256::<4, _>(tile),
+                5 => tile256::<5, _>(tile),
+                6 => tile256::<6, _>(tile),
+                _ => unreachable!("AVX2 tiles have 1 to 6 rows"),
+            })
+        };
+    }
+
     #[target_feature(enable = "avx512f,fma")]
-    fn avx512(job: &Job<'_>, out: &mut [f32]) {
-        for_each_tile(job, out, Isa::Avx512.max_rows(), |rows, tile| match rows {
-            1 => tile512::<1>(tile),
-            2 => tile512::<2>(tile),
-            3 => tile512::<3>(tile),
-            4 => tile512::<4>(tile),
-            5 => tile512::<5>(tile),
-            6 => tile512::<6>(tile),
-            7 => tile512::<7>(tile),
-            8 => tile512::<8>(tile),
-            9 => tile512::<9>(tile),
-            10 => tile512::<10>(tile),
-            11 => tile512::<11>(tile),
-            12 => tile512::<12>(tile),
-            13 => tile512::<13>(tile),
-            14 => tile512::<14>(tile),
-            _ => unreachable!("AVX-512 tiles have 1 to 14 rows"),
-        });
+    fn avx512(job: &Job<'_>) {
+        tiles512!(job, &job.weight.panels);
+    }
+
+    #[target_feature(enable = "avx512f,fma")]
+    fn avx512_half(job: &Job<'_>, half: &[u16]) {
+        tiles512!(job, half);
     }
 
     /// `ROWS` rows against one panel: one 16-lane accumulator per row.
     #[target_feature(enable = "avx512f,fma")]
     #[allow(unsafe_code)]
-    fn tile512<const ROWS: usize>(mut tile: Tile<'_>) {
+    fn tile512<const ROWS: usize, W: Weights512>(tile: Tile<'_, W>) {
         let inputs = tile.inputs;
         assert!(tile.input.len() >= ROWS * inputs && tile.weights.len() == inputs * PANEL, "tile shape");
         let (input, weights) = (tile.input.as_ptr(), tile.weights.as_ptr());
@@ -238,7 +377,7 @@ mod x86 {
             // lies within `weights` (`inputs * PANEL` long) and every
             // `row * inputs + k` (row < ROWS) within `input` (asserted).
             unsafe {
-                let w = _mm512_loadu_ps(weights.add(k * PANEL));
+                let w = W::row(weights, k);
                 for (row, acc) in acc.iter_mut().enumerate() {
                     *acc = _mm512_fmadd_ps(_mm512_set1_ps(*input.add(row * inputs + k)), w, *acc);
                 }
@@ -249,26 +388,23 @@ mod x86 {
             // SAFETY: `values[row]` holds exactly 16 floats.
             unsafe { _mm512_storeu_ps(values[row].as_mut_ptr(), *acc) };
         }
-        store(&mut tile, &mut values);
+        store(&tile, &mut values);
     }
 
-    #[target_feature(enable = "avx2,fma")]
-    fn avx2(job: &Job<'_>, out: &mut [f32]) {
-        for_each_tile(job, out, Isa::Avx2.max_rows(), |rows, tile| match rows {
-            1 => tile256::<1>(tile),
-            2 => tile256::<2>(tile),
-            3 => tile256::<3>(tile),
-            4 => tile256::<4>(tile),
-            5 => tile256::<5>(tile),
-            6 => tile256::<6>(tile),
-            _ => unreachable!("AVX2 tiles have 1 to 6 rows"),
-        });
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn avx2(job: &Job<'_>) {
+        tiles256!(job, &job.weight.panels);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn avx2_half(job: &Job<'_>, half: &[u16]) {
+        tiles256!(job, half);
     }
 
     /// `ROWS` rows against one panel: two 8-lane accumulators per row.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[allow(unsafe_code)]
-    fn tile256<const ROWS: usize>(mut tile: Tile<'_>) {
+    fn tile256<const ROWS: usize, W: Weights256>(tile: Tile<'_, W>) {
         let inputs = tile.inputs;
         assert!(tile.input.len() >= ROWS * inputs && tile.weights.len() == inputs * PANEL, "tile shape");
         let (input, weights) = (tile.input.as_ptr(), tile.weights.as_ptr());
@@ -277,8 +413,7 @@ mod x86 {
             // SAFETY: as in `tile512`: the panel row and every input read
             // stay below the lengths asserted above.
             unsafe {
-                let w0 = _mm256_loadu_ps(weights.add(k * PANEL));
-                let w1 = _mm256_loadu_ps(weights.add(k * PANEL + 8));
+                let [w0, w1] = W::row(weights, k);
                 for (row, acc) in acc.iter_mut().enumerate() {
                     let x = _mm256_set1_ps(*input.add(row * inputs + k));
                     acc[0] = _mm256_fmadd_ps(x, w0, acc[0]);
@@ -294,48 +429,66 @@ mod x86 {
                 _mm256_storeu_ps(values[row].as_mut_ptr().add(8), acc[1]);
             }
         }
-        store(&mut tile, &mut values);
+        store(&tile, &mut values);
     }
 
     #[allow(unsafe_code)]
-    pub(super) fn run_avx512(job: &Job<'_>, out: &mut [f32]) {
+    pub(super) fn run_avx512(job: &Job<'_>) {
         // SAFETY: `PackedLinear` only selects `Isa::Avx512` after
         // `is_x86_feature_detected!` reported avx512f and fma.
-        unsafe { avx512(job, out) }
+        unsafe { avx512(job) }
     }
 
     #[allow(unsafe_code)]
-    pub(super) fn run_avx2(job: &Job<'_>, out: &mut [f32]) {
+    pub(super) fn run_avx512_half(job: &Job<'_>, half: &[u16]) {
+        // SAFETY: as for `run_avx512`.
+        unsafe { avx512_half(job, half) }
+    }
+
+    #[allow(unsafe_code)]
+    pub(super) fn run_avx2(job: &Job<'_>) {
         // SAFETY: `PackedLinear` only selects `Isa::Avx2` after
-        // `is_x86_feature_detected!` reported avx2 and fma.
-        unsafe { avx2(job, out) }
+        // `is_x86_feature_detected!` reported avx2, fma and f16c.
+        unsafe { avx2(job) }
+    }
+
+    #[allow(unsafe_code)]
+    pub(super) fn run_avx2_half(job: &Job<'_>, half: &[u16]) {
+        // SAFETY: as for `run_avx2`.
+        unsafe { avx2_half(job, half) }
     }
 }
 
 /// Bias (and GELU) on a finished tile, then its columns into the output.
 #[inline(always)]
-fn store<const ROWS: usize>(tile: &mut Tile<'_>, values: &mut [[f32; PANEL]; ROWS]) {
+fn store<const ROWS: usize, W>(tile: &Tile<'_, W>, values: &mut [[f32; PANEL]; ROWS]) {
     for (row, row_values) in values.iter_mut().enumerate() {
         for (a, &b) in row_values.iter_mut().zip(tile.bias) {
             let v = *a + b;
             *a = if tile.gelu { super::kernels::gelu(v) } else { v };
         }
-        tile.out[row * tile.ldc..row * tile.ldc + tile.columns].copy_from_slice(&row_values[..tile.columns]);
+        // SAFETY: the tile's columns lie in its job's panels, which only
+        // this job writes (the contract of `PackedLinear::block`).
+        #[allow(unsafe_code)]
+        unsafe {
+            tile.out.write(tile.offset + row * tile.ldc, &row_values[..tile.columns])
+        };
     }
 }
 
 /// Cuts the rows into blocks and the blocks into near-equal tiles of at
 /// most `max_rows`, then runs `kernel(tile_rows, tile)` for every (block,
 /// panel, tile): a block's rows stay in cache while the panels stream by.
+/// `all_panels` is the weight in panel layout (`f32` or half bits).
 #[inline(always)]
-fn for_each_tile(job: &Job<'_>, out: &mut [f32], max_rows: usize, mut kernel: impl FnMut(usize, Tile<'_>)) {
+fn for_each_tile<W>(job: &Job<'_>, all_panels: &[W], max_rows: usize, mut kernel: impl FnMut(usize, Tile<'_, W>)) {
     let inputs = job.weight.inputs;
     let mut block_start = 0;
     while block_start < job.rows {
         let block_rows = (job.rows - block_start).min(ROW_BLOCK);
         let tiles = block_rows.div_ceil(max_rows);
         for panel in job.panels.clone() {
-            let weights = &job.weight.panels[panel * inputs * PANEL..(panel + 1) * inputs * PANEL];
+            let weights = &all_panels[panel * inputs * PANEL..(panel + 1) * inputs * PANEL];
             let bias: &[f32; PANEL] =
                 job.weight.bias[panel * PANEL..(panel + 1) * PANEL].try_into().expect("bias is padded to panels");
             let column = panel * PANEL;
@@ -345,8 +498,11 @@ fn for_each_tile(job: &Job<'_>, out: &mut [f32], max_rows: usize, mut kernel: im
                 // Near-equal tiles: the first `block_rows % tiles` get one more row.
                 let tile_rows = block_rows / tiles + usize::from(tile < block_rows % tiles);
                 let input = &job.input[tile_start * inputs..(tile_start + tile_rows) * inputs];
-                let out = &mut out[tile_start * job.ldc + column - job.first_column..];
-                kernel(tile_rows, Tile { input, inputs, weights, bias, gelu: job.gelu, out, ldc: job.ldc, columns });
+                let (ldc, offset) = (job.weight.outputs, tile_start * job.weight.outputs + column);
+                kernel(
+                    tile_rows,
+                    Tile { input, inputs, weights, bias, gelu: job.gelu, out: job.out, offset, ldc, columns },
+                );
                 tile_start += tile_rows;
             }
         }
@@ -355,8 +511,8 @@ fn for_each_tile(job: &Job<'_>, out: &mut [f32], max_rows: usize, mut kernel: im
 }
 
 /// The portable kernel (any CPU): tiles of up to three rows.
-fn run_base(job: &Job<'_>, out: &mut [f32]) {
-    for_each_tile(job, out, Isa::Base.max_rows(), |rows, tile| match rows {
+fn run_base(job: &Job<'_>) {
+    for_each_tile(job, &job.weight.panels, Isa::Base.max_rows(), |rows, tile| match rows {
         1 => tile_portable::<1>(tile),
         2 => tile_portable::<2>(tile),
         3 => tile_portable::<3>(tile),
@@ -364,19 +520,21 @@ fn run_base(job: &Job<'_>, out: &mut [f32]) {
     });
 }
 
-/// One register tile: `rows` input rows against one panel.
-struct Tile<'a> {
+/// One register tile: `rows` input rows against one panel of weights `W`.
+struct Tile<'a, W> {
     input: &'a [f32],
     inputs: usize,
-    weights: &'a [f32],
+    weights: &'a [W],
     bias: &'a [f32; PANEL],
     gelu: bool,
-    out: &'a mut [f32],
+    /// The product's output; the tile's row 0, column 0 is at `offset`.
+    out: SharedOut<'a>,
+    offset: usize,
     ldc: usize,
     columns: usize,
 }
 
-fn tile_portable<const ROWS: usize>(mut tile: Tile<'_>) {
+fn tile_portable<const ROWS: usize>(tile: Tile<'_, f32>) {
     let inputs = tile.inputs;
     let mut acc = [[0.0f32; PANEL]; ROWS];
     for (k, panel_row) in tile.weights.chunks_exact(PANEL).enumerate() {
@@ -387,7 +545,7 @@ fn tile_portable<const ROWS: usize>(mut tile: Tile<'_>) {
             }
         }
     }
-    store(&mut tile, &mut acc);
+    store(&tile, &mut acc);
 }
 
 #[cfg(test)]
@@ -407,6 +565,16 @@ mod tests {
         out
     }
 
+    /// The weights a product of `rows` rows multiplies by: rounded to half
+    /// precision when the kernel reads the half panels.
+    fn effective_weights(packed: &PackedLinear, weight: &[f32], rows: usize) -> Vec<f32> {
+        if packed.half_panels.is_some() && rows <= HALF_MAX_ROWS {
+            weight.iter().map(|&w| half::f16::from_f32(w).to_f32()).collect()
+        } else {
+            weight.to_vec()
+        }
+    }
+
     fn pseudo_random(len: usize, seed: u32) -> Vec<f32> {
         let mut state = seed.wrapping_mul(2_654_435_761).max(1);
         (0..len)
@@ -422,15 +590,23 @@ mod tests {
     #[test]
     fn packed_product_matches_the_triple_loop_for_every_shape_and_split() {
         // Shapes cover partial panels (outputs not a multiple of 16), every
-        // tile height, several row blocks, and both parallel splits.
-        for &(rows, inputs, outputs) in
-            &[(1, 3, 5), (7, 16, 16), (25, 40, 37), (130, 24, 50), (200, 64, 96), (31, 96, 200)]
-        {
+        // tile height, several row blocks, both parallel splits, and both
+        // sides of the half-precision bound.
+        for &(rows, inputs, outputs) in &[
+            (1, 3, 5),
+            (7, 16, 16),
+            (25, 40, 37),
+            (HALF_MAX_ROWS, 24, 33),
+            (HALF_MAX_ROWS + 1, 24, 33),
+            (130, 24, 50),
+            (200, 64, 96),
+            (31, 96, 200),
+        ] {
             let input = pseudo_random(rows * inputs, 1);
             let weight = pseudo_random(outputs * inputs, 2);
             let bias = pseudo_random(outputs, 3);
             let packed = PackedLinear::new(&weight, &bias, outputs, inputs);
-            let expected = reference(&input, rows, &weight, &bias, outputs, inputs);
+            let expected = reference(&input, rows, &effective_weights(&packed, &weight, rows), &bias, outputs, inputs);
             for parallel in [false, true] {
                 let mut out = vec![f32::NAN; rows * outputs];
                 packed.product(&input, rows, Epilogue::Bias, &mut out, parallel);
@@ -450,8 +626,23 @@ mod tests {
     }
 
     #[test]
+    fn half_panels_round_every_weight_to_the_nearest_half() {
+        let (inputs, outputs) = (5, 21);
+        let weight = pseudo_random(outputs * inputs, 7);
+        let packed = PackedLinear::new(&weight, &vec![0.0; outputs], outputs, inputs);
+        let Some(half_panels) = &packed.half_panels else {
+            assert_eq!(packed.isa, Isa::Base, "only the portable kernel has no half panels");
+            return;
+        };
+        for (f32_value, &bits) in packed.panels.iter().zip(half_panels) {
+            assert_eq!(bits, half::f16::from_f32(*f32_value).to_bits());
+        }
+    }
+
+    #[test]
     fn every_compiled_kernel_agrees_with_the_baseline() {
-        let (rows, inputs, outputs) = (29, 48, 40);
+        // Above the half-precision bound: every kernel reads the f32 panels.
+        let (rows, inputs, outputs) = (HALF_MAX_ROWS + 29, 48, 40);
         let input = pseudo_random(rows * inputs, 4);
         let weight = pseudo_random(outputs * inputs, 5);
         let bias = pseudo_random(outputs, 6);
@@ -476,6 +667,30 @@ mod tests {
         for other in &results[1..] {
             for (a, b) in results[0].iter().zip(other) {
                 assert!((a - b).abs() < 1e-4);
+            }
+        }
+    }
+
+    #[test]
+    fn every_half_precision_kernel_matches_the_triple_loop_on_rounded_weights() {
+        let (rows, inputs, outputs) = (29, 48, 40);
+        let input = pseudo_random(rows * inputs, 8);
+        let weight = pseudo_random(outputs * inputs, 9);
+        let bias = pseudo_random(outputs, 10);
+        let mut packed = PackedLinear::new(&weight, &bias, outputs, inputs);
+        let rounded: Vec<f32> = weight.iter().map(|&w| half::f16::from_f32(w).to_f32()).collect();
+        let expected = reference(&input, rows, &rounded, &bias, outputs, inputs);
+        let kernels: &[Isa] = match packed.isa {
+            Isa::Avx512 => &[Isa::Avx512, Isa::Avx2],
+            Isa::Avx2 => &[Isa::Avx2],
+            Isa::Base => &[],
+        };
+        for &isa in kernels {
+            packed.isa = isa;
+            let mut out = vec![f32::NAN; rows * outputs];
+            packed.product(&input, rows, Epilogue::Bias, &mut out, false);
+            for (got, want) in out.iter().zip(&expected) {
+                assert!((got - want).abs() < 1e-4, "{isa:?}: {got} vs {want}");
             }
         }
     }

@@ -4,6 +4,7 @@ mod bert;
 mod kernels;
 mod matmul;
 mod qwen3;
+mod team;
 pub(crate) mod tokenize;
 
 pub use bert::{CandleBert, CandleBertOptions, Pooling};
