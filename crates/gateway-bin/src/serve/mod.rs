@@ -214,8 +214,14 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     );
     let llm = LlmClient::from_config(&config.llm);
     let idle = sessions::idle_from_hours(config.memory.history_idle_hours);
-    let sessions =
-        Arc::new(Sessions::new(home_ctx, Arc::clone(&memory), Arc::clone(&files), llm.clone(), idle, Arc::clone(&skills)));
+    let sessions = Arc::new(Sessions::new(
+        home_ctx,
+        Arc::clone(&memory),
+        Arc::clone(&files),
+        llm.clone(),
+        idle,
+        Arc::clone(&skills),
+    ));
     let context = home_ctx.context_builder(ContextParts {
         memory: Some(Arc::clone(&memory)),
         files: Some(Arc::clone(&files)),
