@@ -419,7 +419,7 @@ pub struct BackfillReport {
     pub remaining: usize,
 }
 
-/// Step of the episodic backfill ([`MemoryDb::backfill_missing_embeddings`]).
+/// Step of the episodic backfill ([`crate::MemoryDb::backfill_missing_embeddings`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BackfillStep {
