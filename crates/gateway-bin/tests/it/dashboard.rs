@@ -899,9 +899,21 @@ fn dashboard_import_panel_scans_applies_with_confirmation_and_shows_the_ledger()
     assert_eq!(scanned.status, 200, "{}", scanned.body);
     let expected = &scanned.body["report"]["counts"];
 
-    let browser = Browser::start(&tools, "import");
+    let mut browser = Browser::start(&tools, "import");
+    browser.expected_statuses = vec![400];
     open_signed_in(&browser, &gateway);
     browser.click("button.subtab[data-pane=import]");
+    // A location must be absolute: the API's refusal, in words, and no report.
+    browser.click("#import-paths summary");
+    browser.fill("#import-hermes", "relative/.hermes");
+    browser.click("#import-scan");
+    browser.wait("the refusal", "document.getElementById('import-msg').textContent.startsWith('Refused')");
+    assert!(browser.text("#import-msg").contains("invalid_path"), "{}", browser.text("#import-msg"));
+    assert_eq!(
+        browser.js("return document.querySelectorAll('#import-sources .import-source').length;", vec![]),
+        json!(0)
+    );
+    browser.fill("#import-hermes", "");
     browser.click("#import-scan");
     browser.wait("the scan", "document.querySelectorAll('#import-sources .import-source').length === 3");
     assert!(browser.text("#import-msg").starts_with("Dry run, nothing written"), "{}", browser.text("#import-msg"));
