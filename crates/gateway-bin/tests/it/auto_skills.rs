@@ -395,3 +395,43 @@ fn kiro_cli_tool_hooks_record_tool_calls_in_the_transcript() {
     let calls: Value = serde_json::from_str(&calls).unwrap();
     assert_eq!(calls, json!([{"name": "execute_bash", "input": {"command": "cargo test"}}]));
 }
+
+#[test]
+fn session_tool_calls_are_validated_and_stored() {
+    let gateway = crate::serve::start(&["--heartbeat-secs", "3600"]);
+    let call = |name: &str, input: Value| json!({"name": name, "input": input});
+    let message = |calls: Vec<Value>| json!({"messages": [{"role": "assistant", "content": "", "tool_calls": calls}]});
+    for (body, code) in [
+        (message(vec![]), "empty_message"),
+        (message(vec![call("", json!({}))]), "invalid_tool_call"),
+        (message(vec![call(&"t".repeat(129), json!({}))]), "invalid_tool_call"),
+        (message(vec![call("shell", json!({"command": "x".repeat(17 * 1024)}))]), "invalid_tool_call"),
+        (message((0..65).map(|index| call(&format!("tool{index}"), Value::Null)).collect()), "too_many_tool_calls"),
+    ] {
+        let refused = gateway.send("POST", "/api/sessions/tools-1/messages", &body);
+        assert_eq!((refused.status, refused.code()), (400, code), "{}", refused.body);
+    }
+    let unknown =
+        json!({"messages": [{"role": "assistant", "content": "x", "tool_calls": [{"name": "a", "args": {}}]}]});
+    assert_eq!(gateway.send("POST", "/api/sessions/tools-1/messages", &unknown).code(), "invalid_body");
+    assert_eq!(gateway.get("/api/sessions/tools-1").status, 404, "nothing was stored");
+
+    let accepted = gateway.send(
+        "POST",
+        "/api/sessions/tools-1/messages",
+        &message(vec![call("shell", json!({"command": "make"}))]),
+    );
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    let connection = rusqlite::Connection::open_with_flags(
+        gateway.home().join("memory.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let calls: String = connection
+        .query_row("SELECT tool_calls FROM session_transcripts WHERE session_key = 'tools-1'", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&calls).unwrap(),
+        json!([{"name": "shell", "input": {"command": "make"}}])
+    );
+}
