@@ -4,7 +4,9 @@
 #
 #   scripts/embed_compare.sh            # 2 rounds of ort then Cairn
 #   ROUNDS=3 scripts/embed_compare.sh
-#   SKIP_BUILD=1 scripts/embed_compare.sh   # use the examples already built
+#   SKIP_BUILD=1 scripts/embed_compare.sh   # use the programs already built by
+#       cargo build --release -p cairn-tools --bin embed_bench --bin embed_fidelity
+#   (both read ${CARGO_TARGET_DIR:-target}/release/)
 #
 # Needs: the model (`cairn model fetch`), the peer venv from
 # ../shared/tools/peers/README.md (onnxruntime, tokenizers, numpy, psutil).

@@ -1,7 +1,6 @@
-//! Fused CPU kernels for the BERT forward pass. The large matrix products
-//! run on candle (gemm); everything between them (bias, GELU, residual,
-//! layer norm, attention over unpadded sequences) runs here in single
-//! passes over row-major `f32` buffers, split across the rayon pool.
+//! Fused CPU kernels for the BERT forward pass between the matrix products
+//! (`matmul`): embedding lookup, residual + layer norm and attention over
+//! unpadded sequences, in single passes over row-major `f32` buffers.
 
 use rayon::prelude::*;
 
@@ -218,6 +217,54 @@ pub(super) struct AttentionScratch {
 /// While it runs no other thread touches those elements of `out`.
 #[allow(unsafe_code, clippy::too_many_arguments)]
 pub(super) unsafe fn attend_head(
+    qkv: &[f32],
+    first: usize,
+    length: usize,
+    hidden: usize,
+    head: usize,
+    head_dim: usize,
+    out: SharedOut<'_>,
+    scratch: &mut AttentionScratch,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA (just detected); the rest is the
+        // caller's contract.
+        return unsafe { attend_head_avx2(qkv, first, length, hidden, head, head_dim, out, scratch) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { attend_head_body(qkv, first, length, hidden, head, head_dim, out, scratch) }
+}
+
+/// [`attend_head`] compiled for AVX2 + FMA (the lane sums and the weighted
+/// sum of values in 256-bit vectors).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; otherwise as [`attend_head`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(unsafe_code, clippy::too_many_arguments)]
+unsafe fn attend_head_avx2(
+    qkv: &[f32],
+    first: usize,
+    length: usize,
+    hidden: usize,
+    head: usize,
+    head_dim: usize,
+    out: SharedOut<'_>,
+    scratch: &mut AttentionScratch,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { attend_head_body(qkv, first, length, hidden, head, head_dim, out, scratch) }
+}
+
+/// The body of [`attend_head`], inlined into each compiled form.
+///
+/// # Safety
+/// As [`attend_head`].
+#[inline(always)]
+#[allow(unsafe_code, clippy::too_many_arguments)]
+unsafe fn attend_head_body(
     qkv: &[f32],
     first: usize,
     length: usize,

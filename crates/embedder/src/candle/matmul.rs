@@ -471,7 +471,12 @@ fn store<const ROWS: usize, W>(tile: &Tile<'_, W>, values: &mut [[f32; PANEL]; R
         // this job writes (the contract of `PackedLinear::block`).
         #[allow(unsafe_code)]
         unsafe {
-            tile.out.write(tile.offset + row * tile.ldc, &row_values[..tile.columns])
+            let offset = tile.offset + row * tile.ldc;
+            if tile.columns == PANEL {
+                tile.out.write_array(offset, row_values);
+            } else {
+                tile.out.write(offset, &row_values[..tile.columns]);
+            }
         };
     }
 }

@@ -103,6 +103,19 @@ impl<'a> SharedOut<'a> {
         unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.ptr.add(offset), values.len()) };
     }
 
+    /// Copies the `N` floats of `values` to `offset ..` (a fixed length the
+    /// compiler copies inline, where [`SharedOut::write`] calls `memcpy`).
+    ///
+    /// # Safety
+    /// No other thread reads or writes those elements during the call.
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    pub(super) unsafe fn write_array<const N: usize>(&self, offset: usize, values: &[f32; N]) {
+        assert!(offset <= self.len && N <= self.len - offset, "write outside the shared buffer");
+        // SAFETY: in bounds (asserted); exclusive per the caller's contract.
+        unsafe { self.ptr.add(offset).cast::<[f32; N]>().write_unaligned(*values) };
+    }
+
     /// The elements `range`, to modify.
     ///
     /// # Safety
