@@ -67,3 +67,28 @@ fn a_backfill_reports_its_rows_while_it_runs_and_its_result_after() {
         BackfillProgress { step: BackfillStep::Done, run: 2, done: 1, total: 1, remaining: 0, error: None }
     );
 }
+
+#[test]
+fn rows_written_while_a_backfill_runs_are_counted_in_its_total() {
+    let (_home, db) = store_with_deferred_rows(40);
+    let seen = std::sync::Mutex::new(Vec::new());
+    let report = db
+        .backfill_missing_embeddings(Some(&|done, _| {
+            if done == 32 {
+                for index in 0..20 {
+                    db.write_episodic(
+                        &NewEpisode::new(format!("late row {index} about the kite festival")).defer_embedding(true),
+                    )
+                    .unwrap();
+                }
+            }
+            let progress = db.backfill_progress();
+            seen.lock().unwrap().push((progress.done, progress.total));
+        }))
+        .unwrap();
+    assert_eq!((report.embedded, report.remaining), (60, 0));
+    // The 20 late rows are embedded by the same run, and its total grows to say so.
+    assert_eq!(seen.into_inner().unwrap(), vec![(32, 40), (60, 60)]);
+    let progress = db.backfill_progress();
+    assert_eq!((progress.step, progress.done, progress.total, progress.remaining), (BackfillStep::Done, 60, 60, 0));
+}

@@ -556,6 +556,10 @@ impl MemoryDb {
                 return;
             }
             state.done = done;
+            // Rows written since the start are embedded too: count them in.
+            if done > state.total {
+                state.total = done + missing().unwrap_or(0);
+            }
             drop(state);
             if let Some(progress) = progress {
                 progress(done, total);
@@ -568,6 +572,7 @@ impl MemoryDb {
                 Ok(report) => {
                     state.step = BackfillStep::Done;
                     state.done = report.embedded;
+                    state.total = state.total.max(report.embedded);
                     state.remaining = report.remaining;
                 }
                 Err(error) => {
