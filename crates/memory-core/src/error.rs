@@ -6,21 +6,22 @@ use std::path::PathBuf;
 ///
 /// A write the rules refuse is [`MemoryError::Rejected`], carrying a
 /// [`Rejected`] reason the caller can show; every other variant is a fault
-/// of the store itself (SQLite, the file system, a corrupt row).
+/// of the store itself (the storage backend, the file system, a corrupt row).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MemoryError {
     /// The write broke one of the memory rules; nothing was stored.
     #[error("write refused: {0}")]
     Rejected(#[from] Rejected),
-    /// SQLite failed.
+    /// The storage backend failed; [`StorageError::kind`] tells the cases
+    /// a caller may act on (busy, damaged, full) apart.
     #[error("memory database error while {operation}")]
-    Sqlite {
+    Storage {
         /// What the store was doing.
         operation: &'static str,
-        /// The underlying error.
+        /// The backend's error.
         #[source]
-        source: rusqlite::Error,
+        source: StorageError,
     },
     /// `memory.db` failed its integrity check at open: reads that still
     /// work are served, writes are refused until it is repaired.
@@ -134,7 +135,15 @@ pub type Result<T, E = MemoryError> = std::result::Result<T, E>;
 
 impl MemoryError {
     pub(crate) fn sqlite(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
-        move |source| MemoryError::Sqlite { operation, source }
+        move |error| MemoryError::Storage { operation, source: StorageError::from_sqlite(error) }
+    }
+
+    /// The kind of backend failure, when this error is one.
+    pub fn storage_kind(&self) -> Option<StorageErrorKind> {
+        match self {
+            MemoryError::Storage { source, .. } => Some(source.kind()),
+            _ => None,
+        }
     }
 
     /// True when the store is damaged or lost and must be repaired first.
@@ -148,6 +157,94 @@ impl MemoryError {
             MemoryError::Rejected(rejected) => Some(rejected),
             _ => None,
         }
+    }
+}
+
+/// A failure of the storage backend under the store, kept opaque so the
+/// public API does not depend on one database engine.
+///
+/// [`kind`](Self::kind) sorts it into the cases callers act on; the
+/// backend's own error is the [`source`](std::error::Error::source).
+#[derive(Debug)]
+pub struct StorageError {
+    kind: StorageErrorKind,
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// What kind of failure a [`StorageError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageErrorKind {
+    /// Another writer holds the lock and the busy timeout ran out; the
+    /// operation changed nothing and may be retried.
+    Busy,
+    /// The database file is damaged or is not a database.
+    Corrupt,
+    /// The operating system failed to read or write the database file.
+    Io,
+    /// The disk or the database is full.
+    Full,
+    /// A uniqueness, foreign-key or check constraint refused a row.
+    Constraint,
+    /// The operation was interrupted before it finished.
+    Interrupted,
+    /// Any other backend failure.
+    Other,
+}
+
+impl StorageErrorKind {
+    fn describe(self) -> &'static str {
+        match self {
+            StorageErrorKind::Busy => "the database is locked by another writer",
+            StorageErrorKind::Corrupt => "the database file is damaged",
+            StorageErrorKind::Io => "the database file could not be read or written",
+            StorageErrorKind::Full => "the database or disk is full",
+            StorageErrorKind::Constraint => "a database constraint refused the row",
+            StorageErrorKind::Interrupted => "the database operation was interrupted",
+            StorageErrorKind::Other => "the database failed",
+        }
+    }
+}
+
+impl StorageError {
+    /// Wraps a backend's error as a failure of the given kind.
+    pub fn new(kind: StorageErrorKind, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self { kind, source: Box::new(source) }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StorageErrorKind {
+        self.kind
+    }
+
+    /// Sorts a SQLite error into its kind.
+    pub(crate) fn from_sqlite(error: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        let kind = match &error {
+            rusqlite::Error::SqliteFailure(failure, _) => match failure.code {
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => StorageErrorKind::Busy,
+                ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => StorageErrorKind::Corrupt,
+                ErrorCode::SystemIoFailure => StorageErrorKind::Io,
+                ErrorCode::DiskFull => StorageErrorKind::Full,
+                ErrorCode::ConstraintViolation => StorageErrorKind::Constraint,
+                ErrorCode::OperationInterrupted => StorageErrorKind::Interrupted,
+                _ => StorageErrorKind::Other,
+            },
+            _ => StorageErrorKind::Other,
+        };
+        Self::new(kind, error)
+    }
+}
+
+impl std::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind.describe())
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
     }
 }
 
@@ -282,5 +379,61 @@ impl Rejected {
             Rejected::InvalidSessionKey { .. } => "invalid_session_key",
             Rejected::CreatedAtOutOfRange { .. } => "created_at_out_of_range",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MemoryError, StorageError, StorageErrorKind};
+    use rusqlite::ErrorCode;
+
+    fn failure(code: ErrorCode) -> rusqlite::Error {
+        let extended = match code {
+            ErrorCode::DatabaseBusy => 5,
+            ErrorCode::DatabaseLocked => 6,
+            ErrorCode::OperationInterrupted => 9,
+            ErrorCode::SystemIoFailure => 10,
+            ErrorCode::DatabaseCorrupt => 11,
+            ErrorCode::DiskFull => 13,
+            ErrorCode::ConstraintViolation => 19,
+            ErrorCode::NotADatabase => 26,
+            _ => 1,
+        };
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error { code, extended_code: extended }, None)
+    }
+
+    #[test]
+    fn sqlite_errors_sort_into_their_kinds() {
+        let cases = [
+            (failure(ErrorCode::DatabaseBusy), StorageErrorKind::Busy),
+            (failure(ErrorCode::DatabaseLocked), StorageErrorKind::Busy),
+            (failure(ErrorCode::DatabaseCorrupt), StorageErrorKind::Corrupt),
+            (failure(ErrorCode::NotADatabase), StorageErrorKind::Corrupt),
+            (failure(ErrorCode::SystemIoFailure), StorageErrorKind::Io),
+            (failure(ErrorCode::DiskFull), StorageErrorKind::Full),
+            (failure(ErrorCode::ConstraintViolation), StorageErrorKind::Constraint),
+            (failure(ErrorCode::OperationInterrupted), StorageErrorKind::Interrupted),
+            (failure(ErrorCode::Unknown), StorageErrorKind::Other),
+            (rusqlite::Error::QueryReturnedNoRows, StorageErrorKind::Other),
+        ];
+        for (error, kind) in cases {
+            let described = error.to_string();
+            assert_eq!(StorageError::from_sqlite(error).kind(), kind, "{described}");
+        }
+    }
+
+    #[test]
+    fn the_backend_error_is_the_source_of_the_storage_error() {
+        let error = MemoryError::sqlite("writing a fact")(failure(ErrorCode::DatabaseBusy));
+        assert_eq!(error.storage_kind(), Some(StorageErrorKind::Busy));
+        let chain: Vec<String> = std::iter::successors(Some(&error as &dyn std::error::Error), |e| e.source())
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            chain[..2],
+            ["memory database error while writing a fact", "the database is locked by another writer"]
+        );
+        assert_eq!(chain[2], failure(ErrorCode::DatabaseBusy).to_string());
+        assert_eq!(MemoryError::InvalidConfig("x".into()).storage_kind(), None);
     }
 }

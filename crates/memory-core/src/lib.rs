@@ -80,7 +80,7 @@ pub use episodic::{
     EpisodicOutcome, EpisodicQuery, EpisodicRecord, Fusion, NewEpisode, ReembedProgress, ReembedStep, RetrievalMode,
     ScoreBreakdown, sanitize_fts_query,
 };
-pub use error::{MemoryError, Rejected, Result};
+pub use error::{MemoryError, Rejected, Result, StorageError, StorageErrorKind};
 pub use export::{
     EXPORT_FORMAT, EXPORT_VERSION, ExportDocument, ExportedEpisode, ExportedFiles, ExportedLesson, ExportedSemantic,
     ImportReport, ImportRow, export_memory, import_memory,

@@ -601,7 +601,7 @@ fn readers_do_not_wait_behind_a_writer() {
     assert_eq!(db.semantic_context("editor", 1000).unwrap(), "[Semantic Memory]\npref.editor: helix");
     // A write waits for the lock and, past the busy timeout, fails as a store error (not a rejection) and changes nothing.
     let error = db.write_semantic("pref.shell", &json!("fish"), 1.0, Source::UserExplicit).unwrap_err();
-    assert!(matches!(error, MemoryError::Sqlite { .. }), "{error}");
+    assert_eq!(error.storage_kind(), Some(crate::StorageErrorKind::Busy), "{error}");
     transaction.rollback().unwrap();
     assert_eq!(db.get_semantic("pref.shell").unwrap(), None);
     check(&db, "pref.shell", json!("fish"), 1.0, Source::UserExplicit, "created");

@@ -16,13 +16,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::history::{parse_day_file_name, split_chunks};
 use crate::bm25::Bm25Index;
 use crate::constants::{BUSY_TIMEOUT_MS, INDEX_SCHEMA_VERSION, MAX_SEARCH_QUERY_TERMS};
-use crate::error::{MemoryError, Result};
+use crate::error::{MemoryError, Result, StorageErrorKind};
 
 /// One keyword hit in the Markdown files.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -548,15 +548,9 @@ pub(crate) fn snippet(text: &str, terms: &[String]) -> String {
     out
 }
 
-/// True for SQLite errors that mean the file is not a usable index.
+/// True for storage errors that mean the file is not a usable index.
 fn is_damage(error: &MemoryError) -> bool {
-    match error {
-        MemoryError::Sqlite { source: rusqlite::Error::SqliteFailure(failure, _), .. } => {
-            matches!(failure.code, ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase | ErrorCode::SystemIoFailure)
-        }
-        MemoryError::Sqlite { source: rusqlite::Error::SqlInputError { .. }, .. } => false,
-        _ => false,
-    }
+    matches!(error.storage_kind(), Some(StorageErrorKind::Corrupt | StorageErrorKind::Io))
 }
 
 /// Every file the index covers, sorted: the two top-level files and the day files.
