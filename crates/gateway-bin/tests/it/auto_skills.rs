@@ -264,7 +264,7 @@ fn idle_sessions_stage_reviewed_skills_that_then_trigger() {
     assert_eq!(script_refusal["ok"], false);
     assert!(script_refusal["detail"].as_str().unwrap().contains("process-exec"), "{script_refusal}");
     // Refining the hand-authored skill is refused and the file is untouched.
-    let refine = event("auto_skill_refine", "auto/release-notes");
+    let refine = event("auto_skill_refine", "release-notes");
     assert_eq!(refine["ok"], false);
     assert!(refine["detail"].as_str().unwrap().contains("not_auto"), "{refine}");
     assert_eq!(std::fs::read_to_string(gateway.home().join("skills/release-notes/SKILL.md")).unwrap(), HAND_WRITTEN);

@@ -407,9 +407,13 @@ impl AutoSkills {
     }
 
     fn record(&self, action: SkillAuditAction, slug: &str, ok: bool, detail: String) {
+        self.record_named(action, format!("{AUTO_DIR}/{slug}"), ok, detail);
+    }
+
+    fn record_named(&self, action: SkillAuditAction, name: String, ok: bool, detail: String) {
         self.audit.record(SkillAuditEvent {
             action,
-            skills: vec![format!("{AUTO_DIR}/{slug}")],
+            skills: vec![name],
             ok,
             detail: cairn_guard::redact_all(&detail).into_owned(),
         });
@@ -477,7 +481,14 @@ impl AutoSkills {
                     Ok(_) => format!("session {session_key}: refined"),
                     Err(error) => format!("session {session_key}: {} ({error})", error.code()),
                 };
-                self.record(SkillAuditAction::AutoSkillRefine, &label, result.is_ok(), detail);
+                // The name as the model gave it: a refused one may be outside auto/.
+                let name = skill.get("name").and_then(Value::as_str).unwrap_or("(unnamed)").trim();
+                self.record_named(
+                    SkillAuditAction::AutoSkillRefine,
+                    name.chars().take(80).collect(),
+                    result.is_ok(),
+                    detail,
+                );
                 result
             }
         }

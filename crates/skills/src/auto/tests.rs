@@ -291,6 +291,8 @@ fn refinement_touches_only_generated_skills_under_auto() {
     assert_eq!(std::fs::read_to_string(f.skills.join("auto/hand-placed/SKILL.md")).unwrap(), HAND_WRITTEN);
     let events = f.audit.take();
     assert!(events.iter().all(|event| event.action == SkillAuditAction::AutoSkillRefine && !event.ok));
+    let named: Vec<&str> = events.iter().map(|event| event.skills[0].as_str()).collect();
+    assert_eq!(named, ["release-notes", "auto/hand-placed", "auto/missing-skill", "../release-notes"]);
 }
 
 #[test]
