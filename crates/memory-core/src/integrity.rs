@@ -125,6 +125,26 @@ pub struct TableSalvage {
     pub lost_is_estimate: bool,
 }
 
+/// How long [`checkpoint_wal`] waits for another connection's lock.
+const CHECKPOINT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Folds the write-ahead log of the `memory.db` at `path` back into the
+/// file (`wal_checkpoint(TRUNCATE)`), so a clean stop leaves one file once
+/// the last handle is closed. `Ok(true)` when the whole log was folded
+/// back, `Ok(false)` when another connection kept part of it in use. A
+/// missing file is an error, never created.
+pub fn checkpoint_wal(path: &Path) -> Result<bool> {
+    let operation = "checkpointing the write-ahead log";
+    let connection =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(MemoryError::sqlite(operation))?;
+    connection.busy_timeout(CHECKPOINT_BUSY_TIMEOUT).map_err(MemoryError::sqlite(operation))?;
+    let busy: i64 = connection
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
+        .map_err(MemoryError::sqlite(operation))?;
+    Ok(busy == 0)
+}
+
 /// Rebuilds the `memory.db` at `path`: copies it aside, salvages every row
 /// SQLite can still read into a new file with the current schema (its
 /// triggers rebuild the keyword index), checks the new file and moves it
@@ -370,4 +390,31 @@ fn scan_by_rowid(
         stride = stride.saturating_mul(2);
     }
     Ok(highest.map(|rowid| rowid.max(0) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checkpoint_wal;
+    use crate::{MemoryConfig, MemoryDb, Source, StorageErrorKind};
+
+    #[test]
+    fn a_checkpoint_folds_the_log_back_into_the_file() {
+        let home = tempfile::tempdir().unwrap();
+        let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap();
+        db.write_semantic("pref.editor", &serde_json::json!("helix"), 1.0, Source::UserExplicit).unwrap();
+        let wal = super::sibling(db.path(), "-wal");
+        assert!(std::fs::metadata(&wal).unwrap().len() > 0);
+        assert!(checkpoint_wal(db.path()).unwrap());
+        assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+        assert_eq!(db.get_semantic("pref.editor").unwrap().unwrap().value, serde_json::json!("helix"));
+    }
+
+    #[test]
+    fn a_checkpoint_of_a_missing_file_fails_and_creates_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("memory.db");
+        let error = checkpoint_wal(&path).unwrap_err();
+        assert_eq!(error.storage_kind(), Some(StorageErrorKind::Other), "{error}");
+        assert!(!path.exists());
+    }
 }

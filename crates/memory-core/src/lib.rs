@@ -94,7 +94,7 @@ pub use foreign::{
     ForeignCounts, ForeignItem, ForeignReport, ForeignRoots, ForeignSource, ImportDiagnostic, ItemOutcome,
     apply_foreign, scan_foreign,
 };
-pub use integrity::{RepairReport, TableSalvage, repair_database};
+pub use integrity::{RepairReport, TableSalvage, checkpoint_wal, repair_database};
 pub use jsonl::{JsonlLessonStore, LessonBook};
 pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,

@@ -339,13 +339,9 @@ async fn migrate_at_start(state: Arc<AppState>) {
 
 /// Folds the WAL back into `memory.db` so a clean stop leaves one file.
 fn checkpoint_wal(path: &std::path::Path) {
-    let result = rusqlite::Connection::open(path).and_then(|connection| {
-        connection.busy_timeout(Duration::from_secs(5))?;
-        connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get::<_, i64>(0))
-    });
-    match result {
-        Ok(0) => tracing::debug!("WAL checkpointed"),
-        Ok(busy) => tracing::warn!(busy, "WAL checkpoint could not complete"),
+    match cairn_memory_core::checkpoint_wal(path) {
+        Ok(true) => tracing::debug!("WAL checkpointed"),
+        Ok(false) => tracing::warn!("WAL checkpoint could not complete"),
         Err(error) => tracing::warn!(%error, "WAL checkpoint failed"),
     }
 }
