@@ -10,7 +10,8 @@
 //!   transcript in `memory.db` (`claude-code:<session_id>`), which feeds
 //!   consolidation. Output is capped at Claude Code's 10,000 characters.
 //! - **kiro-cli** (agent `hooks`): `agentSpawn` and `userPromptSubmit`
-//!   print the context on stdout, capped at kiro-cli's 10 KiB;
+//!   print the context on stdout, capped at kiro-cli's 10 KiB, scoped to
+//!   the agent named by `--agent` (kiro-cli's hook input does not name it);
 //!   `userPromptSubmit` and `postToolUse` append the prompt and the tool
 //!   call (name and input) to the transcript `kiro-cli:<session_id>`, or
 //!   `kiro-cli:<cwd>` when the event names no session.
@@ -28,7 +29,7 @@ use std::io::Read as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use cairn_context::{BuiltContext, MessageRequest, SectionName, SessionRequest};
+use cairn_context::{AgentContext, BuiltContext, MessageRequest, SectionName, SessionRequest};
 use cairn_memory_core::{MemoryDb, ToolCall, TranscriptMessage};
 use serde_json::{Value, json};
 
@@ -74,6 +75,11 @@ pub(crate) struct HookArgs {
     /// The host's event name (`SessionStart`, `UserPromptSubmit`, `PostToolUse`, `Stop`,
     /// `SessionEnd`; kiro-cli: `agentSpawn`, `userPromptSubmit`, `postToolUse`).
     pub(crate) event: String,
+    /// The agent the host runs (kiro-cli's hook input does not name it):
+    /// the context carries only its mapped skills, its prompt and
+    /// steering, and a custom agent's messages trigger no skills.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) agent: Option<String>,
 }
 
 pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
@@ -86,14 +92,20 @@ pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
         Ok(_) => return Ok(skip("the hook input is not a JSON object")),
         Err(error) => return Ok(skip(&format!("the hook input is not JSON: {error}"))),
     };
+    let agent = match args.agent.as_deref().map(|name| home.agent_context(name, None, None)) {
+        None => None,
+        Some(Ok(agent)) => Some(agent),
+        Some(Err(error)) => return Ok(skip(&format!("agent {:?}: {error:#}", args.agent.as_deref().unwrap_or("")))),
+    };
+    let agent = agent.as_ref();
     let outcome = match (args.host, args.event.as_str()) {
-        (HostName::ClaudeCode, "SessionStart") => claude_session_start(home, &input),
-        (HostName::ClaudeCode, "UserPromptSubmit") => claude_prompt(home, &input),
+        (HostName::ClaudeCode, "SessionStart") => claude_session_start(home, agent, &input),
+        (HostName::ClaudeCode, "UserPromptSubmit") => claude_prompt(home, agent, &input),
         (HostName::ClaudeCode, "PostToolUse") => claude_tool(home, &input),
         (HostName::ClaudeCode, "Stop") => claude_stop(home, &input),
         (HostName::ClaudeCode, "SessionEnd") => claude_end(home, &input),
-        (HostName::KiroCli, "agentSpawn") => kiro_spawn(home, &input),
-        (HostName::KiroCli, "userPromptSubmit") => kiro_prompt(home, &input),
+        (HostName::KiroCli, "agentSpawn") => kiro_spawn(home, agent, &input),
+        (HostName::KiroCli, "userPromptSubmit") => kiro_prompt(home, agent, &input),
         (HostName::KiroCli, "postToolUse") => kiro_tool(home, &input),
         (host, event) => return Ok(skip(&format!("{} has no Cairn hook for event {event:?}", host.key()))),
     };
@@ -211,9 +223,15 @@ fn append(memory: &MemoryDb, host: HostName, input: &Value, message: TranscriptM
     Ok(())
 }
 
-fn session_context(home: &Home, query: &str, fits: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+fn session_context(
+    home: &Home,
+    agent: Option<&AgentContext>,
+    query: &str,
+    fits: impl Fn(&str) -> bool,
+) -> anyhow::Result<String> {
     let memory = open_memory(home).ok();
-    let built = builder(home, memory, false)?.build_session_context(&SessionRequest { query, ..Default::default() });
+    let built =
+        builder(home, memory, false)?.build_session_context(&SessionRequest { query, agent, ..Default::default() });
     Ok(clamp(&built, fits))
 }
 
@@ -223,23 +241,29 @@ enum MessageAnswer {
     AutoReply(String),
 }
 
-fn message_context(home: &Home, prompt: &str, fits: impl Fn(&str) -> bool) -> anyhow::Result<MessageAnswer> {
+fn message_context(
+    home: &Home,
+    agent: Option<&AgentContext>,
+    prompt: &str,
+    fits: impl Fn(&str) -> bool,
+) -> anyhow::Result<MessageAnswer> {
     let memory = open_memory(home).ok();
-    let built = builder(home, memory, true)?.build_message(&MessageRequest { message: prompt, ..Default::default() });
+    let built =
+        builder(home, memory, true)?.build_message(&MessageRequest { message: prompt, agent, ..Default::default() });
     if let Some(reply) = built.auto_reply {
         return Ok(MessageAnswer::AutoReply(reply.reply));
     }
     Ok(MessageAnswer::Context(clamp(&built, fits)))
 }
 
-fn claude_session_start(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
+fn claude_session_start(home: &Home, agent: Option<&AgentContext>, input: &Value) -> anyhow::Result<Option<String>> {
     let query = input.get("cwd").and_then(Value::as_str).unwrap_or("");
-    Ok(claude_context("SessionStart", session_context(home, query, claude_fits)?))
+    Ok(claude_context("SessionStart", session_context(home, agent, query, claude_fits)?))
 }
 
-fn claude_prompt(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
+fn claude_prompt(home: &Home, agent: Option<&AgentContext>, input: &Value) -> anyhow::Result<Option<String>> {
     let prompt = field(input, "prompt")?;
-    let answer = message_context(home, prompt, claude_fits)?;
+    let answer = message_context(home, agent, prompt, claude_fits)?;
     if let Ok(memory) = open_memory(home)
         && let Err(error) = append(&memory, HostName::ClaudeCode, input, TranscriptMessage::new("user", prompt))
     {
@@ -318,9 +342,9 @@ fn claude_end(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
     Ok(None)
 }
 
-fn kiro_spawn(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
+fn kiro_spawn(home: &Home, agent: Option<&AgentContext>, input: &Value) -> anyhow::Result<Option<String>> {
     let query = input.get("cwd").and_then(Value::as_str).unwrap_or("");
-    let text = session_context(home, query, kiro_fits)?;
+    let text = session_context(home, agent, query, kiro_fits)?;
     Ok((!text.trim().is_empty()).then_some(text))
 }
 
@@ -354,7 +378,7 @@ fn kiro_tool(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
     Ok(None)
 }
 
-fn kiro_prompt(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
+fn kiro_prompt(home: &Home, agent: Option<&AgentContext>, input: &Value) -> anyhow::Result<Option<String>> {
     let prompt = field(input, "prompt")?;
     if !prompt.trim().is_empty()
         && let Ok(memory) = open_memory(home)
@@ -363,7 +387,7 @@ fn kiro_prompt(home: &Home, input: &Value) -> anyhow::Result<Option<String>> {
     {
         tracing::warn!(error = %format!("{error:#}"), "the prompt was not recorded in the transcript");
     }
-    Ok(match message_context(home, prompt, kiro_fits)? {
+    Ok(match message_context(home, agent, prompt, kiro_fits)? {
         MessageAnswer::Context(text) => (!text.trim().is_empty()).then_some(text),
         // kiro-cli has no blocking answer on userPromptSubmit: the reply is context.
         MessageAnswer::AutoReply(reply) => Some(cut_chars(&reply, KIRO_OUTPUT_BYTES / 4)),

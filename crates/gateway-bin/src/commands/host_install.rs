@@ -7,10 +7,12 @@
 //! - `kiro-cli --agent NAME`: the agent spec `NAME.json` in the agents
 //!   directory (`agent.agents_dir`, else `~/.kiro/agents`) gets the
 //!   `mcpServers.cairn` entry (`cairn mcp serve --agent NAME`, so the
-//!   agent's `skill_search` finds only its own skills), `agentSpawn` and
-//!   `userPromptSubmit` hooks, and `@cairn` in its `tools` when it lists
-//!   tools. An entry an earlier install wrote without `--agent` for this
-//!   binary and home is replaced (install) or removed (uninstall).
+//!   agent's `skill_search` finds only its own skills), `agentSpawn`,
+//!   `userPromptSubmit` and `postToolUse` hooks (`cairn hook kiro-cli
+//!   <event> --agent NAME`, so the context is the agent's), and `@cairn` in
+//!   its `tools` when it lists tools. Entries an earlier install wrote
+//!   without `--agent` for this binary and home are replaced (install) or
+//!   removed (uninstall).
 //!
 //! Files are merged, never clobbered: unknown keys and other entries stay,
 //! an entry already present is not added twice, and a file that is not a
@@ -59,7 +61,7 @@ const SERVER_NAME: &str = "cairn";
 /// Claude Code events Cairn hooks into.
 const CLAUDE_EVENTS: &[&str] = &["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"];
 /// kiro-cli triggers Cairn hooks into.
-const KIRO_EVENTS: &[&str] = &["agentSpawn", "userPromptSubmit"];
+const KIRO_EVENTS: &[&str] = &["agentSpawn", "userPromptSubmit", "postToolUse"];
 
 /// One config file's planned change.
 struct Edit {
@@ -92,6 +94,11 @@ impl Invocation {
 
     fn hook_command(&self, host: &str, event: &str) -> String {
         format!("{} --home {} hook {host} {event}", shell_quote(&self.exe), shell_quote(&self.home))
+    }
+
+    /// A kiro-cli hook of agent `name`: its context is scoped to the agent.
+    fn agent_hook_command(&self, event: &str, name: &str) -> String {
+        format!("{} --agent {}", self.hook_command("kiro-cli", event), shell_quote(name))
     }
 
     fn mcp_server(&self) -> Value {
@@ -234,9 +241,15 @@ fn kiro_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<Vec
         servers.remove(SERVER_NAME);
     }
     set_server(&mut agent, "mcpServers", invocation.agent_mcp_server(name), &path, install)?;
-    let entries: Vec<(&str, Value)> = KIRO_EVENTS
+    // An earlier install's hooks for this binary and home, unscoped.
+    let unscoped: Vec<(&str, Value)> = KIRO_EVENTS
         .iter()
         .map(|event| (*event, json!({"command": invocation.hook_command("kiro-cli", event)})))
+        .collect();
+    set_hooks(&mut agent, &unscoped, &path, false)?;
+    let entries: Vec<(&str, Value)> = KIRO_EVENTS
+        .iter()
+        .map(|event| (*event, json!({"command": invocation.agent_hook_command(event, name)})))
         .collect();
     set_hooks(&mut agent, &entries, &path, install)?;
     let tool = Value::String(format!("@{SERVER_NAME}"));

@@ -10,10 +10,16 @@ use serde_json::{Value, json};
 use crate::cairn;
 
 fn hook(home: &Path, host: &str, event: &str, input: &str) -> Output {
+    hook_with(home, &[host, event], input)
+}
+
+/// `cairn hook <args>` with `input` on stdin.
+fn hook_with(home: &Path, args: &[&str], input: &str) -> Output {
     let mut child = cairn()
         .arg("--home")
         .arg(home)
-        .args(["hook", host, event])
+        .arg("hook")
+        .args(args)
         .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
         .env_remove("CAIRN_EMBED_MODEL_PATH")
         .stdin(Stdio::piped())
@@ -190,6 +196,67 @@ fn kiro_cli_spawn_and_prompt_print_plain_context() {
 }
 
 #[test]
+fn kiro_cli_hooks_scope_the_context_to_the_named_agent() {
+    let home = tempfile::tempdir().unwrap();
+    let skills = home.path().join("skills");
+    for name in ["deploy-web", "deploy-db"] {
+        std::fs::create_dir_all(skills.join(name)).unwrap();
+        std::fs::write(
+            skills.join(name).join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: Ship {name}\ntriggers: ship\n---\nRun the {name} playbook.\n"),
+        )
+        .unwrap();
+    }
+    let agents = home.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let web = json!({"name": "web", "prompt": "Ship the web tier.",
+        "resources": [format!("skill://{}/deploy-web/SKILL.md", skills.display())]});
+    let bare = json!({"name": "bare", "prompt": "No skills.", "resources": ["file://README.md"]});
+    for spec in [&web, &bare] {
+        std::fs::write(agents.join(format!("{}.json", spec["name"].as_str().unwrap())), spec.to_string()).unwrap();
+    }
+    std::fs::write(home.path().join("config.json"), json!({"agent": {"agents_dir": agents}}).to_string()).unwrap();
+    let spawn = json!({"hook_event_name": "agentSpawn", "cwd": "/tmp"}).to_string();
+    let prompt = json!({"hook_event_name": "userPromptSubmit", "cwd": "/tmp", "prompt": "ship it"}).to_string();
+    // (agent flag, skills in the spawn catalog, skills the prompt triggers)
+    let cases: &[(Option<&str>, &[&str], &[&str])] = &[
+        (None, &["deploy-db", "deploy-web"], &["deploy-db", "deploy-web"]),
+        (Some("web"), &["deploy-web"], &[]),
+        (Some("bare"), &[], &[]),
+    ];
+    for (agent, catalog, triggered) in cases {
+        let args = |event: &'static str| {
+            let mut args = vec!["kiro-cli", event];
+            if let Some(agent) = agent {
+                args.extend(["--agent", agent]);
+            }
+            args
+        };
+        let listed = hook_with(home.path(), &args("agentSpawn"), &spawn);
+        assert!(listed.status.success());
+        let listed = String::from_utf8(listed.stdout).unwrap();
+        let fired = hook_with(home.path(), &args("userPromptSubmit"), &prompt);
+        assert!(fired.status.success());
+        let fired = String::from_utf8(fired.stdout).unwrap();
+        for name in ["deploy-db", "deploy-web"] {
+            assert_eq!(listed.contains(name), catalog.contains(&name), "agent {agent:?} catalog: {listed}");
+            let body = format!("Run the {name} playbook.");
+            assert_eq!(fired.contains(&body), triggered.contains(&name), "agent {agent:?} triggers: {fired}");
+        }
+        if *agent == Some("web") {
+            assert!(listed.contains("Ship the web tier."), "the agent's prompt: {listed}");
+        }
+    }
+    // An unknown agent: no context, one stderr line, exit 0 (never blocks the prompt).
+    let unknown = hook_with(home.path(), &["kiro-cli", "userPromptSubmit", "--agent", "nobody"], &prompt);
+    assert!(unknown.status.success());
+    assert!(unknown.stdout.is_empty(), "{}", String::from_utf8_lossy(&unknown.stdout));
+    let stderr = String::from_utf8(unknown.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("nobody"), "{stderr}");
+}
+
+#[test]
 fn bad_or_unknown_input_exits_zero_with_no_context_and_one_stderr_line() {
     let home = tempfile::tempdir().unwrap();
     for (host, event, input) in [
@@ -347,9 +414,10 @@ fn kiro_cli_agent_install_and_uninstall() {
         "the agent's MCP server is scoped to it"
     );
     assert_eq!(agent["hooks"]["agentSpawn"].as_array().unwrap().len(), 2);
-    assert!(
-        agent["hooks"]["userPromptSubmit"][0]["command"].as_str().unwrap().ends_with("hook kiro-cli userPromptSubmit")
-    );
+    for event in ["userPromptSubmit", "postToolUse"] {
+        let command = agent["hooks"][event][0]["command"].as_str().unwrap();
+        assert!(command.ends_with(&format!("hook kiro-cli {event} --agent dev")), "{command}");
+    }
     assert!(host(home.path(), user.path(), &["uninstall", "kiro-cli", "--agent", "dev"]).status.success());
     assert_eq!(read_json(&agents.join("dev.json")), original);
 
@@ -359,13 +427,20 @@ fn kiro_cli_agent_install_and_uninstall() {
     let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_cairn")).unwrap();
     let mut earlier = original.clone();
     earlier["mcpServers"]["cairn"] = json!({"command": exe, "args": ["--home", canonical_home, "mcp", "serve"]});
+    let unscoped = format!("{} --home {} hook kiro-cli userPromptSubmit", exe.display(), canonical_home.display());
+    earlier["hooks"]["userPromptSubmit"] = json!([{"command": unscoped}]);
     std::fs::write(agents.join("dev.json"), earlier.to_string()).unwrap();
     assert!(host(home.path(), user.path(), &["install", "kiro-cli", "--agent", "dev"]).status.success());
     let upgraded = read_json(&agents.join("dev.json"));
     assert_eq!(upgraded["mcpServers"]["cairn"]["args"][5], "dev", "{upgraded}");
+    let prompts = upgraded["hooks"]["userPromptSubmit"].as_array().unwrap();
+    assert_eq!(prompts.len(), 1, "the unscoped hook is replaced: {upgraded}");
+    assert!(prompts[0]["command"].as_str().unwrap().ends_with("--agent dev"), "{upgraded}");
     std::fs::write(agents.join("dev.json"), earlier.to_string()).unwrap();
     assert!(host(home.path(), user.path(), &["uninstall", "kiro-cli", "--agent", "dev"]).status.success());
-    assert_eq!(read_json(&agents.join("dev.json"))["mcpServers"], original["mcpServers"]);
+    let cleaned = read_json(&agents.join("dev.json"));
+    assert_eq!(cleaned["mcpServers"], original["mcpServers"]);
+    assert_eq!(cleaned["hooks"], original["hooks"], "uninstall removes the unscoped hooks too");
     let mut foreign = original.clone();
     foreign["mcpServers"]["cairn"] = json!({"command": "/opt/other/cairn", "args": ["mcp", "serve"]});
     std::fs::write(agents.join("dev.json"), foreign.to_string()).unwrap();
