@@ -17,6 +17,30 @@ fn check_reports(files: &[PathBuf]) -> (bool, Vec<Value>) {
     (output.status.success(), reports)
 }
 
+/// Two skills that trigger on "ship" (`deploy-web`, `deploy-db`) and two
+/// custom agents in `<home>/agents`: `web`, whose `skill://` resource maps
+/// `deploy-web` only, and `bare`, which maps none. Returns the agents dir.
+pub(crate) fn seed_scoped_agents(home: &Path) -> PathBuf {
+    let skills = home.join("skills");
+    for name in ["deploy-web", "deploy-db"] {
+        std::fs::create_dir_all(skills.join(name)).unwrap();
+        std::fs::write(
+            skills.join(name).join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: Ship {name}\ntriggers: ship\n---\nRun the {name} playbook.\n"),
+        )
+        .unwrap();
+    }
+    let agents = home.join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let web = serde_json::json!({"name": "web", "prompt": "Ship the web tier.",
+        "resources": [format!("skill://{}/deploy-web/SKILL.md", skills.display())]});
+    let bare = serde_json::json!({"name": "bare", "prompt": "No skills.", "resources": ["file://README.md"]});
+    for spec in [&web, &bare] {
+        std::fs::write(agents.join(format!("{}.json", spec["name"].as_str().unwrap())), spec.to_string()).unwrap();
+    }
+    agents
+}
+
 #[test]
 fn check_agrees_with_the_strict_loader_on_the_example_agents() {
     // (fixture, Cairn can use it, kiro-cli's strict loader drops it)

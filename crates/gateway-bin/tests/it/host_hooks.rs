@@ -198,23 +198,7 @@ fn kiro_cli_spawn_and_prompt_print_plain_context() {
 #[test]
 fn kiro_cli_hooks_scope_the_context_to_the_named_agent() {
     let home = tempfile::tempdir().unwrap();
-    let skills = home.path().join("skills");
-    for name in ["deploy-web", "deploy-db"] {
-        std::fs::create_dir_all(skills.join(name)).unwrap();
-        std::fs::write(
-            skills.join(name).join("SKILL.md"),
-            format!("---\nname: {name}\ndescription: Ship {name}\ntriggers: ship\n---\nRun the {name} playbook.\n"),
-        )
-        .unwrap();
-    }
-    let agents = home.path().join("agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    let web = json!({"name": "web", "prompt": "Ship the web tier.",
-        "resources": [format!("skill://{}/deploy-web/SKILL.md", skills.display())]});
-    let bare = json!({"name": "bare", "prompt": "No skills.", "resources": ["file://README.md"]});
-    for spec in [&web, &bare] {
-        std::fs::write(agents.join(format!("{}.json", spec["name"].as_str().unwrap())), spec.to_string()).unwrap();
-    }
+    let agents = crate::agents::seed_scoped_agents(home.path());
     std::fs::write(home.path().join("config.json"), json!({"agent": {"agents_dir": agents}}).to_string()).unwrap();
     let spawn = json!({"hook_event_name": "agentSpawn", "cwd": "/tmp"}).to_string();
     let prompt = json!({"hook_event_name": "userPromptSubmit", "cwd": "/tmp", "prompt": "ship it"}).to_string();

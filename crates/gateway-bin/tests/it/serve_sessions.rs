@@ -297,23 +297,7 @@ fn serve_sessions_apply_config_hooks_and_recall_episodic_memory_on_every_message
 #[test]
 fn serve_sessions_scope_skills_and_triggers_to_the_named_agent() {
     let home = tempfile::tempdir().unwrap();
-    let skills = home.path().join("skills");
-    for name in ["deploy-web", "deploy-db"] {
-        std::fs::create_dir_all(skills.join(name)).unwrap();
-        std::fs::write(
-            skills.join(name).join("SKILL.md"),
-            format!("---\nname: {name}\ndescription: Ship {name}\ntriggers: ship\n---\nRun the {name} playbook.\n"),
-        )
-        .unwrap();
-    }
-    let agents = home.path().join("agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    let web = json!({"name": "web", "prompt": "Ship the web tier.",
-        "resources": [format!("skill://{}/deploy-web/SKILL.md", skills.display())]});
-    let bare = json!({"name": "bare", "prompt": "No skills.", "resources": ["file://README.md"]});
-    for spec in [&web, &bare] {
-        std::fs::write(agents.join(format!("{}.json", spec["name"].as_str().unwrap())), spec.to_string()).unwrap();
-    }
+    let agents = crate::agents::seed_scoped_agents(home.path());
     let config = json!({"agent": {"agents_dir": agents}, "server": {"heartbeat_secs": 3600}});
     std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
     let gateway = crate::serve::start_in(home, &[], &[]);
