@@ -64,7 +64,7 @@ pub trait VectorIndex: Send + Sync {
         Ok(())
     }
 
-    /// Removes `id`; fails with [`VectorError::UnknownId`](crate::Error::UnknownId)
+    /// Removes `id`; fails with [`VectorError::UnknownId`](crate::VectorError::UnknownId)
     /// when it is not live. Once this returns, searches never return `id`.
     fn remove(&mut self, id: u64) -> Result<()>;
 
@@ -80,9 +80,9 @@ pub trait VectorIndex: Send + Sync {
     fn snapshot(&self, path: &Path, space: &str) -> Result<SnapshotHeader>;
 
     /// Loads a snapshot written by [`snapshot`](Self::snapshot), refusing it
-    /// with [`VectorError::SnapshotMismatch`](crate::Error::SnapshotMismatch) when
+    /// with [`VectorError::SnapshotMismatch`](crate::VectorError::SnapshotMismatch) when
     /// its header does not match `expected` (the caller then rebuilds from
-    /// its rows), or [`VectorError::CorruptSnapshot`](crate::Error::CorruptSnapshot)
+    /// its rows), or [`VectorError::CorruptSnapshot`](crate::VectorError::CorruptSnapshot)
     /// when the file is damaged.
     fn restore(path: &Path, expected: &SnapshotExpectation) -> Result<Self>
     where
