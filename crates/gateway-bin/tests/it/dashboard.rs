@@ -758,16 +758,20 @@ fn dashboard_open_hands_the_signed_in_address_to_the_browser_in_browser_env() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let output = cairn()
-        .arg("--home")
-        .arg(gateway.home())
-        .args(["dashboard", "--open", "--port-file"])
-        .arg(gateway.home().join("port"))
-        .env_remove("CAIRN_HOME")
-        .env("HOME", gateway.home())
-        .env("BROWSER", &script)
-        .output()
-        .unwrap();
+    // `cairn dashboard --open` with `$BROWSER` set to `browser`.
+    let open = |browser: &Path| {
+        let mut command = cairn();
+        command
+            .arg("--home")
+            .arg(gateway.home())
+            .args(["dashboard", "--open", "--port-file"])
+            .arg(gateway.home().join("port"))
+            .env_remove("CAIRN_HOME")
+            .env("HOME", gateway.home())
+            .env("BROWSER", browser);
+        command
+    };
+    let output = open(&script).output().unwrap();
     assert!(output.status.success(), "cairn dashboard --open: {}", String::from_utf8_lossy(&output.stderr));
     let printed = String::from_utf8(output.stdout).unwrap().trim().to_owned();
     let expected = format!("{}/#token={}", gateway.base, gateway.token);
@@ -780,17 +784,7 @@ fn dashboard_open_hands_the_signed_in_address_to_the_browser_in_browser_env() {
     assert_eq!(std::fs::read_to_string(&recorded).unwrap(), format!("{expected}\n"), "one argument: the address");
 
     // A browser command that fails is reported, and the address is still printed.
-    let failing = cairn()
-        .arg("--home")
-        .arg(gateway.home())
-        .args(["dashboard", "--open", "--port-file"])
-        .arg(gateway.home().join("port"))
-        .env_remove("CAIRN_HOME")
-        .env("HOME", gateway.home())
-        .env("BROWSER", recorder.path().join("no-such-browser"))
-        .env("PATH", recorder.path())
-        .output()
-        .unwrap();
+    let failing = open(&recorder.path().join("no-such-browser")).env("PATH", recorder.path()).output().unwrap();
     assert!(!failing.status.success());
     assert_eq!(String::from_utf8(failing.stdout).unwrap().trim(), expected);
     assert!(String::from_utf8_lossy(&failing.stderr).contains("could not open a browser"));
