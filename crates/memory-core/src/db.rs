@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_embedder::EmbeddingBackend;
 use parking_lot::{Mutex, RwLock};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use crate::constants::{
     BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_AUDIT_EVENTS, MAX_IDLE_READERS, PAGE_CACHE_KIB,
@@ -18,6 +18,8 @@ use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::schema;
 use crate::search::SnapshotCache;
+use crate::store::sqlite::SqliteTx;
+use crate::store::{AuditLog, Backend, NewEvent, SemanticRows, StoreTx, StoredEvent};
 use crate::types::{MemoryAuditAction, MemoryAuditEvent, MemoryStats};
 
 /// How hard a commit tries to reach the disk.
@@ -373,6 +375,12 @@ impl MemoryDb {
         result
     }
 
+    /// The semantic rows, lessons, audit trail and revisions of this
+    /// database, behind the storage seam.
+    pub(crate) fn rows(&self) -> &dyn Backend {
+        self
+    }
+
     /// Records a refused write in its own transaction and hands back the
     /// error to return.
     pub(crate) fn refuse(
@@ -405,7 +413,7 @@ impl MemoryDb {
             confidence: confidence.filter(|c| c.is_finite()),
             detail: Some(&detail),
         };
-        if let Err(error) = self.write("recording a refused write", |tx| insert_event(tx, &record)) {
+        if let Err(error) = self.rows().write("recording a refused write", |tx| insert_event(tx, &record)) {
             // The refusal stands either way; losing its audit row is logged, not hidden.
             tracing::warn!(%error, "could not record a refused write in the audit trail");
         }
@@ -414,52 +422,8 @@ impl MemoryDb {
 
     /// The newest `limit` audit rows, newest first.
     pub fn audit(&self, limit: usize) -> Result<Vec<MemoryAuditEvent>> {
-        self.read("reading the audit trail", |tx| {
-            let mut statement = tx
-                .prepare_cached(
-                    "SELECT id, at, memory_type, action, key, old_value, new_value, source, confidence, detail
-                     FROM memory_events ORDER BY id DESC LIMIT ?1",
-                )
-                .map_err(MemoryError::sqlite("reading the audit trail"))?;
-            let rows = statement
-                .query_map([limit as i64], |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, Option<String>>(4)?,
-                        row.get::<_, Option<String>>(5)?,
-                        row.get::<_, Option<String>>(6)?,
-                        row.get::<_, Option<String>>(7)?,
-                        row.get::<_, Option<f64>>(8)?,
-                        row.get::<_, Option<String>>(9)?,
-                    ))
-                })
-                .map_err(MemoryError::sqlite("reading the audit trail"))?;
-            let mut events = Vec::new();
-            for row in rows {
-                let (id, at, memory_type, action, key, old_value, new_value, source, confidence, detail) =
-                    row.map_err(MemoryError::sqlite("reading the audit trail"))?;
-                let action = MemoryAuditAction::parse(&action).ok_or_else(|| MemoryError::CorruptRow {
-                    table: "memory_events",
-                    reason: format!("unknown action {action:?} in row {id}"),
-                })?;
-                events.push(MemoryAuditEvent {
-                    id,
-                    at,
-                    memory_type,
-                    action,
-                    key,
-                    old_value,
-                    new_value,
-                    source,
-                    confidence,
-                    detail,
-                });
-            }
-            Ok(events)
-        })
+        let rows = self.rows().read("reading the audit trail", |tx| tx.newest_events(limit))?;
+        rows.into_iter().map(audit_event).collect()
     }
 
     /// Counts of live and tombstoned rows, vectors and audit events.
@@ -473,24 +437,16 @@ impl MemoryDb {
             let count = |sql: &str| -> Result<i64> {
                 tx.query_row(sql, [], |row| row.get(0)).map_err(MemoryError::sqlite("reading statistics"))
             };
-            let semantic_missing_vectors = tx
-                .query_row(
-                    "SELECT count(*) FROM semantic_memory WHERE is_deleted = 0
-                     AND (embedding_space IS NULL OR embedding_space IS NOT ?1)",
-                    [&space],
-                    |row| row.get(0),
-                )
-                .map_err(MemoryError::sqlite("reading statistics"))?;
+            let mut rows = SqliteTx::new(tx);
+            let semantic = rows.semantic_counts(space.as_deref())?;
             Ok(MemoryStats {
-                semantic_live: count("SELECT count(*) FROM semantic_memory WHERE is_deleted = 0")?,
-                semantic_deleted: count("SELECT count(*) FROM semantic_memory WHERE is_deleted = 1")?,
-                lessons: count(
-                    "SELECT count(*) FROM semantic_memory WHERE is_deleted = 0 AND key >= 'lesson.' AND key < 'lesson/'",
-                )?,
-                semantic_missing_vectors,
+                semantic_live: semantic.live,
+                semantic_deleted: semantic.deleted,
+                lessons: semantic.lessons,
+                semantic_missing_vectors: semantic.missing_vectors,
                 episodic_live: count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0")?,
                 episodic_deleted: count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 1")?,
-                audit_events: count("SELECT count(*) FROM memory_events")?,
+                audit_events: rows.event_count()?,
                 schema_version: count("PRAGMA user_version")?,
                 embedding_model,
                 embedder_ready,
@@ -508,6 +464,16 @@ impl MemoryDb {
                 .map_err(MemoryError::sqlite("checking integrity"))?;
             rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("checking integrity"))
         })
+    }
+}
+
+impl Backend for MemoryDb {
+    fn write_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
+        self.write(operation, |tx| work(&mut SqliteTx::new(tx)))
+    }
+
+    fn read_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
+        self.read(operation, |tx| work(&mut SqliteTx::new(tx)))
     }
 }
 
@@ -538,47 +504,39 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// Appends an audit row and trims the trail to its cap in the same transaction.
-pub(crate) fn insert_event(tx: &Transaction<'_>, record: &EventRecord<'_>) -> Result<()> {
-    let operation = "writing the audit trail";
-    tx.prepare_cached(
-        "INSERT INTO memory_events (at, memory_type, action, key, old_value, new_value, source, confidence, detail)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+pub(crate) fn insert_event(tx: &mut dyn StoreTx, record: &EventRecord<'_>) -> Result<()> {
+    tx.append_event(
+        &NewEvent {
+            at: now_ms(),
+            memory_type: record.memory_type,
+            action: record.action,
+            key: record.key,
+            old_value: record.old_value,
+            new_value: record.new_value,
+            source: record.source,
+            confidence: record.confidence,
+            detail: record.detail,
+        },
+        MAX_AUDIT_EVENTS,
     )
-    .and_then(|mut statement| {
-        statement.execute(params![
-            now_ms(),
-            record.memory_type,
-            record.action.as_str(),
-            record.key,
-            record.old_value,
-            record.new_value,
-            record.source,
-            record.confidence,
-            record.detail,
-        ])
+}
+
+/// The public form of a stored audit row.
+pub(crate) fn audit_event(row: StoredEvent) -> Result<MemoryAuditEvent> {
+    let action = MemoryAuditAction::parse(&row.action).ok_or_else(|| MemoryError::CorruptRow {
+        table: "memory_events",
+        reason: format!("unknown action {:?} in row {}", row.action, row.id),
+    })?;
+    Ok(MemoryAuditEvent {
+        id: row.id,
+        at: row.at,
+        memory_type: row.memory_type,
+        action,
+        key: row.key,
+        old_value: row.old_value,
+        new_value: row.new_value,
+        source: row.source,
+        confidence: row.confidence,
+        detail: row.detail,
     })
-    .map_err(MemoryError::sqlite(operation))?;
-    let id = tx.last_insert_rowid();
-    // Ids only grow (the newest row is never trimmed), so this keeps at most the newest cap rows.
-    tx.prepare_cached("DELETE FROM memory_events WHERE id <= ?1")
-        .and_then(|mut statement| statement.execute([id - MAX_AUDIT_EVENTS]))
-        .map_err(MemoryError::sqlite(operation))?;
-    Ok(())
-}
-
-/// Marks the semantic table as changed, so cached search snapshots in every
-/// process rebuild.
-pub(crate) fn bump_semantic_revision(tx: &Transaction<'_>) -> Result<()> {
-    tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE name = 'semantic_revision'")
-        .and_then(|mut statement| statement.execute([]))
-        .map_err(MemoryError::sqlite("bumping the semantic revision"))?;
-    Ok(())
-}
-
-/// The current semantic revision.
-pub(crate) fn semantic_revision(tx: &Transaction<'_>) -> Result<i64> {
-    tx.prepare_cached("SELECT value FROM meta WHERE name = 'semantic_revision'")
-        .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
-        .map_err(MemoryError::sqlite("reading the semantic revision"))
-        .map(|value| value.unwrap_or(0))
 }

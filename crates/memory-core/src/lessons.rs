@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::Transaction;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -17,7 +16,8 @@ use crate::constants::{
 use crate::db::{EventRecord, MemoryDb, insert_event};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::keywords;
-use crate::semantic::{PreparedWrite, apply_delete, apply_write, blob_vector, ladder};
+use crate::semantic::{PreparedWrite, apply_delete, apply_write, ladder};
+use crate::store::{SemanticRow, StoreTx};
 use crate::types::{DeleteOutcome, MemoryAuditAction, SkipReason, Source, WriteOutcome};
 
 /// What a lesson is about.
@@ -229,42 +229,138 @@ pub(crate) fn dedup(text: &str, rule: &str, vector: Option<&[f32]>, candidates: 
     Dedup::Write { replace }
 }
 
-fn load_candidates(tx: &Transaction<'_>, space: Option<&str>, except: &str) -> Result<Vec<Candidate>> {
-    let mut statement = tx
-        .prepare_cached(
-            "SELECT m.key, m.value, m.source, m.confidence, v.embedding, m.embedding_space
-             FROM semantic_memory m LEFT JOIN semantic_vectors v ON v.key = m.key
-             WHERE m.is_deleted = 0 AND m.key >= 'lesson.' AND m.key < 'lesson/' AND m.key != ?1
-             ORDER BY m.updated_at, m.key",
-        )
-        .map_err(MemoryError::sqlite("reading lessons"))?;
-    let rows = statement
-        .query_map([except], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, f64>(3)?,
-                row.get::<_, Option<Vec<u8>>>(4)?,
-                row.get::<_, Option<String>>(5)?,
-            ))
-        })
-        .map_err(MemoryError::sqlite("reading lessons"))?;
-    let mut candidates = Vec::new();
+/// The live lessons other than `except`, oldest first, with their vectors in `space`.
+fn load_candidates(tx: &mut dyn StoreTx, space: Option<&str>, except: &str) -> Result<Vec<Candidate>> {
+    let mut rows = tx.live_semantic(LESSON_PREFIX)?;
+    rows.retain(|row| row.key != except);
+    rows.sort_by(|a, b| a.updated_at.cmp(&b.updated_at).then_with(|| a.key.cmp(&b.key)));
+    let mut candidates = Vec::with_capacity(rows.len());
     for row in rows {
-        let (key, value, source, confidence, blob, entry_space) =
-            row.map_err(MemoryError::sqlite("reading lessons"))?;
-        let text = match serde_json::from_str::<serde_json::Value>(&value) {
+        let text = match serde_json::from_str::<serde_json::Value>(&row.value) {
             Ok(serde_json::Value::String(text)) => text,
             _ => continue, // A hand-written non-string lesson value takes no part in dedup.
         };
-        let vector = match (space, entry_space, blob) {
-            (Some(space), Some(entry_space), Some(blob)) if space == entry_space => blob_vector(&blob),
+        let vector = match (space, &row.embedding_space) {
+            (Some(space), Some(entry_space)) if space == entry_space => tx.semantic_vector(&row.key, space)?,
             _ => None,
         };
-        candidates.push(Candidate { key, text, source, confidence, vector });
+        candidates.push(Candidate { key: row.key, text, source: row.source, confidence: row.confidence, vector });
     }
     Ok(candidates)
+}
+
+/// A lesson that passed the rules, with its vector computed.
+pub(crate) struct LessonWrite<'a> {
+    pub(crate) key: String,
+    pub(crate) rule: &'a str,
+    pub(crate) text: &'a str,
+    pub(crate) value_text: &'a str,
+    pub(crate) category: LessonCategory,
+    pub(crate) source: &'a Source,
+    pub(crate) confidence: f64,
+    pub(crate) vector: Option<(Vec<f32>, String)>,
+    /// The current embedder's space.
+    pub(crate) space: Option<&'a str>,
+}
+
+/// Dedup, replacement and the write of a lesson, inside the caller's transaction.
+pub(crate) fn apply_lesson(tx: &mut dyn StoreTx, lesson: LessonWrite<'_>) -> Result<LessonOutcome> {
+    let LessonWrite { key, rule, text, value_text, category, source, confidence, vector, space } = lesson;
+    let candidates = load_candidates(tx, space, &key)?;
+    let verdict = dedup(text, rule, vector.as_ref().map(|(vector, _)| vector.as_slice()), &candidates);
+    let skip = |tx: &mut dyn StoreTx, key: String, reason: SkipReason| -> Result<LessonOutcome> {
+        record_lesson_skip(tx, &key, value_text, source, confidence, &reason)?;
+        Ok(LessonOutcome { outcome: WriteOutcome::Skipped { key, reason }, replaced: Vec::new() })
+    };
+    let replace = match verdict {
+        Dedup::Duplicate { existing_key } => return skip(tx, key, SkipReason::DuplicateLesson { existing_key }),
+        Dedup::Write { replace } => replace,
+    };
+    if *source == Source::Import
+        && let Some((index, _)) = replace.first()
+    {
+        // An import never tombstones native memory: the stored lesson wins.
+        let existing_key = candidates[*index].key.clone();
+        return skip(tx, key, SkipReason::ExistingWins { existing_key });
+    }
+    for (index, _) in &replace {
+        let candidate = &candidates[*index];
+        if let Some(reason) = ladder(candidate.confidence, &candidate.source, confidence, source) {
+            return skip(tx, key, reason);
+        }
+    }
+    let mut replaced = Vec::new();
+    for (index, dedup_rule) in replace {
+        let old_key = &candidates[index].key;
+        let detail = format!("replaced_by:{key} ({})", dedup_rule.as_str());
+        if apply_delete(tx, old_key, source, Some(&detail))? == DeleteOutcome::Deleted {
+            tracing::debug!(old = %old_key, new = %key, rule = dedup_rule.as_str(), "lesson replaced");
+            replaced.push(ReplacedLesson { key: old_key.clone(), rule: dedup_rule });
+        }
+    }
+    let outcome = apply_write(
+        tx,
+        &PreparedWrite { key: &key, value_text, confidence, source, category: Some(category.as_str()), vector },
+    )?;
+    Ok(LessonOutcome { outcome, replaced })
+}
+
+fn record_lesson_skip(
+    tx: &mut dyn StoreTx,
+    key: &str,
+    value_text: &str,
+    source: &Source,
+    confidence: f64,
+    reason: &SkipReason,
+) -> Result<()> {
+    tracing::debug!(key, reason = reason.code(), "lesson skipped");
+    let detail = match reason {
+        SkipReason::DuplicateLesson { existing_key } | SkipReason::ExistingWins { existing_key } => {
+            format!("{}:{existing_key}", reason.code())
+        }
+        other => other.code().to_owned(),
+    };
+    let new = cairn_guard::redact_all(value_text);
+    insert_event(
+        tx,
+        &EventRecord {
+            memory_type: "lesson",
+            action: MemoryAuditAction::ConflictSkip,
+            key: Some(key),
+            old_value: None,
+            new_value: Some(&new),
+            source: Some(source.as_str()),
+            confidence: Some(confidence),
+            detail: Some(&detail),
+        },
+    )
+}
+
+/// The public form of a stored lesson row.
+fn lesson_from_row(row: SemanticRow) -> Result<Lesson> {
+    let value: serde_json::Value = serde_json::from_str(&row.value).map_err(|error| MemoryError::CorruptRow {
+        table: "semantic_memory",
+        reason: format!("value of {}: {error}", row.key),
+    })?;
+    let (rule, not) = split_text(&crate::validate::display_value(&value));
+    Ok(Lesson {
+        key: row.key,
+        rule,
+        not,
+        // Lessons written directly through `write_semantic` carry no category.
+        category: row.category.as_deref().and_then(|name| name.parse().ok()).unwrap_or(LessonCategory::Knowledge),
+        source: row.source.parse().unwrap_or(Source::Other(row.source)),
+        confidence: row.confidence,
+        updated_at: row.updated_at,
+    })
+}
+
+/// Live lessons, newest first, at most `limit`.
+pub(crate) fn newest_lessons(tx: &mut dyn StoreTx, limit: usize) -> Result<Vec<Lesson>> {
+    let mut rows = tx.live_semantic(LESSON_PREFIX)?;
+    rows.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.key.cmp(&b.key)));
+    rows.truncate(limit);
+    rows.into_iter().map(lesson_from_row).collect()
 }
 
 impl MemoryDb {
@@ -310,131 +406,27 @@ impl MemoryDb {
         // Embed before taking the write lock.
         let vector = self.try_embed(&text);
         let space = self.space();
-        self.write("writing a lesson", |tx| {
-            let candidates = load_candidates(tx, space.as_deref(), &key)?;
-            let verdict = dedup(&text, &rule, vector.as_ref().map(|(vector, _)| vector.as_slice()), &candidates);
-            let replace = match verdict {
-                Dedup::Duplicate { existing_key } => {
-                    let reason = SkipReason::DuplicateLesson { existing_key };
-                    self.record_lesson_skip(tx, &key, &value_text, &source, confidence, &reason)?;
-                    return Ok(LessonOutcome { outcome: WriteOutcome::Skipped { key, reason }, replaced: Vec::new() });
-                }
-                Dedup::Write { replace } => replace,
-            };
-            if source == Source::Import
-                && let Some((index, _)) = replace.first()
-            {
-                // An import never tombstones native memory: the stored lesson wins.
-                let reason = SkipReason::ExistingWins { existing_key: candidates[*index].key.clone() };
-                self.record_lesson_skip(tx, &key, &value_text, &source, confidence, &reason)?;
-                return Ok(LessonOutcome { outcome: WriteOutcome::Skipped { key, reason }, replaced: Vec::new() });
-            }
-            for (index, _) in &replace {
-                let candidate = &candidates[*index];
-                if let Some(reason) = ladder(candidate.confidence, &candidate.source, confidence, &source) {
-                    self.record_lesson_skip(tx, &key, &value_text, &source, confidence, &reason)?;
-                    return Ok(LessonOutcome { outcome: WriteOutcome::Skipped { key, reason }, replaced: Vec::new() });
-                }
-            }
-            let mut replaced = Vec::new();
-            for (index, dedup_rule) in replace {
-                let old_key = &candidates[index].key;
-                let detail = format!("replaced_by:{key} ({})", dedup_rule.as_str());
-                if apply_delete(tx, old_key, &source, Some(&detail))? == DeleteOutcome::Deleted {
-                    tracing::debug!(old = %old_key, new = %key, rule = dedup_rule.as_str(), "lesson replaced");
-                    replaced.push(ReplacedLesson { key: old_key.clone(), rule: dedup_rule });
-                }
-            }
-            let outcome = apply_write(
+        self.rows().write("writing a lesson", |tx| {
+            apply_lesson(
                 tx,
-                &PreparedWrite {
-                    key: &key,
+                LessonWrite {
+                    key,
+                    rule: &rule,
+                    text: &text,
                     value_text: &value_text,
-                    confidence,
+                    category,
                     source: &source,
-                    category: Some(category.as_str()),
+                    confidence,
                     vector,
+                    space: space.as_deref(),
                 },
-            )?;
-            Ok(LessonOutcome { outcome, replaced })
+            )
         })
-    }
-
-    fn record_lesson_skip(
-        &self,
-        tx: &Transaction<'_>,
-        key: &str,
-        value_text: &str,
-        source: &Source,
-        confidence: f64,
-        reason: &SkipReason,
-    ) -> Result<()> {
-        tracing::debug!(key, reason = reason.code(), "lesson skipped");
-        let detail = match reason {
-            SkipReason::DuplicateLesson { existing_key } | SkipReason::ExistingWins { existing_key } => {
-                format!("{}:{existing_key}", reason.code())
-            }
-            other => other.code().to_owned(),
-        };
-        let new = cairn_guard::redact_all(value_text);
-        insert_event(
-            tx,
-            &EventRecord {
-                memory_type: "lesson",
-                action: MemoryAuditAction::ConflictSkip,
-                key: Some(key),
-                old_value: None,
-                new_value: Some(&new),
-                source: Some(source.as_str()),
-                confidence: Some(confidence),
-                detail: Some(&detail),
-            },
-        )
     }
 
     /// Live lessons, newest first, at most `limit`.
     pub fn get_lessons(&self, limit: usize) -> Result<Vec<Lesson>> {
-        let rows = self.read("reading lessons", |tx| {
-            let mut statement = tx
-                .prepare_cached(
-                    "SELECT key, value, category, source, confidence, updated_at FROM semantic_memory
-                     WHERE is_deleted = 0 AND key >= 'lesson.' AND key < 'lesson/'
-                     ORDER BY updated_at DESC, key LIMIT ?1",
-                )
-                .map_err(MemoryError::sqlite("reading lessons"))?;
-            let rows = statement
-                .query_map([limit as i64], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, Option<String>>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, f64>(4)?,
-                        row.get::<_, i64>(5)?,
-                    ))
-                })
-                .map_err(MemoryError::sqlite("reading lessons"))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("reading lessons"))
-        })?;
-        let mut lessons = Vec::with_capacity(rows.len());
-        for (key, value, category, source, confidence, updated_at) in rows {
-            let value: serde_json::Value = serde_json::from_str(&value).map_err(|error| MemoryError::CorruptRow {
-                table: "semantic_memory",
-                reason: format!("value of {key}: {error}"),
-            })?;
-            let (rule, not) = split_text(&crate::validate::display_value(&value));
-            lessons.push(Lesson {
-                key,
-                rule,
-                not,
-                // Lessons written directly through `write_semantic` carry no category.
-                category: category.as_deref().and_then(|name| name.parse().ok()).unwrap_or(LessonCategory::Knowledge),
-                source: source.parse().unwrap_or(Source::Other(source)),
-                confidence,
-                updated_at,
-            });
-        }
-        Ok(lessons)
+        self.rows().read("reading lessons", |tx| newest_lessons(tx, limit))
     }
 
     /// Tombstones a lesson by key.

@@ -63,6 +63,7 @@ mod migrate;
 mod schema;
 mod search;
 mod semantic;
+mod store;
 mod transcript;
 mod types;
 mod validate;

@@ -249,7 +249,7 @@ fn migrate_recorded_as(
 
     let counts = report.counts().to_string();
     let from = source.memory_dir.display().to_string();
-    db.write("recording the migration", |tx| {
+    db.rows().write("recording the migration", |tx| {
         insert_event(
             tx,
             &EventRecord {

@@ -14,10 +14,10 @@ use parking_lot::Mutex;
 use crate::constants::{
     KEY_MATCH_WEIGHT, LESSON_PREFIX, SEMANTIC_BLOCK_HEADER, SEMANTIC_KEYWORD_WEIGHT, SEMANTIC_VECTOR_WEIGHT,
 };
-use crate::db::{MemoryDb, semantic_revision};
+use crate::db::MemoryDb;
 use crate::error::{MemoryError, Result};
 use crate::keywords;
-use crate::semantic::blob_vector;
+use crate::store::Counter;
 use crate::types::SemanticHit;
 use crate::validate;
 
@@ -80,15 +80,15 @@ fn derive_entry(
     version: i64,
     entry_space: Option<String>,
     value_text: &str,
-    blob: Option<Vec<u8>>,
+    vector: Option<Vec<f32>>,
     space: Option<&str>,
 ) -> Result<SnapshotEntry> {
     let value: serde_json::Value = serde_json::from_str(value_text).map_err(|error| MemoryError::CorruptRow {
         table: "semantic_memory",
         reason: format!("value of {key}: {error}"),
     })?;
-    let vector = match (space, &entry_space, blob) {
-        (Some(space), Some(entry_space), Some(blob)) if space == entry_space => blob_vector(&blob).map(unit),
+    let vector = match (space, &entry_space, vector) {
+        (Some(space), Some(entry_space), Some(vector)) if space == entry_space => Some(unit(vector)),
         _ => None,
     };
     let key_forms = keywords::forms(&key).into_iter().map(Arc::from).collect();
@@ -116,7 +116,7 @@ impl MemoryDb {
     fn snapshot(&self) -> Result<Arc<Snapshot>> {
         let space = self.space();
         if let Some(cached) = self.snapshot.current.lock().clone().filter(|cached| cached.space == space) {
-            let revision = self.read("reading the semantic revision", semantic_revision)?;
+            let revision = self.rows().read("reading the semantic revision", |tx| tx.revision(Counter::Semantic))?;
             if cached.revision == revision {
                 return Ok(cached);
             }
@@ -124,8 +124,8 @@ impl MemoryDb {
         let _rebuilding = self.snapshot.rebuild.lock();
         let cached = self.snapshot.current.lock().clone();
         // One read transaction: the revision and the rows it describes are consistent.
-        let snapshot = self.read("loading the semantic snapshot", |tx| {
-            let revision = semantic_revision(tx)?;
+        let snapshot = self.rows().read("loading the semantic snapshot", |tx| {
+            let revision = tx.revision(Counter::Semantic)?;
             let cached = cached.filter(|cached| cached.space == space);
             if let Some(cached) = cached.as_ref().filter(|cached| cached.revision == revision) {
                 return Ok(cached.clone());
@@ -134,45 +134,29 @@ impl MemoryDb {
                 .as_ref()
                 .map(|cached| cached.entries.iter().map(|entry| (entry.key.as_str(), entry)).collect())
                 .unwrap_or_default();
-            let operation = "loading the semantic snapshot";
-            let mut statement = tx
-                .prepare_cached(
-                    "SELECT key, version, embedding_space, updated_at FROM semantic_memory
-                     WHERE is_deleted = 0 ORDER BY key",
-                )
-                .map_err(MemoryError::sqlite(operation))?;
-            let rows = statement
-                .query_map([], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, Option<String>>(2)?,
-                        row.get::<_, i64>(3)?,
-                    ))
-                })
-                .map_err(MemoryError::sqlite(operation))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(MemoryError::sqlite(operation))?;
-            let mut fetch = tx
-                .prepare_cached(
-                    "SELECT m.value, v.embedding FROM semantic_memory m
-                     LEFT JOIN semantic_vectors v ON v.key = m.key WHERE m.key = ?1",
-                )
-                .map_err(MemoryError::sqlite(operation))?;
-            let mut entries = Vec::with_capacity(rows.len());
+            let heads = tx.semantic_heads()?;
+            let mut entries = Vec::with_capacity(heads.len());
             let mut rederived = 0;
-            for (key, version, entry_space, updated_at) in rows {
-                if let Some(entry) = previous.get(key.as_str()).filter(|entry| {
-                    entry.version == version && entry.space == entry_space && entry.updated_at == updated_at
+            for head in heads {
+                if let Some(entry) = previous.get(head.key.as_str()).filter(|entry| {
+                    entry.version == head.version
+                        && entry.space == head.embedding_space
+                        && entry.updated_at == head.updated_at
                 }) {
                     entries.push(Arc::clone(entry));
                     continue;
                 }
-                let (value_text, blob): (String, Option<Vec<u8>>) = fetch
-                    .query_row([&key], |row| Ok((row.get(0)?, row.get(1)?)))
-                    .map_err(MemoryError::sqlite(operation))?;
-                let mut entry = derive_entry(key, version, entry_space, &value_text, blob, space.as_deref())?;
-                entry.updated_at = updated_at;
+                let row = tx.semantic_row(&head.key)?.ok_or_else(|| MemoryError::CorruptRow {
+                    table: "semantic_memory",
+                    reason: format!("row {} vanished inside a read transaction", head.key),
+                })?;
+                let vector = match (&space, &head.embedding_space) {
+                    (Some(space), Some(_)) => tx.semantic_vector(&head.key, space)?,
+                    _ => None,
+                };
+                let mut entry =
+                    derive_entry(head.key, head.version, head.embedding_space, &row.value, vector, space.as_deref())?;
+                entry.updated_at = head.updated_at;
                 entries.push(Arc::new(entry));
                 rederived += 1;
             }

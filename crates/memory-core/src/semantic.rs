@@ -1,10 +1,10 @@
 //! Semantic memory: validated, screened, conflict-resolved key-value writes.
 
-use rusqlite::{OptionalExtension, Transaction, params};
-
 use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX};
-use crate::db::{EventRecord, MemoryDb, bump_semantic_revision, insert_event, now_ms};
+use crate::db::{EventRecord, MemoryDb, insert_event, now_ms};
 use crate::error::{MemoryError, Rejected, Result};
+pub(crate) use crate::store::blob_vector;
+use crate::store::{Counter, SemanticRow, SemanticUpsert, StoreTx};
 use crate::types::{DeleteOutcome, MemoryAuditAction, SemanticEntry, SkipReason, Source, WriteOutcome};
 use crate::validate;
 
@@ -90,54 +90,20 @@ pub(crate) fn memory_type(key: &str) -> &'static str {
     if key.starts_with(LESSON_PREFIX) { "lesson" } else { "semantic" }
 }
 
-pub(crate) fn load_existing(tx: &Transaction<'_>, key: &str) -> Result<Option<Existing>> {
-    tx.prepare_cached(
-        "SELECT value, confidence, source, is_deleted, embedding_space FROM semantic_memory WHERE key = ?1",
-    )
-    .and_then(|mut statement| {
-        statement
-            .query_row([key], |row| {
-                Ok(Existing {
-                    value: row.get(0)?,
-                    confidence: row.get(1)?,
-                    source: row.get(2)?,
-                    is_deleted: row.get::<_, i64>(3)? != 0,
-                    has_vector_in: row.get(4)?,
-                })
-            })
-            .optional()
-    })
-    .map_err(MemoryError::sqlite("reading a semantic entry"))
-}
-
-fn vector_blob(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// Stores (or, for `None`, removes) the vector of `key`.
-fn store_vector(tx: &Transaction<'_>, key: &str, vector: Option<&Vec<f32>>) -> Result<()> {
-    match vector {
-        Some(vector) => tx
-            .prepare_cached("INSERT OR REPLACE INTO semantic_vectors (key, embedding) VALUES (?1, ?2)")
-            .and_then(|mut statement| statement.execute(params![key, vector_blob(vector)])),
-        None => tx
-            .prepare_cached("DELETE FROM semantic_vectors WHERE key = ?1")
-            .and_then(|mut statement| statement.execute([key])),
-    }
-    .map_err(MemoryError::sqlite("storing a vector"))?;
-    Ok(())
-}
-
-pub(crate) fn blob_vector(blob: &[u8]) -> Option<Vec<f32>> {
-    if !blob.len().is_multiple_of(4) {
-        return None;
-    }
-    Some(blob.chunks_exact(4).map(|bytes| f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])).collect())
+/// The stored state of `key`, as the ladder sees it.
+pub(crate) fn load_existing(tx: &mut dyn StoreTx, key: &str) -> Result<Option<Existing>> {
+    Ok(tx.semantic_row(key)?.map(|row| Existing {
+        value: row.value,
+        confidence: row.confidence,
+        source: row.source,
+        is_deleted: row.is_deleted,
+        has_vector_in: row.embedding_space,
+    }))
 }
 
 /// Applies a prepared write inside the caller's transaction: reads the
 /// stored state, runs the ladder, then upserts and records the event.
-pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Result<WriteOutcome> {
+pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Result<WriteOutcome> {
     let existing = load_existing(tx, write.key)?;
     let key = write.key.to_owned();
     let memory_type = memory_type(write.key);
@@ -167,47 +133,21 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
             if let Some((vector, space)) = &write.vector
                 && existing.has_vector_in.as_deref() != Some(space.as_str())
             {
-                tx.prepare_cached("UPDATE semantic_memory SET embedding_space = ?2 WHERE key = ?1")
-                    .and_then(|mut statement| statement.execute(params![write.key, space]))
-                    .map_err(MemoryError::sqlite("storing a vector"))?;
-                store_vector(tx, write.key, Some(vector))?;
-                bump_semantic_revision(tx)?;
+                tx.set_semantic_vector(write.key, vector, space)?;
+                tx.bump_revision(Counter::Semantic)?;
             }
             Ok(WriteOutcome::Unchanged { key })
         }
         Decision::Write => {
-            let now = now_ms();
-            let space = write.vector.as_ref().map(|(_, space)| space.as_str());
-            tx.prepare_cached(
-                "INSERT INTO semantic_memory
-                    (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
-                     embedding_space)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, 1, ?7)
-                 ON CONFLICT(key) DO UPDATE SET
-                    value = excluded.value,
-                    confidence = excluded.confidence,
-                    source = excluded.source,
-                    category = excluded.category,
-                    created_at = CASE WHEN semantic_memory.is_deleted = 1
-                                      THEN excluded.created_at ELSE semantic_memory.created_at END,
-                    updated_at = excluded.updated_at,
-                    is_deleted = 0,
-                    version = semantic_memory.version + 1,
-                    embedding_space = excluded.embedding_space",
-            )
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    write.key,
-                    write.value_text,
-                    write.confidence,
-                    write.source.as_str(),
-                    write.category,
-                    now,
-                    space
-                ])
-            })
-            .map_err(MemoryError::sqlite("writing a semantic entry"))?;
-            store_vector(tx, write.key, write.vector.as_ref().map(|(vector, _)| vector))?;
+            tx.upsert_semantic(&SemanticUpsert {
+                key: write.key,
+                value: write.value_text,
+                confidence: write.confidence,
+                source: write.source.as_str(),
+                category: write.category,
+                at: now_ms(),
+                vector: write.vector.as_ref().map(|(vector, space)| (vector.as_slice(), space.as_str())),
+            })?;
             let live_before = existing.as_ref().filter(|existing| !existing.is_deleted);
             let action = if live_before.is_some() { MemoryAuditAction::Updated } else { MemoryAuditAction::Created };
             let old = live_before.map(|existing| cairn_guard::redact_all(&existing.value).into_owned());
@@ -225,7 +165,7 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
                     detail: None,
                 },
             )?;
-            bump_semantic_revision(tx)?;
+            tx.bump_revision(Counter::Semantic)?;
             tracing::debug!(key = write.key, action = action.as_str(), "semantic write accepted");
             tracing::trace!(key = write.key, value = write.value_text, "semantic value");
             Ok(if action == MemoryAuditAction::Updated {
@@ -239,7 +179,7 @@ pub(crate) fn apply_write(tx: &Transaction<'_>, write: &PreparedWrite<'_>) -> Re
 
 /// Tombstones a live key inside the caller's transaction.
 pub(crate) fn apply_delete(
-    tx: &Transaction<'_>,
+    tx: &mut dyn StoreTx,
     key: &str,
     source: &Source,
     detail: Option<&str>,
@@ -247,13 +187,7 @@ pub(crate) fn apply_delete(
     let Some(existing) = load_existing(tx, key)?.filter(|existing| !existing.is_deleted) else {
         return Ok(DeleteOutcome::NotFound);
     };
-    tx.prepare_cached(
-        "UPDATE semantic_memory SET is_deleted = 1, updated_at = ?2, version = version + 1, embedding_space = NULL
-         WHERE key = ?1",
-    )
-    .and_then(|mut statement| statement.execute(params![key, now_ms()]))
-    .map_err(MemoryError::sqlite("tombstoning a semantic entry"))?;
-    store_vector(tx, key, None)?;
+    tx.tombstone_semantic(key, now_ms())?;
     let old = cairn_guard::redact_all(&existing.value);
     insert_event(
         tx,
@@ -268,38 +202,27 @@ pub(crate) fn apply_delete(
             detail,
         },
     )?;
-    bump_semantic_revision(tx)?;
+    tx.bump_revision(Counter::Semantic)?;
     tracing::debug!(key, "semantic entry tombstoned");
     Ok(DeleteOutcome::Deleted)
 }
 
-const ENTRY_COLUMNS: &str = "key, value, confidence, source, created_at, updated_at, version, embedding_space";
-
-fn entry_from_row(row: &rusqlite::Row<'_>, space: Option<&str>) -> rusqlite::Result<(SemanticEntry, String)> {
-    let value_text: String = row.get(1)?;
-    let source: String = row.get(3)?;
-    let entry_space: Option<String> = row.get(7)?;
-    Ok((
-        SemanticEntry {
-            key: row.get(0)?,
-            value: serde_json::Value::Null,
-            confidence: row.get(2)?,
-            source: source.parse().unwrap_or(Source::Other(source)),
-            created_at: row.get(4)?,
-            updated_at: row.get(5)?,
-            version: row.get(6)?,
-            has_vector: entry_space.is_some() && entry_space.as_deref() == space,
-        },
-        value_text,
-    ))
-}
-
-fn finish_entry((mut entry, value_text): (SemanticEntry, String)) -> Result<SemanticEntry> {
-    entry.value = serde_json::from_str(&value_text).map_err(|error| MemoryError::CorruptRow {
+/// The public entry of a stored row; `space` is the current embedder's.
+fn entry_from_row(row: SemanticRow, space: Option<&str>) -> Result<SemanticEntry> {
+    let value = serde_json::from_str(&row.value).map_err(|error| MemoryError::CorruptRow {
         table: "semantic_memory",
-        reason: format!("value of {} is not JSON: {error}", entry.key),
+        reason: format!("value of {} is not JSON: {error}", row.key),
     })?;
-    Ok(entry)
+    Ok(SemanticEntry {
+        has_vector: row.embedding_space.is_some() && row.embedding_space.as_deref() == space,
+        key: row.key,
+        value,
+        confidence: row.confidence,
+        source: row.source.parse().unwrap_or(Source::Other(row.source)),
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        version: row.version,
+    })
 }
 
 impl MemoryDb {
@@ -359,7 +282,7 @@ impl MemoryDb {
         // Embed before taking the write lock; skip building the text when there is no embedder.
         let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, value)) } else { None };
         let previous = self.get_semantic(key)?.map(|entry| validate::display_value(&entry.value));
-        let outcome = self.write("writing a semantic entry", |tx| {
+        let outcome = self.rows().write("writing a semantic entry", |tx| {
             apply_write(
                 tx,
                 &PreparedWrite { key, value_text: &value_text, confidence, source: &source, category: None, vector },
@@ -415,38 +338,21 @@ impl MemoryDb {
     pub fn delete_semantic(&self, key: &str, source: Source) -> Result<DeleteOutcome> {
         let _span = tracing::debug_span!("delete_semantic", key = %validate::cut(key, 100)).entered();
         source.validate()?;
-        self.write("deleting a semantic entry", |tx| apply_delete(tx, key, &source, None))
+        self.rows().write("deleting a semantic entry", |tx| apply_delete(tx, key, &source, None))
     }
 
     /// The live value under `key`.
     pub fn get_semantic(&self, key: &str) -> Result<Option<SemanticEntry>> {
         let space = self.space();
-        let row = self.read("reading a semantic entry", |tx| {
-            tx.prepare_cached(&format!("SELECT {ENTRY_COLUMNS} FROM semantic_memory WHERE key = ?1 AND is_deleted = 0"))
-                .and_then(|mut statement| {
-                    statement.query_row([key], |row| entry_from_row(row, space.as_deref())).optional()
-                })
-                .map_err(MemoryError::sqlite("reading a semantic entry"))
-        })?;
-        row.map(finish_entry).transpose()
+        let row = self.rows().read("reading a semantic entry", |tx| tx.semantic_row(key))?;
+        row.filter(|row| !row.is_deleted).map(|row| entry_from_row(row, space.as_deref())).transpose()
     }
 
     /// Live entries whose key starts with `prefix` (all of them for `""`), by key.
     pub fn list_semantic(&self, prefix: &str) -> Result<Vec<SemanticEntry>> {
         let space = self.space();
-        let rows = self.read("listing semantic entries", |tx| {
-            let mut statement = tx
-                .prepare_cached(&format!(
-                    "SELECT {ENTRY_COLUMNS} FROM semantic_memory
-                     WHERE is_deleted = 0 AND substr(key, 1, ?1) = ?2 ORDER BY key"
-                ))
-                .map_err(MemoryError::sqlite("listing semantic entries"))?;
-            let rows = statement
-                .query_map(params![prefix.len() as i64, prefix], |row| entry_from_row(row, space.as_deref()))
-                .map_err(MemoryError::sqlite("listing semantic entries"))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("listing semantic entries"))
-        })?;
-        rows.into_iter().map(finish_entry).collect()
+        let rows = self.rows().read("listing semantic entries", |tx| tx.live_semantic(prefix))?;
+        rows.into_iter().map(|row| entry_from_row(row, space.as_deref())).collect()
     }
 
     /// Computes vectors for live entries that have none in the current
@@ -463,51 +369,35 @@ impl MemoryDb {
             if !self.embedder().is_some_and(|embedder| embedder.is_ready()) {
                 break;
             }
-            let pending: Vec<(String, String, i64)> = self.read("finding entries without vectors", |tx| {
-                let mut statement = tx
-                    .prepare_cached(
-                        "SELECT key, value, version FROM semantic_memory
-                         WHERE is_deleted = 0 AND (embedding_space IS NULL OR embedding_space != ?1)
-                         ORDER BY key LIMIT ?2",
-                    )
-                    .map_err(MemoryError::sqlite("finding entries without vectors"))?;
-                let rows = statement
-                    .query_map(params![space, batch_size as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-                    .map_err(MemoryError::sqlite("finding entries without vectors"))?;
-                rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("finding entries without vectors"))
-            })?;
+            let pending = self
+                .rows()
+                .read("finding entries without vectors", |tx| tx.semantic_missing_vectors(&space, batch_size))?;
             if pending.is_empty() {
                 break;
             }
             let mut vectors = Vec::with_capacity(pending.len());
-            for (key, value_text, version) in &pending {
-                let value: serde_json::Value = serde_json::from_str(value_text).map_err(|error| {
-                    MemoryError::CorruptRow { table: "semantic_memory", reason: format!("value of {key}: {error}") }
-                })?;
-                if let Some((vector, vector_space)) = self.try_embed(&embed_text(key, &value)) {
-                    vectors.push((key.clone(), *version, vector, vector_space));
+            for row in &pending {
+                let value: serde_json::Value =
+                    serde_json::from_str(&row.value).map_err(|error| MemoryError::CorruptRow {
+                        table: "semantic_memory",
+                        reason: format!("value of {}: {error}", row.key),
+                    })?;
+                if let Some((vector, vector_space)) = self.try_embed(&embed_text(&row.key, &value)) {
+                    vectors.push((row.key.clone(), row.version, vector, vector_space));
                 }
             }
             if vectors.is_empty() {
                 break;
             }
-            let updated = self.write("storing backfilled vectors", |tx| {
+            let updated = self.rows().write("storing backfilled vectors", |tx| {
                 let mut updated = 0;
                 for (key, version, vector, vector_space) in &vectors {
-                    let changed = tx
-                        .prepare_cached(
-                            "UPDATE semantic_memory SET embedding_space = ?3
-                             WHERE key = ?1 AND version = ?2 AND is_deleted = 0",
-                        )
-                        .and_then(|mut statement| statement.execute(params![key, version, vector_space]))
-                        .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
-                    if changed > 0 {
-                        store_vector(tx, key, Some(vector))?;
+                    if tx.set_semantic_vector_if_version(key, *version, vector, vector_space)? {
                         updated += 1;
                     }
                 }
                 if updated > 0 {
-                    bump_semantic_revision(tx)?;
+                    tx.bump_revision(Counter::Semantic)?;
                 }
                 Ok(updated)
             })?;

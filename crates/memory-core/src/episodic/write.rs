@@ -12,6 +12,7 @@ use crate::constants::{
 };
 use crate::db::{EventRecord, MemoryDb, insert_event, now_ms, space_signature};
 use crate::error::{MemoryError, Rejected, Result};
+use crate::store::sqlite::SqliteTx;
 use crate::types::{DeleteOutcome, MemoryAuditAction};
 use crate::validate;
 
@@ -154,7 +155,7 @@ fn audit(
     let old = old.map(validate::snippet);
     let new = new.map(validate::snippet);
     insert_event(
-        tx,
+        &mut SqliteTx::new(tx),
         &EventRecord {
             memory_type: MEMORY_TYPE,
             action,
@@ -319,7 +320,7 @@ impl MemoryDb {
             if episode.preserve {
                 let snippet = validate::snippet(&checked.text);
                 insert_event(
-                    &tx,
+                    &mut SqliteTx::new(&tx),
                     &EventRecord {
                         memory_type: MEMORY_TYPE,
                         action: MemoryAuditAction::Rejected,
