@@ -122,11 +122,17 @@ impl Home {
         Ok(())
     }
 
-    /// Opens `memory.db` with the configured key prefixes.
+    /// Opens the memory store with the configured key prefixes:
+    /// `<home>/memory.db`, or the PostgreSQL store of `storage.url`.
     pub(crate) fn open_memory(&self) -> anyhow::Result<MemoryDb> {
         self.ensure_dir()?;
-        MemoryDb::open_in_home(self.dir(), self.settings.memory_config())
-            .with_context(|| format!("opening the memory database in {}", self.dir().display()))
+        match &self.settings.storage_url {
+            Some(url) => MemoryDb::open_postgres(url, self.dir(), self.settings.memory_config()).with_context(|| {
+                format!("opening the PostgreSQL memory store at {}", crate::settings::redact_url_password(url))
+            }),
+            None => MemoryDb::open_in_home(self.dir(), self.settings.memory_config())
+                .with_context(|| format!("opening the memory database in {}", self.dir().display())),
+        }
     }
 
     /// Opens the Markdown memory layers.

@@ -3,8 +3,8 @@
 //! Each value comes from the first of: a command-line flag, a `CAIRN_*`
 //! environment variable (an empty one counts as unset), `<home>/config.json`,
 //! or the built-in default, and [`Settings`] remembers which one it was
-//! (`cairn config show`). The file's sections are `memory`, `skills`,
-//! `hooks`, `agent`, `embedding`, `llm` and `server`; every key is
+//! (`cairn config show`). The file's sections are `memory`, `storage`,
+//! `skills`, `hooks`, `agent`, `embedding`, `llm` and `server`; every key is
 //! validated with the file and key named in the error. An unknown key, or
 //! a key this build does not act on, produces one warning naming it and is
 //! otherwise ignored. This is the only module that reads or writes
@@ -61,6 +61,7 @@ pub(crate) mod env {
     pub(crate) const LLM_BASE_URL: &str = "CAIRN_LLM_BASE_URL";
     pub(crate) const LLM_MODEL: &str = "CAIRN_LLM_MODEL";
     pub(crate) const LLM_API_KEY: &str = "CAIRN_LLM_API_KEY";
+    pub(crate) const STORAGE_URL: &str = "CAIRN_STORAGE_URL";
     /// Every variable above.
     pub(crate) const ALL: &[&str] = &[
         HOME,
@@ -73,6 +74,7 @@ pub(crate) mod env {
         LLM_BASE_URL,
         LLM_MODEL,
         LLM_API_KEY,
+        STORAGE_URL,
     ];
 }
 
@@ -352,6 +354,9 @@ pub(crate) struct Settings {
     /// `<home>/config.json`.
     pub(crate) path: PathBuf,
     pub(crate) memory: MemorySettings,
+    /// `storage.url`: the PostgreSQL store shared by many gateways; `None`
+    /// keeps the rows in `<home>/memory.db`.
+    pub(crate) storage_url: Option<String>,
     /// `memory.extra_prefixes`: accepted semantic key prefixes besides the built-in ones.
     pub(crate) extra_prefixes: Vec<String>,
     pub(crate) skills: SkillsSection,
@@ -581,7 +586,8 @@ impl Settings {
         let root = parse_root(&path, text)?;
         let mut warnings = Vec::new();
         for key in root.keys() {
-            if !["memory", "skills", "hooks", "agent", "embedding", "llm", "server"].contains(&key.as_str()) {
+            if !["memory", "storage", "skills", "hooks", "agent", "embedding", "llm", "server"].contains(&key.as_str())
+            {
                 warnings.push(format!("{}: unknown section `{key}` (ignored)", path.display()));
             }
         }
@@ -625,6 +631,27 @@ impl Settings {
             ));
         }
         collect_unknown(&memory_section, &path, &mut warnings);
+
+        let mut storage_section = Section::of(&path, &root, "storage")?;
+        let (storage_url, storage_source) =
+            match (environment.get(env::STORAGE_URL).map(str::to_owned), storage_section.string("url")?) {
+                (Some(url), _) => (Some(url), Source::Env),
+                (None, Some(url)) => (Some(url), Source::File),
+                (None, None) => (None, Source::Default),
+            };
+        if let Some(url) = &storage_url {
+            check_storage_url(url).map_err(|reason| match storage_source {
+                Source::Env => ConfigError::Env { name: env::STORAGE_URL, reason },
+                _ => invalid(&path, "storage.url", reason),
+            })?;
+        }
+        // The URL may carry a password: shown without it.
+        recorder.record(
+            "storage.url",
+            storage_url.as_deref().map_or(Value::Null, |url| Value::String(redact_url_password(url))),
+            storage_source,
+        );
+        collect_unknown(&storage_section, &path, &mut warnings);
 
         let mut skills_section = Section::of(&path, &root, "skills")?;
         let skills = SkillsSection {
@@ -871,6 +898,7 @@ impl Settings {
             home,
             path,
             memory,
+            storage_url,
             extra_prefixes,
             skills,
             hooks,
@@ -896,6 +924,35 @@ impl Settings {
         for warning in &self.warnings {
             eprintln!("warning: {warning}");
         }
+    }
+}
+
+/// A `storage.url` is a PostgreSQL URL (`postgres://` or `postgresql://`
+/// with a host); SQLite needs no URL (leave it unset).
+fn check_storage_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+        .ok_or_else(|| format!("must be a postgres:// URL (got {:?})", redact_url_password(url)))?;
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    if host.is_empty() {
+        return Err(format!("must name a host (got {:?})", redact_url_password(url)));
+    }
+    Ok(())
+}
+
+/// `url` with the password of its user-info, if any, replaced by `***`.
+pub(crate) fn redact_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
     }
 }
 

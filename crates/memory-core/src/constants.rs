@@ -154,7 +154,8 @@ pub const FTS_MAX_QUERY_TERMS: usize = 32;
 /// inline by the first keyword search; larger stores build it on a
 /// background thread while keyword search runs on FTS5.
 pub const KEYWORD_INLINE_BUILD: usize = 20_000;
-/// Shortest query word kept by the keyword sanitiser, in characters.
+/// Shortest word that is a keyword term, in characters: shorter ones are left
+/// out of FTS5 queries (as stopwords are) and of the in-memory keyword index.
 pub const FTS_MIN_TERM_CHARS: usize = 2;
 /// Shortest old semantic value (in characters) whose quotes retire episodic rows.
 pub const STALE_QUOTE_MIN_CHARS: usize = 4;

@@ -19,7 +19,7 @@ use crate::error::{MemoryError, Rejected, Result};
 use crate::schema;
 use crate::search::SnapshotCache;
 use crate::store::sqlite::SqliteTx;
-use crate::store::{AuditLog, Backend, NewEvent, SemanticRows, StoreTx, StoredEvent};
+use crate::store::{Backend, NewEvent, StoreTx, StoredEvent};
 use crate::types::{MemoryAuditAction, MemoryAuditEvent, MemoryStats};
 
 /// How hard a commit tries to reach the disk.
@@ -107,9 +107,10 @@ pub(crate) struct EventRecord<'a> {
 pub struct MemoryDb {
     path: PathBuf,
     pub(crate) prefixes: Vec<String>,
-    writer: Mutex<Connection>,
-    readers: Mutex<Vec<Connection>>,
-    busy_timeout: Duration,
+    storage: Storage,
+    /// Held by episodic writes (and index catch-ups) across their
+    /// transaction and the index updates after its commit.
+    episodic_lock: Mutex<()>,
     embedder: RwLock<Option<Arc<dyn EmbeddingBackend>>>,
     /// Bumped on every change of embedder; a vector computed under an older
     /// generation is never committed as current.
@@ -119,6 +120,42 @@ pub struct MemoryDb {
     pub(crate) episodic_config: EpisodicConfig,
     /// What the integrity check at open reported, when it failed.
     damage: Option<Vec<String>>,
+}
+
+/// Where the rows live.
+enum Storage {
+    /// `memory.db`: one writer connection, a pool of readers.
+    Sqlite { writer: Mutex<Connection>, readers: Mutex<Vec<Connection>>, busy_timeout: Duration },
+    /// Another backend behind the seam (PostgreSQL).
+    #[cfg_attr(not(any(test, feature = "postgres")), allow(dead_code))]
+    Remote { backend: Arc<dyn Backend>, kind: &'static str, schema_version: i64 },
+}
+
+/// A handle a background thread reads the store through.
+pub(crate) enum BackgroundReader {
+    Sqlite(PathBuf),
+    Remote(Arc<dyn Backend>),
+}
+
+impl BackgroundReader {
+    /// Runs `work` in one read transaction on a connection of its own.
+    pub(crate) fn read<T>(
+        self,
+        operation: &'static str,
+        work: impl FnOnce(&mut dyn StoreTx) -> Result<T>,
+    ) -> Result<T> {
+        match self {
+            BackgroundReader::Sqlite(path) => {
+                let connection = Connection::open(&path).map_err(MemoryError::sqlite("opening memory.db"))?;
+                connection
+                    .busy_timeout(Duration::from_secs(10))
+                    .map_err(MemoryError::sqlite("setting the busy timeout"))?;
+                let tx = connection.unchecked_transaction().map_err(MemoryError::sqlite(operation))?;
+                work(&mut SqliteTx::new(&tx))
+            }
+            BackgroundReader::Remote(backend) => backend.read(operation, work),
+        }
+    }
 }
 
 /// The episodic settings of a [`MemoryConfig`], validated.
@@ -154,40 +191,7 @@ impl MemoryDb {
     /// Opens (creating if needed) the database at `path` and migrates it.
     pub fn open(path: &Path, config: MemoryConfig) -> Result<Self> {
         let _span = tracing::debug_span!("memory_db_open", path = %path.display()).entered();
-        let mut prefixes: Vec<String> = BUILTIN_PREFIXES.iter().map(|prefix| (*prefix).to_owned()).collect();
-        for prefix in &config.extra_prefixes {
-            let body = prefix.strip_suffix('.').unwrap_or("");
-            let valid = !body.is_empty()
-                && body.as_bytes()[0].is_ascii_lowercase()
-                && body.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.');
-            if !valid {
-                return Err(MemoryError::InvalidConfig(format!(
-                    "extra prefix {prefix:?} must be lower-case letters, digits, '_' or '.', ending with '.'"
-                )));
-            }
-            if !prefixes.contains(prefix) {
-                prefixes.push(prefix.clone());
-            }
-        }
-        if config.episodic_cap == 0 {
-            return Err(MemoryError::InvalidConfig("episodic_cap must be at least 1".to_owned()));
-        }
-        if !(0.0..=1.0).contains(&config.episodic_prior_weight) {
-            return Err(MemoryError::InvalidConfig("episodic_prior_weight must be between 0 and 1".to_owned()));
-        }
-        let valid_fusion = match config.episodic_fusion {
-            Fusion::Rrf { k } => k.is_finite() && k >= 0.0,
-            Fusion::Weighted { vector_weight } => (0.0..=1.0).contains(&vector_weight),
-        };
-        if !valid_fusion {
-            return Err(MemoryError::InvalidConfig(format!("invalid episodic fusion {:?}", config.episodic_fusion)));
-        }
-        let episodic_config = EpisodicConfig {
-            cap: config.episodic_cap,
-            mode: config.episodic_mode,
-            fusion: config.episodic_fusion,
-            prior_weight: config.episodic_prior_weight,
-        };
+        let (prefixes, episodic_config) = validate_config(&config)?;
         crate::integrity::refuse_lost_database(path)?;
         let mut writer = open_connection(path, config.busy_timeout)?;
         // WAL lets readers run while a writer commits; the mode is stored in the file.
@@ -221,15 +225,75 @@ impl MemoryDb {
         Ok(Self {
             path: path.to_owned(),
             prefixes,
-            writer: Mutex::new(writer),
-            readers: Mutex::new(Vec::new()),
-            busy_timeout: config.busy_timeout,
+            storage: Storage::Sqlite {
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+                busy_timeout: config.busy_timeout,
+            },
+            episodic_lock: Mutex::new(()),
             embedder: RwLock::new(None),
             space_generation: AtomicU64::new(1),
             snapshot: SnapshotCache::default(),
             episodic: EpisodicState::default(),
             episodic_config,
             damage,
+        })
+    }
+
+    /// Opens the store in PostgreSQL at `url` (schema `cairn`, created and
+    /// migrated when missing). Many processes, on many machines, may open
+    /// the same store: writes are serialised across all of them, and every
+    /// process catches up with the others' changes through the revision
+    /// counters. `home` holds this process's own files (the Markdown
+    /// layers are not in the database).
+    #[cfg(feature = "postgres")]
+    pub fn open_postgres(url: &str, home: &Path, config: MemoryConfig) -> Result<Self> {
+        Self::open_postgres_schema(url, crate::store::postgres::DEFAULT_SCHEMA, home, config)
+    }
+
+    #[cfg(any(test, feature = "postgres"))]
+    pub(crate) fn open_postgres_schema(url: &str, schema: &str, home: &Path, config: MemoryConfig) -> Result<Self> {
+        let _span = tracing::debug_span!("memory_db_open", backend = "postgres").entered();
+        let (prefixes, episodic_config) = validate_config(&config)?;
+        let backend = crate::store::postgres::PostgresBackend::open(url, schema)?;
+        Ok(Self {
+            path: home.join(DB_FILE_NAME),
+            prefixes,
+            storage: Storage::Remote {
+                backend: Arc::new(backend),
+                kind: "postgres",
+                schema_version: crate::store::postgres::SCHEMA_VERSION,
+            },
+            episodic_lock: Mutex::new(()),
+            embedder: RwLock::new(None),
+            space_generation: AtomicU64::new(1),
+            snapshot: SnapshotCache::default(),
+            episodic: EpisodicState::default(),
+            episodic_config,
+            damage: None,
+        })
+    }
+
+    /// Opens a store held in memory only (gone with the process), behind
+    /// the same seam: for tests of code built on this crate.
+    #[cfg(test)]
+    pub(crate) fn open_in_memory(config: MemoryConfig) -> Result<Self> {
+        let (prefixes, episodic_config) = validate_config(&config)?;
+        Ok(Self {
+            path: PathBuf::new(),
+            prefixes,
+            storage: Storage::Remote {
+                backend: Arc::new(crate::store::memory::MemoryBackend::default()),
+                kind: "memory",
+                schema_version: crate::schema::SCHEMA_VERSION,
+            },
+            episodic_lock: Mutex::new(()),
+            embedder: RwLock::new(None),
+            space_generation: AtomicU64::new(1),
+            snapshot: SnapshotCache::default(),
+            episodic: EpisodicState::default(),
+            episodic_config,
+            damage: None,
         })
     }
 
@@ -317,15 +381,41 @@ impl MemoryDb {
         }
     }
 
-    /// The writer connection, locked: for work that must run index updates
-    /// between its statements and after its commit under one lock.
-    pub(crate) fn lock_writer(&self) -> parking_lot::MutexGuard<'_, Connection> {
-        self.writer.lock()
+    /// The episodic lock: held across an episodic write's transaction and
+    /// the index updates after its commit, and by index catch-ups.
+    pub(crate) fn lock_episodic(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.episodic_lock.lock()
     }
 
-    /// The writer connection if no other thread holds it.
-    pub(crate) fn try_lock_writer(&self) -> Option<parking_lot::MutexGuard<'_, Connection>> {
-        self.writer.try_lock()
+    /// The episodic lock if no other thread holds it.
+    pub(crate) fn try_lock_episodic(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        self.episodic_lock.try_lock()
+    }
+
+    /// What a background thread reads this store through.
+    pub(crate) fn background_reader(&self) -> BackgroundReader {
+        match &self.storage {
+            Storage::Sqlite { .. } => BackgroundReader::Sqlite(self.path.clone()),
+            Storage::Remote { backend, .. } => BackgroundReader::Remote(Arc::clone(backend)),
+        }
+    }
+
+    /// Which backend holds the rows: `"sqlite"` or `"postgres"`.
+    pub fn backend_kind(&self) -> &'static str {
+        match &self.storage {
+            Storage::Sqlite { .. } => "sqlite",
+            Storage::Remote { kind, .. } => kind,
+        }
+    }
+
+    /// Whether the backend searches keywords itself while the in-memory
+    /// keyword index is first built (SQLite's FTS5 does).
+    pub(crate) fn has_own_keyword_index(&self) -> bool {
+        matches!(self.storage, Storage::Sqlite { .. })
+    }
+
+    fn sqlite_only(&self, operation: &'static str) -> MemoryError {
+        MemoryError::Unsupported { operation, backend: self.backend_kind() }
     }
 
     /// Runs `work` in a `BEGIN IMMEDIATE` transaction on the writer
@@ -336,7 +426,8 @@ impl MemoryDb {
         work: impl FnOnce(&Transaction<'_>) -> Result<T>,
     ) -> Result<T> {
         self.refuse_when_damaged()?;
-        let mut connection = self.writer.lock();
+        let Storage::Sqlite { writer, .. } = &self.storage else { return Err(self.sqlite_only(operation)) };
+        let mut connection = writer.lock();
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(MemoryError::sqlite(operation))?;
@@ -351,11 +442,14 @@ impl MemoryDb {
         operation: &'static str,
         work: impl FnOnce(&Transaction<'_>) -> Result<T>,
     ) -> Result<T> {
-        let pooled = self.readers.lock().pop();
+        let Storage::Sqlite { readers, busy_timeout, .. } = &self.storage else {
+            return Err(self.sqlite_only(operation));
+        };
+        let pooled = readers.lock().pop();
         let mut connection = match pooled {
             Some(connection) => connection,
             None => {
-                let connection = open_connection(&self.path, self.busy_timeout)?;
+                let connection = open_connection(&self.path, *busy_timeout)?;
                 connection.pragma_update(None, "query_only", true).map_err(MemoryError::sqlite(operation))?;
                 connection
             }
@@ -368,17 +462,19 @@ impl MemoryDb {
             transaction.commit().map_err(MemoryError::sqlite(operation))?;
             Ok(value)
         })();
-        let mut readers = self.readers.lock();
+        let mut readers = readers.lock();
         if readers.len() < MAX_IDLE_READERS {
             readers.push(connection);
         }
         result
     }
 
-    /// The semantic rows, lessons, audit trail and revisions of this
-    /// database, behind the storage seam.
+    /// The rows of this store, behind the storage seam.
     pub(crate) fn rows(&self) -> &dyn Backend {
-        self
+        match &self.storage {
+            Storage::Sqlite { .. } => self,
+            Storage::Remote { backend, .. } => &**backend,
+        }
     }
 
     /// Records a refused write in its own transaction and hands back the
@@ -433,21 +529,25 @@ impl MemoryDb {
             Some(embedder) => (Some(embedder.model_id().to_owned()), embedder.is_ready()),
             None => (None, false),
         };
-        self.read("reading statistics", |tx| {
-            let count = |sql: &str| -> Result<i64> {
-                tx.query_row(sql, [], |row| row.get(0)).map_err(MemoryError::sqlite("reading statistics"))
-            };
-            let mut rows = SqliteTx::new(tx);
-            let semantic = rows.semantic_counts(space.as_deref())?;
+        let schema_version = match &self.storage {
+            Storage::Sqlite { .. } => self.read("reading statistics", |tx| {
+                tx.query_row("PRAGMA user_version", [], |row| row.get(0))
+                    .map_err(MemoryError::sqlite("reading statistics"))
+            })?,
+            Storage::Remote { schema_version, .. } => *schema_version,
+        };
+        self.rows().read("reading statistics", |tx| {
+            let semantic = tx.semantic_counts(space.as_deref())?;
+            let episodic = tx.episodic_counts(None)?;
             Ok(MemoryStats {
                 semantic_live: semantic.live,
                 semantic_deleted: semantic.deleted,
                 lessons: semantic.lessons,
                 semantic_missing_vectors: semantic.missing_vectors,
-                episodic_live: count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0")?,
-                episodic_deleted: count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 1")?,
-                audit_events: rows.event_count()?,
-                schema_version: count("PRAGMA user_version")?,
+                episodic_live: episodic.live,
+                episodic_deleted: episodic.deleted,
+                audit_events: tx.event_count()?,
+                schema_version,
                 embedding_model,
                 embedder_ready,
             })
@@ -467,6 +567,7 @@ impl MemoryDb {
     }
 }
 
+/// The SQLite rows (what [`MemoryDb::rows`] is for a `memory.db`).
 impl Backend for MemoryDb {
     fn write_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
         self.write(operation, |tx| work(&mut SqliteTx::new(tx)))
@@ -491,6 +592,45 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
         .pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
         .map_err(MemoryError::sqlite("sizing the page cache"))?;
     Ok(connection)
+}
+
+/// The accepted prefixes and the episodic settings of `config`, validated.
+fn validate_config(config: &MemoryConfig) -> Result<(Vec<String>, EpisodicConfig)> {
+    let mut prefixes: Vec<String> = BUILTIN_PREFIXES.iter().map(|prefix| (*prefix).to_owned()).collect();
+    for prefix in &config.extra_prefixes {
+        let body = prefix.strip_suffix('.').unwrap_or("");
+        let valid = !body.is_empty()
+            && body.as_bytes()[0].is_ascii_lowercase()
+            && body.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.');
+        if !valid {
+            return Err(MemoryError::InvalidConfig(format!(
+                "extra prefix {prefix:?} must be lower-case letters, digits, '_' or '.', ending with '.'"
+            )));
+        }
+        if !prefixes.contains(prefix) {
+            prefixes.push(prefix.clone());
+        }
+    }
+    if config.episodic_cap == 0 {
+        return Err(MemoryError::InvalidConfig("episodic_cap must be at least 1".to_owned()));
+    }
+    if !(0.0..=1.0).contains(&config.episodic_prior_weight) {
+        return Err(MemoryError::InvalidConfig("episodic_prior_weight must be between 0 and 1".to_owned()));
+    }
+    let valid_fusion = match config.episodic_fusion {
+        Fusion::Rrf { k } => k.is_finite() && k >= 0.0,
+        Fusion::Weighted { vector_weight } => (0.0..=1.0).contains(&vector_weight),
+    };
+    if !valid_fusion {
+        return Err(MemoryError::InvalidConfig(format!("invalid episodic fusion {:?}", config.episodic_fusion)));
+    }
+    let episodic_config = EpisodicConfig {
+        cap: config.episodic_cap,
+        mode: config.episodic_mode,
+        fusion: config.episodic_fusion,
+        prior_weight: config.episodic_prior_weight,
+    };
+    Ok((prefixes, episodic_config))
 }
 
 /// The vector space a backend produces: `<model id>#<dim>`.

@@ -102,6 +102,15 @@ pub enum MemoryError {
         /// The embedder's message.
         reason: String,
     },
+    /// The operation exists for one storage backend only (a SQLite file's
+    /// integrity check, say) and this store is on another.
+    #[error("{operation} is not available on the {backend} backend")]
+    Unsupported {
+        /// What was asked.
+        operation: &'static str,
+        /// The store's backend.
+        backend: &'static str,
+    },
     /// A model swap is already running; only one may run at a time.
     #[error("an embedding model swap is already running")]
     ReembedInProgress,

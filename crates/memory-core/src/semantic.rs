@@ -3,7 +3,6 @@
 use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX};
 use crate::db::{EventRecord, MemoryDb, insert_event, now_ms};
 use crate::error::{MemoryError, Rejected, Result};
-pub(crate) use crate::store::blob_vector;
 use crate::store::{Counter, SemanticRow, SemanticUpsert, StoreTx};
 use crate::types::{DeleteOutcome, MemoryAuditAction, SemanticEntry, SkipReason, Source, WriteOutcome};
 use crate::validate;

@@ -25,7 +25,6 @@
 //! [`TRANSCRIPT_KEEP_CONSOLIDATED`]: crate::constants::TRANSCRIPT_KEEP_CONSOLIDATED
 //! [`MAX_TRANSCRIPT_MESSAGES`]: crate::constants::MAX_TRANSCRIPT_MESSAGES
 
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -34,6 +33,7 @@ use crate::constants::{
 };
 use crate::db::{MemoryDb, now_ms};
 use crate::error::{MemoryError, Rejected, Result};
+use crate::store::{MarkerColumn, StoreTx, TranscriptRow};
 
 /// A tool the assistant called in a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,10 +126,10 @@ pub(crate) enum Marker {
 }
 
 impl Marker {
-    fn column(self) -> &'static str {
+    fn column(self) -> MarkerColumn {
         match self {
-            Marker::History => "history_marker",
-            Marker::Preferences => "preferences_marker",
+            Marker::History => MarkerColumn::History,
+            Marker::Preferences => MarkerColumn::Preferences,
         }
     }
 }
@@ -191,117 +191,65 @@ fn redact_value(value: &Value) -> Value {
     }
 }
 
-fn sqlite(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
-    MemoryError::sqlite(operation)
-}
-
-fn load_state(tx: &Transaction<'_>, session_key: &str) -> Result<Option<TranscriptState>> {
-    let operation = "reading a session's transcript state";
-    let row = tx
-        .prepare_cached(
-            "SELECT next_seq, history_marker, preferences_marker, last_activity,
-                    (SELECT count(*) FROM session_transcripts t WHERE t.session_key = s.session_key)
-             FROM session_state s WHERE session_key = ?1",
-        )
-        .and_then(|mut statement| {
-            statement
-                .query_row([session_key], |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, i64>(3)?,
-                        row.get::<_, i64>(4)?,
-                    ))
-                })
-                .optional()
-        })
-        .map_err(sqlite(operation))?;
-    Ok(row.map(|(next_seq, history, preferences, last_activity_ms, stored)| TranscriptState {
+fn load_state(tx: &mut dyn StoreTx, session_key: &str) -> Result<Option<TranscriptState>> {
+    Ok(tx.session(session_key)?.map(|row| TranscriptState {
         session_key: session_key.to_owned(),
-        next_seq: next_seq as u64,
-        history_marker: history as u64,
-        preferences_marker: preferences as u64,
-        last_activity_ms,
-        stored: stored as usize,
+        next_seq: row.next_seq as u64,
+        history_marker: row.history_marker as u64,
+        preferences_marker: row.preferences_marker as u64,
+        last_activity_ms: row.last_activity,
+        stored: row.stored as usize,
     }))
 }
 
-fn read_messages(tx: &Transaction<'_>, session_key: &str, from: u64, to: u64) -> Result<Vec<StoredMessage>> {
-    let operation = "reading a session transcript";
-    let mut statement = tx
-        .prepare_cached(
-            "SELECT seq, created_at, role, content, tool_calls FROM session_transcripts
-             WHERE session_key = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq",
-        )
-        .map_err(sqlite(operation))?;
-    let rows = statement
-        .query_map(params![session_key, from as i64, to.min(i64::MAX as u64) as i64], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, Option<String>>(4)?,
-            ))
-        })
-        .map_err(sqlite(operation))?;
+fn read_messages(tx: &mut dyn StoreTx, session_key: &str, from: u64, to: u64) -> Result<Vec<StoredMessage>> {
+    let to = to.min(i64::MAX as u64) as i64;
     let mut messages = Vec::new();
-    for row in rows {
-        let (seq, at_ms, role, content, tool_calls) = row.map_err(sqlite(operation))?;
-        let tool_calls = match tool_calls {
+    for row in tx.transcript_rows(session_key, from as i64, to)? {
+        let tool_calls = match row.tool_calls_json {
             Some(text) => serde_json::from_str(&text).map_err(|error| MemoryError::CorruptRow {
                 table: "session_transcripts",
-                reason: format!("tool calls of {session_key:?} #{seq}: {error}"),
+                reason: format!("tool calls of {session_key:?} #{}: {error}", row.seq),
             })?,
             None => Vec::new(),
         };
         messages.push(StoredMessage {
-            seq: seq as u64,
-            at_ms,
-            message: TranscriptMessage { role, content, tool_calls },
+            seq: row.seq as u64,
+            at_ms: row.created_at,
+            message: TranscriptMessage { role: row.role, content: row.content, tool_calls },
         });
     }
     Ok(messages)
 }
 
-/// Inserts `messages` at `next_seq..` and bumps the session's counter and
-/// activity. The session row must exist.
 fn insert_messages(
-    tx: &Transaction<'_>,
+    tx: &mut dyn StoreTx,
     session_key: &str,
     next_seq: u64,
     messages: &[TranscriptMessage],
     at_ms: i64,
 ) -> Result<u64> {
-    let operation = "appending to a session transcript";
-    let mut insert = tx
-        .prepare_cached(
-            "INSERT INTO session_transcripts (session_key, seq, role, content, tool_calls, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .map_err(sqlite(operation))?;
     let mut seq = next_seq;
     for message in messages {
-        let tool_calls = (!message.tool_calls.is_empty())
+        let tool_calls_json = (!message.tool_calls.is_empty())
             .then(|| serde_json::to_string(&message.tool_calls).expect("tool calls serialise"));
-        insert
-            .execute(params![session_key, seq as i64, message.role, message.content, tool_calls, at_ms])
-            .map_err(sqlite(operation))?;
+        tx.insert_transcript(
+            session_key,
+            &TranscriptRow {
+                seq: seq as i64,
+                created_at: at_ms,
+                role: message.role.clone(),
+                content: message.content.clone(),
+                tool_calls_json,
+            },
+        )?;
         seq += 1;
     }
-    tx.prepare_cached(
-        "UPDATE session_state SET next_seq = ?2, last_activity = max(last_activity, ?3) WHERE session_key = ?1",
-    )
-    .and_then(|mut statement| statement.execute(params![session_key, seq as i64, at_ms]))
-    .map_err(sqlite(operation))?;
+    tx.advance_session(session_key, seq as i64, at_ms)?;
     Ok(seq)
 }
 
-/// Applies the bounds: consolidated rows beyond the kept tail, then rows
-/// beyond the per-session cap. Returns how many rows went.
-fn prune(tx: &Transaction<'_>, session_key: &str) -> Result<usize> {
-    let operation = "pruning a session transcript";
+fn prune(tx: &mut dyn StoreTx, session_key: &str) -> Result<usize> {
     let state = load_state(tx, session_key)?.expect("the session row exists");
     let consolidated = state.history_marker.min(state.preferences_marker);
     let keep_from = state.next_seq.saturating_sub(TRANSCRIPT_KEEP_CONSOLIDATED as u64);
@@ -314,17 +262,11 @@ fn prune(tx: &Transaction<'_>, session_key: &str) -> Result<usize> {
             "session transcript over its cap; the oldest unconsolidated messages were dropped"
         );
     }
-    let removed = tx
-        .prepare_cached("DELETE FROM session_transcripts WHERE session_key = ?1 AND seq < ?2")
-        .and_then(|mut statement| statement.execute(params![session_key, below as i64]))
-        .map_err(sqlite(operation))?;
-    Ok(removed)
+    tx.delete_transcript_below(session_key, below as i64)
 }
 
-fn ensure_session(tx: &Transaction<'_>, session_key: &str, at_ms: i64) -> Result<TranscriptState> {
-    tx.prepare_cached("INSERT OR IGNORE INTO session_state (session_key, last_activity) VALUES (?1, ?2)")
-        .and_then(|mut statement| statement.execute(params![session_key, at_ms]))
-        .map_err(sqlite("creating a session's transcript state"))?;
+fn ensure_session(tx: &mut dyn StoreTx, session_key: &str, at_ms: i64) -> Result<TranscriptState> {
+    tx.ensure_session(session_key, at_ms)?;
     Ok(load_state(tx, session_key)?.expect("the session row was just ensured"))
 }
 
@@ -349,7 +291,7 @@ impl MemoryDb {
         let _span = tracing::debug_span!("append_transcript", messages = messages.len()).entered();
         validate_session_key(session_key)?;
         let stored: Vec<TranscriptMessage> = messages.iter().map(redacted).collect();
-        self.write("appending to a session transcript", |tx| {
+        self.rows().write("appending to a session transcript", |tx| {
             let state = ensure_session(tx, session_key, at_ms)?;
             let next_seq = insert_messages(tx, session_key, state.next_seq, &stored, at_ms)?;
             let pruned = prune(tx, session_key)?;
@@ -361,12 +303,12 @@ impl MemoryDb {
     /// unknown session). Rows pruned by the bounds are not in it; `seq`
     /// says where each message stands.
     pub fn transcript(&self, session_key: &str) -> Result<Vec<StoredMessage>> {
-        self.read("reading a session transcript", |tx| read_messages(tx, session_key, 0, u64::MAX))
+        self.rows().read("reading a session transcript", |tx| read_messages(tx, session_key, 0, u64::MAX))
     }
 
     /// The newest `limit` stored messages of `session_key`, oldest first.
     pub fn transcript_tail(&self, session_key: &str, limit: usize) -> Result<Vec<StoredMessage>> {
-        self.read("reading a session transcript", |tx| {
+        self.rows().read("reading a session transcript", |tx| {
             let Some(state) = load_state(tx, session_key)? else { return Ok(Vec::new()) };
             read_messages(tx, session_key, state.next_seq.saturating_sub(limit as u64), u64::MAX)
         })
@@ -374,24 +316,13 @@ impl MemoryDb {
 
     /// The bookkeeping of `session_key`: counter, markers, last activity.
     pub fn transcript_state(&self, session_key: &str) -> Result<Option<TranscriptState>> {
-        self.read("reading a session's transcript state", |tx| load_state(tx, session_key))
+        self.rows().read("reading a session's transcript state", |tx| load_state(tx, session_key))
     }
 
     /// Sessions with messages past their history marker whose last
     /// activity is before `idle_before_ms`.
     pub(crate) fn idle_sessions(&self, idle_before_ms: i64) -> Result<Vec<String>> {
-        self.read("listing idle sessions", |tx| {
-            let mut statement = tx
-                .prepare_cached(
-                    "SELECT session_key FROM session_state
-                     WHERE history_marker < next_seq AND last_activity < ?1 ORDER BY last_activity",
-                )
-                .map_err(sqlite("listing idle sessions"))?;
-            let rows = statement
-                .query_map([idle_before_ms], |row| row.get::<_, String>(0))
-                .map_err(sqlite("listing idle sessions"))?;
-            rows.collect::<std::result::Result<Vec<_>, _>>().map_err(sqlite("listing idle sessions"))
-        })
+        self.rows().read("listing idle sessions", |tx| tx.idle_sessions(idle_before_ms))
     }
 
     /// Takes the session for one consolidation run by `owner` (a lease until
@@ -405,12 +336,10 @@ impl MemoryDb {
         lease_ms: i64,
     ) -> Result<Option<Claim>> {
         let now = now_ms();
-        self.write("claiming a session for consolidation", |tx| {
+        self.rows().write("claiming a session for consolidation", |tx| {
+            let Some(row) = tx.session(session_key)? else { return Ok(None) };
             let Some(state) = load_state(tx, session_key)? else { return Ok(None) };
-            let (owner_now, until): (Option<i64>, Option<i64>) = tx
-                .prepare_cached("SELECT claim_owner, claim_until FROM session_state WHERE session_key = ?1")
-                .and_then(|mut statement| statement.query_row([session_key], |row| Ok((row.get(0)?, row.get(1)?))))
-                .map_err(sqlite("claiming a session for consolidation"))?;
+            let (owner_now, until) = (row.claim_owner, row.claim_until);
             if owner_now.is_some_and(|other| other != owner) && until.is_some_and(|until| until > now) {
                 tracing::debug!("session is being consolidated elsewhere");
                 return Ok(None);
@@ -419,9 +348,7 @@ impl MemoryDb {
                 Marker::History => state.history_marker,
                 Marker::Preferences => state.preferences_marker,
             };
-            tx.prepare_cached("UPDATE session_state SET claim_owner = ?2, claim_until = ?3 WHERE session_key = ?1")
-                .and_then(|mut statement| statement.execute(params![session_key, owner, now + lease_ms]))
-                .map_err(sqlite("claiming a session for consolidation"))?;
+            tx.set_claim(session_key, Some((owner, now + lease_ms)))?;
             let end = state.next_seq;
             let messages = read_messages(tx, session_key, start, end)?.into_iter().map(|row| row.message).collect();
             Ok(Some(Claim { start, end, messages }))
@@ -441,7 +368,7 @@ impl MemoryDb {
         at_ms: i64,
     ) -> Result<()> {
         let extra: Vec<TranscriptMessage> = extra.iter().map(redacted).collect();
-        self.write("recording a consolidation run", |tx| {
+        self.rows().write("recording a consolidation run", |tx| {
             let state = ensure_session(tx, session_key, at_ms)?;
             let mut moves = moves.to_vec();
             if !extra.is_empty() {
@@ -458,18 +385,11 @@ impl MemoryDb {
                 }
             }
             for (marker, start, end) in &moves {
-                let column = marker.column();
-                let changed = tx
-                    .execute(
-                        &format!("UPDATE session_state SET {column} = ?3 WHERE session_key = ?1 AND {column} = ?2"),
-                        params![session_key, *start as i64, *end as i64],
-                    )
-                    .map_err(sqlite("moving a consolidation marker"))?;
-                if changed != 1 {
+                if !tx.move_marker(session_key, marker.column(), *start as i64, *end as i64)? {
                     return Err(MemoryError::SessionBusy { session_key: crate::validate::cut(session_key, 100) });
                 }
             }
-            release(tx, session_key, owner)?;
+            tx.release_claim(session_key, owner)?;
             prune(tx, session_key)?;
             Ok(())
         })
@@ -477,15 +397,6 @@ impl MemoryDb {
 
     /// Gives up `owner`'s claim without moving any marker (a failed run).
     pub(crate) fn release_claim(&self, session_key: &str, owner: i64) -> Result<()> {
-        self.write("releasing a consolidation claim", |tx| release(tx, session_key, owner))
+        self.rows().write("releasing a consolidation claim", |tx| tx.release_claim(session_key, owner))
     }
-}
-
-fn release(tx: &Transaction<'_>, session_key: &str, owner: i64) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE session_state SET claim_owner = NULL, claim_until = NULL WHERE session_key = ?1 AND claim_owner = ?2",
-    )
-    .and_then(|mut statement| statement.execute(params![session_key, owner]))
-    .map_err(sqlite("releasing a consolidation claim"))?;
-    Ok(())
 }

@@ -303,9 +303,11 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     if let Err(error) = state.memory.save_episodic_index() {
         tracing::warn!(%error, "could not save the episodic index snapshot");
     }
-    let db_path = state.memory.path().to_owned();
+    let db_path = (state.memory.backend_kind() == "sqlite").then(|| state.memory.path().to_owned());
     drop(state);
-    checkpoint_wal(&db_path);
+    if let Some(db_path) = db_path {
+        checkpoint_wal(&db_path);
+    }
     drop(instance);
     outcome?;
     eprintln!("cairn serve: stopped");

@@ -19,6 +19,7 @@ mod memory_episodic;
 mod memory_files;
 mod memory_transfer;
 mod serve;
+mod serve_postgres;
 mod serve_sessions;
 mod serve_transfer;
 mod settings;

@@ -7,17 +7,15 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use cairn_embedder::EmbeddingBackend;
-use cairn_memory_vector::{AutoIndex, IndexConfig, SnapshotExpectation};
-use parking_lot::{Mutex, RwLock};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-
 use super::keyword::KeywordState;
 use super::{BackfillProgress, BackfillReport, BackfillStep, EpisodicIndexStatus, ReembedProgress, ReembedStep};
 use crate::constants::{EPISODIC_BACKFILL_BATCH, EPISODIC_INDEX_FILE_NAME};
 use crate::db::{MemoryDb, space_signature};
 use crate::error::{MemoryError, Result};
-use crate::semantic::blob_vector;
+use crate::store::{Counter, StoreTx, blob_vector, vector_blob};
+use cairn_embedder::EmbeddingBackend;
+use cairn_memory_vector::{AutoIndex, IndexConfig, SnapshotExpectation};
+use parking_lot::{Mutex, RwLock};
 
 /// Name of the `settings` row recording the space every vector was verified in.
 const SPACE_SETTING: &str = "episodic_space";
@@ -62,90 +60,30 @@ pub(crate) enum IndexAccess {
     Scan,
 }
 
-pub(crate) fn episodic_revision(connection: &Connection) -> Result<i64> {
-    connection
-        .prepare_cached("SELECT value FROM meta WHERE name = 'episodic_revision'")
-        .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
-        .map_err(MemoryError::sqlite("reading the episodic revision"))
-        .map(|value| value.unwrap_or(0))
-}
-
 /// What an episodic index snapshot is tied to: the embedding space, this
-/// database file's identity and the episodic revision the index reflects.
+/// store's identity and the episodic revision the index reflects.
 /// A snapshot is loaded only under the same signature (and the same ids).
-fn snapshot_signature(connection: &Connection, space: &str, revision: i64) -> Result<String> {
-    let store: i64 = connection
-        .prepare_cached("SELECT value FROM meta WHERE name = 'store_id'")
-        .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
-        .map_err(MemoryError::sqlite("reading the store identity"))?;
+fn snapshot_signature(tx: &mut dyn StoreTx, space: &str, revision: i64) -> Result<String> {
+    let store = tx.revision(Counter::StoreId)?;
     Ok(format!("{space} | store {store:016x} | episodic revision {revision}"))
 }
 
-pub(crate) fn bump_episodic_revision(connection: &Connection) -> Result<i64> {
-    connection
-        .prepare_cached("UPDATE meta SET value = value + 1 WHERE name = 'episodic_revision' RETURNING value")
-        .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
-        .map_err(MemoryError::sqlite("bumping the episodic revision"))
-}
-
 /// Active row ids with a vector in `space`, with the vectors.
-fn load_vectors(connection: &Connection, space: &str, only: Option<&[i64]>) -> Result<Vec<(u64, Vec<f32>)>> {
-    let operation = "loading episodic vectors";
-    let mut out = Vec::new();
-    let mut push = |id: i64, blob: Vec<u8>| -> Result<()> {
-        let vector = blob_vector(&blob).ok_or_else(|| MemoryError::CorruptRow {
-            table: "episodic_memories",
-            reason: format!("vector of row {id} is not a whole number of floats"),
-        })?;
-        out.push((id as u64, vector));
-        Ok(())
-    };
-    match only {
-        None => {
-            let mut statement = connection
-                .prepare_cached(
-                    "SELECT id, embedding FROM episodic_memories
-                     WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
-                )
-                .map_err(MemoryError::sqlite(operation))?;
-            let mut rows = statement.query([space]).map_err(MemoryError::sqlite(operation))?;
-            while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
-                push(
-                    row.get(0).map_err(MemoryError::sqlite(operation))?,
-                    row.get(1).map_err(MemoryError::sqlite(operation))?,
-                )?;
-            }
-        }
-        Some(ids) => {
-            let mut statement = connection
-                .prepare_cached(
-                    "SELECT id, embedding FROM episodic_memories
-                     WHERE id = ?1 AND is_deleted = 0 AND embedding_space = ?2 AND embedding IS NOT NULL",
-                )
-                .map_err(MemoryError::sqlite(operation))?;
-            for id in ids {
-                let row: Option<(i64, Vec<u8>)> = statement
-                    .query_row(params![id, space], |row| Ok((row.get(0)?, row.get(1)?)))
-                    .optional()
-                    .map_err(MemoryError::sqlite(operation))?;
-                if let Some((id, blob)) = row {
-                    push(id, blob)?;
-                }
-            }
-        }
-    }
-    Ok(out)
+fn load_vectors(tx: &mut dyn StoreTx, space: &str, only: Option<&[i64]>) -> Result<Vec<(u64, Vec<f32>)>> {
+    tx.episodic_vectors(space, only)?
+        .into_iter()
+        .map(|(id, blob)| {
+            let vector = blob_vector(&blob).ok_or_else(|| MemoryError::CorruptRow {
+                table: "episodic_memories",
+                reason: format!("vector of row {id} is not a whole number of floats"),
+            })?;
+            Ok((id as u64, vector))
+        })
+        .collect()
 }
 
-fn active_vector_ids(connection: &Connection, space: &str) -> Result<HashSet<u64>> {
-    let operation = "listing episodic vector ids";
-    let mut statement = connection
-        .prepare_cached(
-            "SELECT id FROM episodic_memories WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
-        )
-        .map_err(MemoryError::sqlite(operation))?;
-    let rows = statement.query_map([space], |row| row.get::<_, i64>(0)).map_err(MemoryError::sqlite(operation))?;
-    rows.map(|id| id.map(|id| id as u64)).collect::<Result<_, _>>().map_err(MemoryError::sqlite(operation))
+fn active_vector_ids(tx: &mut dyn StoreTx, space: &str) -> Result<HashSet<u64>> {
+    Ok(tx.episodic_vector_ids(space)?.into_iter().map(|id| id as u64).collect())
 }
 
 fn index_error(operation: &'static str) -> impl FnOnce(cairn_memory_vector::VectorError) -> MemoryError {
@@ -170,18 +108,13 @@ struct LoadedIndex {
 /// database row ids are never reused and a row's vector in one space never
 /// changes, so matching ids, space, store and revision mean matching
 /// vectors.
-fn load_or_build_index(
-    connection: &Connection,
-    space: &str,
-    dim: usize,
-    snapshot: Option<&Path>,
-) -> Result<LoadedIndex> {
+fn load_or_build_index(tx: &mut dyn StoreTx, space: &str, dim: usize, snapshot: Option<&Path>) -> Result<LoadedIndex> {
     // Read first: rows written after it make the snapshot written below
     // carry an older revision than the table, so it is rebuilt next time.
-    let revision = episodic_revision(connection)?;
-    let signature = snapshot_signature(connection, space, revision)?;
+    let revision = tx.revision(Counter::Episodic)?;
+    let signature = snapshot_signature(tx, space, revision)?;
     if let Some(path) = snapshot.filter(|path| path.exists()) {
-        let expected = SnapshotExpectation::from_ids(signature.as_str(), dim, active_vector_ids(connection, space)?);
+        let expected = SnapshotExpectation::from_ids(signature.as_str(), dim, active_vector_ids(tx, space)?);
         match AutoIndex::restore(path, &expected, IndexConfig::new(dim)) {
             Ok(index) => {
                 tracing::info!(rows = index.len(), "episodic index loaded from its snapshot");
@@ -190,7 +123,7 @@ fn load_or_build_index(
             Err(error) => tracing::info!(%error, "episodic index snapshot not usable; building from the table"),
         }
     }
-    let index = build_index(dim, &load_vectors(connection, space, None)?)?;
+    let index = build_index(dim, &load_vectors(tx, space, None)?)?;
     if let Some(path) = snapshot
         && index.len() > cairn_memory_vector::constants::AUTO_CROSSOVER
         && let Err(error) = index.snapshot(path, &signature)
@@ -201,17 +134,12 @@ fn load_or_build_index(
 }
 
 impl MemoryDb {
-    /// The index for `space`, brought in step with the table through the
-    /// writer connection `connection` (whose lock the caller holds). Builds
-    /// inline up to the flat/HNSW crossover; larger stores are built on a
-    /// background thread while callers scan.
-    pub(crate) fn index_locked(
-        self: &MemoryDb,
-        connection: &Connection,
-        space: &str,
-        dim: usize,
-    ) -> Result<IndexAccess> {
-        let revision = episodic_revision(connection)?;
+    /// The index for `space`, brought in step with the table through `tx`
+    /// (the caller holds the episodic lock). Builds inline up to the
+    /// flat/HNSW crossover; larger stores are built on a background thread
+    /// while callers scan.
+    pub(crate) fn index_locked(self: &MemoryDb, tx: &mut dyn StoreTx, space: &str, dim: usize) -> Result<IndexAccess> {
+        let revision = tx.revision(Counter::Episodic)?;
         {
             let slot = self.episodic.slot.read();
             if slot.space.as_deref() == Some(space)
@@ -223,13 +151,13 @@ impl MemoryDb {
                 // Catch up with changes made elsewhere: diff the ids.
                 let index = Arc::clone(index);
                 drop(slot);
-                let wanted = active_vector_ids(connection, space)?;
+                let wanted = active_vector_ids(tx, space)?;
                 let have: HashSet<u64> = index.ids().into_iter().collect();
                 for id in have.difference(&wanted) {
                     index.remove(*id).map_err(index_error("removing a stale vector"))?;
                 }
                 let missing: Vec<i64> = wanted.difference(&have).map(|id| *id as i64).collect();
-                for (id, vector) in load_vectors(connection, space, Some(&missing))? {
+                for (id, vector) in load_vectors(tx, space, Some(&missing))? {
                     index.add(id, &vector).map_err(index_error("adding a vector"))?;
                 }
                 let mut slot = self.episodic.slot.write();
@@ -240,15 +168,9 @@ impl MemoryDb {
                 return Ok(IndexAccess::Scan);
             }
         }
-        let count: i64 = connection
-            .prepare_cached(
-                "SELECT count(*) FROM episodic_memories
-                 WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
-            )
-            .and_then(|mut statement| statement.query_row([space], |row| row.get(0)))
-            .map_err(MemoryError::sqlite("counting episodic vectors"))?;
+        let count = tx.episodic_counts(Some(space))?.with_vectors;
         if count as usize <= cairn_memory_vector::constants::AUTO_CROSSOVER {
-            let rows = load_vectors(connection, space, None)?;
+            let rows = load_vectors(tx, space, None)?;
             let index = Arc::new(build_index(dim, &rows)?);
             let mut slot = self.episodic.slot.write();
             *slot = Slot {
@@ -280,7 +202,7 @@ impl MemoryDb {
         }
         // The thread reads through its own connection and hands the index
         // back over a channel; the next search or write installs it.
-        let path = self.path().to_owned();
+        let reader = self.background_reader();
         let snapshot = self.episodic_snapshot_path();
         let space = space.to_owned();
         let (sender, receiver) = std::sync::mpsc::channel::<Result<LoadedIndex>>();
@@ -288,13 +210,9 @@ impl MemoryDb {
         std::thread::Builder::new()
             .name("cairn-episodic-index".to_owned())
             .spawn(move || {
-                let result = (|| {
-                    let connection = Connection::open(&path).map_err(MemoryError::sqlite("opening memory.db"))?;
-                    connection
-                        .busy_timeout(Duration::from_secs(10))
-                        .map_err(MemoryError::sqlite("setting the busy timeout"))?;
-                    load_or_build_index(&connection, &build_space, dim, snapshot.as_deref())
-                })();
+                let result = reader.read("building the episodic index", |tx| {
+                    load_or_build_index(tx, &build_space, dim, snapshot.as_deref())
+                });
                 let _ = sender.send(result);
             })
             .map(|_| ())
@@ -370,8 +288,8 @@ impl MemoryDb {
                 return Ok(IndexAccess::Scan);
             }
         }
-        let connection = self.lock_writer();
-        self.index_locked(&connection, space, dim)
+        let _episodic = self.lock_episodic();
+        self.rows().read("syncing the episodic index", |tx| self.index_locked(tx, space, dim))
     }
 
     /// Records that a write through the writer lock moved the table from
@@ -387,8 +305,8 @@ impl MemoryDb {
 
     /// The index for `space` if it is in step with the table, without
     /// building or catching up.
-    fn index_if_current(&self, connection: &Connection, space: &str) -> Result<IndexAccess> {
-        let revision = episodic_revision(connection)?;
+    fn index_if_current(&self, tx: &mut dyn StoreTx, space: &str) -> Result<IndexAccess> {
+        let revision = tx.revision(Counter::Episodic)?;
         let slot = self.episodic.slot.read();
         match &slot.index {
             Some(index) if slot.space.as_deref() == Some(space) && slot.revision == Some(revision) => {
@@ -414,16 +332,11 @@ impl MemoryDb {
     pub fn episodic_index_status(&self) -> Result<EpisodicIndexStatus> {
         let embedder = self.embedder();
         let space = embedder.as_ref().map(|embedder| space_signature(&**embedder));
-        let connection = self.lock_writer();
-        let (active, active_with_vectors): (i64, i64) = connection
-            .query_row(
-                "SELECT count(*), count(CASE WHEN embedding_space IS ?1 AND embedding IS NOT NULL THEN 1 END)
-                 FROM episodic_memories WHERE is_deleted = 0",
-                [&space],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .map_err(MemoryError::sqlite("counting episodic rows"))?;
-        drop(connection);
+        let counts = {
+            let _episodic = self.lock_episodic();
+            self.rows().read("counting episodic rows", |tx| tx.episodic_counts(space.as_deref()))?
+        };
+        let (active, active_with_vectors) = (counts.live, counts.with_vectors);
         self.collect_background_build();
         let keyword_index_len = self.keyword_index_len();
         let slot = self.episodic.slot.read();
@@ -445,29 +358,35 @@ impl MemoryDb {
     pub fn build_episodic_index(&self) -> Result<EpisodicIndexStatus> {
         self.wait_for_background_build();
         self.wait_for_keyword_index();
-        self.keywords_locked(&self.lock_writer(), true)?;
+        {
+            let _episodic = self.lock_episodic();
+            self.rows().read("syncing the keyword index", |tx| self.keywords_locked(tx, true))?;
+        }
         if let Some(embedder) = self.embedder() {
             let space = space_signature(&*embedder);
-            let connection = self.lock_writer();
+            let _episodic = self.lock_episodic();
             let needs_full = {
                 let slot = self.episodic.slot.read();
                 slot.space.as_deref() != Some(space.as_str()) || slot.index.is_none()
             };
-            if needs_full {
-                let revision = episodic_revision(&connection)?;
-                let snapshot = self.episodic_snapshot_path();
-                let loaded = load_or_build_index(&connection, &space, embedder.dim(), snapshot.as_deref())?;
-                *self.episodic.pending.lock() = None;
-                *self.episodic.slot.write() = Slot {
-                    index: Some(Arc::new(loaded.index)),
-                    space: Some(space.clone()),
-                    revision: Some(revision),
-                    building: false,
-                    from_snapshot: loaded.from_snapshot,
-                };
-            } else {
-                self.index_locked(&connection, &space, embedder.dim())?;
-            }
+            self.rows().read("building the episodic index", |tx| {
+                if needs_full {
+                    let revision = tx.revision(Counter::Episodic)?;
+                    let snapshot = self.episodic_snapshot_path();
+                    let loaded = load_or_build_index(tx, &space, embedder.dim(), snapshot.as_deref())?;
+                    *self.episodic.pending.lock() = None;
+                    *self.episodic.slot.write() = Slot {
+                        index: Some(Arc::new(loaded.index)),
+                        space: Some(space.clone()),
+                        revision: Some(revision),
+                        building: false,
+                        from_snapshot: loaded.from_snapshot,
+                    };
+                } else {
+                    self.index_locked(tx, &space, embedder.dim())?;
+                }
+                Ok(())
+            })?;
         }
         self.episodic_index_status()
     }
@@ -488,24 +407,27 @@ impl MemoryDb {
     pub fn save_episodic_index(&self) -> Result<bool> {
         let Some(path) = self.episodic_snapshot_path() else { return Ok(false) };
         self.collect_background_build();
-        let (index, signature) = {
-            let connection = self.lock_writer();
-            let revision = episodic_revision(&connection)?;
-            let slot = self.episodic.slot.read();
-            match (&slot.index, &slot.space) {
-                (Some(index), Some(space)) if slot.revision == Some(revision) => {
-                    if index.len() <= cairn_memory_vector::constants::AUTO_CROSSOVER
-                        || self.episodic.saved.lock().as_ref() == Some(&(space.clone(), revision))
-                    {
-                        return Ok(false);
+        let chosen = {
+            let _episodic = self.lock_episodic();
+            self.rows().read("reading the episodic revision", |tx| {
+                let revision = tx.revision(Counter::Episodic)?;
+                let slot = self.episodic.slot.read();
+                match (&slot.index, &slot.space) {
+                    (Some(index), Some(space)) if slot.revision == Some(revision) => {
+                        if index.len() <= cairn_memory_vector::constants::AUTO_CROSSOVER
+                            || self.episodic.saved.lock().as_ref() == Some(&(space.clone(), revision))
+                        {
+                            return Ok(None);
+                        }
+                        let signature = snapshot_signature(tx, space, revision)?;
+                        *self.episodic.saved.lock() = Some((space.clone(), revision));
+                        Ok(Some((Arc::clone(index), signature)))
                     }
-                    let signature = snapshot_signature(&connection, space, revision)?;
-                    *self.episodic.saved.lock() = Some((space.clone(), revision));
-                    (Arc::clone(index), signature)
+                    _ => Ok(None),
                 }
-                _ => return Ok(false),
-            }
+            })?
         };
+        let Some((index, signature)) = chosen else { return Ok(false) };
         // Outside the writer lock: writes go on while the file is written
         // (the index's own writer mutex keeps the file consistent). A write
         // that lands meanwhile moves the table past `revision`, so the file
@@ -606,21 +528,8 @@ impl MemoryDb {
         let mut after_id = 0i64;
         let mut failed = 0usize;
         while embedder.is_ready() || wait_ready(&**embedder, Duration::ZERO) {
-            let batch: Vec<(i64, String)> = self.read("finding episodic rows without vectors", |tx| {
-                let mut statement = tx
-                    .prepare_cached(
-                        "SELECT id, text FROM episodic_memories
-                         WHERE is_deleted = 0 AND id > ?2 AND (embedding_space IS NOT ?1 OR embedding IS NULL)
-                         ORDER BY id LIMIT ?3",
-                    )
-                    .map_err(MemoryError::sqlite("finding episodic rows without vectors"))?;
-                let rows = statement
-                    .query_map(params![space, after_id, EPISODIC_BACKFILL_BATCH as i64], |row| {
-                        Ok((row.get(0)?, row.get(1)?))
-                    })
-                    .map_err(MemoryError::sqlite("finding episodic rows without vectors"))?;
-                rows.collect::<Result<Vec<_>, _>>()
-                    .map_err(MemoryError::sqlite("finding episodic rows without vectors"))
+            let batch = self.rows().read("finding episodic rows without vectors", |tx| {
+                tx.episodic_missing_vectors(Some(&space), after_id, EPISODIC_BACKFILL_BATCH)
             })?;
             let Some((last, _)) = batch.last() else { break };
             after_id = *last;
@@ -653,15 +562,7 @@ impl MemoryDb {
         }
         report.remaining = self.count_missing(Some(&space))?;
         if report.remaining == 0 && self.space_generation() == generation {
-            self.write("recording the embedding space", |tx| {
-                tx.execute(
-                    "INSERT INTO settings (name, value) VALUES (?1, ?2)
-                     ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-                    params![SPACE_SETTING, space],
-                )
-                .map_err(MemoryError::sqlite("recording the embedding space"))?;
-                Ok(())
-            })?;
+            self.rows().write("recording the embedding space", |tx| tx.set_setting(SPACE_SETTING, &space))?;
         }
         Ok(report)
     }
@@ -669,16 +570,9 @@ impl MemoryDb {
     /// Active rows without a vector in `space` (all active rows without one
     /// when `space` is `None`).
     fn count_missing(&self, space: Option<&str>) -> Result<usize> {
-        self.read("counting episodic rows without vectors", |tx| {
-            tx.query_row(
-                "SELECT count(*) FROM episodic_memories
-                 WHERE is_deleted = 0 AND (embedding_space IS NOT ?1 OR embedding IS NULL)",
-                [space],
-                |row| row.get::<_, i64>(0),
-            )
+        self.rows()
+            .read("counting episodic rows without vectors", |tx| tx.episodic_missing_count(space))
             .map(|count| count as usize)
-            .map_err(MemoryError::sqlite("counting episodic rows without vectors"))
-        })
     }
 
     /// Stores backfilled vectors under the writer lock; `None` when the
@@ -691,55 +585,52 @@ impl MemoryDb {
         dim: usize,
         generation: u64,
     ) -> Result<Option<usize>> {
-        let mut connection = self.lock_writer();
+        let _episodic = self.lock_episodic();
         if self.space_generation() != generation {
             return Ok(None);
         }
-        // Only an index already in step is updated; otherwise the next user
-        // builds one in one go from the stored vectors.
-        let access = self.index_if_current(&connection, space)?;
-        let tx = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
-        let before = episodic_revision(&tx)?;
-        let mut stored = Vec::new();
-        for ((id, text), mut vector) in batch.iter().zip(vectors) {
-            if vector.len() != dim {
-                continue;
-            }
-            cairn_embedder::l2_normalize(&mut vector);
-            let blob: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
-            let changed = tx
-                .prepare_cached(
-                    "UPDATE episodic_memories SET embedding = ?2, embedding_space = ?3
-                     WHERE id = ?1 AND is_deleted = 0 AND text = ?4",
-                )
-                .and_then(|mut statement| statement.execute(params![id, blob, space, text]))
-                .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
-            if changed > 0 {
-                stored.push((*id as u64, vector));
-            }
-        }
-        let after = if stored.is_empty() { before } else { bump_episodic_revision(&tx)? };
-        if let IndexAccess::Ready(index) = &access {
-            for (id, vector) in &stored {
-                if index.contains(*id) {
-                    index.remove(*id).map_err(index_error("replacing a vector"))?;
+        // Set once the body has run: a failure after it is the commit's.
+        let mut body_done = false;
+        let stored = self.rows().write("storing backfilled vectors", |tx| {
+            // Only an index already in step is updated; otherwise the next
+            // user builds one in one go from the stored vectors.
+            let access = self.index_if_current(tx, space)?;
+            let before = tx.revision(Counter::Episodic)?;
+            let mut stored = Vec::new();
+            for ((id, text), mut vector) in batch.iter().zip(vectors) {
+                if vector.len() != dim {
+                    continue;
                 }
-                if let Err(error) = index.add(*id, vector) {
-                    self.distrust_index();
-                    return Err(index_error("adding a backfilled vector")(error));
+                cairn_embedder::l2_normalize(&mut vector);
+                if tx.set_episodic_vector(*id, text, &vector_blob(&vector), space)? {
+                    stored.push((*id as u64, vector));
                 }
             }
-        }
-        match tx.commit() {
-            Ok(()) => {
+            let after = if stored.is_empty() { before } else { tx.bump_revision(Counter::Episodic)? };
+            if let IndexAccess::Ready(index) = &access {
+                for (id, vector) in &stored {
+                    if index.contains(*id) {
+                        index.remove(*id).map_err(index_error("replacing a vector"))?;
+                    }
+                    if let Err(error) = index.add(*id, vector) {
+                        self.distrust_index();
+                        return Err(index_error("adding a backfilled vector")(error));
+                    }
+                }
+            }
+            body_done = true;
+            Ok((stored.len(), before, after))
+        });
+        match stored {
+            Ok((count, before, after)) => {
                 self.advance_revision(before, after);
-                Ok(Some(stored.len()))
+                Ok(Some(count))
             }
             Err(error) => {
-                self.distrust_index();
-                Err(MemoryError::sqlite("storing backfilled vectors")(error))
+                if body_done {
+                    self.distrust_index();
+                }
+                Err(error)
             }
         }
     }
@@ -751,11 +642,7 @@ impl MemoryDb {
 
     /// The embedding space every stored episodic vector was last verified in.
     pub fn recorded_episodic_space(&self) -> Result<Option<String>> {
-        self.read("reading the recorded space", |tx| {
-            tx.query_row("SELECT value FROM settings WHERE name = ?1", [SPACE_SETTING], |row| row.get(0))
-                .optional()
-                .map_err(MemoryError::sqlite("reading the recorded space"))
-        })
+        self.rows().read("reading the recorded space", |tx| tx.setting(SPACE_SETTING))
     }
 
     /// Changes the embedding model, in the specification's order: install

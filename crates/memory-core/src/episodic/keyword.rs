@@ -14,12 +14,12 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::bm25::Bm25Index;
 use crate::constants::KEYWORD_INLINE_BUILD;
 use crate::db::MemoryDb;
-use crate::error::{MemoryError, Result};
+use crate::error::Result;
+use crate::store::{Counter, StoreTx};
 
 #[derive(Default)]
 struct Slot {
@@ -39,57 +39,25 @@ pub(crate) struct KeywordState {
     pending: Mutex<Option<Receiver<Built>>>,
 }
 
-pub(crate) fn text_revision(connection: &Connection) -> Result<i64> {
-    connection
-        .prepare_cached("SELECT value FROM meta WHERE name = 'episodic_text_revision'")
-        .and_then(|mut statement| statement.query_row([], |row| row.get(0)).optional())
-        .map_err(MemoryError::sqlite("reading the episodic text revision"))
-        .map(|value| value.unwrap_or(0))
-}
-
 /// What the keyword index holds for a row: its text and its tags.
 pub(crate) fn document(text: &str, tags_json: &str) -> String {
     format!("{text} {tags_json}")
 }
 
 /// Active rows (all, or those among `only`) as `(id, document)`.
-fn load_documents(connection: &Connection, only: Option<&[u64]>) -> Result<Vec<(u64, String)>> {
-    let operation = "loading episodic texts";
-    let read = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(u64, String)> {
-        let id: i64 = row.get(0)?;
-        let text: String = row.get(1)?;
-        let tags: String = row.get(2)?;
-        Ok((id as u64, document(&text, &tags)))
-    };
-    match only {
-        None => {
-            let mut statement = connection
-                .prepare_cached("SELECT id, text, tags FROM episodic_memories WHERE is_deleted = 0")
-                .map_err(MemoryError::sqlite(operation))?;
-            let rows = statement.query_map([], read).map_err(MemoryError::sqlite(operation))?;
-            rows.collect::<Result<_, _>>().map_err(MemoryError::sqlite(operation))
-        }
-        Some(ids) => {
-            let mut statement = connection
-                .prepare_cached("SELECT id, text, tags FROM episodic_memories WHERE id = ?1 AND is_deleted = 0")
-                .map_err(MemoryError::sqlite(operation))?;
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                if let Some(document) =
-                    statement.query_row(params![*id as i64], read).optional().map_err(MemoryError::sqlite(operation))?
-                {
-                    out.push(document);
-                }
-            }
-            Ok(out)
-        }
-    }
+fn load_documents(tx: &mut dyn StoreTx, only: Option<&[u64]>) -> Result<Vec<(u64, String)>> {
+    let only: Option<Vec<i64>> = only.map(|ids| ids.iter().map(|id| *id as i64).collect());
+    Ok(tx
+        .episodic_documents(only.as_deref())?
+        .into_iter()
+        .map(|(id, text, tags)| (id as u64, document(&text, &tags)))
+        .collect())
 }
 
 /// A full index and the revision it reflects, read inside the caller's
 /// transaction (one snapshot).
-fn build(tx: &Connection) -> Built {
-    let revision = text_revision(tx)?;
+fn build(tx: &mut dyn StoreTx) -> Built {
+    let revision = tx.revision(Counter::EpisodicText)?;
     let documents = load_documents(tx, None)?;
     let index = Bm25Index::build(documents.iter().map(|(id, text)| (*id, text.as_str())));
     Ok((index, revision))
@@ -97,8 +65,8 @@ fn build(tx: &Connection) -> Built {
 
 impl MemoryDb {
     /// The keyword index in step with `revision` (the caller's snapshot),
-    /// brought there under the writer lock; `None` while a first build
-    /// runs in the background (search FTS5 instead).
+    /// brought there under the episodic lock; `None` while a first build
+    /// runs in the background (search the backend's own keyword index instead).
     pub(crate) fn keyword_index_for_read(&self, revision: i64) -> Result<Option<Arc<Bm25Index>>> {
         self.collect_keyword_build();
         {
@@ -112,16 +80,16 @@ impl MemoryDb {
                 return Ok(None);
             }
         }
-        let connection = self.lock_writer();
-        self.keywords_locked(&connection, false)
+        let _episodic = self.lock_episodic();
+        self.rows().read("syncing the keyword index", |tx| self.keywords_locked(tx, false))
     }
 
-    /// Brings the index in step with the table through the writer
-    /// connection (whose lock the caller holds), building it when missing:
-    /// inline when small or `inline`, else on a background thread.
-    pub(crate) fn keywords_locked(&self, connection: &Connection, inline: bool) -> Result<Option<Arc<Bm25Index>>> {
-        let tx = connection.unchecked_transaction().map_err(MemoryError::sqlite("syncing the keyword index"))?;
-        let revision = text_revision(&tx)?;
+    /// Brings the index in step with the table through `tx` (the caller
+    /// holds the episodic lock), building it when missing: inline when
+    /// small, when `inline`, or when the backend has no keyword index of its
+    /// own to search meanwhile; else on a background thread.
+    pub(crate) fn keywords_locked(&self, tx: &mut dyn StoreTx, inline: bool) -> Result<Option<Arc<Bm25Index>>> {
+        let revision = tx.revision(Counter::EpisodicText)?;
         let existing = {
             let slot = self.episodic.keywords.slot.read();
             if slot.building {
@@ -135,26 +103,17 @@ impl MemoryDb {
         };
         if let Some(index) = existing {
             // Changes made elsewhere: diff the ids.
-            let operation = "listing active episodic rows";
-            let wanted: HashSet<u64> = tx
-                .prepare_cached("SELECT id FROM episodic_memories WHERE is_deleted = 0")
-                .and_then(|mut statement| {
-                    statement.query_map([], |row| row.get::<_, i64>(0).map(|id| id as u64))?.collect()
-                })
-                .map_err(MemoryError::sqlite(operation))?;
+            let wanted: HashSet<u64> = tx.episodic_active_ids()?.into_iter().map(|id| id as u64).collect();
             index.sync_to(&wanted, |missing| {
                 let missing: Vec<u64> = missing.iter().copied().collect();
-                load_documents(&tx, Some(&missing))
+                load_documents(tx, Some(&missing))
             })?;
             self.episodic.keywords.slot.write().revision = Some(revision);
             return Ok(Some(index));
         }
-        let count: i64 = tx
-            .prepare_cached("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0")
-            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
-            .map_err(MemoryError::sqlite("counting episodic rows"))?;
-        if inline || count as usize <= KEYWORD_INLINE_BUILD {
-            let (index, revision) = build(&tx)?;
+        let count = tx.episodic_counts(None)?.live;
+        if inline || count as usize <= KEYWORD_INLINE_BUILD || !self.has_own_keyword_index() {
+            let (index, revision) = build(tx)?;
             let index = Arc::new(index);
             *self.episodic.keywords.slot.write() =
                 Slot { index: Some(Arc::clone(&index)), revision: Some(revision), building: false };
@@ -172,17 +131,10 @@ impl MemoryDb {
             }
             slot.building = true;
         }
-        let path = self.path().to_owned();
+        let reader = self.background_reader();
         let (sender, receiver) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new().name("cairn-keyword-index".to_owned()).spawn(move || {
-            let result = (|| {
-                let connection = Connection::open(&path).map_err(MemoryError::sqlite("opening memory.db"))?;
-                connection
-                    .busy_timeout(Duration::from_secs(10))
-                    .map_err(MemoryError::sqlite("setting the busy timeout"))?;
-                let tx = connection.unchecked_transaction().map_err(MemoryError::sqlite("reading episodic texts"))?;
-                build(&tx)
-            })();
+            let result = reader.read("reading episodic texts", |tx| build(tx));
             let _ = sender.send(result);
         });
         match spawned {

@@ -7,18 +7,16 @@ use std::sync::Arc;
 
 use cairn_memory_vector::constants::{MMR_LAMBDA, MMR_MAX_POOL};
 use cairn_memory_vector::{Hit, MmrCandidate, RelevanceGate, decay_score, mmr};
-use rusqlite::{Connection, OptionalExtension, params};
 
-use super::index::{IndexAccess, episodic_revision};
-use super::keyword::text_revision;
+use super::index::IndexAccess;
 use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown};
 use crate::constants::{
-    FTS_MAX_QUERY_TERMS, FTS_MIN_TERM_CHARS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK,
-    KEYWORD_ADMISSION_MIN_COVERAGE,
+    FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE,
 };
 use crate::db::{MemoryDb, now_ms, space_signature};
 use crate::error::{MemoryError, Result};
-use crate::semantic::blob_vector;
+use crate::keywords::OnlyStopwords;
+use crate::store::{Counter, StoreTx, blob_vector};
 use crate::{bm25, keywords};
 
 const MS_PER_DAY: f64 = 86_400_000.0;
@@ -37,21 +35,7 @@ const FILTERED_PROBES: [usize; 3] = [64, 256, 1_024];
 /// assert_eq!(sanitize_fts_query("what is it?"), None);
 /// ```
 pub fn sanitize_fts_query(text: &str) -> Option<String> {
-    let mut terms: Vec<String> = Vec::new();
-    for word in text.split(|c: char| !c.is_alphanumeric()) {
-        let word = word.to_lowercase();
-        if word.chars().count() < FTS_MIN_TERM_CHARS || keywords::is_stopword(&word) || terms.contains(&word) {
-            continue;
-        }
-        terms.push(word);
-        if terms.len() == FTS_MAX_QUERY_TERMS {
-            break;
-        }
-    }
-    if terms.is_empty() {
-        return None;
-    }
-    Some(terms.iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" OR "))
+    keywords::fts_query(text, FTS_MAX_QUERY_TERMS, OnlyStopwords::MatchNothing)
 }
 
 /// Reciprocal-rank fusion of the 1-based ranks a row has.
@@ -76,46 +60,23 @@ struct Row {
     vector: Option<Vec<f32>>,
 }
 
-fn fetch_row(tx: &Connection, id: i64, space: Option<&str>, with_vector: bool) -> Result<Option<Row>> {
-    let operation = "reading episodic candidates";
-    tx.prepare_cached(
-        "SELECT text, tags, importance, created_at, source_ref,
-                CASE WHEN ?3 AND embedding_space IS ?2 THEN embedding END
-         FROM episodic_memories WHERE id = ?1 AND is_deleted = 0",
-    )
-    .and_then(|mut statement| {
-        statement
-            .query_row(params![id, space, with_vector], |row| {
-                let blob: Option<Vec<u8>> = row.get(5)?;
-                Ok(Row {
-                    id,
-                    text: row.get(0)?,
-                    tags: row.get(1)?,
-                    importance: row.get(2)?,
-                    created_at: row.get(3)?,
-                    source_ref: row.get(4)?,
-                    vector: blob.as_deref().and_then(blob_vector),
-                })
-            })
-            .optional()
-    })
-    .map_err(MemoryError::sqlite(operation))
+fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with_vector: bool) -> Result<Option<Row>> {
+    let vector_space = if with_vector { space } else { None };
+    Ok(tx.episodic_row(id, vector_space)?.filter(|(row, _)| !row.is_deleted).map(|(row, blob)| Row {
+        id,
+        text: row.text,
+        tags: row.tags_json,
+        importance: row.importance,
+        created_at: row.created_at,
+        source_ref: row.source_ref,
+        vector: blob.as_deref().and_then(blob_vector),
+    }))
 }
 
 /// Exact scan over the stored vectors of `space`: the ladder's middle rung.
-pub(super) fn scan(tx: &Connection, space: &str, query: &[f32], k: usize) -> Result<Vec<Hit>> {
-    let operation = "scanning episodic vectors";
-    let mut statement = tx
-        .prepare_cached(
-            "SELECT id, embedding FROM episodic_memories
-             WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
-        )
-        .map_err(MemoryError::sqlite(operation))?;
-    let mut rows = statement.query([space]).map_err(MemoryError::sqlite(operation))?;
+pub(super) fn scan(tx: &mut dyn StoreTx, space: &str, query: &[f32], k: usize) -> Result<Vec<Hit>> {
     let mut hits = Vec::new();
-    while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
-        let id: i64 = row.get(0).map_err(MemoryError::sqlite(operation))?;
-        let blob: Vec<u8> = row.get(1).map_err(MemoryError::sqlite(operation))?;
+    for (id, blob) in tx.episodic_vectors(space, None)? {
         if let Some(vector) = blob_vector(&blob)
             && vector.len() == query.len()
         {
@@ -125,22 +86,6 @@ pub(super) fn scan(tx: &Connection, space: &str, query: &[f32], k: usize) -> Res
     hits.sort_by(Hit::rank_cmp);
     hits.truncate(k);
     Ok(hits)
-}
-
-/// FTS5 bm25 top-`k`: `(id, bm25 negated so higher is better)`. The
-/// keyword index holds active rows only (schema migration 3).
-fn keyword_hits(tx: &Connection, fts_query: &str, k: usize) -> Result<Vec<(i64, f64)>> {
-    let operation = "searching episodic keywords";
-    let mut statement = tx
-        .prepare_cached(
-            "SELECT rowid, bm25(episodic_fts) AS rank FROM episodic_fts
-             WHERE episodic_fts MATCH ?1 ORDER BY rank, rowid LIMIT ?2",
-        )
-        .map_err(MemoryError::sqlite(operation))?;
-    let rows = statement
-        .query_map(params![fts_query, k as i64], |row| Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?)))
-        .map_err(MemoryError::sqlite(operation))?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite(operation))
 }
 
 /// A row's (rank, cosine) in the vector list and (rank, bm25) in the keyword list.
@@ -196,16 +141,16 @@ impl MemoryDb {
             _ => RelevanceGate::SPECIFICATION,
         };
 
-        let candidates = self.read("searching episodic memory", |tx| {
+        let candidates = self.rows().read("searching episodic memory", |tx| {
             let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
             let mut ready_index = None;
             if let (Some(vector), Some(space)) = (&query_vector, &space) {
-                let revision = episodic_revision(tx)?;
+                let revision = tx.revision(Counter::Episodic)?;
                 let access = self.index_for_read(revision, space, dim)?;
                 if let IndexAccess::Ready(index) = &access {
                     ready_index = Some(Arc::clone(index));
                 }
-                let search = |k: usize| -> Result<Vec<Hit>> {
+                let mut search = |k: usize| -> Result<Vec<Hit>> {
                     match &access {
                         IndexAccess::Ready(index) => index
                             .search(vector, k)
@@ -240,13 +185,14 @@ impl MemoryDb {
                 } else {
                     query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
                 };
-                let hits = match self.keyword_index_for_read(text_revision(tx)?)? {
+                let hits = match self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)? {
                     Some(index) => index
                         .search(&bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS), k)
                         .into_iter()
                         .map(|(id, score)| (id as i64, score))
                         .collect(),
-                    None => keyword_hits(tx, fts_query, k)?,
+                    // Only a backend with its own keyword index builds the in-memory one in the background.
+                    None => tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default(),
                 };
                 for (rank, (id, bm25)) in hits.into_iter().enumerate() {
                     by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
@@ -314,16 +260,9 @@ impl MemoryDb {
     /// Records `last_accessed` on returned rows, outside the read path: it
     /// is skipped when another thread holds the writer (it is advisory).
     fn touch_episodic(&self, hits: &[EpisodicHit], at: i64) {
-        let Some(connection) = self.try_lock_writer() else { return };
-        let result = (|| -> rusqlite::Result<()> {
-            let mut statement =
-                connection.prepare_cached("UPDATE episodic_memories SET last_accessed = ?2 WHERE id = ?1")?;
-            for hit in hits {
-                statement.execute(params![hit.id, at])?;
-            }
-            Ok(())
-        })();
-        if let Err(error) = result {
+        let Some(_episodic) = self.try_lock_episodic() else { return };
+        let ids: Vec<i64> = hits.iter().map(|hit| hit.id).collect();
+        if let Err(error) = self.rows().write("recording last_accessed", |tx| tx.touch_episodic(&ids, at)) {
             tracing::debug!(%error, "could not record last_accessed");
         }
     }

@@ -27,10 +27,11 @@ fn a_tombstoned_vector_still_in_the_index_is_never_a_duplicate() {
     // Tombstone the row behind the index's back, exactly as the
     // specification's tombstone paths leave a ghost: the row is deleted,
     // its vector stays in the index, the index still counts as current.
-    {
-        let connection = db.lock_writer();
-        connection.execute("UPDATE episodic_memories SET is_deleted = 1 WHERE id = ?1", [id]).unwrap();
-    }
+    db.write("tombstoning behind the index's back", |tx| {
+        tx.execute("UPDATE episodic_memories SET is_deleted = 1 WHERE id = ?1", [id]).unwrap();
+        Ok(())
+    })
+    .unwrap();
     let index = db.current_index().expect("the write built an index");
     assert!(index.contains(id as u64), "the ghost is still in the index");
     // Same meaning, different text (so the exact-text check does not fire).
@@ -79,14 +80,16 @@ fn a_failed_index_add_after_the_row_insert_rolls_the_row_back() {
     };
     // The id the next insert will get is already in the index (a stale
     // entry), so the index refuses the add after the row is inserted.
-    let next_id: i64 = {
-        let connection = db.lock_writer();
-        connection
-            .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'episodic_memories'", [], |row| {
-                row.get::<_, i64>(0)
-            })
-            .unwrap()
-    } + 1;
+    let next_id: i64 = db
+        .read("reading the id sequence", |tx| {
+            Ok(tx
+                .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'episodic_memories'", [], |row| {
+                    row.get::<_, i64>(0)
+                })
+                .unwrap())
+        })
+        .unwrap()
+        + 1;
     let index = db.current_index().expect("the write built an index");
     let stale = HashEmbedder::new(64).embed("an unrelated stale vector about gardening").unwrap();
     index.add(next_id as u64, &stale).unwrap();

@@ -1,10 +1,7 @@
 //! Episodic writes: validation, screening, dedup, the cap, tombstones and
 //! stale retirement.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-
-use super::index::{IndexAccess, bump_episodic_revision, episodic_revision};
-use super::keyword::text_revision;
+use super::index::IndexAccess;
 use super::{EpisodicOutcome, EpisodicRecord, NewEpisode};
 use crate::constants::{
     EPISODIC_DEDUP_COSINE, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS, EPISODIC_MAX_TAG_CHARS,
@@ -12,7 +9,7 @@ use crate::constants::{
 };
 use crate::db::{EventRecord, MemoryDb, insert_event, now_ms, space_signature};
 use crate::error::{MemoryError, Rejected, Result};
-use crate::store::sqlite::SqliteTx;
+use crate::store::{Counter, EpisodicRow, NewEpisodicRow, StoreTx, vector_blob};
 use crate::types::{DeleteOutcome, MemoryAuditAction};
 use crate::validate;
 
@@ -97,25 +94,15 @@ fn check(episode: &NewEpisode) -> Result<Checked, Rejected> {
     })
 }
 
-fn vector_blob(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
 /// The first active row whose vector is above the dedup threshold; ghosts
 /// (tombstoned rows whose vector an index still holds) are skipped.
 pub(crate) fn find_near_duplicate(
-    tx: &Connection,
+    tx: &mut dyn StoreTx,
     access: &IndexAccess,
     vector: &[f32],
     space: &str,
 ) -> Result<Option<(i64, f32)>> {
     let operation = "checking for a near duplicate";
-    let is_active = |id: i64| -> Result<bool> {
-        tx.prepare_cached("SELECT is_deleted FROM episodic_memories WHERE id = ?1")
-            .and_then(|mut statement| statement.query_row([id], |row| row.get::<_, i64>(0)).optional())
-            .map_err(MemoryError::sqlite(operation))
-            .map(|deleted| deleted == Some(0))
-    };
     match access {
         IndexAccess::Ready(index) => {
             let mut probe = DEDUP_PROBE;
@@ -125,7 +112,7 @@ pub(crate) fn find_near_duplicate(
                     if hit.cosine <= EPISODIC_DEDUP_COSINE {
                         return Ok(None);
                     }
-                    if is_active(hit.id as i64)? {
+                    if tx.episodic_is_active(hit.id as i64)? {
                         return Ok(Some((hit.id as i64, hit.cosine)));
                     }
                 }
@@ -143,7 +130,7 @@ pub(crate) fn find_near_duplicate(
 }
 
 fn audit(
-    tx: &Transaction<'_>,
+    tx: &mut dyn StoreTx,
     action: MemoryAuditAction,
     id: i64,
     old: Option<&str>,
@@ -155,7 +142,7 @@ fn audit(
     let old = old.map(validate::snippet);
     let new = new.map(validate::snippet);
     insert_event(
-        &mut SqliteTx::new(tx),
+        tx,
         &EventRecord {
             memory_type: MEMORY_TYPE,
             action,
@@ -170,12 +157,8 @@ fn audit(
 }
 
 /// Tombstones `id` (if active) with an audit row; true when it was active.
-fn tombstone(tx: &Transaction<'_>, id: i64, source: &str, detail: &str) -> Result<bool> {
-    let text: Option<String> = tx
-        .prepare_cached("UPDATE episodic_memories SET is_deleted = 1 WHERE id = ?1 AND is_deleted = 0 RETURNING text")
-        .and_then(|mut statement| statement.query_row([id], |row| row.get(0)).optional())
-        .map_err(MemoryError::sqlite("tombstoning an episodic row"))?;
-    match text {
+fn tombstone(tx: &mut dyn StoreTx, id: i64, source: &str, detail: &str) -> Result<bool> {
+    match tx.tombstone_episodic(id)? {
         Some(text) => {
             audit(tx, MemoryAuditAction::Deleted, id, Some(&text), None, source, detail)?;
             Ok(true)
@@ -184,24 +167,25 @@ fn tombstone(tx: &Transaction<'_>, id: i64, source: &str, detail: &str) -> Resul
     }
 }
 
-const RECORD_COLUMNS: &str =
-    "id, text, tags, importance, created_at, last_accessed, source_ref, source, embedding_space, embedding IS NOT NULL";
+fn record_from_row(row: EpisodicRow, space: Option<&str>) -> EpisodicRecord {
+    EpisodicRecord {
+        has_vector: row.has_vector && space.is_some() && row.embedding_space.as_deref() == space,
+        id: row.id,
+        tags: serde_json::from_str(&row.tags_json).unwrap_or_default(),
+        text: row.text,
+        importance: row.importance,
+        created_at: row.created_at,
+        last_accessed: row.last_accessed,
+        source_ref: row.source_ref,
+        source: row.source,
+    }
+}
 
-fn record_from_row(row: &rusqlite::Row<'_>, space: Option<&str>) -> rusqlite::Result<EpisodicRecord> {
-    let tags: String = row.get(2)?;
-    let row_space: Option<String> = row.get(8)?;
-    let has_blob: bool = row.get(9)?;
-    Ok(EpisodicRecord {
-        id: row.get(0)?,
-        text: row.get(1)?,
-        tags: serde_json::from_str(&tags).unwrap_or_default(),
-        importance: row.get(3)?,
-        created_at: row.get(4)?,
-        last_accessed: row.get(5)?,
-        source_ref: row.get(6)?,
-        source: row.get(7)?,
-        has_vector: has_blob && space.is_some() && row_space.as_deref() == space,
-    })
+/// What an episodic write's transaction decided.
+enum Written {
+    Duplicate { of: i64, cosine: f32 },
+    Full,
+    Inserted { id: i64, evicted: Vec<i64>, revisions: (i64, i64, i64, i64) },
 }
 
 impl MemoryDb {
@@ -273,147 +257,136 @@ impl MemoryDb {
         let created_at = episode.created_at.unwrap_or_else(now_ms);
         let source = episode.source.as_str();
 
-        let mut connection = self.lock_writer();
+        let _episodic = self.lock_episodic();
         if embedded.is_some() && self.space_generation() != generation {
             tracing::debug!("embedding model swapped during the write; storing without a vector");
             embedded = None;
         }
-        let access = match &embedded {
-            Some((_, space, dim)) => Some(self.index_locked(&connection, space, *dim)?),
-            None => None,
-        };
-        let tx = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(MemoryError::sqlite("writing an episodic row"))?;
-        let before = episodic_revision(&tx)?;
-        let text_before = text_revision(&tx)?;
-
-        let same_text: Option<i64> = tx
-            .prepare_cached("SELECT id FROM episodic_memories WHERE text = ?1 AND is_deleted = 0 ORDER BY id LIMIT 1")
-            .and_then(|mut statement| statement.query_row([&checked.text], |row| row.get(0)).optional())
-            .map_err(MemoryError::sqlite("checking for a duplicate"))?;
-        let duplicate = match (same_text, &embedded, &access) {
-            (Some(id), _, _) => Some((id, 1.0)),
-            (None, Some((vector, space, _)), Some(access)) => find_near_duplicate(&tx, access, vector, space)?,
-            _ => None,
-        };
-        if let Some((of, cosine)) = duplicate {
+        // Set once the body has run: a failure after it is the commit's.
+        let mut body_done = false;
+        let written = self.rows().write("writing an episodic row", |tx| {
+            let access = match &embedded {
+                Some((_, space, dim)) => Some(self.index_locked(tx, space, *dim)?),
+                None => None,
+            };
+            let before = tx.revision(Counter::Episodic)?;
+            let text_before = tx.revision(Counter::EpisodicText)?;
+            let duplicate = match (tx.episodic_with_text(&checked.text)?, &embedded, &access) {
+                (Some(id), _, _) => Some((id, 1.0)),
+                (None, Some((vector, space, _)), Some(access)) => find_near_duplicate(tx, access, vector, space)?,
+                _ => None,
+            };
+            if let Some((of, cosine)) = duplicate {
+                audit(
+                    tx,
+                    MemoryAuditAction::ConflictSkip,
+                    of,
+                    None,
+                    Some(&checked.text),
+                    source,
+                    &format!("duplicate_of:{of}"),
+                )?;
+                body_done = true;
+                return Ok(Written::Duplicate { of, cosine });
+            }
+            let active = tx.episodic_counts(None)?.live;
+            let mut evicted = Vec::new();
+            if active as usize >= cap {
+                if episode.preserve {
+                    let snippet = validate::snippet(&checked.text);
+                    insert_event(
+                        tx,
+                        &EventRecord {
+                            memory_type: MEMORY_TYPE,
+                            action: MemoryAuditAction::Rejected,
+                            key: Some("episodic"),
+                            old_value: None,
+                            new_value: Some(&snippet),
+                            source: Some(source),
+                            confidence: None,
+                            detail: Some("store_full"),
+                        },
+                    )?;
+                    body_done = true;
+                    return Ok(Written::Full);
+                }
+                let excess = active as usize - cap + 1;
+                for id in tx.episodic_eviction_order(excess)? {
+                    if tombstone(tx, id, source, "cap_eviction")? {
+                        evicted.push(id);
+                    }
+                }
+            }
+            let blob = embedded.as_ref().map(|(vector, _, _)| vector_blob(vector));
+            let vector = match (&blob, &embedded) {
+                (Some(blob), Some((_, space, _))) => Some((blob.as_slice(), space.as_str())),
+                _ => None,
+            };
+            let id = tx.insert_episodic(&NewEpisodicRow {
+                text: &checked.text,
+                tags_json: &checked.tags_json,
+                importance: checked.importance,
+                source,
+                created_at,
+                source_ref: episode.source_ref.as_deref(),
+                vector,
+            })?;
             audit(
-                &tx,
-                MemoryAuditAction::ConflictSkip,
-                of,
+                tx,
+                MemoryAuditAction::Created,
+                id,
                 None,
                 Some(&checked.text),
                 source,
-                &format!("duplicate_of:{of}"),
+                episode.source_ref.as_deref().unwrap_or(""),
             )?;
-            tx.commit().map_err(MemoryError::sqlite("writing an episodic row"))?;
-            return Ok(EpisodicOutcome::Duplicate { of, cosine });
-        }
-
-        let active: i64 = tx
-            .prepare_cached("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0")
-            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
-            .map_err(MemoryError::sqlite("counting episodic rows"))?;
-        let mut evicted = Vec::new();
-        if active as usize >= cap {
-            if episode.preserve {
-                let snippet = validate::snippet(&checked.text);
-                insert_event(
-                    &mut SqliteTx::new(&tx),
-                    &EventRecord {
-                        memory_type: MEMORY_TYPE,
-                        action: MemoryAuditAction::Rejected,
-                        key: Some("episodic"),
-                        old_value: None,
-                        new_value: Some(&snippet),
-                        source: Some(source),
-                        confidence: None,
-                        detail: Some("store_full"),
-                    },
-                )?;
-                tx.commit().map_err(MemoryError::sqlite("writing an episodic row"))?;
-                return Ok(EpisodicOutcome::StoreFull { cap });
-            }
-            let excess = active as usize - cap + 1;
-            let victims: Vec<i64> = {
-                let mut statement = tx
-                    .prepare_cached(
-                        "SELECT id FROM episodic_memories WHERE is_deleted = 0
-                         ORDER BY importance ASC, created_at ASC, id ASC LIMIT ?1",
-                    )
-                    .map_err(MemoryError::sqlite("choosing rows to evict"))?;
-                let rows = statement
-                    .query_map([excess as i64], |row| row.get(0))
-                    .map_err(MemoryError::sqlite("choosing rows to evict"))?;
-                rows.collect::<Result<_, _>>().map_err(MemoryError::sqlite("choosing rows to evict"))?
-            };
-            for id in victims {
-                if tombstone(&tx, id, source, "cap_eviction")? {
-                    evicted.push(id);
+            let after = tx.bump_revision(Counter::Episodic)?;
+            let text_after = tx.revision(Counter::EpisodicText)?;
+            // The index changes before the commit; a refusal rolls the row back.
+            if let Some(IndexAccess::Ready(index)) = &access {
+                for id in &evicted {
+                    if index.contains(*id as u64) {
+                        index
+                            .remove(*id as u64)
+                            .map_err(|source| MemoryError::Index { operation: "evicting", source })?;
+                    }
                 }
-            }
-        }
-
-        let (blob, space) = match &embedded {
-            Some((vector, space, _)) => (Some(vector_blob(vector)), Some(space.as_str())),
-            None => (None, None),
-        };
-        tx.prepare_cached(
-            "INSERT INTO episodic_memories
-                (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref)
-             VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?8)",
-        )
-        .and_then(|mut statement| {
-            statement.execute(params![
-                checked.text,
-                checked.tags_json,
-                checked.importance,
-                source,
-                created_at,
-                blob,
-                space,
-                episode.source_ref
-            ])
-        })
-        .map_err(MemoryError::sqlite("writing an episodic row"))?;
-        let id = tx.last_insert_rowid();
-        audit(
-            &tx,
-            MemoryAuditAction::Created,
-            id,
-            None,
-            Some(&checked.text),
-            source,
-            episode.source_ref.as_deref().unwrap_or(""),
-        )?;
-        let after = bump_episodic_revision(&tx)?;
-        let text_after = text_revision(&tx)?;
-
-        // The index changes before the commit; a refusal rolls the row back.
-        if let Some(IndexAccess::Ready(index)) = &access {
-            for id in &evicted {
-                if index.contains(*id as u64) {
-                    index.remove(*id as u64).map_err(|source| MemoryError::Index { operation: "evicting", source })?;
+                if let Some((vector, _, _)) = &embedded
+                    && let Err(source) = index.add(id as u64, vector)
+                {
+                    self.distrust_index();
+                    return Err(MemoryError::Index { operation: "adding an episodic vector", source });
                 }
-            }
-            if let Some((vector, _, _)) = &embedded
-                && let Err(source) = index.add(id as u64, vector)
-            {
-                drop(tx);
+            } else if !evicted.is_empty() {
                 self.distrust_index();
-                return Err(MemoryError::Index { operation: "adding an episodic vector", source });
             }
-        } else if !evicted.is_empty() {
-            self.distrust_index();
+            body_done = true;
+            Ok(Written::Inserted { id, evicted, revisions: (before, after, text_before, text_after) })
+        });
+        let written = match written {
+            Ok(written) => written,
+            Err(error) => {
+                if body_done {
+                    // The commit failed after the index changed.
+                    self.distrust_index();
+                }
+                return Err(error);
+            }
+        };
+        match written {
+            Written::Duplicate { of, cosine } => Ok(EpisodicOutcome::Duplicate { of, cosine }),
+            Written::Full => Ok(EpisodicOutcome::StoreFull { cap }),
+            Written::Inserted { id, evicted, revisions: (before, after, text_before, text_after) } => {
+                self.advance_revision(before, after);
+                self.keywords_after_write(
+                    text_before,
+                    text_after,
+                    Some((id, &checked.text, &checked.tags_json)),
+                    &evicted,
+                );
+                Ok(EpisodicOutcome::Inserted { id, has_vector: embedded.is_some(), evicted })
+            }
         }
-        if let Err(error) = tx.commit() {
-            self.distrust_index();
-            return Err(MemoryError::sqlite("writing an episodic row")(error));
-        }
-        self.advance_revision(before, after);
-        self.keywords_after_write(text_before, text_after, Some((id, &checked.text, &checked.tags_json)), &evicted);
-        Ok(EpisodicOutcome::Inserted { id, has_vector: embedded.is_some(), evicted })
     }
 
     /// Tombstones row `id` (a `deleted` audit row records it); its vector
@@ -426,28 +399,27 @@ impl MemoryDb {
 
     /// Tombstones the active rows among `ids`; returns those that were active.
     pub(crate) fn tombstone_episodic(&self, ids: &[i64], source: &str, detail: &str) -> Result<Vec<i64>> {
-        let mut connection = self.lock_writer();
-        let tx = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(MemoryError::sqlite("tombstoning episodic rows"))?;
-        let before = episodic_revision(&tx)?;
-        let text_before = text_revision(&tx)?;
-        let mut done = Vec::new();
-        for id in ids {
-            if tombstone(&tx, *id, source, detail)? {
-                done.push(*id);
+        let _episodic = self.lock_episodic();
+        let changed = self.rows().write("tombstoning episodic rows", |tx| {
+            let before = tx.revision(Counter::Episodic)?;
+            let text_before = tx.revision(Counter::EpisodicText)?;
+            let mut done = Vec::new();
+            for id in ids {
+                if tombstone(tx, *id, source, detail)? {
+                    done.push(*id);
+                }
             }
-        }
-        if done.is_empty() {
-            return Ok(done);
-        }
-        let after = bump_episodic_revision(&tx)?;
-        let text_after = text_revision(&tx)?;
-        tx.commit().map_err(MemoryError::sqlite("tombstoning episodic rows"))?;
-        // Still under the writer lock: the index never outlives a committed tombstone
-        // for longer than this critical section.
-        let index = self.current_index();
-        if let Some(index) = index {
+            if done.is_empty() {
+                return Ok(None);
+            }
+            let after = tx.bump_revision(Counter::Episodic)?;
+            let text_after = tx.revision(Counter::EpisodicText)?;
+            Ok(Some((done, before, after, text_before, text_after)))
+        })?;
+        let Some((done, before, after, text_before, text_after)) = changed else { return Ok(Vec::new()) };
+        // Still under the episodic lock: the index never outlives a committed
+        // tombstone for longer than this critical section.
+        if let Some(index) = self.current_index() {
             for id in &done {
                 if index.contains(*id as u64)
                     && let Err(error) = index.remove(*id as u64)
@@ -459,39 +431,21 @@ impl MemoryDb {
         }
         self.advance_revision(before, after);
         self.keywords_after_write(text_before, text_after, None, &done);
-        drop(connection);
         Ok(done)
     }
 
     /// One row, active or not.
     pub fn get_episodic(&self, id: i64) -> Result<Option<EpisodicRecord>> {
         let space = self.space();
-        self.read("reading an episodic row", |tx| {
-            tx.prepare_cached(&format!(
-                "SELECT {RECORD_COLUMNS} FROM episodic_memories WHERE id = ?1 AND is_deleted = 0"
-            ))
-            .and_then(|mut statement| {
-                statement.query_row([id], |row| record_from_row(row, space.as_deref())).optional()
-            })
-            .map_err(MemoryError::sqlite("reading an episodic row"))
-        })
+        let row = self.rows().read("reading an episodic row", |tx| tx.episodic_row(id, None))?;
+        Ok(row.filter(|(row, _)| !row.is_deleted).map(|(row, _)| record_from_row(row, space.as_deref())))
     }
 
     /// Active rows, newest first, `limit` from `offset`.
     pub fn list_episodic(&self, limit: usize, offset: usize) -> Result<Vec<EpisodicRecord>> {
         let space = self.space();
-        self.read("listing episodic rows", |tx| {
-            let mut statement = tx
-                .prepare_cached(&format!(
-                    "SELECT {RECORD_COLUMNS} FROM episodic_memories WHERE is_deleted = 0
-                     ORDER BY created_at DESC, id DESC LIMIT ?1 OFFSET ?2"
-                ))
-                .map_err(MemoryError::sqlite("listing episodic rows"))?;
-            let rows = statement
-                .query_map(params![limit as i64, offset as i64], |row| record_from_row(row, space.as_deref()))
-                .map_err(MemoryError::sqlite("listing episodic rows"))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("listing episodic rows"))
-        })
+        let rows = self.rows().read("listing episodic rows", |tx| tx.episodic_page(limit, offset))?;
+        Ok(rows.into_iter().map(|row| record_from_row(row, space.as_deref())).collect())
     }
 
     /// Tombstones the active episodic rows that quote `old_value` (a
@@ -508,20 +462,9 @@ impl MemoryDb {
         if words.is_empty() {
             return Ok(Vec::new());
         }
-        // Candidates from the keyword index (a phrase query), confirmed on the text itself.
-        let phrase = format!("\"{}\"", words.join(" "));
-        let candidates: Vec<(i64, String)> = self.read("finding stale episodic rows", |tx| {
-            let mut statement = tx
-                .prepare_cached(
-                    "SELECT m.id, m.text FROM episodic_fts f JOIN episodic_memories m ON m.id = f.rowid
-                     WHERE episodic_fts MATCH ?1 AND m.is_deleted = 0",
-                )
-                .map_err(MemoryError::sqlite("finding stale episodic rows"))?;
-            let rows = statement
-                .query_map([format!("text : {phrase}")], |row| Ok((row.get(0)?, row.get(1)?)))
-                .map_err(MemoryError::sqlite("finding stale episodic rows"))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("finding stale episodic rows"))
-        })?;
+        // Candidates from the backend (a phrase query where it has a keyword
+        // index), confirmed on the text itself.
+        let candidates = self.rows().read("finding stale episodic rows", |tx| tx.episodic_quoting(&needle, &words))?;
         let quoting: Vec<i64> = candidates
             .into_iter()
             .filter(|(_, text)| contains_phrase(&text.to_lowercase(), &needle))

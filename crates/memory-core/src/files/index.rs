@@ -23,6 +23,7 @@ use super::history::{parse_day_file_name, split_chunks};
 use crate::bm25::Bm25Index;
 use crate::constants::{BUSY_TIMEOUT_MS, INDEX_SCHEMA_VERSION, MAX_SEARCH_QUERY_TERMS};
 use crate::error::{MemoryError, Result, StorageErrorKind};
+use crate::keywords::{self, OnlyStopwords};
 
 /// One keyword hit in the Markdown files.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -688,39 +689,12 @@ pub(crate) fn split_paragraphs(content: &str) -> Vec<(usize, &str)> {
     paragraphs
 }
 
-/// English function words left out of a query that has other terms: they
-/// match nearly every chunk, which costs bm25 a scan of the whole index while
-/// adding almost nothing to the ranking (their inverse document frequency is
-/// near zero).
-const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by", "can",
-    "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it",
-    "its", "me", "my", "of", "on", "or", "our", "so", "than", "that", "the", "their", "them", "then", "there", "these",
-    "they", "this", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with",
-    "would", "you", "your",
-];
-
 /// Turns user text into an FTS5 expression that can only be a disjunction
-/// of quoted terms: every run of letters and digits becomes `"term"`.
-/// Stopwords are dropped unless nothing else is left.
+/// of quoted terms ([`keywords::fts_query`]). Stopwords and one-letter words
+/// are dropped unless nothing else is left: a search for `the` still finds
+/// the chunks holding it.
 pub(crate) fn sanitize_query(query: &str) -> Option<String> {
-    let mut terms: Vec<String> = Vec::new();
-    for term in query.split(|c: char| !c.is_alphanumeric()).filter(|term| !term.is_empty()) {
-        let term = term.to_lowercase();
-        if !terms.contains(&term) {
-            terms.push(term);
-        }
-        if terms.len() == MAX_SEARCH_QUERY_TERMS {
-            break;
-        }
-    }
-    if terms.is_empty() {
-        return None;
-    }
-    if terms.iter().any(|term| !STOPWORDS.contains(&term.as_str())) {
-        terms.retain(|term| !STOPWORDS.contains(&term.as_str()));
-    }
-    Some(terms.iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" OR "))
+    keywords::fts_query(query, MAX_SEARCH_QUERY_TERMS, OnlyStopwords::Search)
 }
 
 #[cfg(test)]
@@ -746,12 +720,13 @@ mod tests {
         assert_eq!(sanitize_query("deploy Friday"), Some("\"deploy\" OR \"friday\"".to_owned()));
         assert_eq!(
             sanitize_query("NEAR(a b) OR \"x\" * col:term -not ^start"),
-            Some("\"near\" OR \"b\" OR \"x\" OR \"col\" OR \"term\" OR \"not\" OR \"start\"".to_owned())
+            Some("\"near\" OR \"col\" OR \"term\" OR \"start\"".to_owned())
         );
         assert_eq!(sanitize_query("\"\" ** ()"), None);
-        // Stopwords go, unless nothing else is left.
+        // Stopwords and one-letter words go, unless nothing else is left.
         assert_eq!(sanitize_query("what did we decide about the deploy"), Some("\"decide\" OR \"deploy\"".to_owned()));
         assert_eq!(sanitize_query("the"), Some("\"the\"".to_owned()));
+        assert_eq!(sanitize_query("C or R?"), Some("\"c\" OR \"or\" OR \"r\"".to_owned()));
     }
 
     #[test]

@@ -8,10 +8,9 @@
 
 use std::collections::HashSet;
 
-use rusqlite::params;
-
 use crate::MemoryDb;
-use crate::error::{MemoryError, Result};
+use crate::error::Result;
+use crate::store::LedgerEntry;
 
 /// One decided item.
 #[derive(Debug, Clone)]
@@ -42,27 +41,14 @@ impl LedgerView {
 impl MemoryDb {
     /// Reads the ledger rows of `sources`.
     pub(crate) fn import_ledger(&self, sources: &[&str]) -> Result<LedgerView> {
-        self.read("reading the import provenance ledger", |tx| {
-            let operation = "reading the import provenance ledger";
+        self.rows().read("reading the import provenance ledger", |tx| {
             let mut view = LedgerView::default();
-            let mut statement = tx
-                .prepare_cached("SELECT source, path, item_hash FROM import_provenance WHERE source = ?1")
-                .map_err(MemoryError::sqlite(operation))?;
             for source in sources {
-                let rows = statement
-                    .query_map([source], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-                    .map_err(MemoryError::sqlite(operation))?;
-                for row in rows {
-                    view.seen.insert(row.map_err(MemoryError::sqlite(operation))?);
+                for (path, item_hash) in tx.ledger_items(source)? {
+                    view.seen.insert(((*source).to_owned(), path, item_hash));
                 }
             }
-            view.lessons_written = tx
-                .query_row(
-                    "SELECT count(*) FROM import_provenance WHERE landed_as = 'lesson' AND outcome = 'written'",
-                    [],
-                    |row| row.get::<_, i64>(0),
-                )
-                .map_err(MemoryError::sqlite(operation))? as usize;
+            view.lessons_written = tx.ledger_lessons_written()? as usize;
             Ok(view)
         })
     }
@@ -73,18 +59,17 @@ impl MemoryDb {
             return Ok(());
         }
         let now = crate::db::now_ms();
-        self.write("recording import provenance", |tx| {
-            let mut statement = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO import_provenance
-                        (source, path, item_hash, landed_as, outcome, target, recorded_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .map_err(MemoryError::sqlite("recording import provenance"))?;
+        self.rows().write("recording import provenance", |tx| {
             for row in rows {
-                statement
-                    .execute(params![row.source, row.path, row.item_hash, row.landed_as, row.outcome, row.target, now])
-                    .map_err(MemoryError::sqlite("recording import provenance"))?;
+                tx.record_ledger(&LedgerEntry {
+                    source: row.source,
+                    path: &row.path,
+                    item_hash: &row.item_hash,
+                    landed_as: row.landed_as,
+                    outcome: row.outcome,
+                    target: row.target.as_deref(),
+                    recorded_at: now,
+                })?;
             }
             Ok(())
         })

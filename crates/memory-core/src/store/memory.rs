@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use parking_lot::Mutex;
 
 use super::{
-    AuditLog, Backend, Counter, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows,
-    SemanticUpsert, StoreTx, StoredEvent,
+    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
+    SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
 };
-use crate::error::Result;
+use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
 #[derive(Debug, Clone, Default)]
 struct State {
@@ -20,6 +21,73 @@ struct State {
     events: VecDeque<StoredEvent>,
     next_event_id: i64,
     revisions: HashMap<Counter, i64>,
+    /// Episodic rows by id, tombstones included.
+    episodic: BTreeMap<i64, Episode>,
+    /// The last id handed out (ids are never reused).
+    last_episodic_id: i64,
+    sessions: BTreeMap<String, Session>,
+    /// Messages by `(session key, seq)`.
+    transcripts: BTreeMap<(String, i64), TranscriptRow>,
+    /// Ledger rows by `(source, path, item hash)`.
+    ledger: BTreeMap<(String, String, String), Recorded>,
+    settings: BTreeMap<String, String>,
+}
+
+/// An episodic row and its vector blob (`row.has_vector` says whether there is one).
+#[derive(Debug, Clone)]
+struct Episode {
+    row: EpisodicRow,
+    embedding: Option<Vec<u8>>,
+}
+
+impl Episode {
+    fn active(&self) -> bool {
+        !self.row.is_deleted
+    }
+
+    /// The vector blob, when the row has one in `space`.
+    fn vector_in(&self, space: &str) -> Option<&[u8]> {
+        (self.row.embedding_space.as_deref() == Some(space)).then_some(self.embedding.as_deref()).flatten()
+    }
+
+    /// Whether the row lacks a vector in `space` (SQLite's
+    /// `embedding_space IS NOT ?1 OR embedding IS NULL`).
+    fn missing_in(&self, space: Option<&str>) -> bool {
+        self.row.embedding_space.as_deref() != space || self.embedding.is_none()
+    }
+}
+
+/// The consolidation state of a session (the message count is derived).
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    next_seq: i64,
+    history_marker: i64,
+    preferences_marker: i64,
+    last_activity: i64,
+    claim_owner: Option<i64>,
+    claim_until: Option<i64>,
+}
+
+/// What the ledger keeps of a recorded item besides its key.
+#[derive(Debug, Clone)]
+struct Recorded {
+    landed_as: String,
+    outcome: String,
+    #[allow(dead_code, reason = "stored as every backend stores it; no query reads it back")]
+    target: Option<String>,
+    #[allow(dead_code, reason = "stored as every backend stores it; no query reads it back")]
+    recorded_at: i64,
+}
+
+/// A row refused because its key is already stored (a primary key violation).
+#[derive(Debug, thiserror::Error)]
+#[error("{table} already holds a row with this key")]
+struct DuplicateKey {
+    table: &'static str,
+}
+
+fn duplicate(operation: &'static str, table: &'static str) -> MemoryError {
+    MemoryError::Storage { operation, source: StorageError::new(StorageErrorKind::Constraint, DuplicateKey { table }) }
 }
 
 /// A store held in memory, gone with the process.
@@ -222,8 +290,354 @@ impl Revisions for MemoryTx<'_> {
         Ok(self.state.revisions.get(&counter).copied().unwrap_or(0))
     }
 
-    fn bump_revision(&mut self, counter: Counter) -> Result<()> {
-        *self.state.revisions.entry(counter).or_insert(0) += 1;
+    fn bump_revision(&mut self, counter: Counter) -> Result<i64> {
+        let value = self.state.revisions.entry(counter).or_insert(0);
+        *value += 1;
+        Ok(*value)
+    }
+}
+
+impl MemoryTx<'_> {
+    fn active_episodes(&self) -> impl Iterator<Item = &Episode> {
+        self.state.episodic.values().filter(|episode| episode.active())
+    }
+
+    /// The active rows among `only` (in its order), or every active row by id.
+    fn chosen_episodes<'a>(&'a self, only: Option<&'a [i64]>) -> Box<dyn Iterator<Item = &'a Episode> + 'a> {
+        match only {
+            None => Box::new(self.active_episodes()),
+            Some(ids) => {
+                Box::new(ids.iter().filter_map(|id| self.state.episodic.get(id)).filter(|episode| episode.active()))
+            }
+        }
+    }
+
+    fn bump_text_revision(&mut self) {
+        *self.state.revisions.entry(Counter::EpisodicText).or_insert(0) += 1;
+    }
+}
+
+impl EpisodicRows for MemoryTx<'_> {
+    fn insert_episodic(&mut self, row: &NewEpisodicRow<'_>) -> Result<i64> {
+        self.state.last_episodic_id += 1;
+        let id = self.state.last_episodic_id;
+        let (embedding, space) = match row.vector {
+            Some((blob, space)) => (Some(blob.to_vec()), Some(space.to_owned())),
+            None => (None, None),
+        };
+        self.state.episodic.insert(
+            id,
+            Episode {
+                row: EpisodicRow {
+                    id,
+                    text: row.text.to_owned(),
+                    tags_json: row.tags_json.to_owned(),
+                    importance: row.importance,
+                    created_at: row.created_at,
+                    last_accessed: None,
+                    source_ref: row.source_ref.map(str::to_owned),
+                    source: row.source.to_owned(),
+                    embedding_space: space,
+                    has_vector: embedding.is_some(),
+                    is_deleted: false,
+                },
+                embedding,
+            },
+        );
+        self.bump_text_revision();
+        Ok(id)
+    }
+
+    fn tombstone_episodic(&mut self, id: i64) -> Result<Option<String>> {
+        let text = match self.state.episodic.get_mut(&id) {
+            Some(episode) if episode.active() => {
+                episode.row.is_deleted = true;
+                episode.row.text.clone()
+            }
+            _ => return Ok(None),
+        };
+        self.bump_text_revision();
+        Ok(Some(text))
+    }
+
+    fn episodic_with_text(&mut self, text: &str) -> Result<Option<i64>> {
+        Ok(self.active_episodes().find(|episode| episode.row.text == text).map(|episode| episode.row.id))
+    }
+
+    fn episodic_is_active(&mut self, id: i64) -> Result<bool> {
+        Ok(self.state.episodic.get(&id).is_some_and(Episode::active))
+    }
+
+    fn episodic_eviction_order(&mut self, limit: usize) -> Result<Vec<i64>> {
+        let mut rows: Vec<&EpisodicRow> = self.active_episodes().map(|episode| &episode.row).collect();
+        rows.sort_by(|a, b| {
+            a.importance.total_cmp(&b.importance).then(a.created_at.cmp(&b.created_at)).then(a.id.cmp(&b.id))
+        });
+        Ok(rows.into_iter().take(limit).map(|row| row.id).collect())
+    }
+
+    fn episodic_row(&mut self, id: i64, vector_space: Option<&str>) -> Result<Option<(EpisodicRow, Option<Vec<u8>>)>> {
+        Ok(self.state.episodic.get(&id).map(|episode| {
+            let blob = vector_space.and_then(|space| episode.vector_in(space)).map(<[u8]>::to_vec);
+            (episode.row.clone(), blob)
+        }))
+    }
+
+    fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>> {
+        let mut rows: Vec<&EpisodicRow> = self.active_episodes().map(|episode| &episode.row).collect();
+        rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        Ok(rows.into_iter().skip(offset).take(limit).cloned().collect())
+    }
+
+    fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>> {
+        Ok(self
+            .chosen_episodes(only)
+            .filter_map(|episode| episode.vector_in(space).map(|blob| (episode.row.id, blob.to_vec())))
+            .collect())
+    }
+
+    fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>> {
+        Ok(self
+            .active_episodes()
+            .filter(|episode| episode.vector_in(space).is_some())
+            .map(|episode| episode.row.id)
+            .collect())
+    }
+
+    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+        Ok(self
+            .chosen_episodes(only)
+            .map(|episode| (episode.row.id, episode.row.text.clone(), episode.row.tags_json.clone()))
+            .collect())
+    }
+
+    fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
+        Ok(self.active_episodes().map(|episode| episode.row.id).collect())
+    }
+
+    fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
+        let mut counts = EpisodicCounts::default();
+        for episode in self.state.episodic.values() {
+            if !episode.active() {
+                counts.deleted += 1;
+                continue;
+            }
+            counts.live += 1;
+            if space.is_some_and(|space| episode.vector_in(space).is_some()) {
+                counts.with_vectors += 1;
+            }
+        }
+        Ok(counts)
+    }
+
+    fn episodic_missing_vectors(
+        &mut self,
+        space: Option<&str>,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>> {
+        Ok(self
+            .state
+            .episodic
+            .range(after_id.saturating_add(1)..)
+            .map(|(_, episode)| episode)
+            .filter(|episode| episode.active() && episode.missing_in(space))
+            .take(limit)
+            .map(|episode| (episode.row.id, episode.row.text.clone()))
+            .collect())
+    }
+
+    fn episodic_missing_count(&mut self, space: Option<&str>) -> Result<i64> {
+        Ok(self.active_episodes().filter(|episode| episode.missing_in(space)).count() as i64)
+    }
+
+    fn set_episodic_vector(&mut self, id: i64, text: &str, blob: &[u8], space: &str) -> Result<bool> {
+        match self.state.episodic.get_mut(&id) {
+            Some(episode) if episode.active() && episode.row.text == text => {
+                episode.embedding = Some(blob.to_vec());
+                episode.row.has_vector = true;
+                episode.row.embedding_space = Some(space.to_owned());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
+        for id in ids {
+            if let Some(episode) = self.state.episodic.get_mut(id) {
+                episode.row.last_accessed = Some(at);
+            }
+        }
+        Ok(())
+    }
+
+    fn episodic_quoting(&mut self, needle: &str, _words: &[String]) -> Result<Vec<(i64, String)>> {
+        Ok(self
+            .active_episodes()
+            .filter(|episode| episode.row.text.to_lowercase().contains(needle))
+            .map(|episode| (episode.row.id, episode.row.text.clone()))
+            .collect())
+    }
+
+    fn episodic_keyword_hits(&mut self, _fts_query: &str, _k: usize) -> Result<Option<Vec<(i64, f64)>>> {
+        Ok(None)
+    }
+}
+
+/// The keys of the messages of `session_key` with `from <= seq < to`.
+fn transcript_range(session_key: &str, from: i64, to: i64) -> std::ops::Range<(String, i64)> {
+    // A range whose end lies before its start is empty (`BTreeMap::range` would panic).
+    (session_key.to_owned(), from)..(session_key.to_owned(), to.max(from))
+}
+
+impl TranscriptRows for MemoryTx<'_> {
+    fn session(&mut self, session_key: &str) -> Result<Option<SessionRow>> {
+        let Some(session) = self.state.sessions.get(session_key).copied() else { return Ok(None) };
+        Ok(Some(SessionRow {
+            next_seq: session.next_seq,
+            history_marker: session.history_marker,
+            preferences_marker: session.preferences_marker,
+            last_activity: session.last_activity,
+            claim_owner: session.claim_owner,
+            claim_until: session.claim_until,
+            stored: self
+                .state
+                .transcripts
+                .range((session_key.to_owned(), i64::MIN)..=(session_key.to_owned(), i64::MAX))
+                .count() as i64,
+        }))
+    }
+
+    fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()> {
+        self.state.sessions.entry(session_key.to_owned()).or_insert(Session {
+            next_seq: 0,
+            history_marker: 0,
+            preferences_marker: 0,
+            last_activity: at,
+            claim_owner: None,
+            claim_until: None,
+        });
+        Ok(())
+    }
+
+    fn insert_transcript(&mut self, session_key: &str, row: &TranscriptRow) -> Result<()> {
+        let key = (session_key.to_owned(), row.seq);
+        if self.state.transcripts.contains_key(&key) {
+            return Err(duplicate("appending to a session transcript", "session_transcripts"));
+        }
+        self.state.transcripts.insert(key, row.clone());
+        Ok(())
+    }
+
+    fn advance_session(&mut self, session_key: &str, next_seq: i64, at: i64) -> Result<()> {
+        if let Some(session) = self.state.sessions.get_mut(session_key) {
+            session.next_seq = next_seq;
+            session.last_activity = session.last_activity.max(at);
+        }
+        Ok(())
+    }
+
+    fn transcript_rows(&mut self, session_key: &str, from: i64, to: i64) -> Result<Vec<TranscriptRow>> {
+        Ok(self.state.transcripts.range(transcript_range(session_key, from, to)).map(|(_, row)| row.clone()).collect())
+    }
+
+    fn delete_transcript_below(&mut self, session_key: &str, seq: i64) -> Result<usize> {
+        let doomed: Vec<(String, i64)> = self
+            .state
+            .transcripts
+            .range(transcript_range(session_key, i64::MIN, seq))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &doomed {
+            self.state.transcripts.remove(key);
+        }
+        Ok(doomed.len())
+    }
+
+    fn idle_sessions(&mut self, before: i64) -> Result<Vec<String>> {
+        let mut idle: Vec<(&String, i64)> = self
+            .state
+            .sessions
+            .iter()
+            .filter(|(_, session)| session.history_marker < session.next_seq && session.last_activity < before)
+            .map(|(key, session)| (key, session.last_activity))
+            .collect();
+        idle.sort_by_key(|(_, last_activity)| *last_activity);
+        Ok(idle.into_iter().map(|(key, _)| key.clone()).collect())
+    }
+
+    fn set_claim(&mut self, session_key: &str, claim: Option<(i64, i64)>) -> Result<()> {
+        if let Some(session) = self.state.sessions.get_mut(session_key) {
+            session.claim_owner = claim.map(|(owner, _)| owner);
+            session.claim_until = claim.map(|(_, until)| until);
+        }
+        Ok(())
+    }
+
+    fn release_claim(&mut self, session_key: &str, owner: i64) -> Result<()> {
+        if let Some(session) = self.state.sessions.get_mut(session_key)
+            && session.claim_owner == Some(owner)
+        {
+            session.claim_owner = None;
+            session.claim_until = None;
+        }
+        Ok(())
+    }
+
+    fn move_marker(&mut self, session_key: &str, marker: MarkerColumn, from: i64, to: i64) -> Result<bool> {
+        let Some(session) = self.state.sessions.get_mut(session_key) else { return Ok(false) };
+        let column = match marker {
+            MarkerColumn::History => &mut session.history_marker,
+            MarkerColumn::Preferences => &mut session.preferences_marker,
+        };
+        if *column != from {
+            return Ok(false);
+        }
+        *column = to;
+        Ok(true)
+    }
+}
+
+impl LedgerRows for MemoryTx<'_> {
+    fn ledger_items(&mut self, source: &str) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .state
+            .ledger
+            .keys()
+            .filter(|(item_source, _, _)| item_source == source)
+            .map(|(_, path, item_hash)| (path.clone(), item_hash.clone()))
+            .collect())
+    }
+
+    fn ledger_lessons_written(&mut self) -> Result<i64> {
+        Ok(self
+            .state
+            .ledger
+            .values()
+            .filter(|recorded| recorded.landed_as == "lesson" && recorded.outcome == "written")
+            .count() as i64)
+    }
+
+    fn record_ledger(&mut self, entry: &LedgerEntry<'_>) -> Result<()> {
+        self.state
+            .ledger
+            .entry((entry.source.to_owned(), entry.path.to_owned(), entry.item_hash.to_owned()))
+            .or_insert_with(|| Recorded {
+                landed_as: entry.landed_as.to_owned(),
+                outcome: entry.outcome.to_owned(),
+                target: entry.target.map(str::to_owned),
+                recorded_at: entry.recorded_at,
+            });
+        Ok(())
+    }
+
+    fn setting(&mut self, name: &str) -> Result<Option<String>> {
+        Ok(self.state.settings.get(name).cloned())
+    }
+
+    fn set_setting(&mut self, name: &str, value: &str) -> Result<()> {
+        self.state.settings.insert(name.to_owned(), value.to_owned());
         Ok(())
     }
 }

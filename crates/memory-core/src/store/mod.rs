@@ -16,8 +16,10 @@
 //! ([`postgres`], tested against a real server).
 
 #[cfg(test)]
-pub(crate) mod memory;
+mod db_tests;
 #[cfg(test)]
+pub(crate) mod memory;
+#[cfg(any(test, feature = "postgres"))]
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 #[cfg(test)]
@@ -148,12 +150,25 @@ pub(crate) trait AuditLog {
 pub(crate) enum Counter {
     /// The semantic table (search snapshots).
     Semantic,
+    /// The active episodic rows and their vectors (vector indexes). Bumped
+    /// explicitly by the code above the seam.
+    Episodic,
+    /// The text of the active episodic rows (keyword indexes). The backend
+    /// bumps it itself whenever a row becomes active or inactive
+    /// ([`EpisodicRows::insert_episodic`], [`EpisodicRows::tombstone_episodic`]).
+    EpisodicText,
+    /// Not a counter: the store's random identity, set when it was created
+    /// and never bumped (it ties index snapshots to their store).
+    StoreId,
 }
 
 impl Counter {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Counter::Semantic => "semantic_revision",
+            Counter::Episodic => "episodic_revision",
+            Counter::EpisodicText => "episodic_text_revision",
+            Counter::StoreId => "store_id",
         }
     }
 }
@@ -162,14 +177,187 @@ impl Counter {
 pub(crate) trait Revisions {
     /// The counter's value (0 before its first bump).
     fn revision(&mut self, counter: Counter) -> Result<i64>;
-    /// Adds one to the counter.
-    fn bump_revision(&mut self, counter: Counter) -> Result<()>;
+    /// Adds one to the counter and answers its new value.
+    fn bump_revision(&mut self, counter: Counter) -> Result<i64>;
+}
+
+/// A new episodic row, checked and screened above the seam.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewEpisodicRow<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) tags_json: &'a str,
+    pub(crate) importance: f64,
+    pub(crate) source: &'a str,
+    pub(crate) created_at: i64,
+    pub(crate) source_ref: Option<&'a str>,
+    /// The stored vector blob ([`vector_blob`]) and its space.
+    pub(crate) vector: Option<(&'a [u8], &'a str)>,
+}
+
+/// An episodic row as stored (without its vector).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EpisodicRow {
+    pub(crate) id: i64,
+    pub(crate) text: String,
+    pub(crate) tags_json: String,
+    pub(crate) importance: f64,
+    pub(crate) created_at: i64,
+    pub(crate) last_accessed: Option<i64>,
+    pub(crate) source_ref: Option<String>,
+    pub(crate) source: String,
+    pub(crate) embedding_space: Option<String>,
+    pub(crate) has_vector: bool,
+    pub(crate) is_deleted: bool,
+}
+
+/// Counts of the episodic table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct EpisodicCounts {
+    pub(crate) live: i64,
+    pub(crate) deleted: i64,
+    /// Active rows with a vector in the asked space.
+    pub(crate) with_vectors: i64,
+}
+
+/// The rows of episodic memory. Ids are assigned by the backend, grow, and
+/// are never reused; a tombstoned row stays (`is_deleted`).
+pub(crate) trait EpisodicRows {
+    /// Inserts an active row and answers its id (bumps [`Counter::EpisodicText`]).
+    fn insert_episodic(&mut self, row: &NewEpisodicRow<'_>) -> Result<i64>;
+    /// Tombstones `id` if it is active and answers its text (bumps
+    /// [`Counter::EpisodicText`] when it was active); `None` otherwise.
+    fn tombstone_episodic(&mut self, id: i64) -> Result<Option<String>>;
+    /// The lowest id among active rows with exactly `text`.
+    fn episodic_with_text(&mut self, text: &str) -> Result<Option<i64>>;
+    /// Whether `id` is an active row.
+    fn episodic_is_active(&mut self, id: i64) -> Result<bool>;
+    /// `limit` active rows in eviction order: lowest importance, then oldest, then lowest id.
+    fn episodic_eviction_order(&mut self, limit: usize) -> Result<Vec<i64>>;
+    /// Row `id`, active or tombstoned, and its vector blob when `vector_space`
+    /// is given and the row's vector is in it.
+    fn episodic_row(&mut self, id: i64, vector_space: Option<&str>) -> Result<Option<(EpisodicRow, Option<Vec<u8>>)>>;
+    /// Active rows, newest (`created_at`, then id) first, `limit` from `offset`.
+    fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>>;
+    /// Active rows' `(id, vector blob)` in `space` (all, or those among `only`).
+    fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>>;
+    /// Ids of the active rows with a vector in `space`.
+    fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>>;
+    /// Active rows' `(id, text, tags JSON)` (all, or those among `only`).
+    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>>;
+    /// Ids of every active row.
+    fn episodic_active_ids(&mut self) -> Result<Vec<i64>>;
+    /// Counts; `with_vectors` in `space` (0 for `None`).
+    fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts>;
+    /// Active rows after `after_id` with no vector in `space` (all without a
+    /// vector for `None`), by id, at most `limit`: `(id, text)`.
+    fn episodic_missing_vectors(
+        &mut self,
+        space: Option<&str>,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>>;
+    /// How many active rows have no vector in `space` (no vector at all for `None`).
+    fn episodic_missing_count(&mut self, space: Option<&str>) -> Result<i64>;
+    /// Stores a vector on `id` if it is active and its text is still `text`; whether it did.
+    fn set_episodic_vector(&mut self, id: i64, text: &str, blob: &[u8], space: &str) -> Result<bool>;
+    /// Records `last_accessed` on `ids`.
+    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()>;
+    /// Active rows that may contain the lower-case phrase `needle` (of the
+    /// alphanumeric `words`): a superset the caller confirms on the text.
+    fn episodic_quoting(&mut self, needle: &str, words: &[String]) -> Result<Vec<(i64, String)>>;
+    /// The backend's own keyword search (SQLite's FTS5): top `k` of a
+    /// sanitised query, `(id, score)` with higher better. `None` when the
+    /// backend has none; the in-memory keyword index is then always built inline.
+    fn episodic_keyword_hits(&mut self, fts_query: &str, k: usize) -> Result<Option<Vec<(i64, f64)>>>;
+}
+
+/// The consolidation state of one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SessionRow {
+    pub(crate) next_seq: i64,
+    pub(crate) history_marker: i64,
+    pub(crate) preferences_marker: i64,
+    pub(crate) last_activity: i64,
+    pub(crate) claim_owner: Option<i64>,
+    pub(crate) claim_until: Option<i64>,
+    /// Messages stored for the session.
+    pub(crate) stored: i64,
+}
+
+/// One stored transcript message.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TranscriptRow {
+    pub(crate) seq: i64,
+    pub(crate) created_at: i64,
+    pub(crate) role: String,
+    pub(crate) content: String,
+    pub(crate) tool_calls_json: Option<String>,
+}
+
+/// A consolidation marker of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MarkerColumn {
+    History,
+    Preferences,
+}
+
+/// Session transcripts and their consolidation markers.
+pub(crate) trait TranscriptRows {
+    /// The state of `session_key`.
+    fn session(&mut self, session_key: &str) -> Result<Option<SessionRow>>;
+    /// Creates the session's state row (last activity `at`) unless it exists.
+    fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()>;
+    /// Stores one message.
+    fn insert_transcript(&mut self, session_key: &str, row: &TranscriptRow) -> Result<()>;
+    /// Sets `next_seq` and raises `last_activity` to at least `at`.
+    fn advance_session(&mut self, session_key: &str, next_seq: i64, at: i64) -> Result<()>;
+    /// Messages with `from <= seq < to`, by seq.
+    fn transcript_rows(&mut self, session_key: &str, from: i64, to: i64) -> Result<Vec<TranscriptRow>>;
+    /// Deletes the messages below `seq`; answers how many.
+    fn delete_transcript_below(&mut self, session_key: &str, seq: i64) -> Result<usize>;
+    /// Sessions with unconsolidated history, idle since before `before`, least recently active first.
+    fn idle_sessions(&mut self, before: i64) -> Result<Vec<String>>;
+    /// Sets (or, with `None`, clears) the consolidation claim.
+    fn set_claim(&mut self, session_key: &str, claim: Option<(i64, i64)>) -> Result<()>;
+    /// Clears the claim if `owner` holds it.
+    fn release_claim(&mut self, session_key: &str, owner: i64) -> Result<()>;
+    /// Moves a marker from `from` to `to`; false when it was not at `from`.
+    fn move_marker(&mut self, session_key: &str, marker: MarkerColumn, from: i64, to: i64) -> Result<bool>;
+}
+
+/// One decided item of a foreign import.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LedgerEntry<'a> {
+    pub(crate) source: &'a str,
+    pub(crate) path: &'a str,
+    pub(crate) item_hash: &'a str,
+    pub(crate) landed_as: &'a str,
+    pub(crate) outcome: &'a str,
+    pub(crate) target: Option<&'a str>,
+    pub(crate) recorded_at: i64,
+}
+
+/// The import provenance ledger and the store's named settings.
+pub(crate) trait LedgerRows {
+    /// `(path, item hash)` of every item recorded for `source`.
+    fn ledger_items(&mut self, source: &str) -> Result<Vec<(String, String)>>;
+    /// How many lessons imports have written.
+    fn ledger_lessons_written(&mut self) -> Result<i64>;
+    /// Records an item; one already recorded is kept as it is.
+    fn record_ledger(&mut self, entry: &LedgerEntry<'_>) -> Result<()>;
+    /// A named setting.
+    fn setting(&mut self, name: &str) -> Result<Option<String>>;
+    /// Sets a named setting.
+    fn set_setting(&mut self, name: &str, value: &str) -> Result<()>;
 }
 
 /// Everything a transaction of a backend offers.
-pub(crate) trait StoreTx: SemanticRows + AuditLog + Revisions {}
+pub(crate) trait StoreTx:
+    SemanticRows + AuditLog + Revisions + EpisodicRows + TranscriptRows + LedgerRows
+{
+}
 
-impl<T: SemanticRows + AuditLog + Revisions> StoreTx for T {}
+impl<T: SemanticRows + AuditLog + Revisions + EpisodicRows + TranscriptRows + LedgerRows> StoreTx for T {}
 
 /// A store behind the seam: runs a closure in one transaction. A write
 /// transaction is atomic (an error leaves the store as it was) and

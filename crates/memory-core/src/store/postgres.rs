@@ -11,14 +11,21 @@
 //! gateways' caches.
 //!
 //! Keys use the `"C"` collation, so listing order is byte order, as in SQLite.
+//!
+//! There is no full-text index: [`EpisodicRows::episodic_keyword_hits`]
+//! answers `None` and the in-memory keyword index serves every keyword
+//! search; the text revision SQLite's triggers bump is bumped here by the
+//! two writes that change the set of active texts.
 
 use parking_lot::Mutex;
 use postgres::error::SqlState;
+use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls};
 
 use super::{
-    AuditLog, Backend, Counter, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows,
-    SemanticUpsert, StoreTx, StoredEvent, blob_vector, vector_blob,
+    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
+    SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
@@ -65,7 +72,80 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO meta (name, value) VALUES ('semantic_revision', 0);
     "#,
+    // 2: episodic rows, settings, session transcripts with their consolidation
+    // markers, the import provenance ledger, the episodic revision counters
+    // and a random identity for the store.
+    r#"
+    CREATE TABLE episodic_memories (
+        id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        text            TEXT NOT NULL,
+        tags            TEXT NOT NULL DEFAULT '[]',
+        importance      DOUBLE PRECISION NOT NULL DEFAULT 0.5,
+        source          TEXT NOT NULL DEFAULT '',
+        session_key     TEXT,
+        created_at      BIGINT NOT NULL,
+        last_accessed   BIGINT,
+        is_deleted      BOOLEAN NOT NULL DEFAULT FALSE,
+        embedding       BYTEA,
+        embedding_space TEXT,
+        source_ref      TEXT
+    );
+    -- Eviction order of the active rows.
+    CREATE INDEX episodic_live ON episodic_memories (importance, created_at, id) WHERE NOT is_deleted;
+    -- Exact-text dedup. A hash index: a B-tree entry is limited to about
+    -- 2.7 kB, less than a row's text may take.
+    CREATE INDEX episodic_live_text ON episodic_memories USING hash (text) WHERE NOT is_deleted;
+    CREATE INDEX episodic_space ON episodic_memories (embedding_space) WHERE NOT is_deleted;
+
+    CREATE TABLE settings (
+        name  TEXT COLLATE "C" PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+
+    CREATE TABLE session_state (
+        session_key        TEXT COLLATE "C" PRIMARY KEY,
+        next_seq           BIGINT NOT NULL DEFAULT 0,
+        history_marker     BIGINT NOT NULL DEFAULT 0,
+        preferences_marker BIGINT NOT NULL DEFAULT 0,
+        last_activity      BIGINT NOT NULL,
+        claim_owner        BIGINT,
+        claim_until        BIGINT
+    );
+    CREATE INDEX session_state_pending ON session_state (last_activity, session_key)
+        WHERE history_marker < next_seq;
+    CREATE TABLE session_transcripts (
+        session_key TEXT COLLATE "C" NOT NULL,
+        seq         BIGINT NOT NULL,
+        role        TEXT NOT NULL,
+        content     TEXT NOT NULL,
+        tool_calls  TEXT,
+        created_at  BIGINT NOT NULL,
+        PRIMARY KEY (session_key, seq)
+    );
+
+    CREATE TABLE import_provenance (
+        source      TEXT COLLATE "C" NOT NULL,
+        path        TEXT COLLATE "C" NOT NULL,
+        item_hash   TEXT COLLATE "C" NOT NULL,
+        landed_as   TEXT NOT NULL,
+        outcome     TEXT NOT NULL,
+        target      TEXT,
+        recorded_at BIGINT NOT NULL,
+        PRIMARY KEY (source, path, item_hash)
+    );
+
+    INSERT INTO meta (name, value) VALUES
+        ('episodic_revision', 0),
+        ('episodic_text_revision', 0),
+        ('store_id', 1 + floor(random() * 9.2e18)::bigint);
+    "#,
 ];
+
+/// The schema a gateway's store lives in.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) const DEFAULT_SCHEMA: &str = "cairn";
+/// The schema version this build writes.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 fn storage(operation: &'static str) -> impl FnOnce(postgres::Error) -> MemoryError {
     move |error| {
@@ -91,11 +171,27 @@ fn storage(operation: &'static str) -> impl FnOnce(postgres::Error) -> MemoryErr
     }
 }
 
+/// The candidates of [`EpisodicRows::episodic_quoting`] when the database's
+/// own `lower()` folds non-ASCII letters (its `LC_CTYPE` is a Unicode locale).
+const QUOTING_DEFAULT: &str = "SELECT id, text FROM episodic_memories
+     WHERE NOT is_deleted AND strpos(lower(text), $1) > 0 ORDER BY id";
+/// The same through ICU's root locale, when the database's `lower()` folds ASCII only.
+const QUOTING_ICU: &str = r#"SELECT id, text FROM episodic_memories
+     WHERE NOT is_deleted AND strpos(lower(text COLLATE "und-x-icu"), $1) > 0 ORDER BY id"#;
+/// Without a Unicode `lower()`: every text with a non-ASCII character is a
+/// candidate too, since only those can lower-case differently (the caller
+/// confirms each candidate on the text).
+const QUOTING_ASCII: &str = "SELECT id, text FROM episodic_memories
+     WHERE NOT is_deleted AND (strpos(lower(text), $1) > 0 OR octet_length(text) <> char_length(text))
+     ORDER BY id";
+
 /// A store in one PostgreSQL schema.
 pub(crate) struct PostgresBackend {
     url: String,
     schema: String,
     idle: Mutex<Vec<Client>>,
+    /// One of the `QUOTING_*` statements, chosen by what `lower()` folds here.
+    quoting: &'static str,
 }
 
 impl PostgresBackend {
@@ -107,9 +203,15 @@ impl PostgresBackend {
                 "PostgreSQL schema {schema:?} must be lower-case letters, digits and '_'"
             )));
         }
-        let backend = Self { url: url.to_owned(), schema: schema.to_owned(), idle: Mutex::new(Vec::new()) };
+        let mut backend = Self {
+            url: url.to_owned(),
+            schema: schema.to_owned(),
+            idle: Mutex::new(Vec::new()),
+            quoting: QUOTING_ASCII,
+        };
         let mut client = backend.connect()?;
         migrate(&mut client, schema)?;
+        backend.quoting = quoting_statement(&mut client)?;
         backend.idle.lock().push(client);
         Ok(backend)
     }
@@ -145,7 +247,7 @@ impl PostgresBackend {
                 // Statements after the lock see every earlier writer's commit (read committed).
                 transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(storage(operation))?;
             }
-            work(&mut PgTx { tx: &mut transaction })?;
+            work(&mut PgTx { tx: &mut transaction, quoting: self.quoting })?;
             transaction.commit().map_err(storage(operation))
         })();
         let mut idle = self.idle.lock();
@@ -163,6 +265,28 @@ impl Backend for PostgresBackend {
 
     fn read_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
         self.transaction(operation, false, work)
+    }
+}
+
+/// Picks the quoting statement: whether the database's `lower()` folds
+/// non-ASCII letters as Rust's `to_lowercase` does, and if not, whether
+/// ICU's root collation is there to do it.
+fn quoting_statement(client: &mut Client) -> Result<&'static str> {
+    const UPPER: &str = "ÀÖÜ ΣΑΣ";
+    const LOWER: &str = "àöü σας";
+    let folds: bool = client
+        .query_one("SELECT lower($1::text) = $2::text", &[&UPPER, &LOWER])
+        .map_err(storage("probing lower-case folding"))?
+        .get(0);
+    if folds {
+        return Ok(QUOTING_DEFAULT);
+    }
+    match client.query_one(r#"SELECT lower($1::text COLLATE "und-x-icu") = $2::text"#, &[&UPPER, &LOWER]) {
+        Ok(row) if row.get::<_, bool>(0) => Ok(QUOTING_ICU),
+        Ok(_) => Ok(QUOTING_ASCII),
+        // A server built without ICU has no such collation.
+        Err(error) if error.code() == Some(&SqlState::UNDEFINED_OBJECT) => Ok(QUOTING_ASCII),
+        Err(error) => Err(storage("probing lower-case folding")(error)),
     }
 }
 
@@ -197,6 +321,12 @@ fn migrate(client: &mut Client, schema: &str) -> Result<()> {
 /// The rows of one PostgreSQL transaction.
 struct PgTx<'t, 'c> {
     tx: &'t mut postgres::Transaction<'c>,
+    quoting: &'static str,
+}
+
+/// A row count or offset as a query parameter (`usize::MAX` means no bound).
+fn bound(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 const ROW_COLUMNS: &str =
@@ -231,8 +361,30 @@ impl PgTx<'_, '_> {
         Ok(())
     }
 
-    fn count(&mut self, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<i64> {
+    fn count(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<i64> {
         self.tx.query_one(sql, params).map(|row| row.get(0)).map_err(storage("counting rows"))
+    }
+
+    fn query(
+        &mut self,
+        operation: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>> {
+        self.tx.query(sql, params).map_err(storage(operation))
+    }
+
+    fn query_opt(
+        &mut self,
+        operation: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<postgres::Row>> {
+        self.tx.query_opt(sql, params).map_err(storage(operation))
+    }
+
+    fn execute(&mut self, operation: &'static str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        self.tx.execute(sql, params).map_err(storage(operation))
     }
 }
 
@@ -357,7 +509,7 @@ impl SemanticRows for PgTx<'_, '_> {
                     "SELECT {ROW_COLUMNS} FROM semantic_memory
                      WHERE NOT is_deleted AND embedding_space IS DISTINCT FROM $1 ORDER BY key LIMIT $2"
                 ),
-                &[&space, &(limit as i64)],
+                &[&space, &bound(limit)],
             )
             .map_err(storage("finding entries without vectors"))?;
         Ok(rows.iter().map(semantic_row).collect())
@@ -413,7 +565,7 @@ impl AuditLog for PgTx<'_, '_> {
             .query(
                 "SELECT id, at, memory_type, action, key, old_value, new_value, source, confidence, detail
                  FROM memory_events ORDER BY id DESC LIMIT $1",
-                &[&(limit as i64)],
+                &[&bound(limit)],
             )
             .map_err(storage("reading the audit trail"))?;
         Ok(rows
@@ -447,14 +599,432 @@ impl Revisions for PgTx<'_, '_> {
         Ok(row.map_or(0, |row| row.get(0)))
     }
 
-    fn bump_revision(&mut self, counter: Counter) -> Result<()> {
+    fn bump_revision(&mut self, counter: Counter) -> Result<i64> {
         self.tx
-            .execute(
-                "WITH bumped AS (UPDATE meta SET value = value + 1 WHERE name = $1 RETURNING name)
-                 SELECT pg_notify('cairn_memory', name) FROM bumped",
+            .query_one(
+                "WITH bumped AS (
+                    INSERT INTO meta (name, value) VALUES ($1, 1)
+                    ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
+                    RETURNING name, value
+                 )
+                 SELECT value, pg_notify('cairn_memory', name) FROM bumped",
                 &[&counter.name()],
             )
-            .map_err(storage("bumping a revision"))?;
+            .map(|row| row.get(0))
+            .map_err(storage("bumping a revision"))
+    }
+}
+
+const EPISODIC_COLUMNS: &str = "id, text, tags, importance, created_at, last_accessed, source_ref, source, \
+                                embedding_space, embedding IS NOT NULL, is_deleted";
+
+fn episodic_row(row: &postgres::Row) -> EpisodicRow {
+    EpisodicRow {
+        id: row.get(0),
+        text: row.get(1),
+        tags_json: row.get(2),
+        importance: row.get(3),
+        created_at: row.get(4),
+        last_accessed: row.get(5),
+        source_ref: row.get(6),
+        source: row.get(7),
+        embedding_space: row.get(8),
+        has_vector: row.get(9),
+        is_deleted: row.get(10),
+    }
+}
+
+impl EpisodicRows for PgTx<'_, '_> {
+    fn insert_episodic(&mut self, row: &NewEpisodicRow<'_>) -> Result<i64> {
+        let (blob, space) = row.vector.unzip();
+        let id: i64 = self
+            .tx
+            .query_one(
+                "INSERT INTO episodic_memories
+                    (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref)
+                 VALUES ($1, $2, $3, $4, $5, FALSE, $6, $7, $8) RETURNING id",
+                &[
+                    &row.text,
+                    &row.tags_json,
+                    &row.importance,
+                    &row.source,
+                    &row.created_at,
+                    &blob,
+                    &space,
+                    &row.source_ref,
+                ],
+            )
+            .map_err(storage("writing an episodic row"))?
+            .get(0);
+        self.bump_revision(Counter::EpisodicText)?;
+        Ok(id)
+    }
+
+    fn tombstone_episodic(&mut self, id: i64) -> Result<Option<String>> {
+        let text: Option<String> = self
+            .query_opt(
+                "tombstoning an episodic row",
+                "UPDATE episodic_memories SET is_deleted = TRUE WHERE id = $1 AND NOT is_deleted RETURNING text",
+                &[&id],
+            )?
+            .map(|row| row.get(0));
+        if text.is_some() {
+            self.bump_revision(Counter::EpisodicText)?;
+        }
+        Ok(text)
+    }
+
+    fn episodic_with_text(&mut self, text: &str) -> Result<Option<i64>> {
+        Ok(self
+            .query_opt(
+                "checking for a duplicate",
+                "SELECT id FROM episodic_memories WHERE text = $1 AND NOT is_deleted ORDER BY id LIMIT 1",
+                &[&text],
+            )?
+            .map(|row| row.get(0)))
+    }
+
+    fn episodic_is_active(&mut self, id: i64) -> Result<bool> {
+        let deleted: Option<bool> = self
+            .query_opt(
+                "checking for a near duplicate",
+                "SELECT is_deleted FROM episodic_memories WHERE id = $1",
+                &[&id],
+            )?
+            .map(|row| row.get(0));
+        Ok(deleted == Some(false))
+    }
+
+    fn episodic_eviction_order(&mut self, limit: usize) -> Result<Vec<i64>> {
+        let rows = self.query(
+            "choosing rows to evict",
+            "SELECT id FROM episodic_memories WHERE NOT is_deleted
+             ORDER BY importance ASC, created_at ASC, id ASC LIMIT $1",
+            &[&bound(limit)],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn episodic_row(&mut self, id: i64, vector_space: Option<&str>) -> Result<Option<(EpisodicRow, Option<Vec<u8>>)>> {
+        let row = self.query_opt(
+            "reading an episodic row",
+            &format!(
+                "SELECT {EPISODIC_COLUMNS}, CASE WHEN embedding_space = $2 THEN embedding END
+                 FROM episodic_memories WHERE id = $1"
+            ),
+            &[&id, &vector_space],
+        )?;
+        Ok(row.map(|row| (episodic_row(&row), row.get(11))))
+    }
+
+    fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>> {
+        let rows = self.query(
+            "listing episodic rows",
+            &format!(
+                "SELECT {EPISODIC_COLUMNS} FROM episodic_memories WHERE NOT is_deleted
+                 ORDER BY created_at DESC, id DESC LIMIT $1 OFFSET $2"
+            ),
+            &[&bound(limit), &bound(offset)],
+        )?;
+        Ok(rows.iter().map(episodic_row).collect())
+    }
+
+    fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>> {
+        let operation = "loading episodic vectors";
+        let rows = match only {
+            None => self.query(
+                operation,
+                "SELECT id, embedding FROM episodic_memories
+                 WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL ORDER BY id",
+                &[&space],
+            )?,
+            // In the order asked, as one lookup per id would answer.
+            Some(ids) => self.query(
+                operation,
+                "SELECT m.id, m.embedding FROM unnest($2::BIGINT[]) WITH ORDINALITY AS o (id, n)
+                 JOIN episodic_memories m ON m.id = o.id
+                 WHERE NOT m.is_deleted AND m.embedding_space = $1 AND m.embedding IS NOT NULL ORDER BY o.n",
+                &[&space, &ids],
+            )?,
+        };
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>> {
+        let rows = self.query(
+            "listing episodic vector ids",
+            "SELECT id FROM episodic_memories
+             WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL ORDER BY id",
+            &[&space],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+        let operation = "loading episodic texts";
+        let rows = match only {
+            None => self.query(
+                operation,
+                "SELECT id, text, tags FROM episodic_memories WHERE NOT is_deleted ORDER BY id",
+                &[],
+            )?,
+            Some(ids) => self.query(
+                operation,
+                "SELECT m.id, m.text, m.tags FROM unnest($1::BIGINT[]) WITH ORDINALITY AS o (id, n)
+                 JOIN episodic_memories m ON m.id = o.id
+                 WHERE NOT m.is_deleted ORDER BY o.n",
+                &[&ids],
+            )?,
+        };
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect())
+    }
+
+    fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
+        let rows = self.query(
+            "listing active episodic rows",
+            "SELECT id FROM episodic_memories WHERE NOT is_deleted ORDER BY id",
+            &[],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
+        // `embedding_space = NULL` is never true: no vectors count without a space.
+        let row = self
+            .tx
+            .query_one(
+                "SELECT count(*) FILTER (WHERE NOT is_deleted), count(*) FILTER (WHERE is_deleted),
+                        count(*) FILTER (WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL)
+                 FROM episodic_memories",
+                &[&space],
+            )
+            .map_err(storage("counting episodic rows"))?;
+        Ok(EpisodicCounts { live: row.get(0), deleted: row.get(1), with_vectors: row.get(2) })
+    }
+
+    fn episodic_missing_vectors(
+        &mut self,
+        space: Option<&str>,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>> {
+        let rows = self.query(
+            "finding episodic rows without vectors",
+            "SELECT id, text FROM episodic_memories
+             WHERE NOT is_deleted AND id > $2 AND (embedding_space IS DISTINCT FROM $1 OR embedding IS NULL)
+             ORDER BY id LIMIT $3",
+            &[&space, &after_id, &bound(limit)],
+        )?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    fn episodic_missing_count(&mut self, space: Option<&str>) -> Result<i64> {
+        self.count(
+            "SELECT count(*) FROM episodic_memories
+             WHERE NOT is_deleted AND (embedding_space IS DISTINCT FROM $1 OR embedding IS NULL)",
+            &[&space],
+        )
+    }
+
+    fn set_episodic_vector(&mut self, id: i64, text: &str, blob: &[u8], space: &str) -> Result<bool> {
+        let changed = self.execute(
+            "storing backfilled vectors",
+            "UPDATE episodic_memories SET embedding = $2, embedding_space = $3
+             WHERE id = $1 AND NOT is_deleted AND text = $4",
+            &[&id, &blob, &space, &text],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            "recording last_accessed",
+            "UPDATE episodic_memories SET last_accessed = $2 WHERE id = ANY($1)",
+            &[&ids, &at],
+        )?;
+        Ok(())
+    }
+
+    fn episodic_quoting(&mut self, needle: &str, _words: &[String]) -> Result<Vec<(i64, String)>> {
+        let rows = self.query("finding stale episodic rows", self.quoting, &[&needle])?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    fn episodic_keyword_hits(&mut self, _fts_query: &str, _k: usize) -> Result<Option<Vec<(i64, f64)>>> {
+        Ok(None)
+    }
+}
+
+impl TranscriptRows for PgTx<'_, '_> {
+    fn session(&mut self, session_key: &str) -> Result<Option<SessionRow>> {
+        let row = self.query_opt(
+            "reading a session's transcript state",
+            "SELECT next_seq, history_marker, preferences_marker, last_activity, claim_owner, claim_until,
+                    (SELECT count(*) FROM session_transcripts t WHERE t.session_key = s.session_key)
+             FROM session_state s WHERE session_key = $1",
+            &[&session_key],
+        )?;
+        Ok(row.map(|row| SessionRow {
+            next_seq: row.get(0),
+            history_marker: row.get(1),
+            preferences_marker: row.get(2),
+            last_activity: row.get(3),
+            claim_owner: row.get(4),
+            claim_until: row.get(5),
+            stored: row.get(6),
+        }))
+    }
+
+    fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()> {
+        self.execute(
+            "creating a session's transcript state",
+            "INSERT INTO session_state (session_key, last_activity) VALUES ($1, $2)
+             ON CONFLICT (session_key) DO NOTHING",
+            &[&session_key, &at],
+        )?;
+        Ok(())
+    }
+
+    fn insert_transcript(&mut self, session_key: &str, row: &TranscriptRow) -> Result<()> {
+        self.execute(
+            "appending to a session transcript",
+            "INSERT INTO session_transcripts (session_key, seq, role, content, tool_calls, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&session_key, &row.seq, &row.role, &row.content, &row.tool_calls_json, &row.created_at],
+        )?;
+        Ok(())
+    }
+
+    fn advance_session(&mut self, session_key: &str, next_seq: i64, at: i64) -> Result<()> {
+        self.execute(
+            "appending to a session transcript",
+            "UPDATE session_state SET next_seq = $2, last_activity = greatest(last_activity, $3)
+             WHERE session_key = $1",
+            &[&session_key, &next_seq, &at],
+        )?;
+        Ok(())
+    }
+
+    fn transcript_rows(&mut self, session_key: &str, from: i64, to: i64) -> Result<Vec<TranscriptRow>> {
+        let rows = self.query(
+            "reading a session transcript",
+            "SELECT seq, created_at, role, content, tool_calls FROM session_transcripts
+             WHERE session_key = $1 AND seq >= $2 AND seq < $3 ORDER BY seq",
+            &[&session_key, &from, &to],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| TranscriptRow {
+                seq: row.get(0),
+                created_at: row.get(1),
+                role: row.get(2),
+                content: row.get(3),
+                tool_calls_json: row.get(4),
+            })
+            .collect())
+    }
+
+    fn delete_transcript_below(&mut self, session_key: &str, seq: i64) -> Result<usize> {
+        let removed = self.execute(
+            "pruning a session transcript",
+            "DELETE FROM session_transcripts WHERE session_key = $1 AND seq < $2",
+            &[&session_key, &seq],
+        )?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+
+    fn idle_sessions(&mut self, before: i64) -> Result<Vec<String>> {
+        // Ties in byte order of the key, as SQLite's index on (last_activity) of a key-ordered table gives.
+        let rows = self.query(
+            "listing idle sessions",
+            "SELECT session_key FROM session_state
+             WHERE history_marker < next_seq AND last_activity < $1 ORDER BY last_activity, session_key",
+            &[&before],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn set_claim(&mut self, session_key: &str, claim: Option<(i64, i64)>) -> Result<()> {
+        let (owner, until) = claim.unzip();
+        self.execute(
+            "claiming a session for consolidation",
+            "UPDATE session_state SET claim_owner = $2, claim_until = $3 WHERE session_key = $1",
+            &[&session_key, &owner, &until],
+        )?;
+        Ok(())
+    }
+
+    fn release_claim(&mut self, session_key: &str, owner: i64) -> Result<()> {
+        self.execute(
+            "releasing a consolidation claim",
+            "UPDATE session_state SET claim_owner = NULL, claim_until = NULL WHERE session_key = $1 AND claim_owner = $2",
+            &[&session_key, &owner],
+        )?;
+        Ok(())
+    }
+
+    fn move_marker(&mut self, session_key: &str, marker: MarkerColumn, from: i64, to: i64) -> Result<bool> {
+        let sql = match marker {
+            MarkerColumn::History => {
+                "UPDATE session_state SET history_marker = $3 WHERE session_key = $1 AND history_marker = $2"
+            }
+            MarkerColumn::Preferences => {
+                "UPDATE session_state SET preferences_marker = $3 WHERE session_key = $1 AND preferences_marker = $2"
+            }
+        };
+        Ok(self.execute("moving a consolidation marker", sql, &[&session_key, &from, &to])? == 1)
+    }
+}
+
+impl LedgerRows for PgTx<'_, '_> {
+    fn ledger_items(&mut self, source: &str) -> Result<Vec<(String, String)>> {
+        let rows = self.query(
+            "reading the import provenance ledger",
+            "SELECT path, item_hash FROM import_provenance WHERE source = $1 ORDER BY path, item_hash",
+            &[&source],
+        )?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    fn ledger_lessons_written(&mut self) -> Result<i64> {
+        self.count("SELECT count(*) FROM import_provenance WHERE landed_as = 'lesson' AND outcome = 'written'", &[])
+    }
+
+    fn record_ledger(&mut self, entry: &LedgerEntry<'_>) -> Result<()> {
+        self.execute(
+            "recording import provenance",
+            "INSERT INTO import_provenance (source, path, item_hash, landed_as, outcome, target, recorded_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (source, path, item_hash) DO NOTHING",
+            &[
+                &entry.source,
+                &entry.path,
+                &entry.item_hash,
+                &entry.landed_as,
+                &entry.outcome,
+                &entry.target,
+                &entry.recorded_at,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn setting(&mut self, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .query_opt("reading a setting", "SELECT value FROM settings WHERE name = $1", &[&name])?
+            .map(|row| row.get(0)))
+    }
+
+    fn set_setting(&mut self, name: &str, value: &str) -> Result<()> {
+        self.execute(
+            "recording a setting",
+            "INSERT INTO settings (name, value) VALUES ($1, $2)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            &[&name, &value],
+        )?;
         Ok(())
     }
 }

@@ -5,8 +5,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    AuditLog, Counter, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
-    StoredEvent, blob_vector, vector_blob,
+    AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
+    SessionRow, StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result};
 
@@ -293,11 +294,467 @@ impl Revisions for SqliteTx<'_> {
             .map(|value| value.unwrap_or(0))
     }
 
-    fn bump_revision(&mut self, counter: Counter) -> Result<()> {
+    fn bump_revision(&mut self, counter: Counter) -> Result<i64> {
         self.connection
-            .prepare_cached("UPDATE meta SET value = value + 1 WHERE name = ?1")
-            .and_then(|mut statement| statement.execute([counter.name()]))
-            .map_err(MemoryError::sqlite("bumping a revision"))?;
+            .prepare_cached("UPDATE meta SET value = value + 1 WHERE name = ?1 RETURNING value")
+            .and_then(|mut statement| statement.query_row([counter.name()], |row| row.get(0)))
+            .map_err(MemoryError::sqlite("bumping a revision"))
+    }
+}
+
+const EPISODIC_COLUMNS: &str = "id, text, tags, importance, created_at, last_accessed, source_ref, source, \
+                                embedding_space, embedding IS NOT NULL, is_deleted";
+
+fn episodic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EpisodicRow> {
+    Ok(EpisodicRow {
+        id: row.get(0)?,
+        text: row.get(1)?,
+        tags_json: row.get(2)?,
+        importance: row.get(3)?,
+        created_at: row.get(4)?,
+        last_accessed: row.get(5)?,
+        source_ref: row.get(6)?,
+        source: row.get(7)?,
+        embedding_space: row.get(8)?,
+        has_vector: row.get(9)?,
+        is_deleted: row.get::<_, i64>(10)? != 0,
+    })
+}
+
+impl SqliteTx<'_> {
+    fn collect<T>(
+        &self,
+        operation: &'static str,
+        sql: &str,
+        values: impl rusqlite::Params,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut statement = self.connection.prepare_cached(sql).map_err(MemoryError::sqlite(operation))?;
+        let rows = statement.query_map(values, map).map_err(MemoryError::sqlite(operation))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite(operation))
+    }
+
+    fn execute(&self, operation: &'static str, sql: &str, values: impl rusqlite::Params) -> Result<usize> {
+        self.connection
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.execute(values))
+            .map_err(MemoryError::sqlite(operation))
+    }
+}
+
+// The text revision moves with the keyword index, in the schema's triggers.
+impl EpisodicRows for SqliteTx<'_> {
+    fn insert_episodic(&mut self, row: &NewEpisodicRow<'_>) -> Result<i64> {
+        let (blob, space) = match row.vector {
+            Some((blob, space)) => (Some(blob), Some(space)),
+            None => (None, None),
+        };
+        self.execute(
+            "writing an episodic row",
+            "INSERT INTO episodic_memories
+                (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref)
+             VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?8)",
+            params![row.text, row.tags_json, row.importance, row.source, row.created_at, blob, space, row.source_ref],
+        )?;
+        Ok(self.connection.last_insert_rowid())
+    }
+
+    fn tombstone_episodic(&mut self, id: i64) -> Result<Option<String>> {
+        self.connection
+            .prepare_cached(
+                "UPDATE episodic_memories SET is_deleted = 1 WHERE id = ?1 AND is_deleted = 0 RETURNING text",
+            )
+            .and_then(|mut statement| statement.query_row([id], |row| row.get(0)).optional())
+            .map_err(MemoryError::sqlite("tombstoning an episodic row"))
+    }
+
+    fn episodic_with_text(&mut self, text: &str) -> Result<Option<i64>> {
+        self.connection
+            .prepare_cached("SELECT id FROM episodic_memories WHERE text = ?1 AND is_deleted = 0 ORDER BY id LIMIT 1")
+            .and_then(|mut statement| statement.query_row([text], |row| row.get(0)).optional())
+            .map_err(MemoryError::sqlite("checking for a duplicate"))
+    }
+
+    fn episodic_is_active(&mut self, id: i64) -> Result<bool> {
+        let deleted: Option<i64> = self
+            .connection
+            .prepare_cached("SELECT is_deleted FROM episodic_memories WHERE id = ?1")
+            .and_then(|mut statement| statement.query_row([id], |row| row.get(0)).optional())
+            .map_err(MemoryError::sqlite("checking for a near duplicate"))?;
+        Ok(deleted == Some(0))
+    }
+
+    fn episodic_eviction_order(&mut self, limit: usize) -> Result<Vec<i64>> {
+        self.collect(
+            "choosing rows to evict",
+            "SELECT id FROM episodic_memories WHERE is_deleted = 0
+             ORDER BY importance ASC, created_at ASC, id ASC LIMIT ?1",
+            [limit as i64],
+            |row| row.get(0),
+        )
+    }
+
+    fn episodic_row(&mut self, id: i64, vector_space: Option<&str>) -> Result<Option<(EpisodicRow, Option<Vec<u8>>)>> {
+        self.connection
+            .prepare_cached(&format!(
+                "SELECT {EPISODIC_COLUMNS}, CASE WHEN ?2 IS NOT NULL AND embedding_space IS ?2 THEN embedding END
+                 FROM episodic_memories WHERE id = ?1"
+            ))
+            .and_then(|mut statement| {
+                statement.query_row(params![id, vector_space], |row| Ok((episodic_row(row)?, row.get(11)?))).optional()
+            })
+            .map_err(MemoryError::sqlite("reading an episodic row"))
+    }
+
+    fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>> {
+        self.collect(
+            "listing episodic rows",
+            &format!(
+                "SELECT {EPISODIC_COLUMNS} FROM episodic_memories WHERE is_deleted = 0
+                 ORDER BY created_at DESC, id DESC LIMIT ?1 OFFSET ?2"
+            ),
+            params![limit as i64, offset as i64],
+            episodic_row,
+        )
+    }
+
+    fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>> {
+        let operation = "loading episodic vectors";
+        match only {
+            None => self.collect(
+                operation,
+                "SELECT id, embedding FROM episodic_memories
+                 WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+                [space],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            ),
+            Some(ids) => {
+                let mut statement = self
+                    .connection
+                    .prepare_cached(
+                        "SELECT id, embedding FROM episodic_memories
+                         WHERE id = ?1 AND is_deleted = 0 AND embedding_space = ?2 AND embedding IS NOT NULL",
+                    )
+                    .map_err(MemoryError::sqlite(operation))?;
+                let mut out = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let row: Option<(i64, Vec<u8>)> = statement
+                        .query_row(params![id, space], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .optional()
+                        .map_err(MemoryError::sqlite(operation))?;
+                    out.extend(row);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>> {
+        self.collect(
+            "listing episodic vector ids",
+            "SELECT id FROM episodic_memories WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+            [space],
+            |row| row.get(0),
+        )
+    }
+
+    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+        let operation = "loading episodic texts";
+        match only {
+            None => self.collect(
+                operation,
+                "SELECT id, text, tags FROM episodic_memories WHERE is_deleted = 0",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            ),
+            Some(ids) => {
+                let mut statement = self
+                    .connection
+                    .prepare_cached("SELECT id, text, tags FROM episodic_memories WHERE id = ?1 AND is_deleted = 0")
+                    .map_err(MemoryError::sqlite(operation))?;
+                let mut out = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let row = statement
+                        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                        .optional()
+                        .map_err(MemoryError::sqlite(operation))?;
+                    out.extend(row);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
+        self.collect(
+            "listing active episodic rows",
+            "SELECT id FROM episodic_memories WHERE is_deleted = 0",
+            [],
+            |row| row.get(0),
+        )
+    }
+
+    fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
+        let Some(space) = space else {
+            // Both counts run on the `episodic_live` index alone.
+            return Ok(EpisodicCounts {
+                live: self.count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0", [])?,
+                deleted: self.count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 1", [])?,
+                with_vectors: 0,
+            });
+        };
+        self.connection
+            .prepare_cached(
+                "SELECT count(CASE WHEN is_deleted = 0 THEN 1 END), count(CASE WHEN is_deleted = 1 THEN 1 END),
+                        count(CASE WHEN is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL THEN 1 END)
+                 FROM episodic_memories",
+            )
+            .and_then(|mut statement| {
+                statement.query_row([space], |row| {
+                    Ok(EpisodicCounts { live: row.get(0)?, deleted: row.get(1)?, with_vectors: row.get(2)? })
+                })
+            })
+            .map_err(MemoryError::sqlite("counting episodic rows"))
+    }
+
+    fn episodic_missing_vectors(
+        &mut self,
+        space: Option<&str>,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>> {
+        self.collect(
+            "finding episodic rows without vectors",
+            "SELECT id, text FROM episodic_memories
+             WHERE is_deleted = 0 AND id > ?2 AND (embedding_space IS NOT ?1 OR embedding IS NULL)
+             ORDER BY id LIMIT ?3",
+            params![space, after_id, limit as i64],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+    }
+
+    fn episodic_missing_count(&mut self, space: Option<&str>) -> Result<i64> {
+        self.count(
+            "SELECT count(*) FROM episodic_memories
+             WHERE is_deleted = 0 AND (embedding_space IS NOT ?1 OR embedding IS NULL)",
+            [space],
+        )
+    }
+
+    fn set_episodic_vector(&mut self, id: i64, text: &str, blob: &[u8], space: &str) -> Result<bool> {
+        let changed = self.execute(
+            "storing backfilled vectors",
+            "UPDATE episodic_memories SET embedding = ?2, embedding_space = ?3
+             WHERE id = ?1 AND is_deleted = 0 AND text = ?4",
+            params![id, blob, space, text],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
+        let mut statement = self
+            .connection
+            .prepare_cached("UPDATE episodic_memories SET last_accessed = ?2 WHERE id = ?1")
+            .map_err(MemoryError::sqlite("recording last_accessed"))?;
+        for id in ids {
+            statement.execute(params![id, at]).map_err(MemoryError::sqlite("recording last_accessed"))?;
+        }
+        Ok(())
+    }
+
+    fn episodic_quoting(&mut self, _needle: &str, words: &[String]) -> Result<Vec<(i64, String)>> {
+        // A phrase query on the keyword index; the caller confirms on the text.
+        let phrase = format!("\"{}\"", words.join(" "));
+        self.collect(
+            "finding stale episodic rows",
+            "SELECT m.id, m.text FROM episodic_fts f JOIN episodic_memories m ON m.id = f.rowid
+             WHERE episodic_fts MATCH ?1 AND m.is_deleted = 0",
+            [format!("text : {phrase}")],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+    }
+
+    fn episodic_keyword_hits(&mut self, fts_query: &str, k: usize) -> Result<Option<Vec<(i64, f64)>>> {
+        // The keyword index holds active rows only (schema migration 3).
+        self.collect(
+            "searching episodic keywords",
+            "SELECT rowid, bm25(episodic_fts) AS rank FROM episodic_fts
+             WHERE episodic_fts MATCH ?1 ORDER BY rank, rowid LIMIT ?2",
+            params![fts_query, k as i64],
+            |row| Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?)),
+        )
+        .map(Some)
+    }
+}
+
+impl TranscriptRows for SqliteTx<'_> {
+    fn session(&mut self, session_key: &str) -> Result<Option<SessionRow>> {
+        self.connection
+            .prepare_cached(
+                "SELECT next_seq, history_marker, preferences_marker, last_activity, claim_owner, claim_until,
+                        (SELECT count(*) FROM session_transcripts t WHERE t.session_key = s.session_key)
+                 FROM session_state s WHERE session_key = ?1",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_row([session_key], |row| {
+                        Ok(SessionRow {
+                            next_seq: row.get(0)?,
+                            history_marker: row.get(1)?,
+                            preferences_marker: row.get(2)?,
+                            last_activity: row.get(3)?,
+                            claim_owner: row.get(4)?,
+                            claim_until: row.get(5)?,
+                            stored: row.get(6)?,
+                        })
+                    })
+                    .optional()
+            })
+            .map_err(MemoryError::sqlite("reading a session's transcript state"))
+    }
+
+    fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()> {
+        self.execute(
+            "creating a session's transcript state",
+            "INSERT OR IGNORE INTO session_state (session_key, last_activity) VALUES (?1, ?2)",
+            params![session_key, at],
+        )?;
+        Ok(())
+    }
+
+    fn insert_transcript(&mut self, session_key: &str, row: &TranscriptRow) -> Result<()> {
+        self.execute(
+            "appending to a session transcript",
+            "INSERT INTO session_transcripts (session_key, seq, role, content, tool_calls, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![session_key, row.seq, row.role, row.content, row.tool_calls_json, row.created_at],
+        )?;
+        Ok(())
+    }
+
+    fn advance_session(&mut self, session_key: &str, next_seq: i64, at: i64) -> Result<()> {
+        self.execute(
+            "appending to a session transcript",
+            "UPDATE session_state SET next_seq = ?2, last_activity = max(last_activity, ?3) WHERE session_key = ?1",
+            params![session_key, next_seq, at],
+        )?;
+        Ok(())
+    }
+
+    fn transcript_rows(&mut self, session_key: &str, from: i64, to: i64) -> Result<Vec<TranscriptRow>> {
+        self.collect(
+            "reading a session transcript",
+            "SELECT seq, created_at, role, content, tool_calls FROM session_transcripts
+             WHERE session_key = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq",
+            params![session_key, from, to],
+            |row| {
+                Ok(TranscriptRow {
+                    seq: row.get(0)?,
+                    created_at: row.get(1)?,
+                    role: row.get(2)?,
+                    content: row.get(3)?,
+                    tool_calls_json: row.get(4)?,
+                })
+            },
+        )
+    }
+
+    fn delete_transcript_below(&mut self, session_key: &str, seq: i64) -> Result<usize> {
+        self.execute(
+            "pruning a session transcript",
+            "DELETE FROM session_transcripts WHERE session_key = ?1 AND seq < ?2",
+            params![session_key, seq],
+        )
+    }
+
+    fn idle_sessions(&mut self, before: i64) -> Result<Vec<String>> {
+        self.collect(
+            "listing idle sessions",
+            "SELECT session_key FROM session_state
+             WHERE history_marker < next_seq AND last_activity < ?1 ORDER BY last_activity",
+            [before],
+            |row| row.get(0),
+        )
+    }
+
+    fn set_claim(&mut self, session_key: &str, claim: Option<(i64, i64)>) -> Result<()> {
+        let (owner, until) = claim.unzip();
+        self.execute(
+            "claiming a session for consolidation",
+            "UPDATE session_state SET claim_owner = ?2, claim_until = ?3 WHERE session_key = ?1",
+            params![session_key, owner, until],
+        )?;
+        Ok(())
+    }
+
+    fn release_claim(&mut self, session_key: &str, owner: i64) -> Result<()> {
+        self.execute(
+            "releasing a consolidation claim",
+            "UPDATE session_state SET claim_owner = NULL, claim_until = NULL WHERE session_key = ?1 AND claim_owner = ?2",
+            params![session_key, owner],
+        )?;
+        Ok(())
+    }
+
+    fn move_marker(&mut self, session_key: &str, marker: MarkerColumn, from: i64, to: i64) -> Result<bool> {
+        let sql = match marker {
+            MarkerColumn::History => {
+                "UPDATE session_state SET history_marker = ?3 WHERE session_key = ?1 AND history_marker = ?2"
+            }
+            MarkerColumn::Preferences => {
+                "UPDATE session_state SET preferences_marker = ?3 WHERE session_key = ?1 AND preferences_marker = ?2"
+            }
+        };
+        Ok(self.execute("moving a consolidation marker", sql, params![session_key, from, to])? == 1)
+    }
+}
+
+impl LedgerRows for SqliteTx<'_> {
+    fn ledger_items(&mut self, source: &str) -> Result<Vec<(String, String)>> {
+        self.collect(
+            "reading the import provenance ledger",
+            "SELECT path, item_hash FROM import_provenance WHERE source = ?1",
+            [source],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+    }
+
+    fn ledger_lessons_written(&mut self) -> Result<i64> {
+        self.count("SELECT count(*) FROM import_provenance WHERE landed_as = 'lesson' AND outcome = 'written'", [])
+    }
+
+    fn record_ledger(&mut self, entry: &LedgerEntry<'_>) -> Result<()> {
+        self.execute(
+            "recording import provenance",
+            "INSERT OR IGNORE INTO import_provenance
+                (source, path, item_hash, landed_as, outcome, target, recorded_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                entry.source,
+                entry.path,
+                entry.item_hash,
+                entry.landed_as,
+                entry.outcome,
+                entry.target,
+                entry.recorded_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn setting(&mut self, name: &str) -> Result<Option<String>> {
+        self.connection
+            .prepare_cached("SELECT value FROM settings WHERE name = ?1")
+            .and_then(|mut statement| statement.query_row([name], |row| row.get(0)).optional())
+            .map_err(MemoryError::sqlite("reading a setting"))
+    }
+
+    fn set_setting(&mut self, name: &str, value: &str) -> Result<()> {
+        self.execute(
+            "recording a setting",
+            "INSERT INTO settings (name, value) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+            params![name, value],
+        )?;
         Ok(())
     }
 }

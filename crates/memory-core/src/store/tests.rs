@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::memory::MemoryBackend;
 use super::postgres::PostgresBackend;
-use super::{Backend, Counter, NewEvent};
-use crate::error::{MemoryError, Result};
+use super::{
+    Backend, Counter, LedgerEntry, MarkerColumn, NewEpisodicRow, NewEvent, SessionRow, TranscriptRow, vector_blob,
+};
+use crate::error::{MemoryError, Result, StorageErrorKind};
 use crate::lessons::{LessonCategory, LessonWrite, apply_lesson, lesson_key, newest_lessons};
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, decide, load_existing};
 use crate::types::{DeleteOutcome, MemoryAuditAction, Source, WriteOutcome};
@@ -84,6 +86,20 @@ store_suite!(
     lessons_dedup_and_replace,
     backfill_stores_only_unchanged_rows,
     concurrent_writers_lose_nothing,
+    episodic_ids_grow_and_tombstones_stay,
+    episodic_eviction_order,
+    episodic_row_and_page,
+    episodic_vectors_by_space,
+    episodic_missing_vectors,
+    episodic_vector_stored_only_on_unchanged_rows,
+    episodic_touch_and_quoting,
+    episodic_revisions,
+    failed_episodic_write_leaves_nothing,
+    transcripts_append_read_and_delete,
+    idle_sessions_least_recent_first,
+    claims_and_markers,
+    ledger_keeps_the_first_record,
+    settings_get_and_set,
 );
 
 fn write(backend: &dyn Backend, key: &str, value: &str, confidence: f64, source: &Source) -> Result<WriteOutcome> {
@@ -416,4 +432,625 @@ fn concurrent_writers_lose_nothing(fixture: &Fixture) {
 
 fn unchanged(acknowledged: &[(String, String, String)]) -> usize {
     acknowledged.iter().filter(|(_, _, outcome)| outcome == "unchanged").count()
+}
+
+/// An episodic row to insert: (text, importance, created_at, space of its vector).
+type Episode<'a> = (&'a str, f64, i64, Option<&'a str>);
+
+/// The vector blob every stored test row carries (its space is what differs).
+fn test_blob(space: &str) -> Vec<u8> {
+    vector_blob(&[space.len() as f32, 0.5, -1.0])
+}
+
+fn insert_episode(backend: &dyn Backend, (text, importance, created_at, space): Episode<'_>) -> i64 {
+    let blob = space.map(test_blob);
+    let vector = blob.as_deref().zip(space);
+    backend
+        .write("writing an episodic row", |tx| {
+            tx.insert_episodic(&NewEpisodicRow {
+                text,
+                tags_json: r#"["test"]"#,
+                importance,
+                source: "consolidation",
+                created_at,
+                source_ref: None,
+                vector,
+            })
+        })
+        .unwrap()
+}
+
+fn insert_episodes(backend: &dyn Backend, episodes: &[Episode<'_>]) -> Vec<i64> {
+    episodes.iter().map(|episode| insert_episode(backend, *episode)).collect()
+}
+
+fn tombstone(backend: &dyn Backend, id: i64) -> Option<String> {
+    backend.write("tombstoning an episodic row", |tx| tx.tombstone_episodic(id)).unwrap()
+}
+
+fn sorted(mut ids: Vec<i64>) -> Vec<i64> {
+    ids.sort_unstable();
+    ids
+}
+
+fn episodic_ids_grow_and_tombstones_stay(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let ids = insert_episodes(
+        backend,
+        &[
+            ("the deploy runs on fridays", 0.5, 100, None),
+            ("the deploy runs on fridays", 0.5, 200, None),
+            ("lunch is at noon", 0.5, 300, None),
+        ],
+    );
+    assert!(ids[0] >= 1 && ids.windows(2).all(|pair| pair[0] < pair[1]), "ids grow: {ids:?}");
+    let with_text = || backend.read("finding", |tx| tx.episodic_with_text("the deploy runs on fridays")).unwrap();
+    let active = |id| backend.read("checking", |tx| tx.episodic_is_active(id)).unwrap();
+    assert_eq!(with_text(), Some(ids[0]), "the lowest id of the rows with the text");
+    assert_eq!(backend.read("finding", |tx| tx.episodic_with_text("the deploy runs")).unwrap(), None, "exact text");
+
+    assert_eq!(tombstone(backend, ids[0]).as_deref(), Some("the deploy runs on fridays"));
+    assert_eq!(tombstone(backend, ids[0]), None, "a tombstone answers its text once");
+    assert_eq!(tombstone(backend, ids[2] + 1000), None, "an unknown id");
+    assert!(!active(ids[0]) && active(ids[1]) && active(ids[2]));
+    assert_eq!(with_text(), Some(ids[1]), "only active rows");
+    tombstone(backend, ids[1]);
+    assert_eq!(with_text(), None);
+
+    let (row, _) = backend.read("reading", |tx| tx.episodic_row(ids[0], None)).unwrap().unwrap();
+    assert!(row.is_deleted, "a tombstoned row stays");
+    let next = insert_episode(backend, ("the deploy runs on fridays", 0.5, 400, None));
+    assert!(next > ids[2], "ids are never reused: {next} after {ids:?}");
+    assert_eq!(with_text(), Some(next));
+}
+
+fn episodic_eviction_order(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    // (text, importance, created_at); eviction goes lowest importance, then oldest, then lowest id.
+    let rows: &[(&str, f64, i64)] = &[
+        ("kept: important and old", 0.9, 100),
+        ("second: low and new", 0.2, 500),
+        ("first: low and old", 0.2, 100),
+        ("third: middling, same age as the fourth", 0.5, 300),
+        ("fourth: middling, inserted later", 0.5, 300),
+        ("tombstoned, never evicted again", 0.0, 0),
+    ];
+    let ids = insert_episodes(
+        backend,
+        &rows.iter().map(|(text, importance, at)| (*text, *importance, *at, None)).collect::<Vec<_>>(),
+    );
+    tombstone(backend, ids[5]);
+    // (limit, the ids in eviction order)
+    let cases: &[(usize, Vec<i64>)] = &[
+        (0, vec![]),
+        (1, vec![ids[2]]),
+        (4, vec![ids[2], ids[1], ids[3], ids[4]]),
+        (10, vec![ids[2], ids[1], ids[3], ids[4], ids[0]]),
+    ];
+    for (limit, expected) in cases {
+        let order = backend.read("ordering", |tx| tx.episodic_eviction_order(*limit)).unwrap();
+        assert_eq!(&order, expected, "limit {limit}");
+    }
+}
+
+fn episodic_row_and_page(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let with_ref = backend
+        .write("writing", |tx| {
+            tx.insert_episodic(&NewEpisodicRow {
+                text: "the release train leaves on tuesdays",
+                tags_json: r#"["release","schedule"]"#,
+                importance: 0.75,
+                source: "user_explicit",
+                created_at: 1_000,
+                source_ref: Some("session:42"),
+                vector: Some((&test_blob("model#3"), "model#3")),
+            })
+        })
+        .unwrap();
+    let (row, blob) = backend.read("reading", |tx| tx.episodic_row(with_ref, Some("model#3"))).unwrap().unwrap();
+    assert_eq!(
+        (row.id, row.text.as_str(), row.tags_json.as_str(), row.importance, row.created_at),
+        (with_ref, "the release train leaves on tuesdays", r#"["release","schedule"]"#, 0.75, 1_000)
+    );
+    assert_eq!((row.source.as_str(), row.source_ref.as_deref()), ("user_explicit", Some("session:42")));
+    assert_eq!((row.embedding_space.as_deref(), row.has_vector, row.is_deleted), (Some("model#3"), true, false));
+    assert_eq!(row.last_accessed, None);
+    assert_eq!(blob, Some(test_blob("model#3")));
+    // (asked space, whether the blob comes back)
+    for (space, has_blob) in [(Some("model#3"), true), (Some("other#3"), false), (None, false)] {
+        let (_, blob) = backend.read("reading", |tx| tx.episodic_row(with_ref, space)).unwrap().unwrap();
+        assert_eq!(blob.is_some(), has_blob, "{space:?}");
+    }
+    assert_eq!(backend.read("reading", |tx| tx.episodic_row(with_ref + 1000, None)).unwrap(), None);
+
+    // Newest first: created_at descending, then id descending.
+    let ids = insert_episodes(
+        backend,
+        &[
+            ("page row created at 3000", 0.5, 3_000, None),
+            ("page row created at 2000", 0.5, 2_000, None),
+            ("page row also at 3000", 0.5, 3_000, None),
+            ("page row tombstoned", 0.5, 4_000, None),
+        ],
+    );
+    tombstone(backend, ids[3]);
+    let newest_first = [ids[2], ids[0], ids[1], with_ref];
+    // (limit, offset)
+    for (limit, offset) in [(10, 0), (2, 0), (2, 1), (2, 3), (5, 4), (0, 0)] {
+        let page: Vec<i64> =
+            backend.read("paging", |tx| tx.episodic_page(limit, offset)).unwrap().iter().map(|row| row.id).collect();
+        let expected: Vec<i64> = newest_first.iter().copied().skip(offset).take(limit).collect();
+        assert_eq!(page, expected, "limit {limit} offset {offset}");
+    }
+}
+
+/// Rows A (vector in s1), B (vector in s2), C (no vector), D (vector in s1, tombstoned), E (no vector).
+fn spaced_rows(backend: &dyn Backend) -> [i64; 5] {
+    let ids = insert_episodes(
+        backend,
+        &[
+            ("row a has a vector in s1", 0.5, 100, Some("s1")),
+            ("row b has a vector in s2", 0.5, 200, Some("s2")),
+            ("row c has no vector", 0.5, 300, None),
+            ("row d is tombstoned", 0.5, 400, Some("s1")),
+            ("row e has no vector either", 0.5, 500, None),
+        ],
+    );
+    tombstone(backend, ids[3]);
+    [ids[0], ids[1], ids[2], ids[3], ids[4]]
+}
+
+/// (space, only, the ids whose vectors come back)
+type VectorCase<'a> = (&'a str, Option<&'a [i64]>, Vec<i64>);
+
+fn episodic_vectors_by_space(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let [a, b, c, d, e] = spaced_rows(backend);
+    let unknown = e + 1000;
+    let cases: &[VectorCase<'_>] = &[
+        ("s1", None, vec![a]),
+        ("s2", None, vec![b]),
+        ("s3", None, vec![]),
+        ("s1", Some(&[b, d, a, c, unknown]), vec![a]),
+        ("s2", Some(&[a, c]), vec![]),
+        ("s1", Some(&[]), vec![]),
+    ];
+    for (space, only, expected) in cases {
+        let vectors = backend.read("loading", |tx| tx.episodic_vectors(space, *only)).unwrap();
+        let ids = sorted(vectors.iter().map(|(id, _)| *id).collect());
+        assert_eq!(&ids, expected, "{space} among {only:?}");
+        assert!(vectors.iter().all(|(_, blob)| *blob == test_blob(space)), "{space}: the stored blob");
+        if only.is_none() {
+            let vector_ids = backend.read("listing", |tx| tx.episodic_vector_ids(space)).unwrap();
+            assert_eq!(&sorted(vector_ids), expected, "vector ids in {space}");
+        }
+    }
+    // (only, the ids whose documents come back)
+    let cases: &[(Option<&[i64]>, Vec<i64>)] =
+        &[(None, vec![a, b, c, e]), (Some(&[c, d, unknown]), vec![c]), (Some(&[]), vec![])];
+    for (only, expected) in cases {
+        let documents = backend.read("loading", |tx| tx.episodic_documents(*only)).unwrap();
+        assert_eq!(&sorted(documents.iter().map(|(id, _, _)| *id).collect()), expected, "{only:?}");
+        assert!(documents.iter().all(|(_, text, tags)| text.starts_with("row ") && tags == r#"["test"]"#));
+    }
+    assert_eq!(sorted(backend.read("listing", |tx| tx.episodic_active_ids()).unwrap()), [a, b, c, e]);
+    // (space, live, deleted, with vectors)
+    for (space, live, deleted, with_vectors) in [(Some("s1"), 4, 1, 1), (Some("s3"), 4, 1, 0), (None, 4, 1, 0)] {
+        let counts = backend.read("counting", |tx| tx.episodic_counts(space)).unwrap();
+        assert_eq!((counts.live, counts.deleted, counts.with_vectors), (live, deleted, with_vectors), "{space:?}");
+    }
+}
+
+fn episodic_missing_vectors(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let [a, b, c, _d, e] = spaced_rows(backend);
+    // (space, after_id, limit, the missing rows by id); with no space every
+    // active row lacks a vector in it (SQLite: `embedding_space IS NOT NULL OR embedding IS NULL`).
+    let cases: &[(Option<&str>, i64, usize, Vec<i64>)] = &[
+        (Some("s1"), 0, 10, vec![b, c, e]),
+        (Some("s1"), b, 10, vec![c, e]),
+        (Some("s1"), 0, 1, vec![b]),
+        (Some("s1"), e, 10, vec![]),
+        (Some("s2"), 0, 10, vec![a, c, e]),
+        (Some("s3"), 0, 10, vec![a, b, c, e]),
+        (None, 0, 10, vec![a, b, c, e]),
+        (None, a, 2, vec![b, c]),
+    ];
+    for (space, after_id, limit, expected) in cases {
+        let missing = backend.read("finding", |tx| tx.episodic_missing_vectors(*space, *after_id, *limit)).unwrap();
+        let ids: Vec<i64> = missing.iter().map(|(id, _)| *id).collect();
+        assert_eq!(&ids, expected, "{space:?} after {after_id} limit {limit}");
+        assert!(missing.iter().all(|(_, text)| text.starts_with("row ")));
+    }
+    // (space, how many active rows miss a vector in it)
+    for (space, count) in [(Some("s1"), 3), (Some("s2"), 3), (Some("s3"), 4), (None, 4)] {
+        assert_eq!(backend.read("counting", |tx| tx.episodic_missing_count(space)).unwrap(), count, "{space:?}");
+    }
+}
+
+fn episodic_vector_stored_only_on_unchanged_rows(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let [a, _b, c, d, _e] = spaced_rows(backend);
+    let blob = vector_blob(&[0.0, 1.0, 0.0]);
+    // (id, the text the vector was made from, space, stored)
+    let cases: &[(i64, &str, &str, bool)] = &[
+        (c, "row c has no vector", "s1", true),
+        (c, "row c had another text", "s1", false),
+        (d, "row d is tombstoned", "s1", false),
+        (a, "row a has a vector in s1", "s2", true),
+        (d + 1000, "row c has no vector", "s1", false),
+    ];
+    for (id, text, space, stored) in cases {
+        let did = backend.write("storing", |tx| tx.set_episodic_vector(*id, text, &blob, space)).unwrap();
+        assert_eq!(did, *stored, "{id} / {text} in {space}");
+    }
+    let (row, stored) = backend.read("reading", |tx| tx.episodic_row(c, Some("s1"))).unwrap().unwrap();
+    assert_eq!((row.has_vector, row.embedding_space.as_deref(), stored), (true, Some("s1"), Some(blob.clone())));
+    // A's vector moved to s2 with its space.
+    let (row, in_s1) = backend.read("reading", |tx| tx.episodic_row(a, Some("s1"))).unwrap().unwrap();
+    assert_eq!((row.embedding_space.as_deref(), in_s1), (Some("s2"), None));
+    let (_, in_s2) = backend.read("reading", |tx| tx.episodic_row(a, Some("s2"))).unwrap().unwrap();
+    assert_eq!(in_s2, Some(blob));
+    assert_eq!(sorted(backend.read("listing", |tx| tx.episodic_vector_ids("s1")).unwrap()), [c]);
+}
+
+fn episodic_touch_and_quoting(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let ids = insert_episodes(
+        backend,
+        &[
+            ("We deploy on Friday afternoons", 0.5, 100, None),
+            ("NOTE: DEPLOY ON FRIDAY, never monday", 0.5, 200, None),
+            ("friday is when we deploy", 0.5, 300, None),
+            ("the deploy on friday broke", 0.5, 400, None),
+            ("nothing about releases", 0.5, 500, None),
+        ],
+    );
+    tombstone(backend, ids[3]);
+    backend.write("touching", |tx| tx.touch_episodic(&[ids[0], ids[2]], 7_000)).unwrap();
+    let touched: Vec<Option<i64>> = ids
+        .iter()
+        .map(|id| backend.read("reading", |tx| tx.episodic_row(*id, None)).unwrap().unwrap().0.last_accessed)
+        .collect();
+    assert_eq!(touched, [Some(7_000), None, Some(7_000), None, None]);
+
+    // (needle, its words, the active rows that quote it)
+    let cases: &[(&str, &[&str], Vec<i64>)] = &[
+        ("deploy on friday", &["deploy", "on", "friday"], vec![ids[0], ids[1]]),
+        ("friday", &["friday"], vec![ids[0], ids[1], ids[2]]),
+        ("deploy on monday", &["deploy", "on", "monday"], vec![]),
+    ];
+    for (needle, words, expected) in cases {
+        let words: Vec<String> = words.iter().map(|word| (*word).to_owned()).collect();
+        let candidates = backend.read("quoting", |tx| tx.episodic_quoting(needle, &words)).unwrap();
+        assert!(candidates.iter().all(|(id, _)| *id != ids[3]), "{needle}: only active rows");
+        // A superset the caller confirms on the text.
+        let quoting = sorted(
+            candidates.iter().filter(|(_, text)| text.to_lowercase().contains(needle)).map(|(id, _)| *id).collect(),
+        );
+        assert_eq!(&quoting, expected, "{needle}");
+    }
+    let hits = backend.read("searching", |tx| tx.episodic_keyword_hits("deploy", 10)).unwrap();
+    if let Some(hits) = hits {
+        assert!(hits.iter().all(|(id, _)| *id != ids[3] && *id != ids[4]), "keyword hits: {hits:?}");
+    }
+}
+
+fn episodic_revisions(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let revisions = || {
+        backend
+            .read("reading", |tx| Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?)))
+            .unwrap()
+    };
+    let (text, vectors) = revisions();
+    let id = insert_episode(backend, ("the cache is warmed at boot", 0.5, 100, None));
+    let other = insert_episode(backend, ("the cache is cleared at night", 0.5, 200, None));
+    // (step, EpisodicText moved by, Episodic moved by)
+    let steps: &[(&str, i64, i64)] = &[
+        ("two inserts", 2, 0),
+        ("a tombstone of an active row", 3, 0),
+        ("a tombstone of a tombstoned row", 3, 0),
+        ("a vector, a touch", 3, 0),
+        ("an explicit bump", 3, 1),
+    ];
+    for (index, (step, text_moved, vectors_moved)) in steps.iter().enumerate() {
+        match index {
+            1 | 2 => {
+                tombstone(backend, id);
+            }
+            3 => {
+                let blob = test_blob("s1");
+                backend
+                    .write("storing", |tx| tx.set_episodic_vector(other, "the cache is cleared at night", &blob, "s1"))
+                    .unwrap();
+                backend.write("touching", |tx| tx.touch_episodic(&[id, other], 300)).unwrap();
+            }
+            4 => {
+                let bumped = backend.write("bumping", |tx| tx.bump_revision(Counter::Episodic)).unwrap();
+                assert_eq!(bumped, vectors + 1, "a bump answers the new value");
+            }
+            _ => {}
+        }
+        assert_eq!(revisions(), (text + text_moved, vectors + vectors_moved), "after {step}");
+    }
+}
+
+fn failed_episodic_write_leaves_nothing(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let kept = insert_episode(backend, ("a row written before the failure", 0.5, 100, None));
+    let state = || {
+        backend
+            .read("reading", |tx| {
+                Ok((
+                    tx.episodic_active_ids()?,
+                    tx.episodic_counts(None)?,
+                    tx.revision(Counter::EpisodicText)?,
+                    tx.revision(Counter::Episodic)?,
+                ))
+            })
+            .unwrap()
+    };
+    let before = state();
+    let mut inserted = None;
+    let failed: Result<()> = backend.write("a write that fails halfway", |tx| {
+        let blob = test_blob("s1");
+        inserted = Some(tx.insert_episodic(&NewEpisodicRow {
+            text: "a row that must not stay",
+            tags_json: "[]",
+            importance: 0.5,
+            source: "consolidation",
+            created_at: 200,
+            source_ref: None,
+            vector: Some((&blob, "s1")),
+        })?);
+        tx.bump_revision(Counter::Episodic)?;
+        tx.tombstone_episodic(kept)?;
+        Err(MemoryError::InvalidConfig("refused after the write".to_owned()))
+    });
+    assert!(matches!(failed, Err(MemoryError::InvalidConfig(_))), "{failed:?}");
+    assert_eq!(state(), before);
+    let inserted = inserted.expect("the body ran");
+    assert_eq!(backend.read("reading", |tx| tx.episodic_row(inserted, None)).unwrap(), None);
+    assert_eq!(backend.read("finding", |tx| tx.episodic_with_text("a row that must not stay")).unwrap(), None);
+    assert!(backend.read("checking", |tx| tx.episodic_is_active(kept)).unwrap());
+}
+
+fn message(seq: i64, role: &str, content: &str, tool_calls_json: Option<&str>) -> TranscriptRow {
+    TranscriptRow {
+        seq,
+        created_at: 1_000 + seq,
+        role: role.to_owned(),
+        content: content.to_owned(),
+        tool_calls_json: tool_calls_json.map(str::to_owned),
+    }
+}
+
+fn session_of(backend: &dyn Backend, key: &str) -> Option<SessionRow> {
+    backend.read("reading a session", |tx| tx.session(key)).unwrap()
+}
+
+fn transcripts_append_read_and_delete(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    assert_eq!(session_of(backend, "chat:1"), None);
+    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 100)).unwrap();
+    let fresh = SessionRow { last_activity: 100, ..SessionRow::default() };
+    assert_eq!(session_of(backend, "chat:1"), Some(fresh));
+    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 900)).unwrap();
+    assert_eq!(session_of(backend, "chat:1"), Some(fresh), "ensuring again changes nothing");
+
+    let messages: Vec<TranscriptRow> = (0..5)
+        .map(|seq| {
+            let tools = (seq == 1).then_some(r#"[{"name":"search"}]"#);
+            message(seq, if seq % 2 == 0 { "user" } else { "assistant" }, &format!("message {seq}"), tools)
+        })
+        .collect();
+    backend
+        .write("appending", |tx| {
+            tx.ensure_session("chat:2", 100)?;
+            tx.insert_transcript("chat:2", &message(0, "user", "another session", None))?;
+            tx.advance_session("chat:2", 1, 100)?;
+            for row in &messages {
+                tx.insert_transcript("chat:1", row)?;
+            }
+            tx.advance_session("chat:1", 5, 150)
+        })
+        .unwrap();
+    // (next_seq, at, the last activity afterwards): it never goes back.
+    for (next_seq, at, last_activity) in [(5, 120, 150), (5, 150, 150), (6, 300, 300)] {
+        backend.write("advancing", |tx| tx.advance_session("chat:1", next_seq, at)).unwrap();
+        let session = session_of(backend, "chat:1").unwrap();
+        assert_eq!((session.next_seq, session.last_activity), (next_seq, last_activity), "advance to {at}");
+    }
+    assert_eq!(session_of(backend, "chat:1").unwrap().stored, 5);
+
+    // (from, to, the seqs read)
+    let cases: &[(i64, i64, &[i64])] =
+        &[(0, 5, &[0, 1, 2, 3, 4]), (1, 3, &[1, 2]), (3, 100, &[3, 4]), (4, 2, &[]), (5, 9, &[]), (2, 2, &[])];
+    for (from, to, expected) in cases {
+        let rows = backend.read("reading", |tx| tx.transcript_rows("chat:1", *from, *to)).unwrap();
+        let seqs: Vec<i64> = rows.iter().map(|row| row.seq).collect();
+        assert_eq!(&seqs, expected, "[{from}, {to})");
+        for row in &rows {
+            assert_eq!(row, &messages[row.seq as usize]);
+        }
+    }
+
+    let duplicate = backend.write("appending", |tx| tx.insert_transcript("chat:1", &message(2, "user", "again", None)));
+    match duplicate {
+        Err(MemoryError::Storage { source, .. }) => assert_eq!(source.kind(), StorageErrorKind::Constraint),
+        other => panic!("a second message at one seq is refused, got {other:?}"),
+    }
+    // (delete below, how many went, the seqs left)
+    let cases: &[(i64, usize, &[i64])] = &[(2, 2, &[2, 3, 4]), (2, 0, &[2, 3, 4]), (0, 0, &[2, 3, 4]), (10, 3, &[])];
+    for (below, removed, left) in cases {
+        assert_eq!(backend.write("deleting", |tx| tx.delete_transcript_below("chat:1", *below)).unwrap(), *removed);
+        let seqs: Vec<i64> = backend
+            .read("reading", |tx| tx.transcript_rows("chat:1", 0, 100))
+            .unwrap()
+            .iter()
+            .map(|row| row.seq)
+            .collect();
+        assert_eq!(&seqs, left, "below {below}");
+        assert_eq!(session_of(backend, "chat:1").unwrap().stored, left.len() as i64);
+    }
+    let other: Vec<String> = backend
+        .read("reading", |tx| tx.transcript_rows("chat:2", 0, 100))
+        .unwrap()
+        .into_iter()
+        .map(|row| row.content)
+        .collect();
+    assert_eq!(other, ["another session"], "another session's messages stay");
+}
+
+fn idle_sessions_least_recent_first(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    // (session, last activity, next_seq, history marker)
+    let sessions: &[(&str, i64, i64, i64)] = &[
+        ("pending-300", 300, 2, 0),
+        ("pending-100", 100, 3, 1),
+        ("consolidated-200", 200, 2, 2),
+        ("pending-500", 500, 1, 0),
+        ("empty-50", 50, 0, 0),
+    ];
+    backend
+        .write("seeding", |tx| {
+            for (key, at, next_seq, history) in sessions {
+                tx.ensure_session(key, *at)?;
+                tx.advance_session(key, *next_seq, *at)?;
+                if *history > 0 {
+                    assert!(tx.move_marker(key, MarkerColumn::History, 0, *history)?);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    // (idle before, the sessions listed)
+    let cases: &[(i64, &[&str])] = &[
+        (50, &[]),
+        (101, &["pending-100"]),
+        (300, &["pending-100"]),
+        (301, &["pending-100", "pending-300"]),
+        (10_000, &["pending-100", "pending-300", "pending-500"]),
+    ];
+    for (before, expected) in cases {
+        assert_eq!(&backend.read("listing", |tx| tx.idle_sessions(*before)).unwrap(), expected, "before {before}");
+    }
+}
+
+/// A claim as stored: (owner, until).
+type Claim = (Option<i64>, Option<i64>);
+
+/// (session, marker, from, to, moved, history and preferences afterwards)
+type MarkerMove<'a> = (&'a str, MarkerColumn, i64, i64, bool, (i64, i64));
+
+fn claims_and_markers(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 100)).unwrap();
+    let claim = || {
+        let session = session_of(backend, "chat:1").unwrap();
+        (session.claim_owner, session.claim_until)
+    };
+    // (step, the claim afterwards)
+    let steps: &[(&str, Claim)] = &[
+        ("owner 7 claims", (Some(7), Some(1_000))),
+        ("owner 8 releases", (Some(7), Some(1_000))),
+        ("owner 7 releases", (None, None)),
+        ("owner 8 claims", (Some(8), Some(2_000))),
+        ("the claim is cleared", (None, None)),
+        ("owner 7 releases nothing", (None, None)),
+    ];
+    for (index, (step, expected)) in steps.iter().enumerate() {
+        backend
+            .write("claiming", |tx| match index {
+                0 => tx.set_claim("chat:1", Some((7, 1_000))),
+                1 => tx.release_claim("chat:1", 8),
+                2 | 5 => tx.release_claim("chat:1", 7),
+                3 => tx.set_claim("chat:1", Some((8, 2_000))),
+                _ => tx.set_claim("chat:1", None),
+            })
+            .unwrap();
+        assert_eq!(claim(), *expected, "{step}");
+    }
+
+    let moves: &[MarkerMove<'_>] = &[
+        ("chat:1", MarkerColumn::History, 0, 3, true, (3, 0)),
+        ("chat:1", MarkerColumn::History, 0, 5, false, (3, 0)),
+        ("chat:1", MarkerColumn::Preferences, 0, 2, true, (3, 2)),
+        ("chat:1", MarkerColumn::Preferences, 3, 4, false, (3, 2)),
+        ("chat:1", MarkerColumn::History, 3, 6, true, (6, 2)),
+        ("chat:unknown", MarkerColumn::History, 0, 1, false, (6, 2)),
+    ];
+    for (session, marker, from, to, moved, (history, preferences)) in moves {
+        let did = backend.write("moving", |tx| tx.move_marker(session, *marker, *from, *to)).unwrap();
+        assert_eq!(did, *moved, "{session} {marker:?} {from} -> {to}");
+        let state = session_of(backend, "chat:1").unwrap();
+        assert_eq!((state.history_marker, state.preferences_marker), (*history, *preferences));
+    }
+    assert_eq!(session_of(backend, "chat:unknown"), None);
+}
+
+fn ledger_keeps_the_first_record(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    // (source, path, item hash, landed as, outcome, lessons written afterwards)
+    let records: &[(&str, &str, &str, &str, &str, i64)] = &[
+        ("claude", "CLAUDE.md", "h1", "lesson", "skipped", 0),
+        ("claude", "CLAUDE.md", "h1", "lesson", "written", 0),
+        ("claude", "CLAUDE.md", "h2", "lesson", "written", 1),
+        ("claude", "notes.md", "h1", "semantic", "written", 1),
+        ("claude", "notes.md", "h3", "lesson", "duplicate", 1),
+        ("hermes", "CLAUDE.md", "h1", "lesson", "written", 2),
+        ("hermes", "CLAUDE.md", "h1", "semantic", "written", 2),
+    ];
+    for (index, (source, path, item_hash, landed_as, outcome, lessons)) in records.iter().enumerate() {
+        backend
+            .write("recording", |tx| {
+                tx.record_ledger(&LedgerEntry {
+                    source,
+                    path,
+                    item_hash,
+                    landed_as,
+                    outcome,
+                    target: Some("lesson.abc"),
+                    recorded_at: index as i64,
+                })
+            })
+            .unwrap();
+        assert_eq!(backend.read("counting", |tx| tx.ledger_lessons_written()).unwrap(), *lessons, "record {index}");
+    }
+    // (source, its items)
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        ("claude", &[("CLAUDE.md", "h1"), ("CLAUDE.md", "h2"), ("notes.md", "h1"), ("notes.md", "h3")]),
+        ("hermes", &[("CLAUDE.md", "h1")]),
+        ("openclaw", &[]),
+    ];
+    for (source, expected) in cases {
+        let mut items = backend.read("reading", |tx| tx.ledger_items(source)).unwrap();
+        items.sort();
+        let items: Vec<(&str, &str)> = items.iter().map(|(path, hash)| (path.as_str(), hash.as_str())).collect();
+        assert_eq!(&items, expected, "{source}");
+    }
+}
+
+/// (name, value, what both settings read afterwards)
+type SettingStep<'a> = (&'a str, &'a str, (Option<&'a str>, Option<&'a str>));
+
+fn settings_get_and_set(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let setting = |name| backend.read("reading", |tx| tx.setting(name)).unwrap();
+    assert_eq!(setting("embedding_space"), None);
+    let steps: &[SettingStep<'_>] = &[
+        ("embedding_space", "model#384", (Some("model#384"), None)),
+        ("embedding_space", "other#768", (Some("other#768"), None)),
+        ("import_cursor", "", (Some("other#768"), Some(""))),
+    ];
+    for (name, value, (space, cursor)) in steps {
+        backend.write("setting", |tx| tx.set_setting(name, value)).unwrap();
+        assert_eq!(
+            (setting("embedding_space").as_deref(), setting("import_cursor").as_deref()),
+            (*space, *cursor),
+            "after {name} = {value}"
+        );
+    }
 }
