@@ -1157,6 +1157,10 @@ mod tests {
             (r#"{"skills": {"pending_ttl_days": -1}}"#, "`skills.pending_ttl_days`"),
             (r#"{"skills": {"generate_scripts": "no"}}"#, "`skills.generate_scripts`"),
             (r#"{"agent": {"spec_pins": [1]}}"#, "`agent.spec_pins`"),
+            (r#"{"storage": {"url": "sqlite:///tmp/memory.db"}}"#, "`storage.url`"),
+            (r#"{"storage": {"url": "postgres:///cairn"}}"#, "`storage.url`"),
+            (r#"{"storage": {"url": 5432}}"#, "`storage.url`"),
+            (r#"{"storage": "postgres://db/cairn"}"#, "`storage`"),
             (r#"{"hooks": {"transforms": 5}}"#, "`hooks`"),
             (r#"{"server": 5}"#, "`server`"),
             (r#"[1]"#, "`(top level)`"),
@@ -1210,11 +1214,30 @@ mod tests {
             ("CAIRN_SERVE_HOST", "localhost"),
             ("CAIRN_HEARTBEAT_SECS", "0"),
             ("CAIRN_SKIP_MODEL_DOWNLOAD", "maybe"),
+            ("CAIRN_STORAGE_URL", "mysql://db/cairn"),
         ] {
             let message =
                 load_with("{}", &Flags::default(), &Environment::from_pairs(&[(name, value)])).unwrap_err().to_string();
             assert!(message.contains(name), "{message}");
         }
+    }
+
+    #[test]
+    fn the_storage_url_comes_from_the_environment_or_the_file_and_is_shown_without_its_password() {
+        let text = r#"{"storage": {"url": "postgres://cairn:hunter2@db.internal:5432/cairn"}}"#;
+        let settings = load(text).unwrap();
+        assert_eq!(settings.storage_url.as_deref(), Some("postgres://cairn:hunter2@db.internal:5432/cairn"));
+        let shown = settings.entries.iter().find(|entry| entry.key == "storage.url").unwrap();
+        assert_eq!(shown.value, Value::String("postgres://cairn:***@db.internal:5432/cairn".to_owned()));
+        assert_eq!(shown.source, Source::File);
+        let environment = Environment::from_pairs(&[("CAIRN_STORAGE_URL", "postgresql://other/cairn")]);
+        let settings = load_with(text, &Flags::default(), &environment).unwrap();
+        assert_eq!(settings.storage_url.as_deref(), Some("postgresql://other/cairn"));
+        assert_eq!(source(&settings, "storage.url"), Source::Env);
+        let settings = load("{}").unwrap();
+        assert_eq!((settings.storage_url.as_deref(), source(&settings, "storage.url")), (None, Source::Default));
+        let message = load(r#"{"storage": {"url": "postgres://cairn:hunter2@/cairn"}}"#).unwrap_err().to_string();
+        assert!(!message.contains("hunter2"), "{message}");
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn derive_entry(
 impl MemoryDb {
     /// The current snapshot: reused when the revision has not moved; rebuilt
     /// otherwise, re-deriving only the entries whose row changed.
-    fn snapshot(&self) -> Result<Arc<Snapshot>> {
+    pub(crate) fn snapshot(&self) -> Result<Arc<Snapshot>> {
         let space = self.space();
         if let Some(cached) = self.snapshot.current.lock().clone().filter(|cached| cached.space == space) {
             let revision = self.rows().read("reading the semantic revision", |tx| tx.revision(Counter::Semantic))?;

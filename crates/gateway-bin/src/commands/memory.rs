@@ -382,6 +382,12 @@ fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn repair(home: &Home, args: &RepairArgs) -> anyhow::Result<ExitCode> {
+    if home.settings().storage_url.is_some() {
+        anyhow::bail!(
+            "the memory store is in PostgreSQL (storage.url); `cairn memory repair` rebuilds a memory.db file. \
+             Use PostgreSQL's own tools (pg_dump, pg_restore) for the server's store"
+        );
+    }
     let path = home.dir().join(cairn_memory_core::constants::DB_FILE_NAME);
     if !path.exists() {
         anyhow::bail!("there is no {} to repair", path.display());

@@ -265,6 +265,8 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         started: Instant::now(),
     });
     let jobs = heartbeat_jobs(&state);
+    let stop_catch_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let catch_up = start_catch_up(&state.memory, &stop_catch_up);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -296,6 +298,10 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         anyhow::Ok(())
     });
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    stop_catch_up.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Some(catch_up) = catch_up {
+        let _ = catch_up.join();
+    }
     pool.shutdown();
     if let Err(error) = state.skills.ledger().flush() {
         tracing::warn!(%error, "could not flush the skills usage ledger");
@@ -337,6 +343,42 @@ async fn migrate_at_start(state: Arc<AppState>) {
         Err(error) => tracing::warn!(%error, "automatic migration did not finish"),
     }
     state.start_migration.send_replace(true);
+}
+
+/// How long the catch-up thread waits for a change before it checks for a stop.
+const CATCH_UP_POLL: Duration = Duration::from_secs(1);
+
+/// On a store other gateways write too (PostgreSQL), a thread that wakes
+/// on each change they announce and brings this gateway's indexes in step
+/// at once, so searches do not pay for the catch-up. A SQLite store has no
+/// announcements: readers catch up when they read.
+fn start_catch_up(
+    memory: &Arc<MemoryDb>,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> Option<std::thread::JoinHandle<()>> {
+    if memory.backend_kind() == "sqlite" {
+        return None;
+    }
+    let (memory, stop) = (Arc::clone(memory), Arc::clone(stop));
+    let spawned = std::thread::Builder::new().name("cairn-catch-up".to_owned()).spawn(move || {
+        let mut seen = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let heard = memory.wait_for_change(seen, CATCH_UP_POLL);
+            if heard != seen {
+                seen = heard;
+                if let Err(error) = memory.catch_up() {
+                    tracing::warn!(%error, "could not catch up with the shared store; searches catch up themselves");
+                }
+            }
+        }
+    });
+    match spawned {
+        Ok(handle) => Some(handle),
+        Err(error) => {
+            tracing::warn!(%error, "could not start the catch-up thread; searches catch up themselves");
+            None
+        }
+    }
 }
 
 /// Folds the WAL back into `memory.db` so a clean stop leaves one file.

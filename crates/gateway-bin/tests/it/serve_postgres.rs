@@ -265,3 +265,90 @@ fn sigkill_of_one_gateway_mid_burst_loses_nothing_it_acknowledged() {
     let lost: Vec<&String> = acknowledged.iter().map(|(_, text)| text).filter(|text| !texts.contains(*text)).collect();
     assert!(lost.is_empty(), "{} acknowledged fragments missing: {:?}", lost.len(), &lost[..lost.len().min(5)]);
 }
+
+/// `cairn memory <args> --json` in `home`, on the store `storage_url` names (SQLite when `None`).
+fn memory_cli(home: &std::path::Path, storage_url: Option<&str>, args: &[&str]) -> Value {
+    let mut command = crate::cairn();
+    command.arg("--home").arg(home).arg("memory").args(args).env_remove("CAIRN_STORAGE_URL");
+    if let Some(url) = storage_url {
+        command.env("CAIRN_STORAGE_URL", url);
+    }
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    serde_json::from_str(stdout.trim()).unwrap_or(Value::String(stdout))
+}
+
+/// The rows of an export, without what describes the exporting store and
+/// the time each semantic row was last written (an import writes it anew).
+fn exported_rows(path: &std::path::Path) -> Value {
+    let mut document: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let object = document.as_object_mut().unwrap();
+    object.remove("exported_at");
+    object.remove("schema_version");
+    for entry in object["semantic"].as_array_mut().unwrap() {
+        entry.as_object_mut().unwrap().remove("updated_at");
+    }
+    document
+}
+
+/// `rows` as an import stores them: every row's source becomes `import`
+/// (so imported memory never outranks what a store learned itself).
+fn as_imported(mut rows: Value) -> Value {
+    for layer in ["semantic", "lessons", "episodic"] {
+        for row in rows[layer].as_array_mut().unwrap() {
+            row["source"] = json!("import");
+        }
+    }
+    rows
+}
+
+#[test]
+fn an_export_from_sqlite_imports_into_postgresql_and_back_unchanged() {
+    let Some(url) = fresh_database() else { return };
+    let legacy = tempfile::tempdir().unwrap();
+    let memory = legacy.path().join("workspace/memory");
+    std::fs::create_dir_all(memory.join("history")).unwrap();
+    std::fs::write(memory.join("preferences.md"), "- editor: helix\n- theme: dark\n").unwrap();
+    std::fs::write(
+        memory.join("history/2026-01-02.md"),
+        "\n#### 09:15\nSet up the Cairn repository today.\n\n#### 11:40\nMoved the standup to nine thirty.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        legacy.path().join("lessons.jsonl"),
+        "{\"rule\": \"Run cargo fmt before committing\", \"category\": \"tool\"}\n",
+    )
+    .unwrap();
+    let sqlite = tempfile::tempdir().unwrap();
+    memory_cli(sqlite.path(), None, &["migrate", "--from", legacy.path().to_str().unwrap(), "--json"]);
+    let first = sqlite.path().join("first.json");
+    memory_cli(sqlite.path(), None, &["export", first.to_str().unwrap()]);
+
+    let postgres = tempfile::tempdir().unwrap();
+    let imported = memory_cli(postgres.path(), Some(&url), &["import", first.to_str().unwrap(), "--json"]);
+    assert_eq!((&imported["semantic_written"], &imported["lessons_written"]), (&json!(2), &json!(1)), "{imported}");
+    let second = postgres.path().join("second.json");
+    memory_cli(postgres.path(), Some(&url), &["export", second.to_str().unwrap()]);
+    assert_eq!(exported_rows(&second), as_imported(exported_rows(&first)), "SQLite -> PostgreSQL");
+
+    let back = tempfile::tempdir().unwrap();
+    memory_cli(back.path(), None, &["import", second.to_str().unwrap(), "--json"]);
+    // Repair rebuilds a memory.db file; on the server's store it refuses and says why.
+    let repair = crate::cairn()
+        .arg("--home")
+        .arg(postgres.path())
+        .args(["memory", "repair"])
+        .env("CAIRN_STORAGE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(!repair.status.success());
+    assert!(String::from_utf8_lossy(&repair.stderr).contains("PostgreSQL"), "{repair:?}");
+    let third = back.path().join("third.json");
+    memory_cli(back.path(), None, &["export", third.to_str().unwrap()]);
+    assert_eq!(exported_rows(&third), exported_rows(&second), "PostgreSQL -> SQLite");
+    let rows = exported_rows(&first);
+    for layer in ["semantic", "lessons", "episodic"] {
+        assert!(rows[layer].as_array().is_some_and(|rows| !rows.is_empty()), "{layer}: {rows}");
+    }
+}

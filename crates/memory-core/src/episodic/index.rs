@@ -391,6 +391,30 @@ impl MemoryDb {
         self.episodic_index_status()
     }
 
+    /// Waits up to `timeout` for another process to announce a change to
+    /// the store (PostgreSQL's `NOTIFY`), and answers the count of
+    /// announcements so far: pass the previous answer as `seen` (0 at
+    /// first). A SQLite store announces nothing; its readers catch up when
+    /// they read.
+    pub fn wait_for_change(&self, seen: u64, timeout: Duration) -> u64 {
+        self.rows().wait_for_change(seen, timeout)
+    }
+
+    /// Brings this process's caches (the semantic snapshot, the keyword
+    /// index and, with a ready embedder, the vector index) in step with the
+    /// store now, so the next search does not have to.
+    pub fn catch_up(&self) -> Result<()> {
+        self.snapshot()?;
+        let (text_revision, revision) = self.rows().read("reading the revisions", |tx| {
+            Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?))
+        })?;
+        self.keyword_index_for_read(text_revision)?;
+        if let Some(embedder) = self.embedder().filter(|embedder| embedder.is_ready()) {
+            self.index_for_read(revision, &space_signature(&*embedder), embedder.dim())?;
+        }
+        Ok(())
+    }
+
     /// Where the episodic index snapshot of this store lives: beside
     /// `memory.db` (none for a store without a directory).
     pub fn episodic_snapshot_path(&self) -> Option<PathBuf> {

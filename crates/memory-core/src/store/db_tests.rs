@@ -215,3 +215,24 @@ fn statistics_count_every_layer(db: MemoryDb) {
     );
     assert_eq!(stats.audit_events, 7);
 }
+
+#[test]
+fn a_second_process_on_postgresql_hears_of_a_change_and_catches_up_before_it_reads() {
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = with_vectors(MemoryDb::open_postgres_schema(&url, &schema, home_a.path(), config()).unwrap());
+    let b = with_vectors(MemoryDb::open_postgres_schema(&url, &schema, home_b.path(), config()).unwrap());
+    assert_eq!(b.build_episodic_index().unwrap().index_len, 0);
+    // The listener counts one change when it starts listening (what changed before it is unknown).
+    let patience = std::time::Duration::from_secs(30);
+    let listening = b.wait_for_change(0, patience);
+    assert!(listening > 0, "the listener never started");
+    let seen = b.wait_for_change(listening, std::time::Duration::ZERO);
+    a.write_episodic(&NewEpisode::new("The release train leaves on Thursday")).unwrap();
+    let heard = b.wait_for_change(seen, patience);
+    assert!(heard > seen, "no notification reached the second process");
+    assert_eq!(b.episodic_index_status().unwrap().index_len, 0, "nothing has read the store yet");
+    b.catch_up().unwrap();
+    assert_eq!(b.episodic_index_status().unwrap().index_len, 1, "the vector index caught up without a search");
+}

@@ -367,6 +367,15 @@ pub(crate) trait Backend: Send + Sync {
     fn write_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()>;
     /// Runs `work` in a read transaction (one consistent view).
     fn read_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()>;
+    /// Waits up to `timeout` for another process to announce a change, and
+    /// answers the count of announcements heard (compare it with `seen`, the
+    /// count of the previous call). A backend that announces nothing waits
+    /// out the timeout and answers `seen`: its readers find changes through
+    /// the revision counters when they read.
+    fn wait_for_change(&self, seen: u64, timeout: std::time::Duration) -> u64 {
+        std::thread::sleep(timeout);
+        seen
+    }
 }
 
 impl dyn Backend + '_ {

@@ -17,8 +17,12 @@
 //! search; the text revision SQLite's triggers bump is bumped here by the
 //! two writes that change the set of active texts.
 
-use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
 use postgres::error::SqlState;
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls};
 
@@ -189,7 +193,11 @@ const QUOTING_ASCII: &str = "SELECT id, text FROM episodic_memories
 pub(crate) struct PostgresBackend {
     url: String,
     schema: String,
+    /// The `NOTIFY` channel of this store's revision bumps.
+    channel: String,
     idle: Mutex<Vec<Client>>,
+    /// Notifications heard, counted by the listener thread.
+    changes: Arc<Changes>,
     /// One of the `QUOTING_*` statements, chosen by what `lower()` folds here.
     quoting: &'static str,
 }
@@ -206,14 +214,56 @@ impl PostgresBackend {
         let mut backend = Self {
             url: url.to_owned(),
             schema: schema.to_owned(),
+            channel: format!("cairn_{schema}"),
             idle: Mutex::new(Vec::new()),
+            changes: Arc::new(Changes::default()),
             quoting: QUOTING_ASCII,
         };
         let mut client = backend.connect()?;
         migrate(&mut client, schema)?;
         backend.quoting = quoting_statement(&mut client)?;
         backend.idle.lock().push(client);
+        backend.start_listener();
         Ok(backend)
+    }
+
+    /// Listens on the store's channel on a connection of its own and counts
+    /// what it hears; reconnects after a failure. The thread ends once the
+    /// backend is dropped.
+    fn start_listener(&self) {
+        let changes = Arc::downgrade(&self.changes);
+        let (url, channel) = (self.url.clone(), self.channel.clone());
+        let spawned = std::thread::Builder::new().name("cairn-pg-listen".to_owned()).spawn(move || {
+            while changes.strong_count() > 0 {
+                let listened = (|| -> std::result::Result<(), postgres::Error> {
+                    let mut client = Client::connect(&url, NoTls)?;
+                    client.batch_execute(&format!("LISTEN {channel}"))?;
+                    // Whatever changed while no one listened counts as a change.
+                    if let Some(changes) = changes.upgrade() {
+                        changes.bump();
+                    }
+                    let mut notifications = client.notifications();
+                    loop {
+                        let Some(changes) = changes.upgrade() else { return Ok(()) };
+                        let mut heard = notifications.timeout_iter(LISTEN_POLL);
+                        let mut any = false;
+                        while let Some(notification) = heard.next()? {
+                            any |= notification.channel() == channel;
+                        }
+                        if any {
+                            changes.bump();
+                        }
+                    }
+                })();
+                if let Err(error) = listened {
+                    tracing::debug!(%error, "PostgreSQL listener lost its connection; reconnecting");
+                    std::thread::sleep(LISTEN_POLL);
+                }
+            }
+        });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "could not start the PostgreSQL listener; changes are seen on the next read");
+        }
     }
 
     fn connect(&self) -> Result<Client> {
@@ -247,7 +297,7 @@ impl PostgresBackend {
                 // Statements after the lock see every earlier writer's commit (read committed).
                 transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(storage(operation))?;
             }
-            work(&mut PgTx { tx: &mut transaction, quoting: self.quoting })?;
+            work(&mut PgTx { tx: &mut transaction, quoting: self.quoting, channel: &self.channel })?;
             transaction.commit().map_err(storage(operation))
         })();
         let mut idle = self.idle.lock();
@@ -258,7 +308,33 @@ impl PostgresBackend {
     }
 }
 
+/// How long the listener waits for a notification before checking that
+/// its backend still exists.
+const LISTEN_POLL: Duration = Duration::from_millis(500);
+
+/// A count of the notifications heard, and a way to wait for the next.
+#[derive(Default)]
+struct Changes {
+    count: Mutex<u64>,
+    heard: Condvar,
+}
+
+impl Changes {
+    fn bump(&self) {
+        *self.count.lock() += 1;
+        self.heard.notify_all();
+    }
+}
+
 impl Backend for PostgresBackend {
+    fn wait_for_change(&self, seen: u64, timeout: Duration) -> u64 {
+        let mut count = self.changes.count.lock();
+        if *count == seen {
+            self.changes.heard.wait_for(&mut count, timeout);
+        }
+        *count
+    }
+
     fn write_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
         self.transaction(operation, true, work)
     }
@@ -322,6 +398,8 @@ fn migrate(client: &mut Client, schema: &str) -> Result<()> {
 struct PgTx<'t, 'c> {
     tx: &'t mut postgres::Transaction<'c>,
     quoting: &'static str,
+    /// Where revision bumps are announced.
+    channel: &'t str,
 }
 
 /// A row count or offset as a query parameter (`usize::MAX` means no bound).
@@ -607,8 +685,8 @@ impl Revisions for PgTx<'_, '_> {
                     ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
                     RETURNING name, value
                  )
-                 SELECT value, pg_notify('cairn_memory', name) FROM bumped",
-                &[&counter.name()],
+                 SELECT value, pg_notify($2, name) FROM bumped",
+                &[&counter.name(), &self.channel],
             )
             .map(|row| row.get(0))
             .map_err(storage("bumping a revision"))
