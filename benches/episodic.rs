@@ -17,12 +17,22 @@
 //! searches run under that model's relevance gate (0.24 / 0.26): more rows
 //! clear the cosine pre-gate and are read.
 //!
+//! With `CAIRN_BENCH_POSTGRES_URL` set (a libpq URL of a server where the
+//! role may create databases), every store size is also run on
+//! `MemoryDb::open_postgres` as `episodic_context/<rows>/postgres`: a fresh
+//! database `cairn_bench_<pid>_<n>`, filled by the same code, dropped
+//! afterwards.
+//!
 //! `cargo bench -p cairn-dev --bench episodic` (`EPISODIC_BENCH_SIZES=10000` for the small store only)
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "support/postgres.rs"]
+mod bench_postgres;
+
+use bench_postgres::{BenchDatabase, postgres_server};
 use cairn_embedder::{EmbeddingBackend, HashEmbedder, WordVectorEmbedder};
 use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode, RetrievalMode};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -87,10 +97,23 @@ fn sentence(seed: usize) -> String {
     format!("{} (entry {seed})", words.join(" "))
 }
 
-/// A store of `rows` rows with vectors and a built index.
+/// A store of `rows` rows with vectors and a built index, in `memory.db`.
 fn store(rows: usize) -> (tempfile::TempDir, MemoryDb) {
     let home = tempfile::tempdir().unwrap();
-    let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap().with_embedder(embedder());
+    let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap();
+    (home, fill(db, rows, "SQLite"))
+}
+
+/// The same store in the PostgreSQL database `database`.
+fn postgres_store(database: &BenchDatabase, rows: usize) -> (tempfile::TempDir, MemoryDb) {
+    let home = tempfile::tempdir().unwrap();
+    let db = MemoryDb::open_postgres(&database.url, home.path(), MemoryConfig::default()).unwrap();
+    (home, fill(db, rows, "PostgreSQL"))
+}
+
+/// Writes `rows` rows into the empty `db`, embeds them and builds the index.
+fn fill(db: MemoryDb, rows: usize, backend: &str) -> MemoryDb {
+    let db = db.with_embedder(embedder());
     let started = Instant::now();
     for seed in 0..rows {
         let episode = NewEpisode::new(sentence(seed))
@@ -103,8 +126,8 @@ fn store(rows: usize) -> (tempfile::TempDir, MemoryDb) {
     assert_eq!(report.remaining, 0);
     let status = db.build_episodic_index().unwrap();
     assert_eq!(status.index_len, rows);
-    eprintln!("built a {rows}-row store in {:.1?}", started.elapsed());
-    (home, db)
+    eprintln!("built a {rows}-row {backend} store in {:.1?}", started.elapsed());
+    db
 }
 
 fn queries(rows: usize) -> Vec<(String, Vec<f32>)> {
@@ -122,10 +145,24 @@ fn queries(rows: usize) -> Vec<(String, Vec<f32>)> {
         .collect()
 }
 
-fn bench_size(c: &mut Criterion, rows: usize) -> tempfile::TempDir {
-    let (home, db) = store(rows);
+/// `episodic_context/<rows>` (SQLite) and, given a server,
+/// `episodic_context/<rows>/postgres`; returns the SQLite store's home.
+fn bench_size(c: &mut Criterion, rows: usize, postgres_server: Option<&str>) -> tempfile::TempDir {
     let queries = queries(rows);
-    let mut group = c.benchmark_group(format!("episodic_context/{rows}"));
+    let (home, db) = store(rows);
+    bench_store(c, &format!("episodic_context/{rows}"), &db, &queries);
+    drop(db);
+    if let Some(server_url) = postgres_server {
+        let database = BenchDatabase::create(server_url);
+        let (_postgres_home, postgres_db) = postgres_store(&database, rows);
+        bench_store(c, &format!("episodic_context/{rows}/postgres"), &postgres_db, &queries);
+    }
+    home
+}
+
+/// Pure-vector and hybrid `episodic_context` on `db` under `group_name`.
+fn bench_store(c: &mut Criterion, group_name: &str, db: &MemoryDb, queries: &[(String, Vec<f32>)]) {
+    let mut group = c.benchmark_group(group_name);
     group.sample_size(50).measurement_time(Duration::from_secs(8));
     for (name, mode) in [("pure_vector", RetrievalMode::PureVector), ("hybrid", RetrievalMode::Hybrid)] {
         let mut n = 0usize;
@@ -136,7 +173,7 @@ fn bench_size(c: &mut Criterion, rows: usize) -> tempfile::TempDir {
                 db.episodic_context_for(&query, 3_000).unwrap().hits.len()
             })
             .sum();
-        eprintln!("{rows} rows, {name}: {:.2} hits admitted per query", admitted as f64 / queries.len() as f64);
+        eprintln!("{group_name}, {name}: {:.2} hits admitted per query", admitted as f64 / queries.len() as f64);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let (text, vector) = &queries[n % queries.len()];
@@ -147,7 +184,6 @@ fn bench_size(c: &mut Criterion, rows: usize) -> tempfile::TempDir {
         });
     }
     group.finish();
-    home
 }
 
 /// Store sizes to run, from `EPISODIC_BENCH_SIZES` (default `10000,100000`).
@@ -160,8 +196,9 @@ fn sizes() -> Vec<usize> {
 }
 
 fn episodic_context(c: &mut Criterion) {
+    let postgres_server = postgres_server();
     for rows in sizes() {
-        let home = bench_size(c, rows);
+        let home = bench_size(c, rows, postgres_server.as_deref());
         if rows >= 100_000 {
             first_search_after_open(&home.path().join("memory.db"), rows);
         }

@@ -3,11 +3,20 @@
 //! rusqlite upsert, and `semantic_context` / `search_semantic` over 1,000
 //! entries with and without vectors.
 //!
+//! With `CAIRN_BENCH_POSTGRES_URL` set (a libpq URL of a server where the
+//! role may create databases), `semantic_write/accepted_cairn_postgres`
+//! runs the same writes against `MemoryDb::open_postgres` on a fresh
+//! database `cairn_bench_<pid>_<n>`, dropped afterwards.
+//!
 //! `cargo bench --bench memory_core`
 
 use std::hint::black_box;
 use std::sync::Arc;
 
+#[path = "support/postgres.rs"]
+mod bench_postgres;
+
+use bench_postgres::{BenchDatabase, postgres_server};
 use cairn_embedder::HashEmbedder;
 use cairn_memory_core::{MemoryConfig, MemoryDb, Source};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -66,6 +75,32 @@ fn writes(c: &mut Criterion) {
             black_box(outcome)
         })
     });
+
+    // The same writes on a PostgreSQL store (a fresh database).
+    if let Some(server_url) = postgres_server() {
+        let database = BenchDatabase::create(&server_url);
+        let postgres_home = tempfile::tempdir().unwrap();
+        let postgres_db =
+            MemoryDb::open_postgres(&database.url, postgres_home.path(), MemoryConfig::default()).unwrap();
+        let mut counter = 0u64;
+        group.bench_function("accepted_cairn_postgres", |b| {
+            b.iter(|| {
+                counter += 1;
+                let key = format!("pref.bench_{}", counter % 512);
+                let outcome = postgres_db
+                    .write_semantic(
+                        &key,
+                        &json!(format!("prefers option {counter} for the editor")),
+                        0.9,
+                        Source::Consolidation,
+                    )
+                    .unwrap();
+                debug_assert!(outcome.is_change());
+                black_box(outcome)
+            })
+        });
+        drop(postgres_db);
+    }
 
     // The peer: the same upsert with nothing around it (no validation, screen, ladder or audit).
     let peer_home = tempfile::tempdir().unwrap();
