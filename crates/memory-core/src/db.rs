@@ -5,19 +5,20 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use cairn_embedder::EmbeddingBackend;
 use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
+pub(crate) use crate::clock::now_ms;
 use crate::constants::{
     BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_AUDIT_EVENTS, MAX_IDLE_READERS, PAGE_CACHE_KIB,
 };
 use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::schema;
-use crate::search::SnapshotCache;
+use crate::search::snapshot::SnapshotCache;
 use crate::store::sqlite::SqliteTx;
 use crate::store::{Backend, NewEvent, StoreTx, StoredEvent};
 use crate::types::{MemoryAuditAction, MemoryAuditEvent, MemoryStats};
@@ -636,11 +637,6 @@ fn validate_config(config: &MemoryConfig) -> Result<(Vec<String>, EpisodicConfig
 /// The vector space a backend produces: `<model id>#<dim>`.
 pub(crate) fn space_signature(embedder: &dyn EmbeddingBackend) -> String {
     format!("{}#{}", embedder.model_id(), embedder.dim())
-}
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis() as i64).unwrap_or(0)
 }
 
 /// Appends an audit row and trims the trail to its cap in the same transaction.

@@ -119,7 +119,7 @@ pub enum MemoryError {
     Summarizer {
         /// The summarizer's error.
         #[source]
-        source: crate::consolidate::SummarizerError,
+        source: SummarizerError,
     },
     /// An import document is not one this build can read.
     #[error("cannot import: {0}")]
@@ -446,3 +446,8 @@ mod tests {
         assert_eq!(MemoryError::InvalidConfig("x".into()).storage_kind(), None);
     }
 }
+
+/// A [`Summarizer`](crate::Summarizer) failure, as text the implementation chose.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SummarizerError(pub String);

@@ -175,7 +175,7 @@ pub fn repair_database(path: &Path, force: bool) -> Result<RepairReport> {
     if report.problems.is_empty() && !force {
         return Ok(report);
     }
-    let stamp = crate::db::now_ms();
+    let stamp = crate::clock::now_ms();
     let backup = sibling(path, &format!(".damaged-{stamp}"));
     std::fs::copy(path, &backup).map_err(io("copying aside", &backup))?;
     for suffix in ["-wal", "-shm"] {

@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod bm25;
+mod clock;
 mod consolidate;
 pub mod constants;
 mod db;
@@ -64,6 +65,7 @@ mod schema;
 mod search;
 mod semantic;
 mod store;
+mod text;
 mod transcript;
 mod types;
 mod validate;

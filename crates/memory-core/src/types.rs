@@ -51,7 +51,7 @@ impl Source {
                 && name.as_bytes()[0].is_ascii_lowercase()
                 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
             if !valid {
-                return Err(Rejected::InvalidSource(crate::validate::cut(name, 64)));
+                return Err(Rejected::InvalidSource(crate::text::cut(name, 64)));
             }
         }
         Ok(())

@@ -6,6 +6,7 @@ use regex::Regex;
 
 use crate::constants::{AUDIT_SNIPPET_CHARS, CONFIDENCE_THRESHOLD, KEY_PATTERN, MAX_KEY_CHARS, MAX_VALUE_BYTES};
 use crate::error::Rejected;
+pub(crate) use crate::text::cut;
 use crate::types::Source;
 
 static KEY_REGEX: LazyLock<Regex> = LazyLock::new(|| Regex::new(KEY_PATTERN).expect("key pattern compiles"));
@@ -92,14 +93,6 @@ pub(crate) fn display_value(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(text) => text.clone(),
         other => other.to_string(),
-    }
-}
-
-/// The first `max` characters of `text`.
-pub(crate) fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => text[..end].to_owned(),
-        None => text.to_owned(),
     }
 }
 

@@ -67,10 +67,7 @@ pub trait Summarizer: Send + Sync {
     fn summarize(&self, prompt: &str) -> std::result::Result<String, SummarizerError>;
 }
 
-/// A [`Summarizer`] failure, as text the implementation chose.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SummarizerError(pub String);
+pub use crate::error::SummarizerError;
 
 /// Whether a proposed skill is new or a refinement of an existing one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

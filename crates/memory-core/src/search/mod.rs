@@ -6,109 +6,18 @@
 //! after another process wrote. Scoring is an exact scan: semantic memory
 //! holds at most a few thousand entries.
 
+pub(crate) mod snapshot;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
-use crate::constants::{
-    KEY_MATCH_WEIGHT, LESSON_PREFIX, SEMANTIC_BLOCK_HEADER, SEMANTIC_KEYWORD_WEIGHT, SEMANTIC_VECTOR_WEIGHT,
-};
+use self::snapshot::{Snapshot, SnapshotEntry, derive_entry, dot, unit};
+use crate::constants::{KEY_MATCH_WEIGHT, SEMANTIC_BLOCK_HEADER, SEMANTIC_KEYWORD_WEIGHT, SEMANTIC_VECTOR_WEIGHT};
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Result};
 use crate::keywords;
 use crate::store::Counter;
 use crate::types::SemanticHit;
-use crate::validate;
-
-pub(crate) struct SnapshotEntry {
-    key: String,
-    /// Identifies the row content this entry was derived from: a change
-    /// bumps the version, a backfill changes the space.
-    version: i64,
-    space: Option<String>,
-    value: serde_json::Value,
-    /// `key: value` on one line, redacted, as the context block shows it.
-    line: String,
-    line_chars: usize,
-    /// Unit-length vector in the current space, if stored.
-    vector: Option<Vec<f32>>,
-    key_forms: Vec<Arc<str>>,
-    value_forms: Vec<Arc<str>>,
-    is_lesson: bool,
-    updated_at: i64,
-}
-
-pub(crate) struct Snapshot {
-    revision: i64,
-    space: Option<String>,
-    entries: Vec<Arc<SnapshotEntry>>,
-    /// Form (word or stem) → entries whose key contains it.
-    key_postings: HashMap<Arc<str>, Vec<u32>>,
-    /// Form → entries whose value contains it.
-    value_postings: HashMap<Arc<str>, Vec<u32>>,
-}
-
-#[derive(Default)]
-pub(crate) struct SnapshotCache {
-    current: Mutex<Option<Arc<Snapshot>>>,
-    /// Held while one thread rebuilds: the others wait for its result
-    /// instead of all rebuilding the same revision at once.
-    rebuild: Mutex<()>,
-}
-
-fn unit(mut vector: Vec<f32>) -> Vec<f32> {
-    cairn_embedder::l2_normalize(&mut vector);
-    vector
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight independent lanes so the compiler vectorises the loop.
-    let mut lanes = [0.0f32; 8];
-    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in a_chunks.zip(b_chunks) {
-        for lane in 0..8 {
-            lanes[lane] += x[lane] * y[lane];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
-}
-
-fn derive_entry(
-    key: String,
-    version: i64,
-    entry_space: Option<String>,
-    value_text: &str,
-    vector: Option<Vec<f32>>,
-    space: Option<&str>,
-) -> Result<SnapshotEntry> {
-    let value: serde_json::Value = serde_json::from_str(value_text).map_err(|error| MemoryError::CorruptRow {
-        table: "semantic_memory",
-        reason: format!("value of {key}: {error}"),
-    })?;
-    let vector = match (space, &entry_space, vector) {
-        (Some(space), Some(entry_space), Some(vector)) if space == entry_space => Some(unit(vector)),
-        _ => None,
-    };
-    let key_forms = keywords::forms(&key).into_iter().map(Arc::from).collect();
-    let value_forms = keywords::forms(&validate::screen_text(&value)).into_iter().map(Arc::from).collect();
-    let shown = validate::display_value(&value).replace(['\n', '\r'], " ");
-    let line = cairn_guard::redact_all(&format!("{key}: {shown}")).into_owned();
-    Ok(SnapshotEntry {
-        is_lesson: key.starts_with(LESSON_PREFIX),
-        line_chars: line.chars().count(),
-        key,
-        version,
-        space: entry_space,
-        value,
-        line,
-        vector,
-        key_forms,
-        value_forms,
-        updated_at: 0,
-    })
-}
 
 impl MemoryDb {
     /// The current snapshot: reused when the revision has not moved; rebuilt
