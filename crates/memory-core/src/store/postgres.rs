@@ -7,7 +7,7 @@
 //! the audit cap and the revision counters need no retry loop and lose no
 //! update. Reads run in `REPEATABLE READ READ ONLY` transactions (one
 //! consistent snapshot) and never wait for a writer. A revision bump also
-//! sends `NOTIFY cairn_memory`, delivered at commit, to wake other
+//! sends `NOTIFY cairn_<schema>` (`cairn_cairn` for the default schema), delivered at commit, to wake other
 //! gateways' caches.
 //!
 //! Keys use the `"C"` collation, so listing order is byte order, as in SQLite.
