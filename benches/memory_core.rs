@@ -19,7 +19,8 @@ mod bench_postgres;
 use bench_postgres::{BenchDatabase, postgres_server};
 use cairn_embedder::HashEmbedder;
 use cairn_memory_core::{MemoryConfig, MemoryDb, Source};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -30,6 +31,28 @@ const WORDS: &[&str] = &[
     "release", "docs", "terminal", "shell", "fish", "helix", "tabs", "spaces", "format", "lint", "coffee", "meeting",
     "timezone", "berlin", "project", "gateway", "memory", "skills", "hooks", "latency", "budget", "prompt",
 ];
+
+/// Accepted writes through the whole write path (validation, screen, ladder,
+/// audit) over 512 keys, each one changing its key's value.
+fn bench_accepted_writes(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, db: &MemoryDb) {
+    let mut counter = 0u64;
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            counter += 1;
+            let key = format!("pref.bench_{}", counter % 512);
+            let outcome = db
+                .write_semantic(
+                    &key,
+                    &json!(format!("prefers option {counter} for the editor")),
+                    0.9,
+                    Source::Consolidation,
+                )
+                .unwrap();
+            debug_assert!(outcome.is_change());
+            black_box(outcome)
+        })
+    });
+}
 
 fn sentence(rng: &mut StdRng, words: usize) -> String {
     (0..words).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect::<Vec<_>>().join(" ")
@@ -58,23 +81,7 @@ fn writes(c: &mut Criterion) {
 
     let home = tempfile::tempdir().unwrap();
     let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap();
-    let mut counter = 0u64;
-    group.bench_function("accepted_cairn", |b| {
-        b.iter(|| {
-            counter += 1;
-            let key = format!("pref.bench_{}", counter % 512);
-            let outcome = db
-                .write_semantic(
-                    &key,
-                    &json!(format!("prefers option {counter} for the editor")),
-                    0.9,
-                    Source::Consolidation,
-                )
-                .unwrap();
-            debug_assert!(outcome.is_change());
-            black_box(outcome)
-        })
-    });
+    bench_accepted_writes(&mut group, "accepted_cairn", &db);
 
     // The same writes on a PostgreSQL store (a fresh database).
     if let Some(server_url) = postgres_server() {
@@ -82,23 +89,7 @@ fn writes(c: &mut Criterion) {
         let postgres_home = tempfile::tempdir().unwrap();
         let postgres_db =
             MemoryDb::open_postgres(&database.url, postgres_home.path(), MemoryConfig::default()).unwrap();
-        let mut counter = 0u64;
-        group.bench_function("accepted_cairn_postgres", |b| {
-            b.iter(|| {
-                counter += 1;
-                let key = format!("pref.bench_{}", counter % 512);
-                let outcome = postgres_db
-                    .write_semantic(
-                        &key,
-                        &json!(format!("prefers option {counter} for the editor")),
-                        0.9,
-                        Source::Consolidation,
-                    )
-                    .unwrap();
-                debug_assert!(outcome.is_change());
-                black_box(outcome)
-            })
-        });
+        bench_accepted_writes(&mut group, "accepted_cairn_postgres", &postgres_db);
         drop(postgres_db);
     }
 
