@@ -19,8 +19,9 @@ use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::schema;
 use crate::search::snapshot::SnapshotCache;
+pub(crate) use crate::store::EventRecord;
 use crate::store::sqlite::SqliteTx;
-use crate::store::{Backend, NewEvent, StoreTx, StoredEvent};
+use crate::store::{Backend, StoreTx, StoredEvent};
 use crate::types::{MemoryAuditAction, MemoryAuditEvent, MemoryStats};
 
 /// How hard a commit tries to reach the disk.
@@ -83,18 +84,6 @@ impl MemoryConfig {
         self.durability = durability;
         self
     }
-}
-
-/// What the audit trail is told about one event.
-pub(crate) struct EventRecord<'a> {
-    pub(crate) memory_type: &'a str,
-    pub(crate) action: MemoryAuditAction,
-    pub(crate) key: Option<&'a str>,
-    pub(crate) old_value: Option<&'a str>,
-    pub(crate) new_value: Option<&'a str>,
-    pub(crate) source: Option<&'a str>,
-    pub(crate) confidence: Option<f64>,
-    pub(crate) detail: Option<&'a str>,
 }
 
 /// Cairn's `memory.db`: semantic entries, lessons, episodic rows and the
@@ -641,20 +630,7 @@ pub(crate) fn space_signature(embedder: &dyn EmbeddingBackend) -> String {
 
 /// Appends an audit row and trims the trail to its cap in the same transaction.
 pub(crate) fn insert_event(tx: &mut dyn StoreTx, record: &EventRecord<'_>) -> Result<()> {
-    tx.append_event(
-        &NewEvent {
-            at: now_ms(),
-            memory_type: record.memory_type,
-            action: record.action,
-            key: record.key,
-            old_value: record.old_value,
-            new_value: record.new_value,
-            source: record.source,
-            confidence: record.confidence,
-            detail: record.detail,
-        },
-        MAX_AUDIT_EVENTS,
-    )
+    tx.append_event(now_ms(), record, MAX_AUDIT_EVENTS)
 }
 
 /// The public form of a stored audit row.

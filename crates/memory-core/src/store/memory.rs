@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use parking_lot::Mutex;
 
 use super::{
-    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, LedgerEntry, LedgerRows, MarkerColumn,
-    NewEpisodicRow, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
+    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EventRecord, LedgerEntry, LedgerRows,
+    MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
     SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
 };
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
@@ -255,12 +255,12 @@ impl SemanticRows for MemoryTx<'_> {
 }
 
 impl AuditLog for MemoryTx<'_> {
-    fn append_event(&mut self, event: &NewEvent<'_>, cap: i64) -> Result<()> {
+    fn append_event(&mut self, at: i64, event: &EventRecord<'_>, cap: i64) -> Result<()> {
         self.state.next_event_id += 1;
         let id = self.state.next_event_id;
         self.state.events.push_back(StoredEvent {
             id,
-            at: event.at,
+            at,
             memory_type: event.memory_type.to_owned(),
             action: event.action.as_str().to_owned(),
             key: event.key.map(str::to_owned),

@@ -104,10 +104,9 @@ pub(crate) trait SemanticRows {
     fn semantic_counts(&mut self, space: Option<&str>) -> Result<SemanticCounts>;
 }
 
-/// An audit row to append.
+/// What the audit trail is told about one event.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct NewEvent<'a> {
-    pub(crate) at: i64,
+pub(crate) struct EventRecord<'a> {
     pub(crate) memory_type: &'a str,
     pub(crate) action: MemoryAuditAction,
     pub(crate) key: Option<&'a str>,
@@ -137,7 +136,7 @@ pub(crate) struct StoredEvent {
 /// below `newest id - cap` keeps exactly the newest `cap` rows.
 pub(crate) trait AuditLog {
     /// Appends `event` and trims the trail to the newest `cap` rows.
-    fn append_event(&mut self, event: &NewEvent<'_>, cap: i64) -> Result<()>;
+    fn append_event(&mut self, at: i64, event: &EventRecord<'_>, cap: i64) -> Result<()>;
     /// The newest `limit` rows, newest first.
     fn newest_events(&mut self, limit: usize) -> Result<Vec<StoredEvent>>;
     /// How many rows the trail holds.

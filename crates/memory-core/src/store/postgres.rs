@@ -27,8 +27,8 @@ use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls};
 
 use super::{
-    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, LedgerEntry, LedgerRows, MarkerColumn,
-    NewEpisodicRow, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
+    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EventRecord, LedgerEntry, LedgerRows,
+    MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
     SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
@@ -611,7 +611,7 @@ impl SemanticRows for PgTx<'_, '_> {
 }
 
 impl AuditLog for PgTx<'_, '_> {
-    fn append_event(&mut self, event: &NewEvent<'_>, cap: i64) -> Result<()> {
+    fn append_event(&mut self, at: i64, event: &EventRecord<'_>, cap: i64) -> Result<()> {
         let operation = "writing the audit trail";
         let id: i64 = self
             .tx
@@ -620,7 +620,7 @@ impl AuditLog for PgTx<'_, '_> {
                     (at, memory_type, action, key, old_value, new_value, source, confidence, detail)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
                 &[
-                    &event.at,
+                    &at,
                     &event.memory_type,
                     &event.action.as_str(),
                     &event.key,

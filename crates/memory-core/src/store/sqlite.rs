@@ -5,9 +5,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, LedgerEntry, LedgerRows, MarkerColumn,
-    NewEpisodicRow, NewEvent, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
-    SessionRow, StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
+    AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EventRecord, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SessionRow,
+    StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result};
 
@@ -222,7 +222,7 @@ impl SemanticRows for SqliteTx<'_> {
 }
 
 impl AuditLog for SqliteTx<'_> {
-    fn append_event(&mut self, event: &NewEvent<'_>, cap: i64) -> Result<()> {
+    fn append_event(&mut self, at: i64, event: &EventRecord<'_>, cap: i64) -> Result<()> {
         let operation = "writing the audit trail";
         self.connection
             .prepare_cached(
@@ -232,7 +232,7 @@ impl AuditLog for SqliteTx<'_> {
             )
             .and_then(|mut statement| {
                 statement.execute(params![
-                    event.at,
+                    at,
                     event.memory_type,
                     event.action.as_str(),
                     event.key,

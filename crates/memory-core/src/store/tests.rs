@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::memory::MemoryBackend;
 use super::postgres::PostgresBackend;
 use super::{
-    Backend, Counter, LedgerEntry, MarkerColumn, NewEpisodicRow, NewEvent, SessionRow, TranscriptRow, vector_blob,
+    Backend, Counter, EventRecord, LedgerEntry, MarkerColumn, NewEpisodicRow, SessionRow, TranscriptRow, vector_blob,
 };
 use crate::error::{MemoryError, Result, StorageErrorKind};
 use crate::lessons::{LessonCategory, LessonWrite, apply_lesson, lesson_key, newest_lessons};
@@ -209,8 +209,8 @@ fn audit_trail_is_bounded(fixture: &Fixture) {
             .backend
             .write("auditing", |tx| {
                 tx.append_event(
-                    &NewEvent {
-                        at: index,
+                    index,
+                    &EventRecord {
                         memory_type: "semantic",
                         action: MemoryAuditAction::Rejected,
                         key: None,
