@@ -244,39 +244,39 @@ impl MemoryDb {
     #[cfg(any(test, feature = "postgres"))]
     pub(crate) fn open_postgres_schema(url: &str, schema: &str, home: &Path, config: MemoryConfig) -> Result<Self> {
         let _span = tracing::debug_span!("memory_db_open", backend = "postgres").entered();
-        let (prefixes, episodic_config) = validate_config(&config)?;
         let backend = crate::store::postgres::PostgresBackend::open(url, schema)?;
-        Ok(Self {
-            path: home.join(DB_FILE_NAME),
-            prefixes,
-            storage: Storage::Remote {
-                backend: Arc::new(backend),
-                kind: "postgres",
-                schema_version: crate::store::postgres::SCHEMA_VERSION,
-            },
-            episodic_lock: Mutex::new(()),
-            embedder: RwLock::new(None),
-            space_generation: AtomicU64::new(1),
-            snapshot: SnapshotCache::default(),
-            episodic: EpisodicState::default(),
-            episodic_config,
-            damage: None,
-        })
+        Self::open_remote(
+            home.join(DB_FILE_NAME),
+            Arc::new(backend),
+            "postgres",
+            crate::store::postgres::SCHEMA_VERSION,
+            &config,
+        )
     }
 
     /// Opens a store held in memory only (gone with the process), behind
     /// the same seam: for tests of code built on this crate.
     #[cfg(test)]
     pub(crate) fn open_in_memory(config: MemoryConfig) -> Result<Self> {
-        let (prefixes, episodic_config) = validate_config(&config)?;
+        let backend = Arc::new(crate::store::memory::MemoryBackend::default());
+        Self::open_remote(PathBuf::new(), backend, "memory", crate::schema::SCHEMA_VERSION, &config)
+    }
+
+    /// A store on `backend` (named `kind`, at `schema_version`), `path`
+    /// being where its `memory.db` would be.
+    #[cfg(any(test, feature = "postgres"))]
+    fn open_remote(
+        path: PathBuf,
+        backend: Arc<dyn Backend>,
+        kind: &'static str,
+        schema_version: i64,
+        config: &MemoryConfig,
+    ) -> Result<Self> {
+        let (prefixes, episodic_config) = validate_config(config)?;
         Ok(Self {
-            path: PathBuf::new(),
+            path,
             prefixes,
-            storage: Storage::Remote {
-                backend: Arc::new(crate::store::memory::MemoryBackend::default()),
-                kind: "memory",
-                schema_version: crate::schema::SCHEMA_VERSION,
-            },
+            storage: Storage::Remote { backend, kind, schema_version },
             episodic_lock: Mutex::new(()),
             embedder: RwLock::new(None),
             space_generation: AtomicU64::new(1),
