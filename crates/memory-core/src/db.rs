@@ -212,22 +212,12 @@ impl MemoryDb {
                 writer.pragma_update(None, "query_only", true).map_err(MemoryError::sqlite("refusing writes"))?;
             }
         }
-        Ok(Self {
-            path: path.to_owned(),
-            prefixes,
-            storage: Storage::Sqlite {
-                writer: Mutex::new(writer),
-                readers: Mutex::new(Vec::new()),
-                busy_timeout: config.busy_timeout,
-            },
-            episodic_lock: Mutex::new(()),
-            embedder: RwLock::new(None),
-            space_generation: AtomicU64::new(1),
-            snapshot: SnapshotCache::default(),
-            episodic: EpisodicState::default(),
-            episodic_config,
-            damage,
-        })
+        let storage = Storage::Sqlite {
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+            busy_timeout: config.busy_timeout,
+        };
+        Ok(Self::assemble(path.to_owned(), prefixes, storage, episodic_config, damage))
     }
 
     /// Opens the store in PostgreSQL at `url` (schema `cairn`, created and
@@ -273,18 +263,30 @@ impl MemoryDb {
         config: &MemoryConfig,
     ) -> Result<Self> {
         let (prefixes, episodic_config) = validate_config(config)?;
-        Ok(Self {
+        let storage = Storage::Remote { backend, kind, schema_version };
+        Ok(Self::assemble(path, prefixes, storage, episodic_config, None))
+    }
+
+    /// A store on `storage` with empty caches and no embedder yet.
+    fn assemble(
+        path: PathBuf,
+        prefixes: Vec<String>,
+        storage: Storage,
+        episodic_config: EpisodicConfig,
+        damage: Option<Vec<String>>,
+    ) -> Self {
+        Self {
             path,
             prefixes,
-            storage: Storage::Remote { backend, kind, schema_version },
+            storage,
             episodic_lock: Mutex::new(()),
             embedder: RwLock::new(None),
             space_generation: AtomicU64::new(1),
             snapshot: SnapshotCache::default(),
             episodic: EpisodicState::default(),
             episodic_config,
-            damage: None,
-        })
+            damage,
+        }
     }
 
     /// What the integrity check at open reported when `memory.db` is
