@@ -236,3 +236,78 @@ fn a_second_process_on_postgresql_hears_of_a_change_and_catches_up_before_it_rea
     b.catch_up().unwrap();
     assert_eq!(b.episodic_index_status().unwrap().index_len, 1, "the vector index caught up without a search");
 }
+
+/// Two handles on one store (two gateways, as far as the store can tell),
+/// each writing from its own thread: the active-row cap and the
+/// preservation-mode capacity check are decided inside the write
+/// transaction, so neither writer can push the store past its cap.
+fn the_episodic_cap_holds_under_two_writers(handles: [MemoryDb; 2]) {
+    const PER_WRITER: usize = 30;
+    let handles = handles.map(Arc::new);
+    let burst = |cap: usize, preserve: bool, tag: &'static str| -> Vec<EpisodicOutcome> {
+        let writers: Vec<_> = handles
+            .iter()
+            .enumerate()
+            .map(|(writer, db)| {
+                let db = Arc::clone(db);
+                std::thread::spawn(move || {
+                    (0..PER_WRITER)
+                        .map(|n| {
+                            let episode =
+                                NewEpisode::new(format!("{tag} writer {writer} wrote episode {n}")).preserve(preserve);
+                            db.write_episodic_capped(&episode, cap).unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        writers.into_iter().flat_map(|writer| writer.join().unwrap()).collect()
+    };
+
+    let cap = 7;
+    let outcomes = burst(cap, false, "evicting");
+    let mut evicted: Vec<i64> = outcomes
+        .iter()
+        .flat_map(|outcome| match outcome {
+            EpisodicOutcome::Inserted { evicted, .. } => evicted.clone(),
+            other => panic!("every distinct row is inserted: {other:?}"),
+        })
+        .collect();
+    evicted.sort_unstable();
+    let before = evicted.len();
+    evicted.dedup();
+    assert_eq!(before, evicted.len(), "a row was evicted twice");
+    assert_eq!(evicted.len(), 2 * PER_WRITER - cap, "every insertion past the cap evicted exactly one row");
+    for db in &handles {
+        assert_eq!(db.stats().unwrap().episodic_live, cap as i64);
+    }
+
+    let cap = 2 * cap + 20;
+    let outcomes = burst(cap, true, "preserving");
+    let inserted = outcomes.iter().filter(|outcome| matches!(outcome, EpisodicOutcome::Inserted { .. })).count();
+    let refused = outcomes.iter().filter(|outcome| matches!(outcome, EpisodicOutcome::StoreFull { .. })).count();
+    assert_eq!((inserted, refused), (cap - 7, 2 * PER_WRITER - (cap - 7)), "{outcomes:?}");
+    assert!(outcomes.iter().all(|outcome| match outcome {
+        EpisodicOutcome::Inserted { evicted, .. } => evicted.is_empty(),
+        _ => true,
+    }));
+    for db in &handles {
+        assert_eq!(db.stats().unwrap().episodic_live, cap as i64);
+    }
+}
+
+#[test]
+fn the_episodic_cap_holds_under_two_writers_on_sqlite() {
+    let home = tempfile::tempdir().unwrap();
+    let open = || MemoryDb::open_in_home(home.path(), config()).unwrap();
+    the_episodic_cap_holds_under_two_writers([open(), open()]);
+}
+
+#[test]
+fn the_episodic_cap_holds_under_two_writers_on_postgresql() {
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let open = |home: &tempfile::TempDir| MemoryDb::open_postgres_schema(&url, &schema, home.path(), config()).unwrap();
+    the_episodic_cap_holds_under_two_writers([open(&home_a), open(&home_b)]);
+}
