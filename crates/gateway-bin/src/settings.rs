@@ -1238,6 +1238,12 @@ mod tests {
         assert_eq!((settings.storage_url.as_deref(), source(&settings, "storage.url")), (None, Source::Default));
         let message = load(r#"{"storage": {"url": "postgres://cairn:hunter2@/cairn"}}"#).unwrap_err().to_string();
         assert!(!message.contains("hunter2"), "{message}");
+        assert!(message.contains("must name a host"), "{message}");
+        let message = load(r#"{"storage": {"url": "mysql://cairn:hunter2@db/cairn"}}"#).unwrap_err().to_string();
+        assert!(message.contains("must be a postgres:// URL") && !message.contains("hunter2"), "{message}");
+        let environment = Environment::from_pairs(&[("CAIRN_STORAGE_URL", "sqlite:///var/cairn/memory.db")]);
+        let message = load_with("{}", &Flags::default(), &environment).unwrap_err().to_string();
+        assert!(message.contains("CAIRN_STORAGE_URL"), "{message}");
     }
 
     #[test]
