@@ -176,7 +176,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
         format: EXPORT_FORMAT.to_owned(),
         version: EXPORT_VERSION,
         schema_version: SCHEMA_VERSION,
-        exported_at: crate::db::now_ms(),
+        exported_at: crate::clock::now_ms(),
         semantic,
         lessons,
         episodic,

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::now_ms;
 use crate::constants::{MAX_JSONL_LESSONS, MAX_LESSONS_IN_CONTEXT};
-use crate::db::{MemoryDb, now_ms};
+use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::lessons::{
     Dedup, DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, dedup, lesson_confidence, lesson_key,

@@ -8,15 +8,16 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::audit::insert_event;
 use crate::constants::{
     LESSON_CONFIDENCE_IMPORT, LESSON_CONFIDENCE_MIGRATION, LESSON_CONFIDENCE_USER, LESSON_EMBEDDING_DUPLICATE,
     LESSON_HASH_HEX_CHARS, LESSON_NOT_SEPARATOR, LESSON_PREFIX, LESSON_TOPIC_OVERLAP, LESSONS_BLOCK_HEADER,
     LESSONS_BLOCK_INSTRUCTION, MAX_LESSONS_IN_CONTEXT,
 };
-use crate::db::{EventRecord, MemoryDb, insert_event};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::keywords;
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, ladder};
+use crate::store::EventRecord;
 use crate::store::{SemanticRow, StoreTx};
 use crate::types::{DeleteOutcome, MemoryAuditAction, SkipReason, Source, WriteOutcome};
 
@@ -119,7 +120,7 @@ pub struct ReplacedLesson {
     pub rule: DedupRule,
 }
 
-/// What [`MemoryDb::write_lesson`] did.
+/// What [`MemoryDb::write_lesson`](crate::MemoryDb::write_lesson) did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LessonOutcome {
     /// The outcome for the new lesson's key.
@@ -165,7 +166,7 @@ pub fn lesson_confidence(source: &Source) -> f64 {
 }
 
 /// Cleans a rule or negative: trimmed, one line.
-fn clean(text: &str) -> String {
+pub(crate) fn clean(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -361,85 +362,6 @@ pub(crate) fn newest_lessons(tx: &mut dyn StoreTx, limit: usize) -> Result<Vec<L
     rows.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.key.cmp(&b.key)));
     rows.truncate(limit);
     rows.into_iter().map(lesson_from_row).collect()
-}
-
-impl MemoryDb {
-    /// Stores a lesson as a `lesson.<hash>` semantic entry with value
-    /// `rule` or `rule — NOT: negative`, at confidence 1.0 (0.9 for
-    /// [`Source::Migration`]).
-    ///
-    /// Before writing, in one transaction: a stored lesson containing the
-    /// new text makes this a duplicate (skipped); stored lessons the new
-    /// text contains, then lessons sharing at least half of the smaller
-    /// keyword set, are replaced (tombstoned); then a stored lesson with
-    /// embedding cosine above 0.85 is replaced when the new text is longer
-    /// and makes this a duplicate otherwise. A replacement obeys the
-    /// conflict ladder: only a user-explicit lesson replaces a
-    /// user-explicit one. A [`Source::Import`] lesson never replaces: where
-    /// it would, it is skipped ([`SkipReason::ExistingWins`]) and the stored
-    /// lesson stays; it never overwrites or revives its own key either.
-    pub fn write_lesson(
-        &self,
-        rule: &str,
-        not: Option<&str>,
-        category: LessonCategory,
-        source: Source,
-    ) -> Result<LessonOutcome> {
-        let _span = tracing::debug_span!("write_lesson", category = category.as_str()).entered();
-        let rule = clean(rule);
-        let not = not.map(clean).filter(|not| !not.is_empty());
-        let text = lesson_text(&rule, not.as_deref());
-        let key = lesson_key(&rule, not.as_deref());
-        let confidence = lesson_confidence(&source);
-        let value = serde_json::Value::String(text.clone());
-        let checked = if rule.is_empty() {
-            Err(Rejected::EmptyLesson)
-        } else {
-            self.check_write(&key, &value, confidence, &source)
-        };
-        let value_text = match checked {
-            Ok(value_text) => value_text,
-            Err(rejected) => {
-                return Err(self.refuse("lesson", &key, &text, source.as_str(), Some(confidence), rejected));
-            }
-        };
-        // Embed before taking the write lock.
-        let vector = self.try_embed(&text);
-        let space = self.space();
-        self.rows().write("writing a lesson", |tx| {
-            apply_lesson(
-                tx,
-                LessonWrite {
-                    key,
-                    rule: &rule,
-                    text: &text,
-                    value_text: &value_text,
-                    category,
-                    source: &source,
-                    confidence,
-                    vector,
-                    space: space.as_deref(),
-                },
-            )
-        })
-    }
-
-    /// Live lessons, newest first, at most `limit`.
-    pub fn get_lessons(&self, limit: usize) -> Result<Vec<Lesson>> {
-        self.rows().read("reading lessons", |tx| newest_lessons(tx, limit))
-    }
-
-    /// Tombstones a lesson by key.
-    pub fn delete_lesson(&self, key: &str, source: Source) -> Result<DeleteOutcome> {
-        require_lesson_key(key)?;
-        self.delete_semantic(key, source)
-    }
-
-    /// The `[Learned corrections]` block with at most 50 lessons, newest
-    /// first; an empty string when there are none.
-    pub fn lessons_context(&self) -> Result<String> {
-        Ok(render_lessons(&self.get_lessons(MAX_LESSONS_IN_CONTEXT)?))
-    }
 }
 
 /// Renders lessons as the `[Learned corrections]` block (redacted, one line each).

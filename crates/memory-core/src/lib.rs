@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+mod audit;
 mod bm25;
 mod clock;
 mod consolidate;

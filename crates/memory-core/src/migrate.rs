@@ -24,14 +24,15 @@ use jiff::tz::TimeZone;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::audit::insert_event;
 use crate::consolidate::RefusedItem;
 use crate::consolidate::state::StateFile;
 use crate::constants::{
     BUILTIN_PREFIXES, LESSONS_JSONL_FILE_NAME, MIGRATION_EPISODIC_IMPORTANCE, MIGRATION_SEMANTIC_CONFIDENCE,
 };
-use crate::db::{EventRecord, insert_event};
 use crate::error::{MemoryError, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, PREFERENCES_FILE, PROJECTS_FILE};
+use crate::store::EventRecord;
 use crate::{EpisodicOutcome, JsonlLessonStore, MemoryAuditAction, MemoryDb, NewEpisode, Source, WriteOutcome};
 
 /// Where legacy memory lives: a Cairn home, or a `~/.kiro/crew` tree.

@@ -411,7 +411,7 @@ impl Consolidator {
             Ok(value) => {
                 let moves: Vec<(Marker, u64, u64)> =
                     claims.iter().map(|(marker, claim)| (*marker, claim.start, claim.end)).collect();
-                self.db.finish_claim(session_key, self.owner, &moves, extra, crate::db::now_ms())?;
+                self.db.finish_claim(session_key, self.owner, &moves, extra, crate::clock::now_ms())?;
                 Ok(value)
             }
             Err(error) => {

@@ -25,11 +25,11 @@
 //! from keywords, so search never stops working while a model loads or
 //! changes.
 
-mod context;
-mod index;
-mod keyword;
-mod search;
-mod write;
+pub(crate) mod context;
+pub(crate) mod index;
+pub(crate) mod keyword;
+pub(crate) mod search;
+pub(crate) mod write;
 
 #[cfg(test)]
 mod tests;

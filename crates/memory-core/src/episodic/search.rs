@@ -2,27 +2,22 @@
 //! fusion, admission (the embedding model's [`RelevanceGate`]),
 //! importance × age, MMR, the limit.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 
-use cairn_memory_vector::constants::{MMR_LAMBDA, MMR_MAX_POOL};
+use cairn_memory_vector::constants::MMR_LAMBDA;
 use cairn_memory_vector::{Hit, MmrCandidate, RelevanceGate, decay_score, mmr};
 
-use super::index::IndexAccess;
 use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown};
-use crate::constants::{
-    FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE,
-};
-use crate::db::{MemoryDb, now_ms, space_signature};
-use crate::error::{MemoryError, Result};
+use crate::constants::{FTS_MAX_QUERY_TERMS, KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE};
+use crate::error::Result;
+use crate::keywords;
 use crate::keywords::OnlyStopwords;
-use crate::store::{Counter, StoreTx, blob_vector};
-use crate::{bm25, keywords};
+use crate::store::{StoreTx, blob_vector};
 
 const MS_PER_DAY: f64 = 86_400_000.0;
 /// Vector probes of a relevance-filtered search: each is tried only while
 /// the previous probe's last hit could still be admitted (the pool caps it).
-const FILTERED_PROBES: [usize; 3] = [64, 256, 1_024];
+pub(crate) const FILTERED_PROBES: [usize; 3] = [64, 256, 1_024];
 
 /// Turns free text into a safe FTS5 query: lower-cased alphanumeric words
 /// of at least 2 characters, stop words dropped, each quoted as a string
@@ -50,17 +45,17 @@ pub(crate) fn prior(weight: f64, importance: f64, age_days: f64) -> f64 {
 }
 
 /// A candidate row, as read from the table.
-struct Row {
-    id: i64,
-    text: String,
-    tags: String,
-    importance: f64,
-    created_at: i64,
-    source_ref: Option<String>,
-    vector: Option<Vec<f32>>,
+pub(crate) struct Row {
+    pub(crate) id: i64,
+    pub(crate) text: String,
+    pub(crate) tags: String,
+    pub(crate) importance: f64,
+    pub(crate) created_at: i64,
+    pub(crate) source_ref: Option<String>,
+    pub(crate) vector: Option<Vec<f32>>,
 }
 
-fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with_vector: bool) -> Result<Option<Row>> {
+pub(crate) fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with_vector: bool) -> Result<Option<Row>> {
     let vector_space = if with_vector { space } else { None };
     Ok(tx.episodic_row(id, vector_space)?.filter(|(row, _)| !row.is_deleted).map(|(row, blob)| Row {
         id,
@@ -74,7 +69,7 @@ fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with_vector: bo
 }
 
 /// Exact scan over the stored vectors of `space`: the ladder's middle rung.
-pub(super) fn scan(tx: &mut dyn StoreTx, space: &str, query: &[f32], k: usize) -> Result<Vec<Hit>> {
+pub(crate) fn scan(tx: &mut dyn StoreTx, space: &str, query: &[f32], k: usize) -> Result<Vec<Hit>> {
     let mut hits = Vec::new();
     for (id, blob) in tx.episodic_vectors(space, None)? {
         if let Some(vector) = blob_vector(&blob)
@@ -89,187 +84,19 @@ pub(super) fn scan(tx: &mut dyn StoreTx, space: &str, query: &[f32], k: usize) -
 }
 
 /// A row's (rank, cosine) in the vector list and (rank, bm25) in the keyword list.
-type ListPositions = (Option<(usize, f32)>, Option<(usize, f64)>);
+pub(crate) type ListPositions = (Option<(usize, f32)>, Option<(usize, f64)>);
 
 /// One candidate with everything scoring needs.
-struct Candidate {
-    row: Row,
-    cosine: Option<f32>,
-    vector_rank: Option<usize>,
-    keyword_rank: Option<usize>,
-    bm25: Option<f64>,
-}
-
-impl MemoryDb {
-    /// Searches episodic memory (see [`EpisodicQuery`] for the options).
-    ///
-    /// The ladder: the vector index (or, while it builds, an exact scan of
-    /// the stored vectors) when there is a query vector, FTS5 keywords (OR
-    /// over text and tags) always in hybrid mode and alone when there is
-    /// no query vector at all. Only active rows are returned. With
-    /// `relevance_filter`, admission runs on the *raw* cosine before any
-    /// ranking or limit (hybrid mode adds the keyword path, see
-    /// [`Admission::Keyword`]). Each hit carries its [`ScoreBreakdown`].
-    pub fn search_episodic(&self, query: &EpisodicQuery) -> Result<Vec<EpisodicHit>> {
-        let _span = tracing::debug_span!("search_episodic", mode = ?query.mode).entered();
-        let now = query.now.unwrap_or_else(now_ms);
-        let embedder = self.embedder();
-        let space = embedder.as_ref().map(|embedder| space_signature(&**embedder));
-        let mut query_vector: Option<Vec<f32>> = None;
-        if query.mode != RetrievalMode::Keyword
-            && let Some(embedder) = &embedder
-        {
-            query_vector = match &query.vector {
-                Some(vector) => Some(vector.clone()),
-                None if embedder.is_ready() && !query.text.trim().is_empty() => embedder.embed(&query.text).ok(),
-                None => None,
-            };
-            query_vector = query_vector.filter(|vector| vector.len() == embedder.dim());
-            if let Some(vector) = &mut query_vector {
-                cairn_embedder::l2_normalize(vector);
-            }
-        }
-        let fts_query = sanitize_fts_query(&query.text);
-        let use_keywords = query.mode != RetrievalMode::PureVector || query_vector.is_none();
-        let dim = embedder.as_ref().map_or(0, |embedder| embedder.dim());
-        // The gate is the model's; the specification's pipeline keeps the
-        // specification's gate whatever the model.
-        let gate = match (&embedder, query.mode) {
-            (Some(embedder), RetrievalMode::Hybrid | RetrievalMode::Keyword) => {
-                RelevanceGate::for_model(embedder.model_id())
-            }
-            _ => RelevanceGate::SPECIFICATION,
-        };
-
-        let candidates = self.rows().read("searching episodic memory", |tx| {
-            let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
-            let mut ready_index = None;
-            if let (Some(vector), Some(space)) = (&query_vector, &space) {
-                let revision = tx.revision(Counter::Episodic)?;
-                let access = self.index_for_read(revision, space, dim)?;
-                if let IndexAccess::Ready(index) = &access {
-                    ready_index = Some(Arc::clone(index));
-                }
-                let mut search = |k: usize| -> Result<Vec<Hit>> {
-                    match &access {
-                        IndexAccess::Ready(index) => index
-                            .search(vector, k)
-                            .map_err(|source| MemoryError::Index { operation: "searching episodic vectors", source }),
-                        IndexAccess::Scan => scan(tx, space, vector, k),
-                    }
-                };
-                let pool = if query.mode == RetrievalMode::Hybrid { HYBRID_CANDIDATES } else { MMR_MAX_POOL };
-                let hits = if query.relevance_filter {
-                    // Hits come in cosine order: once a probe ends below the
-                    // lowest gate, a wider one adds nothing admissible.
-                    let mut hits = Vec::new();
-                    for k in FILTERED_PROBES.map(|k| k.min(pool)) {
-                        hits = search(k)?;
-                        let may_continue =
-                            hits.len() == k && hits.last().is_some_and(|hit| hit.cosine >= gate.lowest());
-                        if !may_continue || k == pool {
-                            break;
-                        }
-                    }
-                    hits
-                } else {
-                    search(pool)?
-                };
-                for (rank, hit) in hits.iter().enumerate() {
-                    by_id.entry(hit.id as i64).or_default().0 = Some((rank + 1, hit.cosine));
-                }
-            }
-            if use_keywords && let Some(fts_query) = &fts_query {
-                let k = if query.mode == RetrievalMode::Hybrid {
-                    HYBRID_CANDIDATES
-                } else {
-                    query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
-                };
-                let hits = match self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)? {
-                    Some(index) => index
-                        .search(&bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS), k)
-                        .into_iter()
-                        .map(|(id, score)| (id as i64, score))
-                        .collect(),
-                    // Only a backend with its own keyword index builds the in-memory one in the background.
-                    None => tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default(),
-                };
-                for (rank, (id, bm25)) in hits.into_iter().enumerate() {
-                    by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
-                }
-            }
-            // Keyword-only rows take their cosine from the index's copy of
-            // their vector when there is one, not from the stored blob.
-            let mut index_cosines: HashMap<i64, f32> = HashMap::new();
-            if let (Some(index), Some(vector)) = (&ready_index, &query_vector) {
-                let keyword_only: Vec<u64> = by_id
-                    .iter()
-                    .filter(|(_, (vector_hit, _))| vector_hit.is_none())
-                    .map(|(id, _)| *id as u64)
-                    .collect();
-                let cosines = index
-                    .similarities(vector, &keyword_only)
-                    .map_err(|source| MemoryError::Index { operation: "scoring keyword hits", source })?;
-                for (id, cosine) in keyword_only.into_iter().zip(cosines) {
-                    if let Some(cosine) = cosine {
-                        index_cosines.insert(id as i64, cosine);
-                    }
-                }
-            }
-            let mut out = Vec::with_capacity(by_id.len());
-            let mut ids: Vec<_> = by_id.into_iter().collect();
-            ids.sort_by_key(|(id, _)| *id);
-            for (id, (vector_hit, keyword_hit)) in ids {
-                let index_cosine = index_cosines.get(&id).copied();
-                // Under the filter, a hit below every cosine gate that is not
-                // among the top keyword hits cannot be admitted: not read.
-                let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosine);
-                if query.relevance_filter
-                    && keyword_hit.is_none_or(|(rank, _)| rank > KEYWORD_ADMISSION_MAX_RANK)
-                    && known_cosine.is_some_and(|cosine| cosine < gate.lowest())
-                {
-                    continue;
-                }
-                let need_vector = known_cosine.is_none() && query_vector.is_some();
-                let Some(row) = fetch_row(tx, id, space.as_deref(), need_vector)? else { continue };
-                let cosine = match (known_cosine, &row.vector, &query_vector) {
-                    (Some(cosine), _, _) => Some(cosine),
-                    (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
-                        Some(cairn_memory_vector::dot(vector, stored))
-                    }
-                    _ => None,
-                };
-                out.push(Candidate {
-                    row,
-                    cosine,
-                    vector_rank: vector_hit.map(|(rank, _)| rank),
-                    keyword_rank: keyword_hit.map(|(rank, _)| rank),
-                    bm25: keyword_hit.map(|(_, bm25)| bm25),
-                });
-            }
-            Ok(out)
-        })?;
-
-        let hits = rank(candidates, query, &gate, query_vector.is_some(), now);
-        if query.touch && !hits.is_empty() {
-            self.touch_episodic(&hits, now_ms());
-        }
-        Ok(hits)
-    }
-
-    /// Records `last_accessed` on returned rows, outside the read path: it
-    /// is skipped when another thread holds the writer (it is advisory).
-    fn touch_episodic(&self, hits: &[EpisodicHit], at: i64) {
-        let Some(_episodic) = self.try_lock_episodic() else { return };
-        let ids: Vec<i64> = hits.iter().map(|hit| hit.id).collect();
-        if let Err(error) = self.rows().write("recording last_accessed", |tx| tx.touch_episodic(&ids, at)) {
-            tracing::debug!(%error, "could not record last_accessed");
-        }
-    }
+pub(crate) struct Candidate {
+    pub(crate) row: Row,
+    pub(crate) cosine: Option<f32>,
+    pub(crate) vector_rank: Option<usize>,
+    pub(crate) keyword_rank: Option<usize>,
+    pub(crate) bm25: Option<f64>,
 }
 
 /// Admission, scoring, MMR and the limit over the fetched candidates.
-fn rank(
+pub(crate) fn rank(
     candidates: Vec<Candidate>,
     query: &EpisodicQuery,
     gate: &RelevanceGate,

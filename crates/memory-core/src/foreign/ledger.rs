@@ -58,7 +58,7 @@ impl MemoryDb {
         if rows.is_empty() {
             return Ok(());
         }
-        let now = crate::db::now_ms();
+        let now = crate::clock::now_ms();
         self.rows().write("recording import provenance", |tx| {
             for row in rows {
                 tx.record_ledger(&LedgerEntry {

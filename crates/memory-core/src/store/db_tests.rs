@@ -51,7 +51,7 @@ pub(super) fn postgres_url() -> Option<String> {
 pub(super) fn fresh_schema() -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("cairn_db{}_{n}_{}", std::process::id(), crate::db::now_ms() % 1_000_000)
+    format!("cairn_db{}_{n}_{}", std::process::id(), crate::clock::now_ms() % 1_000_000)
 }
 
 fn on_postgres() -> Option<Opened> {

@@ -4,14 +4,14 @@
 //!
 //! Everything that decides (validation, the screen, the conflict ladder,
 //! lesson dedup, the audit cap) lives above this seam, in one place for
-//! every backend: [`crate::semantic::apply_write`] reads a row through
+//! every backend: the semantic layer's `apply_write` reads a row through
 //! [`SemanticRows`], decides, and writes back through the same
 //! transaction. A backend only stores and fetches rows, and makes one
 //! write transaction atomic and isolated from every other writer, in this
 //! process or another.
 //!
 //! Backends: SQLite (`memory.db`, [`sqlite::SqliteTx`], what
-//! [`crate::MemoryDb`] runs on), an in-memory one that proves the seam in
+//! `MemoryDb` runs on), an in-memory one that proves the seam in
 //! tests ([`memory`]), and PostgreSQL, for many gateways on one store
 //! ([`postgres`], tested against a real server).
 
@@ -24,6 +24,8 @@ pub(crate) mod postgres;
 pub(crate) mod sqlite;
 #[cfg(test)]
 mod tests;
+
+use cairn_embedder::EmbeddingBackend;
 
 use crate::error::Result;
 use crate::types::MemoryAuditAction;
@@ -424,4 +426,9 @@ pub(crate) fn blob_vector(blob: &[u8]) -> Option<Vec<f32>> {
         return None;
     }
     Some(blob.chunks_exact(4).map(|bytes| f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])).collect())
+}
+
+/// The vector space a backend produces: `<model id>#<dim>`.
+pub(crate) fn space_signature(embedder: &dyn EmbeddingBackend) -> String {
+    format!("{}#{}", embedder.model_id(), embedder.dim())
 }

@@ -57,7 +57,7 @@ fn postgres() -> Option<Fixture> {
         "cairn_t{}_{}_{}",
         std::process::id(),
         SCHEMAS.fetch_add(1, Ordering::Relaxed),
-        crate::db::now_ms() % 1_000_000
+        crate::clock::now_ms() % 1_000_000
     );
     let open = move || -> Arc<dyn Backend> { Arc::new(PostgresBackend::open(&url, &schema).unwrap()) };
     Some(Fixture { backend: open(), reopen: Box::new(open), _home: None })

@@ -1,3 +1,11 @@
+//! Hybrid semantic retrieval over an in-memory snapshot of the live entries.
+//!
+//! The snapshot (values, keyword postings, decoded vectors) is rebuilt only
+//! when the database's semantic revision changes, which every accepted
+//! change bumps in its own transaction; so a snapshot is never stale, even
+//! after another process wrote. Scoring is an exact scan: semantic memory
+//! holds at most a few thousand entries.
+//!
 //! The semantic snapshot: each live entry's value, context line, keyword
 //! forms and unit vector, derived once per row version.
 

@@ -1,23 +1,15 @@
-//! Hybrid semantic retrieval over an in-memory snapshot of the live entries.
-//!
-//! The snapshot (values, keyword postings, decoded vectors) is rebuilt only
-//! when the database's semantic revision changes, which every accepted
-//! change bumps in its own transaction; so a snapshot is never stale, even
-//! after another process wrote. Scoring is an exact scan: semantic memory
-//! holds at most a few thousand entries.
+//! Semantic retrieval on [`MemoryDb`]: the snapshot of [`crate::search`],
+//! kept current with the semantic revision, and the hybrid scoring over it.
 
-pub(crate) mod snapshot;
-
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use self::snapshot::{Snapshot, SnapshotEntry, derive_entry, dot, unit};
 use crate::constants::{KEY_MATCH_WEIGHT, SEMANTIC_BLOCK_HEADER, SEMANTIC_KEYWORD_WEIGHT, SEMANTIC_VECTOR_WEIGHT};
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Result};
 use crate::keywords;
+use crate::search::{Snapshot, SnapshotEntry, derive_entry, dot, unit};
 use crate::store::Counter;
 use crate::types::SemanticHit;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 impl MemoryDb {
     /// The current snapshot: reused when the revision has not moved; rebuilt

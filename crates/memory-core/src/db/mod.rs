@@ -1,6 +1,12 @@
 //! [`MemoryDb`]: the connections to `memory.db` and the transaction helpers
 //! every layer writes through.
 
+mod episodic;
+mod lessons;
+mod search;
+mod semantic;
+mod transcript;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,17 +17,14 @@ use cairn_embedder::EmbeddingBackend;
 use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
-pub(crate) use crate::clock::now_ms;
-use crate::constants::{
-    BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_AUDIT_EVENTS, MAX_IDLE_READERS, PAGE_CACHE_KIB,
-};
+use crate::audit::{audit_event, insert_event};
+use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_IDLE_READERS, PAGE_CACHE_KIB};
 use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::schema;
-use crate::search::snapshot::SnapshotCache;
-pub(crate) use crate::store::EventRecord;
+use crate::search::SnapshotCache;
 use crate::store::sqlite::SqliteTx;
-use crate::store::{Backend, StoreTx, StoredEvent};
+use crate::store::{Backend, EventRecord, StoreTx, space_signature};
 use crate::types::{MemoryAuditAction, MemoryAuditEvent, MemoryStats};
 
 /// How hard a commit tries to reach the disk.
@@ -623,34 +626,4 @@ fn validate_config(config: &MemoryConfig) -> Result<(Vec<String>, EpisodicConfig
         prior_weight: config.episodic_prior_weight,
     };
     Ok((prefixes, episodic_config))
-}
-
-/// The vector space a backend produces: `<model id>#<dim>`.
-pub(crate) fn space_signature(embedder: &dyn EmbeddingBackend) -> String {
-    format!("{}#{}", embedder.model_id(), embedder.dim())
-}
-
-/// Appends an audit row and trims the trail to its cap in the same transaction.
-pub(crate) fn insert_event(tx: &mut dyn StoreTx, record: &EventRecord<'_>) -> Result<()> {
-    tx.append_event(now_ms(), record, MAX_AUDIT_EVENTS)
-}
-
-/// The public form of a stored audit row.
-pub(crate) fn audit_event(row: StoredEvent) -> Result<MemoryAuditEvent> {
-    let action = MemoryAuditAction::parse(&row.action).ok_or_else(|| MemoryError::CorruptRow {
-        table: "memory_events",
-        reason: format!("unknown action {:?} in row {}", row.action, row.id),
-    })?;
-    Ok(MemoryAuditEvent {
-        id: row.id,
-        at: row.at,
-        memory_type: row.memory_type,
-        action,
-        key: row.key,
-        old_value: row.old_value,
-        new_value: row.new_value,
-        source: row.source,
-        confidence: row.confidence,
-        detail: row.detail,
-    })
 }

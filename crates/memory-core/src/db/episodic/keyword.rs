@@ -1,0 +1,160 @@
+//! The episodic keyword index on [`MemoryDb`], kept in step with the
+//! rows; its state and document form are in [`crate::episodic::keyword`].
+
+use crate::bm25::Bm25Index;
+use crate::constants::KEYWORD_INLINE_BUILD;
+use crate::db::MemoryDb;
+use crate::episodic::keyword::{Slot, build, document, load_documents};
+use crate::error::Result;
+use crate::store::{Counter, StoreTx};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::mpsc::TryRecvError;
+use std::time::Duration;
+
+impl MemoryDb {
+    /// The keyword index in step with `revision` (the caller's snapshot),
+    /// brought there under the episodic lock; `None` while a first build
+    /// runs in the background (search the backend's own keyword index instead).
+    pub(crate) fn keyword_index_for_read(&self, revision: i64) -> Result<Option<Arc<Bm25Index>>> {
+        self.collect_keyword_build();
+        {
+            let slot = self.episodic.keywords.slot.read();
+            if slot.revision == Some(revision)
+                && let Some(index) = &slot.index
+            {
+                return Ok(Some(Arc::clone(index)));
+            }
+            if slot.building {
+                return Ok(None);
+            }
+        }
+        let _episodic = self.lock_episodic();
+        self.rows().read("syncing the keyword index", |tx| self.keywords_locked(tx, false))
+    }
+
+    /// Brings the index in step with the table through `tx` (the caller
+    /// holds the episodic lock), building it when missing: inline when
+    /// small, when `inline`, or when the backend has no keyword index of its
+    /// own to search meanwhile; else on a background thread.
+    pub(crate) fn keywords_locked(&self, tx: &mut dyn StoreTx, inline: bool) -> Result<Option<Arc<Bm25Index>>> {
+        let revision = tx.revision(Counter::EpisodicText)?;
+        let existing = {
+            let slot = self.episodic.keywords.slot.read();
+            if slot.building {
+                return Ok(None);
+            }
+            match &slot.index {
+                Some(index) if slot.revision == Some(revision) => return Ok(Some(Arc::clone(index))),
+                Some(index) => Some(Arc::clone(index)),
+                None => None,
+            }
+        };
+        if let Some(index) = existing {
+            // Changes made elsewhere: diff the ids.
+            let wanted: HashSet<u64> = tx.episodic_active_ids()?.into_iter().map(|id| id as u64).collect();
+            index.sync_to(&wanted, |missing| {
+                let missing: Vec<u64> = missing.iter().copied().collect();
+                load_documents(tx, Some(&missing))
+            })?;
+            self.episodic.keywords.slot.write().revision = Some(revision);
+            return Ok(Some(index));
+        }
+        let count = tx.episodic_counts(None)?.live;
+        if inline || count as usize <= KEYWORD_INLINE_BUILD || !self.has_own_keyword_index() {
+            let (index, revision) = build(tx)?;
+            let index = Arc::new(index);
+            *self.episodic.keywords.slot.write() =
+                Slot { index: Some(Arc::clone(&index)), revision: Some(revision), building: false };
+            return Ok(Some(index));
+        }
+        self.start_keyword_build();
+        Ok(None)
+    }
+
+    fn start_keyword_build(&self) {
+        {
+            let mut slot = self.episodic.keywords.slot.write();
+            if slot.building {
+                return;
+            }
+            slot.building = true;
+        }
+        let reader = self.background_reader();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new().name("cairn-keyword-index".to_owned()).spawn(move || {
+            let result = reader.read("reading episodic texts", |tx| build(tx));
+            let _ = sender.send(result);
+        });
+        match spawned {
+            Ok(_) => *self.episodic.keywords.pending.lock() = Some(receiver),
+            Err(error) => {
+                tracing::warn!(%error, "could not start the keyword index build");
+                self.episodic.keywords.slot.write().building = false;
+            }
+        }
+    }
+
+    /// Installs a finished background build, if one is waiting.
+    fn collect_keyword_build(&self) {
+        let Some(mut pending) = self.episodic.keywords.pending.try_lock() else { return };
+        let Some(receiver) = pending.as_ref() else { return };
+        let finished = match receiver.try_recv() {
+            Ok(result) => Some(result),
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => None,
+        };
+        *pending = None;
+        let mut slot = self.episodic.keywords.slot.write();
+        slot.building = false;
+        match finished {
+            Some(Ok((index, revision))) => {
+                slot.index = Some(Arc::new(index));
+                slot.revision = Some(revision);
+            }
+            Some(Err(error)) => tracing::warn!(%error, "keyword index build failed; keyword search stays on FTS5"),
+            None => {}
+        }
+    }
+
+    /// Documents in the keyword index, if there is one.
+    pub(crate) fn keyword_index_len(&self) -> Option<usize> {
+        self.episodic.keywords.slot.read().index.as_ref().map(|index| index.len())
+    }
+
+    /// Blocks until a background keyword build has finished and installs it.
+    pub(crate) fn wait_for_keyword_index(&self) {
+        loop {
+            self.collect_keyword_build();
+            if !self.episodic.keywords.slot.read().building {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Records a committed write made under the writer lock that moved the
+    /// text revision from `before` to `after`: rows `removed` left the
+    /// active set and `added` (id, text, tags) joined it. An index that was
+    /// not in step stays behind (the next search catches it up).
+    pub(crate) fn keywords_after_write(
+        &self,
+        before: i64,
+        after: i64,
+        added: Option<(i64, &str, &str)>,
+        removed: &[i64],
+    ) {
+        let mut slot = self.episodic.keywords.slot.write();
+        if slot.revision != Some(before) {
+            return;
+        }
+        let Some(index) = slot.index.clone() else { return };
+        for id in removed {
+            index.remove(*id as u64);
+        }
+        if let Some((id, text, tags)) = added {
+            index.add(id as u64, &document(text, tags));
+        }
+        slot.revision = Some(after);
+    }
+}

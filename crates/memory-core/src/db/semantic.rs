@@ -1,0 +1,195 @@
+//! Semantic memory on [`MemoryDb`]: screened writes through the ladder of
+//! [`crate::semantic`], reads, listing and deletes.
+
+use crate::db::MemoryDb;
+use crate::error::{MemoryError, Rejected, Result};
+use crate::semantic::{PreparedWrite, apply_delete, apply_write, embed_text, entry_from_row, memory_type};
+use crate::store::Counter;
+use crate::types::{DeleteOutcome, SemanticEntry, Source, WriteOutcome};
+use crate::validate;
+
+impl MemoryDb {
+    /// Writes `value` under `key`.
+    ///
+    /// The rules run in order: source name, key length, key format, key
+    /// prefix, value size (compact JSON ≤ 4,096 bytes), confidence (in
+    /// `[0, 1]`, and ≥ 0.8 unless `source` is user-explicit), injection
+    /// screen. A broken rule returns [`MemoryError::Rejected`] and records a
+    /// `rejected` (or `injection_blocked`) audit row with a redacted snippet;
+    /// nothing else changes. An accepted write then meets the conflict
+    /// ladder against the stored value, inside one `BEGIN IMMEDIATE`
+    /// transaction, and returns what it did. What is stored (and shown
+    /// later) has credentials redacted and control characters other than
+    /// line breaks and tabs removed from every string.
+    pub fn write_semantic(
+        &self,
+        key: &str,
+        value: &serde_json::Value,
+        confidence: f64,
+        source: Source,
+    ) -> Result<WriteOutcome> {
+        let _span = tracing::debug_span!("write_semantic", key = %validate::cut(key, 100)).entered();
+        // A value under a secret-named key (`pref.db_password`) is a
+        // credential whatever its shape: only the guard's marker is stored,
+        // audited, embedded and shown.
+        let marker = serde_json::Value::String(cairn_guard::SECRET_KEY_MARKER.to_owned());
+        let value = if cairn_guard::is_secret_key(key)
+            && !matches!(value, serde_json::Value::Bool(_) | serde_json::Value::Null)
+        {
+            &marker
+        } else {
+            value
+        };
+        let value_text = match self.check_write(key, value, confidence, &source) {
+            Ok(text) => text,
+            Err(rejected) => {
+                let attempted = serde_json::to_string(value).unwrap_or_default();
+                return Err(self.refuse(
+                    memory_type(key),
+                    key,
+                    &attempted,
+                    source.as_str(),
+                    Some(confidence),
+                    rejected,
+                ));
+            }
+        };
+        // Stored as a user will see it later: credentials redacted and
+        // control characters removed from every string (after the screen,
+        // which sees the value as sent).
+        let scrubbed = validate::scrub_value(value);
+        let (value, value_text) = match &scrubbed {
+            Some(clean) => (clean, serde_json::to_string(clean).expect("a serde_json::Value always serialises")),
+            None => (value, value_text),
+        };
+        // Embed before taking the write lock; skip building the text when there is no embedder.
+        let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, value)) } else { None };
+        let previous = self.get_semantic(key)?.map(|entry| validate::display_value(&entry.value));
+        let outcome = self.rows().write("writing a semantic entry", |tx| {
+            apply_write(
+                tx,
+                &PreparedWrite { key, value_text: &value_text, confidence, source: &source, category: None, vector },
+            )
+        })?;
+        // A superseded value retires the episodic rows quoting it, after the
+        // semantic lock is released.
+        if matches!(outcome, WriteOutcome::Updated { .. })
+            && let Some(previous) = previous
+            && previous != validate::display_value(value)
+            && let Err(error) = self.retire_stale_episodic(&previous)
+        {
+            tracing::warn!(%error, "could not retire episodic rows quoting a superseded value");
+        }
+        Ok(outcome)
+    }
+
+    /// Like [`write_semantic`](Self::write_semantic), with the value given
+    /// as JSON text; text that is not JSON is refused as
+    /// [`Rejected::InvalidJson`].
+    pub fn write_semantic_json(
+        &self,
+        key: &str,
+        value_json: &str,
+        confidence: f64,
+        source: Source,
+    ) -> Result<WriteOutcome> {
+        match validate::parse_json(value_json) {
+            Ok(value) => self.write_semantic(key, &value, confidence, source),
+            Err(rejected) => {
+                Err(self.refuse(memory_type(key), key, value_json, source.as_str(), Some(confidence), rejected))
+            }
+        }
+    }
+
+    pub(crate) fn check_write(
+        &self,
+        key: &str,
+        value: &serde_json::Value,
+        confidence: f64,
+        source: &Source,
+    ) -> Result<String, Rejected> {
+        source.validate()?;
+        validate::key(key, &self.prefixes)?;
+        let text = validate::value(value)?;
+        validate::confidence(confidence, source)?;
+        validate::injection(value)?;
+        Ok(text)
+    }
+
+    /// Tombstones `key` and records a `deleted` event; the row stays (so
+    /// the audit trail and later writes can see it was deleted).
+    pub fn delete_semantic(&self, key: &str, source: Source) -> Result<DeleteOutcome> {
+        let _span = tracing::debug_span!("delete_semantic", key = %validate::cut(key, 100)).entered();
+        source.validate()?;
+        self.rows().write("deleting a semantic entry", |tx| apply_delete(tx, key, &source, None))
+    }
+
+    /// The live value under `key`.
+    pub fn get_semantic(&self, key: &str) -> Result<Option<SemanticEntry>> {
+        let space = self.space();
+        let row = self.rows().read("reading a semantic entry", |tx| tx.semantic_row(key))?;
+        row.filter(|row| !row.is_deleted).map(|row| entry_from_row(row, space.as_deref())).transpose()
+    }
+
+    /// Live entries whose key starts with `prefix` (all of them for `""`), by key.
+    pub fn list_semantic(&self, prefix: &str) -> Result<Vec<SemanticEntry>> {
+        let space = self.space();
+        let rows = self.rows().read("listing semantic entries", |tx| tx.live_semantic(prefix))?;
+        rows.into_iter().map(|row| entry_from_row(row, space.as_deref())).collect()
+    }
+
+    /// Computes vectors for live entries that have none in the current
+    /// embedding space (written while the model was loading, or under
+    /// another model). Embeds outside any lock, then stores each vector only
+    /// if the entry has not changed meanwhile. Returns how many were stored;
+    /// 0 when there is no ready embedder.
+    pub fn backfill_vectors(&self, batch_size: usize) -> Result<usize> {
+        let _span = tracing::debug_span!("backfill_vectors").entered();
+        let Some(space) = self.space() else { return Ok(0) };
+        let batch_size = batch_size.max(1);
+        let mut stored = 0;
+        loop {
+            if !self.embedder().is_some_and(|embedder| embedder.is_ready()) {
+                break;
+            }
+            let pending = self
+                .rows()
+                .read("finding entries without vectors", |tx| tx.semantic_missing_vectors(&space, batch_size))?;
+            if pending.is_empty() {
+                break;
+            }
+            let mut vectors = Vec::with_capacity(pending.len());
+            for row in &pending {
+                let value: serde_json::Value =
+                    serde_json::from_str(&row.value).map_err(|error| MemoryError::CorruptRow {
+                        table: "semantic_memory",
+                        reason: format!("value of {}: {error}", row.key),
+                    })?;
+                if let Some((vector, vector_space)) = self.try_embed(&embed_text(&row.key, &value)) {
+                    vectors.push((row.key.clone(), row.version, vector, vector_space));
+                }
+            }
+            if vectors.is_empty() {
+                break;
+            }
+            let updated = self.rows().write("storing backfilled vectors", |tx| {
+                let mut updated = 0;
+                for (key, version, vector, vector_space) in &vectors {
+                    if tx.set_semantic_vector_if_version(key, *version, vector, vector_space)? {
+                        updated += 1;
+                    }
+                }
+                if updated > 0 {
+                    tx.bump_revision(Counter::Semantic)?;
+                }
+                Ok(updated)
+            })?;
+            stored += updated;
+            tracing::debug!(updated, "backfilled semantic vectors");
+            if updated == 0 {
+                break;
+            }
+        }
+        Ok(stored)
+    }
+}
