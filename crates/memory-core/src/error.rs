@@ -124,6 +124,10 @@ pub enum MemoryError {
     /// An import document is not one this build can read.
     #[error("cannot import: {0}")]
     InvalidImport(String),
+    /// An exact restore writes into an empty store and home only; this
+    /// one already holds what the message names. Nothing was written.
+    #[error("cannot restore: the home already holds {0}; a restore needs an empty store (a merge import does not)")]
+    RestoreTargetNotEmpty(String),
     /// The model's consolidation reply has no usable JSON object; nothing was written.
     #[error("consolidation reply refused: {reason}")]
     InvalidReply {

@@ -1,5 +1,6 @@
 //! Export of a whole memory home as one versioned JSON document, and import
-//! of such a document through the normal writers.
+//! of such a document through the normal writers (a merge). An exact
+//! restore into an empty store is [`crate::restore_memory`].
 //!
 //! Import guarantees: every row is validated by the writer that would
 //! store it (key rules, confidence gate, injection screen, conflict ladder,
@@ -28,12 +29,17 @@ use crate::constants::{
 };
 use crate::error::{MemoryError, Rejected, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, parse_day_file_name};
+use crate::lessons::lesson_from_row;
+use crate::semantic::entry_from_row;
 use crate::{EpisodicOutcome, LessonCategory, MemoryDb, NewEpisode, SCHEMA_VERSION, SkipReason, Source};
 
 /// `format` of an export document.
 pub const EXPORT_FORMAT: &str = "cairn-memory-export";
-/// Version of the export document this build writes and the newest it reads.
-pub const EXPORT_VERSION: u32 = 1;
+/// Version of the export document this build writes and the newest it
+/// reads. Version 2 added what an exact restore needs: each row's creation
+/// time and version, lesson keys, confidences and times, the time an
+/// episodic row was last recalled, and the deleted semantic keys.
+pub const EXPORT_VERSION: u32 = 2;
 
 /// A whole memory home as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +58,11 @@ pub struct ExportDocument {
     pub lessons: Vec<ExportedLesson>,
     /// Active episodic rows.
     pub episodic: Vec<ExportedEpisode>,
+    /// Deleted semantic keys and lessons (tombstones), by key. A merge
+    /// import ignores them; a restore keeps them, so a key deleted before
+    /// the move stays deleted after it.
+    #[serde(default)]
+    pub deleted: Vec<ExportedTombstone>,
     /// The Markdown files.
     pub files: ExportedFiles,
 }
@@ -69,6 +80,12 @@ pub struct ExportedSemantic {
     pub source: String,
     /// Last change (Unix milliseconds).
     pub updated_at: i64,
+    /// When the key was first created (Unix milliseconds; version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+    /// Accepted changes the key has seen (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
 }
 
 /// A lesson in an export.
@@ -83,6 +100,21 @@ pub struct ExportedLesson {
     pub category: String,
     /// Source name.
     pub source: String,
+    /// The stored key (`lesson.<hash>`; version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Confidence (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// When it was first written (Unix milliseconds; version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+    /// Last change (Unix milliseconds; version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<i64>,
+    /// Accepted changes (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
 }
 
 /// An episodic row in an export.
@@ -102,6 +134,27 @@ pub struct ExportedEpisode {
     pub source_ref: Option<String>,
     /// Source name.
     pub source: String,
+    /// When a search last returned it (Unix milliseconds; version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_accessed: Option<i64>,
+}
+
+/// A deleted semantic key or lesson in an export: the key and when, not
+/// the value that was deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportedTombstone {
+    /// Key.
+    pub key: String,
+    /// Source name of the last write before the deletion.
+    pub source: String,
+    /// Confidence of that write.
+    pub confidence: f64,
+    /// When the key was first created (Unix milliseconds).
+    pub created_at: i64,
+    /// When it was deleted (Unix milliseconds).
+    pub deleted_at: i64,
+    /// Accepted changes the key has seen, the deletion included.
+    pub version: i64,
 }
 
 /// The Markdown files in an export.
@@ -118,49 +171,75 @@ pub struct ExportedFiles {
     pub history: BTreeMap<String, String>,
 }
 
-/// Builds the export document of a home.
+/// Builds the export document of a home. The rows come from one read
+/// transaction, so a write made meanwhile is either wholly in the document
+/// or not at all.
 pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocument> {
     let _span = tracing::debug_span!("export_memory").entered();
-    let semantic = db
-        .list_semantic("")?
-        .into_iter()
-        .filter(|entry| !entry.key.starts_with(LESSON_PREFIX))
-        .map(|entry| ExportedSemantic {
+    let (live, deleted, episodes) = db.rows().read("exporting memory", |tx| {
+        Ok((tx.live_semantic("")?, tx.deleted_semantic()?, tx.episodic_page(usize::MAX, 0)?))
+    })?;
+    let mut semantic = Vec::new();
+    let mut lesson_rows = Vec::new();
+    for row in live {
+        if row.key.starts_with(LESSON_PREFIX) {
+            lesson_rows.push(row);
+            continue;
+        }
+        let (created_at, version) = (row.created_at, row.version);
+        let entry = entry_from_row(row, None)?;
+        semantic.push(ExportedSemantic {
             key: entry.key,
             value: entry.value,
             confidence: entry.confidence,
             source: entry.source.as_str().to_owned(),
             updated_at: entry.updated_at,
-        })
-        .collect();
-    let mut lessons: Vec<ExportedLesson> = db
-        .get_lessons(usize::MAX)?
-        .into_iter()
-        .map(|lesson| ExportedLesson {
+            created_at: Some(created_at),
+            version: Some(version),
+        });
+    }
+    // Oldest first (newest-first order reversed), so an import teaches them in order.
+    lesson_rows.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.key.cmp(&b.key)));
+    lesson_rows.reverse();
+    let mut lessons = Vec::with_capacity(lesson_rows.len());
+    for row in lesson_rows {
+        let (created_at, version) = (row.created_at, row.version);
+        let lesson = lesson_from_row(row)?;
+        lessons.push(ExportedLesson {
             rule: lesson.rule,
             not: lesson.not,
             category: lesson.category.as_str().to_owned(),
             source: lesson.source.as_str().to_owned(),
+            key: Some(lesson.key),
+            confidence: Some(lesson.confidence),
+            created_at: Some(created_at),
+            updated_at: Some(lesson.updated_at),
+            version: Some(version),
+        });
+    }
+    let deleted = deleted
+        .into_iter()
+        .map(|row| ExportedTombstone {
+            key: row.key,
+            source: row.source,
+            confidence: row.confidence,
+            created_at: row.created_at,
+            deleted_at: row.updated_at,
+            version: row.version,
         })
         .collect();
-    lessons.reverse(); // oldest first, so an import teaches them in order
-    let mut episodic = Vec::new();
-    const PAGE: usize = 500;
-    loop {
-        let page = db.list_episodic(PAGE, episodic.len())?;
-        let done = page.len() < PAGE;
-        episodic.extend(page.into_iter().map(|row| ExportedEpisode {
+    let episodic = episodes
+        .into_iter()
+        .map(|row| ExportedEpisode {
+            tags: serde_json::from_str(&row.tags_json).unwrap_or_default(),
             text: row.text,
             importance: row.importance,
-            tags: row.tags,
             created_at: row.created_at,
             source_ref: row.source_ref,
             source: row.source,
-        }));
-        if done {
-            break;
-        }
-    }
+            last_accessed: row.last_accessed,
+        })
+        .collect();
     let mut history = BTreeMap::new();
     for date in files.history_days()? {
         let name = format!("{date}.md");
@@ -180,6 +259,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
         semantic,
         lessons,
         episodic,
+        deleted,
         files: ExportedFiles { preferences: files.preferences()?, projects: files.projects()?, history },
     })
 }
@@ -208,6 +288,8 @@ pub struct ImportReport {
     pub lessons_written: usize,
     /// Episodic rows written.
     pub episodic_written: usize,
+    /// Deleted keys kept as deleted (a restore only).
+    pub deleted_written: usize,
     /// History day files restored.
     pub files_written: usize,
     /// Rows left alone: already present, already imported, over a cap.
@@ -217,11 +299,11 @@ pub struct ImportReport {
 }
 
 impl ImportReport {
-    fn skip(&mut self, kind: &'static str, id: impl Into<String>, code: &str, message: impl Into<String>) {
+    pub(crate) fn skip(&mut self, kind: &'static str, id: impl Into<String>, code: &str, message: impl Into<String>) {
         self.skipped.push(ImportRow { kind, id: id.into(), code: code.to_owned(), message: message.into() });
     }
 
-    fn reject(&mut self, kind: &'static str, id: impl Into<String>, error: &MemoryError) {
+    pub(crate) fn reject(&mut self, kind: &'static str, id: impl Into<String>, error: &MemoryError) {
         let code = error.rejection().map(Rejected::code).unwrap_or("error").to_owned();
         self.rejected.push(ImportRow { kind, id: id.into(), code, message: error.to_string() });
     }
@@ -283,15 +365,7 @@ pub fn import_memory(
     dry_run: bool,
 ) -> Result<ImportReport> {
     let _span = tracing::info_span!("import_memory", dry_run).entered();
-    if document.format != EXPORT_FORMAT {
-        return Err(MemoryError::InvalidImport(format!("format is {:?}, expected {EXPORT_FORMAT:?}", document.format)));
-    }
-    if document.version == 0 || document.version > EXPORT_VERSION {
-        return Err(MemoryError::InvalidImport(format!(
-            "document version {} is not supported (this build reads 1 to {EXPORT_VERSION})",
-            document.version
-        )));
-    }
+    check_document(document)?;
     let mut ledger = Ledger::load(home)?;
     let mut report = ImportReport { dry_run, ..ImportReport::default() };
 
@@ -458,30 +532,10 @@ pub fn import_memory(
             report.files_written += 1;
             continue;
         }
-        std::fs::create_dir_all(&history_dir).map_err(|source| MemoryError::Io {
-            operation: "creating",
-            path: history_dir.clone(),
-            source,
-        })?;
-        let mut temp = tempfile::NamedTempFile::new_in(&history_dir).map_err(|source| MemoryError::Io {
-            operation: "creating a temporary file in",
-            path: history_dir.clone(),
-            source,
-        })?;
-        temp.write_all(cairn_guard::redact_all(content).as_bytes()).map_err(|source| MemoryError::Io {
-            operation: "writing",
-            path: path.clone(),
-            source,
-        })?;
-        // persist_noclobber: a day written meanwhile by another process wins.
-        match temp.persist_noclobber(&path) {
-            Ok(_) => report.files_written += 1,
-            Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => {
-                report.skip("file", name, "exists", "the home already has this day")
-            }
-            Err(error) => {
-                return Err(MemoryError::Io { operation: "restoring", path, source: error.error });
-            }
+        if restore_day_file(&history_dir, name, content)? {
+            report.files_written += 1;
+        } else {
+            report.skip("file", name, "exists", "the home already has this day");
         }
     }
     if !dry_run && report.files_written > 0 {
@@ -500,6 +554,51 @@ pub fn import_memory(
         "memory import"
     );
     Ok(report)
+}
+
+/// Refuses a document this build cannot read.
+pub(crate) fn check_document(document: &ExportDocument) -> Result<()> {
+    if document.format != EXPORT_FORMAT {
+        return Err(MemoryError::InvalidImport(format!("format is {:?}, expected {EXPORT_FORMAT:?}", document.format)));
+    }
+    if document.version == 0 || document.version > EXPORT_VERSION {
+        return Err(MemoryError::InvalidImport(format!(
+            "document version {} is not supported (this build reads 1 to {EXPORT_VERSION})",
+            document.version
+        )));
+    }
+    Ok(())
+}
+
+/// Writes a history day file that does not exist yet (temp file, then a
+/// rename that never replaces): `Ok(false)` when the day exists, or
+/// appeared meanwhile (another process's day wins). The content is
+/// redacted of credentials on the way.
+pub(crate) fn restore_day_file(history_dir: &Path, name: &str, content: &str) -> Result<bool> {
+    let path = history_dir.join(name);
+    if path.exists() {
+        return Ok(false);
+    }
+    std::fs::create_dir_all(history_dir).map_err(|source| MemoryError::Io {
+        operation: "creating",
+        path: history_dir.to_owned(),
+        source,
+    })?;
+    let mut temp = tempfile::NamedTempFile::new_in(history_dir).map_err(|source| MemoryError::Io {
+        operation: "creating a temporary file in",
+        path: history_dir.to_owned(),
+        source,
+    })?;
+    temp.write_all(cairn_guard::redact_all(content).as_bytes()).map_err(|source| MemoryError::Io {
+        operation: "writing",
+        path: path.clone(),
+        source,
+    })?;
+    match temp.persist_noclobber(&path) {
+        Ok(_) => Ok(true),
+        Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(error) => Err(MemoryError::Io { operation: "restoring", path, source: error.error }),
+    }
 }
 
 /// What a dry run can tell about an episodic row without writing it: the

@@ -338,7 +338,7 @@ fn record_lesson_skip(
 }
 
 /// The public form of a stored lesson row.
-fn lesson_from_row(row: SemanticRow) -> Result<Lesson> {
+pub(crate) fn lesson_from_row(row: SemanticRow) -> Result<Lesson> {
     let value: serde_json::Value = serde_json::from_str(&row.value).map_err(|error| MemoryError::CorruptRow {
         table: "semantic_memory",
         reason: format!("value of {}: {error}", row.key),

@@ -62,6 +62,7 @@ mod jsonl;
 mod keywords;
 mod lessons;
 mod migrate;
+mod restore;
 mod schema;
 mod search;
 mod semantic;
@@ -87,7 +88,7 @@ pub use episodic::{
 pub use error::{MemoryError, Rejected, Result, StorageError, StorageErrorKind};
 pub use export::{
     EXPORT_FORMAT, EXPORT_VERSION, ExportDocument, ExportedEpisode, ExportedFiles, ExportedLesson, ExportedSemantic,
-    ImportReport, ImportRow, export_memory, import_memory,
+    ExportedTombstone, ImportReport, ImportRow, export_memory, import_memory,
 };
 pub use files::{
     ContextSection, FileHit, FilesContext, FilesContextCaps, HISTORY_DIR, HistoryAppend, IndexReport, MEMORY_DIR,
@@ -104,6 +105,7 @@ pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,
 };
 pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_at_start, migrate_from_markdown};
+pub use restore::restore_memory;
 pub use schema::SCHEMA_VERSION;
 pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{

@@ -224,6 +224,9 @@ pub enum MemoryAuditAction {
     Rejected,
     /// Markdown memory was migrated into the store (counts in `new_value`).
     Migration,
+    /// An export document was restored exactly into an empty store
+    /// (counts in `new_value`).
+    Restored,
 }
 
 impl MemoryAuditAction {
@@ -237,6 +240,7 @@ impl MemoryAuditAction {
             MemoryAuditAction::InjectionBlocked => "injection_blocked",
             MemoryAuditAction::Rejected => "rejected",
             MemoryAuditAction::Migration => "migration",
+            MemoryAuditAction::Restored => "restored",
         }
     }
 
@@ -249,6 +253,7 @@ impl MemoryAuditAction {
             "injection_blocked" => MemoryAuditAction::InjectionBlocked,
             "rejected" => MemoryAuditAction::Rejected,
             "migration" => MemoryAuditAction::Migration,
+            "restored" => MemoryAuditAction::Restored,
             _ => return None,
         })
     }

@@ -33,7 +33,7 @@ fn on_memory() -> Opened {
 
 /// The test server, from `CAIRN_TEST_POSTGRES_URL`; under `CI=true` a
 /// missing server fails the test.
-pub(super) fn postgres_url() -> Option<String> {
+pub(crate) fn postgres_url() -> Option<String> {
     match std::env::var("CAIRN_TEST_POSTGRES_URL") {
         Ok(url) => Some(url),
         Err(_) => {
@@ -48,7 +48,7 @@ pub(super) fn postgres_url() -> Option<String> {
 }
 
 /// A schema no other test uses: the tests share one server and run in parallel.
-pub(super) fn fresh_schema() -> String {
+pub(crate) fn fresh_schema() -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!("cairn_db{}_{n}_{}", std::process::id(), crate::clock::now_ms() % 1_000_000)

@@ -118,6 +118,18 @@ impl Backend for MemoryBackend {
 }
 
 impl SemanticRows for MemoryTx<'_> {
+    fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
+        Ok(self.state.semantic.values().filter(|row| row.is_deleted).cloned().collect())
+    }
+
+    fn insert_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
+        if self.state.semantic.contains_key(&row.key) {
+            return Err(duplicate("restoring a semantic entry", "semantic_memory"));
+        }
+        self.state.semantic.insert(row.key.clone(), SemanticRow { embedding_space: None, ..row.clone() });
+        Ok(())
+    }
+
     fn semantic_row(&mut self, key: &str) -> Result<Option<SemanticRow>> {
         Ok(self.state.semantic.get(key).cloned())
     }

@@ -16,7 +16,7 @@
 //! ([`postgres`], tested against a real server).
 
 #[cfg(test)]
-mod db_tests;
+pub(crate) mod db_tests;
 #[cfg(test)]
 pub(crate) mod memory;
 #[cfg(any(test, feature = "postgres"))]
@@ -104,6 +104,12 @@ pub(crate) trait SemanticRows {
     /// Counts of the table; `missing_vectors` against `space` (every live
     /// row counts as missing when `space` is `None`).
     fn semantic_counts(&mut self, space: Option<&str>) -> Result<SemanticCounts>;
+    /// Tombstoned rows, by key.
+    fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>>;
+    /// Inserts `row` exactly as given (times, version, tombstone flag),
+    /// without a vector: an exact restore. A key already stored is a
+    /// constraint error; `embedding_space` is ignored.
+    fn insert_semantic_row(&mut self, row: &SemanticRow) -> Result<()>;
 }
 
 /// What the audit trail is told about one event.

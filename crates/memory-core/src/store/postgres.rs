@@ -467,6 +467,37 @@ impl PgTx<'_, '_> {
 }
 
 impl SemanticRows for PgTx<'_, '_> {
+    fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
+        let rows = self
+            .tx
+            .query(&format!("SELECT {ROW_COLUMNS} FROM semantic_memory WHERE is_deleted ORDER BY key"), &[])
+            .map_err(storage("listing deleted semantic entries"))?;
+        Ok(rows.iter().map(semantic_row).collect())
+    }
+
+    fn insert_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
+        self.tx
+            .execute(
+                "INSERT INTO semantic_memory
+                    (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
+                     embedding_space)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)",
+                &[
+                    &row.key,
+                    &row.value,
+                    &row.confidence,
+                    &row.source,
+                    &row.category,
+                    &row.created_at,
+                    &row.updated_at,
+                    &row.is_deleted,
+                    &row.version,
+                ],
+            )
+            .map_err(storage("restoring a semantic entry"))?;
+        Ok(())
+    }
+
     fn semantic_row(&mut self, key: &str) -> Result<Option<SemanticRow>> {
         let row = self
             .tx

@@ -71,6 +71,39 @@ impl SqliteTx<'_> {
 }
 
 impl SemanticRows for SqliteTx<'_> {
+    fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
+        self.rows(
+            "listing deleted semantic entries",
+            &format!("SELECT {ROW_COLUMNS} FROM semantic_memory WHERE is_deleted = 1 ORDER BY key"),
+            [],
+        )
+    }
+
+    fn insert_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
+        self.connection
+            .prepare_cached(
+                "INSERT INTO semantic_memory
+                    (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
+                     embedding_space)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL)",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    row.key,
+                    row.value,
+                    row.confidence,
+                    row.source,
+                    row.category,
+                    row.created_at,
+                    row.updated_at,
+                    i64::from(row.is_deleted),
+                    row.version
+                ])
+            })
+            .map_err(MemoryError::sqlite("restoring a semantic entry"))?;
+        Ok(())
+    }
+
     fn semantic_row(&mut self, key: &str) -> Result<Option<SemanticRow>> {
         self.connection
             .prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM semantic_memory WHERE key = ?1"))

@@ -80,6 +80,7 @@ macro_rules! store_suite {
 store_suite!(
     ladder_outcomes,
     tombstones_and_revival,
+    restored_rows_read_back_exactly,
     failed_write_leaves_nothing,
     audit_trail_is_bounded,
     revisions_move_on_changes_only,
@@ -175,6 +176,50 @@ fn tombstones_and_revival(fixture: &Fixture) {
     let live: Vec<String> =
         backend.read("listing", |tx| tx.live_semantic("project.")).unwrap().into_iter().map(|row| row.key).collect();
     assert_eq!(live, ["project.name"]);
+}
+
+fn restored_rows_read_back_exactly(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let row = |key: &str, is_deleted: bool, version: i64| super::SemanticRow {
+        key: key.to_owned(),
+        value: if is_deleted { "null".to_owned() } else { "\"helix\"".to_owned() },
+        confidence: 0.85,
+        source: "consolidation".to_owned(),
+        category: None,
+        created_at: 1_700_000_000_000,
+        updated_at: 1_700_000_500_000,
+        is_deleted,
+        version,
+        embedding_space: Some("ignored#3".to_owned()),
+    };
+    let (live, deleted) = (row("pref.editor", false, 4), row("pref.theme", true, 2));
+    backend
+        .write("restoring", |tx| {
+            tx.insert_semantic_row(&live)?;
+            tx.insert_semantic_row(&deleted)
+        })
+        .unwrap();
+    let without_space = |row: &super::SemanticRow| super::SemanticRow { embedding_space: None, ..row.clone() };
+    let (read_live, read_deleted, tombstones) = backend
+        .read("reading", |tx| {
+            Ok((tx.semantic_row("pref.editor")?, tx.semantic_row("pref.theme")?, tx.deleted_semantic()?))
+        })
+        .unwrap();
+    assert_eq!(read_live, Some(without_space(&live)));
+    assert_eq!(read_deleted, Some(without_space(&deleted)));
+    assert_eq!(tombstones, [without_space(&deleted)]);
+    // A key already stored is refused, and the transaction leaves nothing behind.
+    let again: Result<()> = backend.write("restoring", |tx| {
+        tx.insert_semantic_row(&row("pref.shell", false, 1))?;
+        tx.insert_semantic_row(&row("pref.theme", false, 1))
+    });
+    let error = again.unwrap_err();
+    assert!(
+        matches!(&error, MemoryError::Storage { source, .. } if source.kind() == StorageErrorKind::Constraint),
+        "{error:?}"
+    );
+    assert_eq!(backend.read("reading", |tx| tx.semantic_row("pref.shell")).unwrap(), None);
+    assert_eq!(backend.read("reading", |tx| tx.semantic_row("pref.theme")).unwrap(), Some(without_space(&deleted)));
 }
 
 fn failed_write_leaves_nothing(fixture: &Fixture) {
