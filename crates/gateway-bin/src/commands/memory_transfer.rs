@@ -1,9 +1,11 @@
 //! `cairn memory migrate|export|import`: bringing Markdown memory into
 //! `memory.db`, and moving a whole memory home out and back in.
 //!
-//! Exit status: 0 on success (rows skipped or refused during an import are
-//! reported, not failures), 1 when the input cannot be read or is not an
-//! export document. With `--json` every command prints one JSON object.
+//! Exit status: 0 on success (rows skipped or refused during a merge import
+//! are reported, not failures), 1 when the input cannot be read or is not
+//! an export document, and for `import --restore` when any row is refused
+//! or the home already holds memory (nothing is written then). With
+//! `--json` every command prints one JSON object.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +14,8 @@ use anyhow::Context as _;
 
 use crate::home::Home;
 use cairn_memory_core::{
-    ExportDocument, MemoryDb, MemoryFiles, MigrationSource, export_memory, import_memory, migrate_from_markdown,
+    ExportDocument, MemoryDb, MemoryError, MemoryFiles, MigrationSource, export_memory, import_memory,
+    migrate_from_markdown, restore_memory,
 };
 use jiff::tz::TimeZone;
 
@@ -46,6 +49,13 @@ pub(crate) struct ImportArgs {
     /// Report what would change without writing anything.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Restore the document exactly into an empty store (every row keeps
+    /// its source, confidence, times and version; deleted keys stay
+    /// deleted): how a home moves between SQLite and PostgreSQL. Every row
+    /// or none is written. Without it the document is merged as foreign
+    /// memory: rows are marked `import` and the stored memory wins.
+    #[arg(long)]
+    pub(crate) restore: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -125,16 +135,38 @@ pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode>
     };
     let (db, files) = open(home)?;
     let home = home.dir();
-    let report = match import_memory(&db, &files, home, &document, args.dry_run) {
+    let imported = if args.restore {
+        restore_memory(&db, &files, home, &document, args.dry_run)
+    } else {
+        import_memory(&db, &files, home, &document, args.dry_run)
+    };
+    let report = match imported {
         Ok(report) => report,
-        Err(error @ cairn_memory_core::MemoryError::InvalidImport(_)) => {
+        Err(error @ (MemoryError::InvalidImport(_) | MemoryError::RestoreTargetNotEmpty(_))) => {
             eprintln!("{error}");
             return Ok(ExitCode::from(1));
         }
         Err(error) => return Err(error.into()),
     };
+    // A restore writes every row or none: a refused row refuses it all.
+    let refused_restore = args.restore && !report.rejected.is_empty();
     if args.json {
         println!("{}", serde_json::to_value(&report)?);
+    } else if refused_restore {
+        println!("restore refused, nothing written: {} row(s) break a rule", report.rejected.len());
+        for row in &report.rejected {
+            println!("refused {} {} ({}): {}", row.kind, row.id, row.code, row.message);
+        }
+    } else if args.restore {
+        let verb = if report.dry_run { "would restore" } else { "restored" };
+        println!(
+            "{verb} {} semantic, {} lessons, {} deleted keys, {} episodic, {} files",
+            report.semantic_written,
+            report.lessons_written,
+            report.deleted_written,
+            report.episodic_written,
+            report.files_written
+        );
     } else {
         let verb = if report.dry_run { "would write" } else { "wrote" };
         println!(
@@ -153,5 +185,5 @@ pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode>
             println!("refused {} {} ({}): {}", row.kind, row.id, row.code, row.message);
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if refused_restore { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

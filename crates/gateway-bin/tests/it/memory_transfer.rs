@@ -70,3 +70,44 @@ fn migrate_export_import_round_trip() {
     let (code, _) = run(target.path(), &["import", home.path().join("bogus.json").to_str().unwrap()]);
     assert_eq!(code, 1);
 }
+
+#[test]
+fn import_restore_keeps_every_row_as_exported_or_writes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    for args in [
+        ["semantic", "set", "pref.editor", "helix", "--source", "consolidation", "--confidence", "0.85"].as_slice(),
+        &["semantic", "set", "pref.theme", "dark"],
+        &["semantic", "delete", "pref.theme"],
+    ] {
+        let (code, stdout) = run(home.path(), args);
+        assert_eq!(code, 0, "{args:?}: {stdout}");
+    }
+    let export = home.path().join("export.json");
+    assert_eq!(run(home.path(), &["export", export.to_str().unwrap()]).0, 0);
+
+    // A document with one row that breaks a rule: exit 1, every refusal listed, nothing written.
+    let mut spoiled: Value = serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    spoiled["semantic"][0]["confidence"] = json!(7.0);
+    let spoiled_path = home.path().join("spoiled.json");
+    std::fs::write(&spoiled_path, spoiled.to_string()).unwrap();
+    let target = tempfile::tempdir().unwrap();
+    let (code, stdout) = run(target.path(), &["import", spoiled_path.to_str().unwrap(), "--restore"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("refused semantic pref.editor (invalid_confidence)"), "{stdout}");
+    let (_, stats) = json_of(target.path(), &["stats", "--json"]);
+    assert_eq!((&stats["semantic_live"], &stats["semantic_deleted"]), (&json!(0), &json!(0)), "{stats}");
+
+    let (code, report) = json_of(target.path(), &["import", export.to_str().unwrap(), "--restore", "--json"]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!((&report["semantic_written"], &report["deleted_written"]), (&json!(1), &json!(1)), "{report}");
+    let (_, entry) = json_of(target.path(), &["semantic", "get", "pref.editor", "--json"]);
+    assert_eq!((&entry["source"], &entry["confidence"]), (&json!("consolidation"), &json!(0.85)), "{entry}");
+    let again = home.path().join("again.json");
+    assert_eq!(run(target.path(), &["export", again.to_str().unwrap()]).0, 0);
+    let rows = |path: &Path| {
+        let mut document: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        document.as_object_mut().unwrap().remove("exported_at");
+        document
+    };
+    assert_eq!(rows(&again), rows(&export));
+}

@@ -279,32 +279,15 @@ fn memory_cli(home: &std::path::Path, storage_url: Option<&str>, args: &[&str]) 
     serde_json::from_str(stdout.trim()).unwrap_or(Value::String(stdout))
 }
 
-/// The rows of an export, without what describes the exporting store and
-/// the time each semantic row was last written (an import writes it anew).
+/// An export document without the time it was written.
 fn exported_rows(path: &std::path::Path) -> Value {
     let mut document: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let object = document.as_object_mut().unwrap();
-    object.remove("exported_at");
-    object.remove("schema_version");
-    for entry in object["semantic"].as_array_mut().unwrap() {
-        entry.as_object_mut().unwrap().remove("updated_at");
-    }
+    document.as_object_mut().unwrap().remove("exported_at");
     document
 }
 
-/// `rows` as an import stores them: every row's source becomes `import`
-/// (so imported memory never outranks what a store learned itself).
-fn as_imported(mut rows: Value) -> Value {
-    for layer in ["semantic", "lessons", "episodic"] {
-        for row in rows[layer].as_array_mut().unwrap() {
-            row["source"] = json!("import");
-        }
-    }
-    rows
-}
-
 #[test]
-fn an_export_from_sqlite_imports_into_postgresql_and_back_unchanged() {
+fn an_export_from_sqlite_restores_into_postgresql_and_back_exactly() {
     let Some(url) = fresh_database() else { return };
     let legacy = tempfile::tempdir().unwrap();
     let memory = legacy.path().join("workspace/memory");
@@ -322,18 +305,43 @@ fn an_export_from_sqlite_imports_into_postgresql_and_back_unchanged() {
     .unwrap();
     let sqlite = tempfile::tempdir().unwrap();
     memory_cli(sqlite.path(), None, &["migrate", "--from", legacy.path().to_str().unwrap(), "--json"]);
+    // Rows from more than one source, a changed value and a deleted key.
+    memory_cli(
+        sqlite.path(),
+        None,
+        &["semantic", "set", "project.lang", "rust", "--source", "consolidation", "--confidence", "0.9", "--json"],
+    );
+    memory_cli(sqlite.path(), None, &["semantic", "set", "pref.editor", "zed", "--json"]);
+    memory_cli(sqlite.path(), None, &["semantic", "delete", "pref.theme", "--json"]);
+    // And the home's own Markdown memory.
+    let history = sqlite.path().join("memory/history");
+    std::fs::create_dir_all(&history).unwrap();
+    std::fs::write(history.join("2026-01-03.md"), "\n#### 10:00\nReviewed the storage seam.\n").unwrap();
+    std::fs::write(sqlite.path().join("memory/projects.md"), "## cairn\nMemory for agent hosts.\n").unwrap();
     let first = sqlite.path().join("first.json");
     memory_cli(sqlite.path(), None, &["export", first.to_str().unwrap()]);
 
     let postgres = tempfile::tempdir().unwrap();
-    let imported = memory_cli(postgres.path(), Some(&url), &["import", first.to_str().unwrap(), "--json"]);
-    assert_eq!((&imported["semantic_written"], &imported["lessons_written"]), (&json!(2), &json!(1)), "{imported}");
+    let restored = memory_cli(postgres.path(), Some(&url), &["import", first.to_str().unwrap(), "--restore", "--json"]);
+    assert_eq!(
+        (&restored["semantic_written"], &restored["lessons_written"], &restored["deleted_written"]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{restored}"
+    );
     let second = postgres.path().join("second.json");
     memory_cli(postgres.path(), Some(&url), &["export", second.to_str().unwrap()]);
-    assert_eq!(exported_rows(&second), as_imported(exported_rows(&first)), "SQLite -> PostgreSQL");
+    assert_eq!(exported_rows(&second), exported_rows(&first), "SQLite -> PostgreSQL");
 
-    let back = tempfile::tempdir().unwrap();
-    memory_cli(back.path(), None, &["import", second.to_str().unwrap(), "--json"]);
+    // The server's store now holds memory: a second restore is refused, exit 1.
+    let again = crate::cairn()
+        .arg("--home")
+        .arg(postgres.path())
+        .args(["memory", "import", first.to_str().unwrap(), "--restore"])
+        .env("CAIRN_STORAGE_URL", &url)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("needs an empty store"), "{again:?}");
     // Repair rebuilds a memory.db file; on the server's store it refuses and says why.
     let repair = crate::cairn()
         .arg("--home")
@@ -344,11 +352,18 @@ fn an_export_from_sqlite_imports_into_postgresql_and_back_unchanged() {
         .unwrap();
     assert!(!repair.status.success());
     assert!(String::from_utf8_lossy(&repair.stderr).contains("PostgreSQL"), "{repair:?}");
+
+    let back = tempfile::tempdir().unwrap();
+    memory_cli(back.path(), None, &["import", second.to_str().unwrap(), "--restore", "--json"]);
     let third = back.path().join("third.json");
     memory_cli(back.path(), None, &["export", third.to_str().unwrap()]);
-    assert_eq!(exported_rows(&third), exported_rows(&second), "PostgreSQL -> SQLite");
+    assert_eq!(exported_rows(&third), exported_rows(&first), "PostgreSQL -> SQLite");
     let rows = exported_rows(&first);
-    for layer in ["semantic", "lessons", "episodic"] {
+    for layer in ["semantic", "lessons", "episodic", "deleted"] {
         assert!(rows[layer].as_array().is_some_and(|rows| !rows.is_empty()), "{layer}: {rows}");
     }
+    let sources: std::collections::BTreeSet<&str> =
+        rows["semantic"].as_array().unwrap().iter().map(|row| row["source"].as_str().unwrap()).collect();
+    assert!(sources.len() >= 2, "{sources:?}");
+    assert!(!rows["files"]["history"].as_object().unwrap().is_empty(), "{rows}");
 }

@@ -9,7 +9,11 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use cairn_memory_core::{ExportDocument, MemoryError, MigrationSource, import_memory, migrate_from_markdown};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use cairn_memory_core::{
+    ExportDocument, MemoryError, MigrationSource, import_memory, migrate_from_markdown, restore_memory,
+};
 use jiff::tz::TimeZone;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -68,19 +72,25 @@ pub(crate) async fn migrate(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ImportQuery {
     dry_run: Option<bool>,
+    restore: Option<bool>,
 }
 
-/// `POST /api/memory/import[?dry_run=true]`: the body is an export document
-/// (`cairn memory export`). Rows already present, already imported or over
-/// a cap are reported as skipped, rows a writer refuses as rejected; 400
-/// `invalid_bundle` when the body is not an export document this build reads.
+/// `POST /api/memory/import[?dry_run=true][&restore=true]`: the body is an
+/// export document (`cairn memory export`). Merged by default: rows already
+/// present, already imported or over a cap are reported as skipped, rows a
+/// writer refuses as rejected. With `restore=true` the document is restored
+/// exactly into an empty store, every row or none: 422 `restore_refused`
+/// with the report when a row breaks a rule, 409 `store_not_empty` when
+/// the home holds memory. 400 `invalid_bundle` when the body is not an
+/// export document this build reads.
 pub(crate) async fn import(
     State(state): State<Arc<AppState>>,
     query: Result<Query<ImportQuery>, QueryRejection>,
     JsonBody(body): JsonBody<Value>,
-) -> ApiResult {
+) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
     let dry_run = query.dry_run.unwrap_or(false);
+    let restore = query.restore.unwrap_or(false);
     let document: ExportDocument = serde_json::from_value(body).map_err(|error| {
         ApiError::bad_request("invalid_bundle", format!("the body is not a Cairn export document: {error}"))
     })?;
@@ -90,11 +100,24 @@ pub(crate) async fn import(
     let home = state.home.clone();
     let report = pooled(&state, move || {
         let _guard = guard;
-        import_memory(&memory, &files, &home, &document, dry_run).map_err(|error| match error {
+        let imported = if restore {
+            restore_memory(&memory, &files, &home, &document, dry_run)
+        } else {
+            import_memory(&memory, &files, &home, &document, dry_run)
+        };
+        imported.map_err(|error| match error {
             error @ MemoryError::InvalidImport(_) => ApiError::bad_request("invalid_bundle", error.to_string()),
+            error @ MemoryError::RestoreTargetNotEmpty(_) => {
+                ApiError::new(StatusCode::CONFLICT, "store_not_empty", error.to_string())
+            }
             error => memory_error(error),
         })
     })
     .await?;
-    Ok(Json(json!({"ok": true, "report": report})))
+    if restore && !report.rejected.is_empty() {
+        let message = format!("restore refused, nothing written: {} row(s) break a rule", report.rejected.len());
+        let body = json!({"ok": false, "code": "restore_refused", "error": message, "report": report});
+        return Ok((StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response());
+    }
+    Ok(Json(json!({"ok": true, "report": report})).into_response())
 }
