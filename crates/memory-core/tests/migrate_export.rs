@@ -175,7 +175,7 @@ fn export_then_import_into_an_empty_home_round_trips() {
     let source_home = tempfile::tempdir().unwrap();
     let (db, files) = populated(source_home.path());
     let document = export_memory(&db, &files).unwrap();
-    assert_eq!((document.format.as_str(), document.version), ("cairn-memory-export", 1));
+    assert_eq!((document.format.as_str(), document.version), ("cairn-memory-export", 2));
     assert_eq!((document.semantic.len(), document.lessons.len(), document.episodic.len()), (3, 2, 3));
     let text = serde_json::to_string_pretty(&document).unwrap();
 
