@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use parking_lot::Mutex;
 
 use super::{
-    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EventRecord, LedgerEntry, LedgerRows,
-    MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
-    SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
+    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
+    LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow,
+    SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
 };
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
@@ -175,25 +175,6 @@ impl SemanticRows for MemoryTx<'_> {
         Ok(())
     }
 
-    fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()> {
-        if let Some(row) = self.state.semantic.get_mut(key) {
-            row.embedding_space = Some(space.to_owned());
-            self.state.vectors.insert(key.to_owned(), vector.to_vec());
-        }
-        Ok(())
-    }
-
-    fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool> {
-        match self.state.semantic.get_mut(key) {
-            Some(row) if row.version == version && !row.is_deleted => {
-                row.embedding_space = Some(space.to_owned());
-                self.state.vectors.insert(key.to_owned(), vector.to_vec());
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
     fn tombstone_semantic(&mut self, key: &str, at: i64) -> Result<()> {
         if let Some(row) = self.state.semantic.get_mut(key) {
             row.is_deleted = true;
@@ -203,11 +184,6 @@ impl SemanticRows for MemoryTx<'_> {
         }
         self.state.vectors.remove(key);
         Ok(())
-    }
-
-    fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>> {
-        let in_space = self.state.semantic.get(key).is_some_and(|row| row.embedding_space.as_deref() == Some(space));
-        Ok(if in_space { self.state.vectors.get(key).cloned() } else { None })
     }
 
     fn live_semantic(&mut self, prefix: &str) -> Result<Vec<SemanticRow>> {
@@ -236,17 +212,6 @@ impl SemanticRows for MemoryTx<'_> {
             .collect())
     }
 
-    fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>> {
-        Ok(self
-            .state
-            .semantic
-            .values()
-            .filter(|row| !row.is_deleted && row.embedding_space.as_deref() != Some(space))
-            .take(limit)
-            .cloned()
-            .collect())
-    }
-
     fn semantic_counts(&mut self, space: Option<&str>) -> Result<SemanticCounts> {
         let mut counts = SemanticCounts::default();
         for row in self.state.semantic.values() {
@@ -263,6 +228,43 @@ impl SemanticRows for MemoryTx<'_> {
             }
         }
         Ok(counts)
+    }
+}
+
+impl SemanticVectors for MemoryTx<'_> {
+    fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()> {
+        if let Some(row) = self.state.semantic.get_mut(key) {
+            row.embedding_space = Some(space.to_owned());
+            self.state.vectors.insert(key.to_owned(), vector.to_vec());
+        }
+        Ok(())
+    }
+
+    fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool> {
+        match self.state.semantic.get_mut(key) {
+            Some(row) if row.version == version && !row.is_deleted => {
+                row.embedding_space = Some(space.to_owned());
+                self.state.vectors.insert(key.to_owned(), vector.to_vec());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>> {
+        let in_space = self.state.semantic.get(key).is_some_and(|row| row.embedding_space.as_deref() == Some(space));
+        Ok(if in_space { self.state.vectors.get(key).cloned() } else { None })
+    }
+
+    fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>> {
+        Ok(self
+            .state
+            .semantic
+            .values()
+            .filter(|row| !row.is_deleted && row.embedding_space.as_deref() != Some(space))
+            .take(limit)
+            .cloned()
+            .collect())
     }
 }
 
@@ -401,28 +403,6 @@ impl EpisodicRows for MemoryTx<'_> {
         Ok(rows.into_iter().skip(offset).take(limit).cloned().collect())
     }
 
-    fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>> {
-        Ok(self
-            .chosen_episodes(only)
-            .filter_map(|episode| episode.vector_in(space).map(|blob| (episode.row.id, blob.to_vec())))
-            .collect())
-    }
-
-    fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>> {
-        Ok(self
-            .active_episodes()
-            .filter(|episode| episode.vector_in(space).is_some())
-            .map(|episode| episode.row.id)
-            .collect())
-    }
-
-    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
-        Ok(self
-            .chosen_episodes(only)
-            .map(|episode| (episode.row.id, episode.row.text.clone(), episode.row.tags_json.clone()))
-            .collect())
-    }
-
     fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
         Ok(self.active_episodes().map(|episode| episode.row.id).collect())
     }
@@ -440,6 +420,32 @@ impl EpisodicRows for MemoryTx<'_> {
             }
         }
         Ok(counts)
+    }
+
+    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
+        for id in ids {
+            if let Some(episode) = self.state.episodic.get_mut(id) {
+                episode.row.last_accessed = Some(at);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl EpisodicVectors for MemoryTx<'_> {
+    fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>> {
+        Ok(self
+            .chosen_episodes(only)
+            .filter_map(|episode| episode.vector_in(space).map(|blob| (episode.row.id, blob.to_vec())))
+            .collect())
+    }
+
+    fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>> {
+        Ok(self
+            .active_episodes()
+            .filter(|episode| episode.vector_in(space).is_some())
+            .map(|episode| episode.row.id)
+            .collect())
     }
 
     fn episodic_missing_vectors(
@@ -474,14 +480,14 @@ impl EpisodicRows for MemoryTx<'_> {
             _ => Ok(false),
         }
     }
+}
 
-    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
-        for id in ids {
-            if let Some(episode) = self.state.episodic.get_mut(id) {
-                episode.row.last_accessed = Some(at);
-            }
-        }
-        Ok(())
+impl EpisodicText for MemoryTx<'_> {
+    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+        Ok(self
+            .chosen_episodes(only)
+            .map(|episode| (episode.row.id, episode.row.text.clone(), episode.row.tags_json.clone()))
+            .collect())
     }
 
     fn episodic_quoting(&mut self, needle: &str, _words: &[String]) -> Result<Vec<(i64, String)>> {

@@ -1,6 +1,7 @@
-//! The storage seam: the rows of the semantic layer, the lessons stored in
-//! it, the audit trail and the revision counters, as small traits a
-//! backend implements inside one of its transactions.
+//! The storage seam: the rows of each layer, their vectors, the keyword
+//! source, the audit trail and the revision counters, as small traits a
+//! backend implements inside one of its transactions ([`StoreTx`] bundles
+//! them).
 //!
 //! Everything that decides (validation, the screen, the conflict ladder,
 //! lesson dedup, the audit cap) lives above this seam, in one place for
@@ -87,20 +88,12 @@ pub(crate) trait SemanticRows {
     fn semantic_row(&mut self, key: &str) -> Result<Option<SemanticRow>>;
     /// Writes a live value (see [`SemanticUpsert`]) and its vector.
     fn upsert_semantic(&mut self, write: &SemanticUpsert<'_>) -> Result<()>;
-    /// Replaces the vector of an unchanged row (its space moves with it).
-    fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()>;
-    /// Stores a vector only if the live row still has `version`; whether it did.
-    fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool>;
     /// Tombstones a live row (version + 1, vector dropped).
     fn tombstone_semantic(&mut self, key: &str, at: i64) -> Result<()>;
-    /// The stored vector of `key`, when it is in `space`.
-    fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>>;
     /// Live rows whose key starts with `prefix` (all for `""`), by key.
     fn live_semantic(&mut self, prefix: &str) -> Result<Vec<SemanticRow>>;
     /// The heads of every live row, by key (cheap: no values, no vectors).
     fn semantic_heads(&mut self) -> Result<Vec<SemanticHead>>;
-    /// Live rows with no vector in `space`, by key, at most `limit`.
-    fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>>;
     /// Counts of the table; `missing_vectors` against `space` (every live
     /// row counts as missing when `space` is `None`).
     fn semantic_counts(&mut self, space: Option<&str>) -> Result<SemanticCounts>;
@@ -110,6 +103,18 @@ pub(crate) trait SemanticRows {
     /// without a vector: an exact restore. A key already stored is a
     /// constraint error; `embedding_space` is ignored.
     fn insert_semantic_row(&mut self, row: &SemanticRow) -> Result<()>;
+}
+
+/// The vectors of semantic rows, each tagged with the space it is in.
+pub(crate) trait SemanticVectors {
+    /// Replaces the vector of an unchanged row (its space moves with it).
+    fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()>;
+    /// Stores a vector only if the live row still has `version`; whether it did.
+    fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool>;
+    /// The stored vector of `key`, when it is in `space`.
+    fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>>;
+    /// Live rows with no vector in `space`, by key, at most `limit`.
+    fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>>;
 }
 
 /// What the audit trail is told about one event.
@@ -245,16 +250,20 @@ pub(crate) trait EpisodicRows {
     fn episodic_row(&mut self, id: i64, vector_space: Option<&str>) -> Result<Option<(EpisodicRow, Option<Vec<u8>>)>>;
     /// Active rows, newest (`created_at`, then id) first, `limit` from `offset`.
     fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>>;
-    /// Active rows' `(id, vector blob)` in `space` (all, or those among `only`).
-    fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>>;
-    /// Ids of the active rows with a vector in `space`.
-    fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>>;
-    /// Active rows' `(id, text, tags JSON)` (all, or those among `only`).
-    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>>;
     /// Ids of every active row.
     fn episodic_active_ids(&mut self) -> Result<Vec<i64>>;
     /// Counts; `with_vectors` in `space` (0 for `None`).
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts>;
+    /// Records `last_accessed` on `ids`.
+    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()>;
+}
+
+/// The vectors of episodic rows, for the vector indexes and the backfill.
+pub(crate) trait EpisodicVectors {
+    /// Active rows' `(id, vector blob)` in `space` (all, or those among `only`).
+    fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>>;
+    /// Ids of the active rows with a vector in `space`.
+    fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>>;
     /// Active rows after `after_id` with no vector in `space` (all without a
     /// vector for `None`), by id, at most `limit`: `(id, text)`.
     fn episodic_missing_vectors(
@@ -267,8 +276,14 @@ pub(crate) trait EpisodicRows {
     fn episodic_missing_count(&mut self, space: Option<&str>) -> Result<i64>;
     /// Stores a vector on `id` if it is active and its text is still `text`; whether it did.
     fn set_episodic_vector(&mut self, id: i64, text: &str, blob: &[u8], space: &str) -> Result<bool>;
-    /// Records `last_accessed` on `ids`.
-    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()>;
+}
+
+/// The keyword source: the text of the active episodic rows, for the
+/// in-memory BM25 index, the stale-quote retirement and, where the backend
+/// has one, its own keyword search.
+pub(crate) trait EpisodicText {
+    /// Active rows' `(id, text, tags JSON)` (all, or those among `only`).
+    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>>;
     /// Active rows that may contain the lower-case phrase `needle` (of the
     /// alphanumeric `words`): a superset the caller confirms on the text.
     fn episodic_quoting(&mut self, needle: &str, words: &[String]) -> Result<Vec<(i64, String)>>;
@@ -360,11 +375,30 @@ pub(crate) trait LedgerRows {
 
 /// Everything a transaction of a backend offers.
 pub(crate) trait StoreTx:
-    SemanticRows + AuditLog + Revisions + EpisodicRows + TranscriptRows + LedgerRows
+    SemanticRows
+    + SemanticVectors
+    + AuditLog
+    + Revisions
+    + EpisodicRows
+    + EpisodicVectors
+    + EpisodicText
+    + TranscriptRows
+    + LedgerRows
 {
 }
 
-impl<T: SemanticRows + AuditLog + Revisions + EpisodicRows + TranscriptRows + LedgerRows> StoreTx for T {}
+impl<T> StoreTx for T where
+    T: SemanticRows
+        + SemanticVectors
+        + AuditLog
+        + Revisions
+        + EpisodicRows
+        + EpisodicVectors
+        + EpisodicText
+        + TranscriptRows
+        + LedgerRows
+{
+}
 
 /// A store behind the seam: runs a closure in one transaction. A write
 /// transaction is atomic (an error leaves the store as it was) and

@@ -27,9 +27,10 @@ use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls};
 
 use super::{
-    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EventRecord, LedgerEntry, LedgerRows,
-    MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
-    SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
+    AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
+    LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow,
+    SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
+    blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
@@ -531,28 +532,6 @@ impl SemanticRows for PgTx<'_, '_> {
         self.store_vector(write.key, write.vector.map(|(vector, _)| vector))
     }
 
-    fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()> {
-        self.tx
-            .execute("UPDATE semantic_memory SET embedding_space = $2 WHERE key = $1", &[&key, &space])
-            .map_err(storage("storing a vector"))?;
-        self.store_vector(key, Some(vector))
-    }
-
-    fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool> {
-        let changed = self
-            .tx
-            .execute(
-                "UPDATE semantic_memory SET embedding_space = $3
-                 WHERE key = $1 AND version = $2 AND NOT is_deleted",
-                &[&key, &version, &space],
-            )
-            .map_err(storage("storing backfilled vectors"))?;
-        if changed > 0 {
-            self.store_vector(key, Some(vector))?;
-        }
-        Ok(changed > 0)
-    }
-
     fn tombstone_semantic(&mut self, key: &str, at: i64) -> Result<()> {
         self.tx
             .execute(
@@ -562,18 +541,6 @@ impl SemanticRows for PgTx<'_, '_> {
             )
             .map_err(storage("tombstoning a semantic entry"))?;
         self.store_vector(key, None)
-    }
-
-    fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>> {
-        let row = self
-            .tx
-            .query_opt(
-                "SELECT v.embedding FROM semantic_vectors v JOIN semantic_memory m ON m.key = v.key
-                 WHERE v.key = $1 AND m.embedding_space = $2",
-                &[&key, &space],
-            )
-            .map_err(storage("reading a vector"))?;
-        Ok(row.and_then(|row| blob_vector(row.get::<_, &[u8]>(0))))
     }
 
     fn live_semantic(&mut self, prefix: &str) -> Result<Vec<SemanticRow>> {
@@ -610,20 +577,6 @@ impl SemanticRows for PgTx<'_, '_> {
             .collect())
     }
 
-    fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>> {
-        let rows = self
-            .tx
-            .query(
-                &format!(
-                    "SELECT {ROW_COLUMNS} FROM semantic_memory
-                     WHERE NOT is_deleted AND embedding_space IS DISTINCT FROM $1 ORDER BY key LIMIT $2"
-                ),
-                &[&space, &bound(limit)],
-            )
-            .map_err(storage("finding entries without vectors"))?;
-        Ok(rows.iter().map(semantic_row).collect())
-    }
-
     fn semantic_counts(&mut self, space: Option<&str>) -> Result<SemanticCounts> {
         Ok(SemanticCounts {
             live: self.count("SELECT count(*) FROM semantic_memory WHERE NOT is_deleted", &[])?,
@@ -638,6 +591,56 @@ impl SemanticRows for PgTx<'_, '_> {
                 &[&space],
             )?,
         })
+    }
+}
+
+impl SemanticVectors for PgTx<'_, '_> {
+    fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()> {
+        self.tx
+            .execute("UPDATE semantic_memory SET embedding_space = $2 WHERE key = $1", &[&key, &space])
+            .map_err(storage("storing a vector"))?;
+        self.store_vector(key, Some(vector))
+    }
+
+    fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool> {
+        let changed = self
+            .tx
+            .execute(
+                "UPDATE semantic_memory SET embedding_space = $3
+                 WHERE key = $1 AND version = $2 AND NOT is_deleted",
+                &[&key, &version, &space],
+            )
+            .map_err(storage("storing backfilled vectors"))?;
+        if changed > 0 {
+            self.store_vector(key, Some(vector))?;
+        }
+        Ok(changed > 0)
+    }
+
+    fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>> {
+        let row = self
+            .tx
+            .query_opt(
+                "SELECT v.embedding FROM semantic_vectors v JOIN semantic_memory m ON m.key = v.key
+                 WHERE v.key = $1 AND m.embedding_space = $2",
+                &[&key, &space],
+            )
+            .map_err(storage("reading a vector"))?;
+        Ok(row.and_then(|row| blob_vector(row.get::<_, &[u8]>(0))))
+    }
+
+    fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>> {
+        let rows = self
+            .tx
+            .query(
+                &format!(
+                    "SELECT {ROW_COLUMNS} FROM semantic_memory
+                     WHERE NOT is_deleted AND embedding_space IS DISTINCT FROM $1 ORDER BY key LIMIT $2"
+                ),
+                &[&space, &bound(limit)],
+            )
+            .map_err(storage("finding entries without vectors"))?;
+        Ok(rows.iter().map(semantic_row).collect())
     }
 }
 
@@ -838,6 +841,43 @@ impl EpisodicRows for PgTx<'_, '_> {
         Ok(rows.iter().map(episodic_row).collect())
     }
 
+    fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
+        let rows = self.query(
+            "listing active episodic rows",
+            "SELECT id FROM episodic_memories WHERE NOT is_deleted ORDER BY id",
+            &[],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
+        // `embedding_space = NULL` is never true: no vectors count without a space.
+        let row = self
+            .tx
+            .query_one(
+                "SELECT count(*) FILTER (WHERE NOT is_deleted), count(*) FILTER (WHERE is_deleted),
+                        count(*) FILTER (WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL)
+                 FROM episodic_memories",
+                &[&space],
+            )
+            .map_err(storage("counting episodic rows"))?;
+        Ok(EpisodicCounts { live: row.get(0), deleted: row.get(1), with_vectors: row.get(2) })
+    }
+
+    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            "recording last_accessed",
+            "UPDATE episodic_memories SET last_accessed = $2 WHERE id = ANY($1)",
+            &[&ids, &at],
+        )?;
+        Ok(())
+    }
+}
+
+impl EpisodicVectors for PgTx<'_, '_> {
     fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>> {
         let operation = "loading episodic vectors";
         let rows = match only {
@@ -867,48 +907,6 @@ impl EpisodicRows for PgTx<'_, '_> {
             &[&space],
         )?;
         Ok(rows.iter().map(|row| row.get(0)).collect())
-    }
-
-    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
-        let operation = "loading episodic texts";
-        let rows = match only {
-            None => self.query(
-                operation,
-                "SELECT id, text, tags FROM episodic_memories WHERE NOT is_deleted ORDER BY id",
-                &[],
-            )?,
-            Some(ids) => self.query(
-                operation,
-                "SELECT m.id, m.text, m.tags FROM unnest($1::BIGINT[]) WITH ORDINALITY AS o (id, n)
-                 JOIN episodic_memories m ON m.id = o.id
-                 WHERE NOT m.is_deleted ORDER BY o.n",
-                &[&ids],
-            )?,
-        };
-        Ok(rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect())
-    }
-
-    fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
-        let rows = self.query(
-            "listing active episodic rows",
-            "SELECT id FROM episodic_memories WHERE NOT is_deleted ORDER BY id",
-            &[],
-        )?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
-    }
-
-    fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
-        // `embedding_space = NULL` is never true: no vectors count without a space.
-        let row = self
-            .tx
-            .query_one(
-                "SELECT count(*) FILTER (WHERE NOT is_deleted), count(*) FILTER (WHERE is_deleted),
-                        count(*) FILTER (WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL)
-                 FROM episodic_memories",
-                &[&space],
-            )
-            .map_err(storage("counting episodic rows"))?;
-        Ok(EpisodicCounts { live: row.get(0), deleted: row.get(1), with_vectors: row.get(2) })
     }
 
     fn episodic_missing_vectors(
@@ -944,17 +942,26 @@ impl EpisodicRows for PgTx<'_, '_> {
         )?;
         Ok(changed > 0)
     }
+}
 
-    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        self.execute(
-            "recording last_accessed",
-            "UPDATE episodic_memories SET last_accessed = $2 WHERE id = ANY($1)",
-            &[&ids, &at],
-        )?;
-        Ok(())
+impl EpisodicText for PgTx<'_, '_> {
+    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+        let operation = "loading episodic texts";
+        let rows = match only {
+            None => self.query(
+                operation,
+                "SELECT id, text, tags FROM episodic_memories WHERE NOT is_deleted ORDER BY id",
+                &[],
+            )?,
+            Some(ids) => self.query(
+                operation,
+                "SELECT m.id, m.text, m.tags FROM unnest($1::BIGINT[]) WITH ORDINALITY AS o (id, n)
+                 JOIN episodic_memories m ON m.id = o.id
+                 WHERE NOT m.is_deleted ORDER BY o.n",
+                &[&ids],
+            )?,
+        };
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect())
     }
 
     fn episodic_quoting(&mut self, needle: &str, _words: &[String]) -> Result<Vec<(i64, String)>> {

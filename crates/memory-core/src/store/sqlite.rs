@@ -5,9 +5,10 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EventRecord, LedgerEntry, LedgerRows, MarkerColumn,
-    NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SessionRow,
-    StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
+    AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
+    LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow,
+    SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoredEvent, TranscriptRow, TranscriptRows, blob_vector,
+    vector_blob,
 };
 use crate::error::{MemoryError, Result};
 
@@ -146,29 +147,6 @@ impl SemanticRows for SqliteTx<'_> {
         self.store_vector(write.key, write.vector.map(|(vector, _)| vector))
     }
 
-    fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()> {
-        self.connection
-            .prepare_cached("UPDATE semantic_memory SET embedding_space = ?2 WHERE key = ?1")
-            .and_then(|mut statement| statement.execute(params![key, space]))
-            .map_err(MemoryError::sqlite("storing a vector"))?;
-        self.store_vector(key, Some(vector))
-    }
-
-    fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool> {
-        let changed = self
-            .connection
-            .prepare_cached(
-                "UPDATE semantic_memory SET embedding_space = ?3
-                 WHERE key = ?1 AND version = ?2 AND is_deleted = 0",
-            )
-            .and_then(|mut statement| statement.execute(params![key, version, space]))
-            .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
-        if changed > 0 {
-            self.store_vector(key, Some(vector))?;
-        }
-        Ok(changed > 0)
-    }
-
     fn tombstone_semantic(&mut self, key: &str, at: i64) -> Result<()> {
         self.connection
             .prepare_cached(
@@ -178,18 +156,6 @@ impl SemanticRows for SqliteTx<'_> {
             .and_then(|mut statement| statement.execute(params![key, at]))
             .map_err(MemoryError::sqlite("tombstoning a semantic entry"))?;
         self.store_vector(key, None)
-    }
-
-    fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>> {
-        let blob: Option<Vec<u8>> = self
-            .connection
-            .prepare_cached(
-                "SELECT v.embedding FROM semantic_vectors v JOIN semantic_memory m ON m.key = v.key
-                 WHERE v.key = ?1 AND m.embedding_space = ?2",
-            )
-            .and_then(|mut statement| statement.query_row(params![key, space], |row| row.get(0)).optional())
-            .map_err(MemoryError::sqlite("reading a vector"))?;
-        Ok(blob.as_deref().and_then(blob_vector))
     }
 
     fn live_semantic(&mut self, prefix: &str) -> Result<Vec<SemanticRow>> {
@@ -225,18 +191,6 @@ impl SemanticRows for SqliteTx<'_> {
         rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite(operation))
     }
 
-    fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>> {
-        self.rows(
-            "finding entries without vectors",
-            &format!(
-                "SELECT {ROW_COLUMNS} FROM semantic_memory
-                 WHERE is_deleted = 0 AND (embedding_space IS NULL OR embedding_space != ?1)
-                 ORDER BY key LIMIT ?2"
-            ),
-            params![space, limit as i64],
-        )
-    }
-
     fn semantic_counts(&mut self, space: Option<&str>) -> Result<SemanticCounts> {
         Ok(SemanticCounts {
             live: self.count("SELECT count(*) FROM semantic_memory WHERE is_deleted = 0", [])?,
@@ -251,6 +205,55 @@ impl SemanticRows for SqliteTx<'_> {
                 [space],
             )?,
         })
+    }
+}
+
+impl SemanticVectors for SqliteTx<'_> {
+    fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()> {
+        self.connection
+            .prepare_cached("UPDATE semantic_memory SET embedding_space = ?2 WHERE key = ?1")
+            .and_then(|mut statement| statement.execute(params![key, space]))
+            .map_err(MemoryError::sqlite("storing a vector"))?;
+        self.store_vector(key, Some(vector))
+    }
+
+    fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool> {
+        let changed = self
+            .connection
+            .prepare_cached(
+                "UPDATE semantic_memory SET embedding_space = ?3
+                 WHERE key = ?1 AND version = ?2 AND is_deleted = 0",
+            )
+            .and_then(|mut statement| statement.execute(params![key, version, space]))
+            .map_err(MemoryError::sqlite("storing backfilled vectors"))?;
+        if changed > 0 {
+            self.store_vector(key, Some(vector))?;
+        }
+        Ok(changed > 0)
+    }
+
+    fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>> {
+        let blob: Option<Vec<u8>> = self
+            .connection
+            .prepare_cached(
+                "SELECT v.embedding FROM semantic_vectors v JOIN semantic_memory m ON m.key = v.key
+                 WHERE v.key = ?1 AND m.embedding_space = ?2",
+            )
+            .and_then(|mut statement| statement.query_row(params![key, space], |row| row.get(0)).optional())
+            .map_err(MemoryError::sqlite("reading a vector"))?;
+        Ok(blob.as_deref().and_then(blob_vector))
+    }
+
+    fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>> {
+        self.rows(
+            "finding entries without vectors",
+            &format!(
+                "SELECT {ROW_COLUMNS} FROM semantic_memory
+                 WHERE is_deleted = 0 AND (embedding_space IS NULL OR embedding_space != ?1)
+                 ORDER BY key LIMIT ?2"
+            ),
+            params![space, limit as i64],
+        )
     }
 }
 
@@ -451,6 +454,51 @@ impl EpisodicRows for SqliteTx<'_> {
         )
     }
 
+    fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
+        self.collect(
+            "listing active episodic rows",
+            "SELECT id FROM episodic_memories WHERE is_deleted = 0",
+            [],
+            |row| row.get(0),
+        )
+    }
+
+    fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
+        let Some(space) = space else {
+            // Both counts run on the `episodic_live` index alone.
+            return Ok(EpisodicCounts {
+                live: self.count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0", [])?,
+                deleted: self.count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 1", [])?,
+                with_vectors: 0,
+            });
+        };
+        self.connection
+            .prepare_cached(
+                "SELECT count(CASE WHEN is_deleted = 0 THEN 1 END), count(CASE WHEN is_deleted = 1 THEN 1 END),
+                        count(CASE WHEN is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL THEN 1 END)
+                 FROM episodic_memories",
+            )
+            .and_then(|mut statement| {
+                statement.query_row([space], |row| {
+                    Ok(EpisodicCounts { live: row.get(0)?, deleted: row.get(1)?, with_vectors: row.get(2)? })
+                })
+            })
+            .map_err(MemoryError::sqlite("counting episodic rows"))
+    }
+
+    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
+        let mut statement = self
+            .connection
+            .prepare_cached("UPDATE episodic_memories SET last_accessed = ?2 WHERE id = ?1")
+            .map_err(MemoryError::sqlite("recording last_accessed"))?;
+        for id in ids {
+            statement.execute(params![id, at]).map_err(MemoryError::sqlite("recording last_accessed"))?;
+        }
+        Ok(())
+    }
+}
+
+impl EpisodicVectors for SqliteTx<'_> {
     fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>> {
         let operation = "loading episodic vectors";
         match only {
@@ -491,65 +539,6 @@ impl EpisodicRows for SqliteTx<'_> {
         )
     }
 
-    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
-        let operation = "loading episodic texts";
-        match only {
-            None => self.collect(
-                operation,
-                "SELECT id, text, tags FROM episodic_memories WHERE is_deleted = 0",
-                [],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            ),
-            Some(ids) => {
-                let mut statement = self
-                    .connection
-                    .prepare_cached("SELECT id, text, tags FROM episodic_memories WHERE id = ?1 AND is_deleted = 0")
-                    .map_err(MemoryError::sqlite(operation))?;
-                let mut out = Vec::with_capacity(ids.len());
-                for id in ids {
-                    let row = statement
-                        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-                        .optional()
-                        .map_err(MemoryError::sqlite(operation))?;
-                    out.extend(row);
-                }
-                Ok(out)
-            }
-        }
-    }
-
-    fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
-        self.collect(
-            "listing active episodic rows",
-            "SELECT id FROM episodic_memories WHERE is_deleted = 0",
-            [],
-            |row| row.get(0),
-        )
-    }
-
-    fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
-        let Some(space) = space else {
-            // Both counts run on the `episodic_live` index alone.
-            return Ok(EpisodicCounts {
-                live: self.count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0", [])?,
-                deleted: self.count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 1", [])?,
-                with_vectors: 0,
-            });
-        };
-        self.connection
-            .prepare_cached(
-                "SELECT count(CASE WHEN is_deleted = 0 THEN 1 END), count(CASE WHEN is_deleted = 1 THEN 1 END),
-                        count(CASE WHEN is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL THEN 1 END)
-                 FROM episodic_memories",
-            )
-            .and_then(|mut statement| {
-                statement.query_row([space], |row| {
-                    Ok(EpisodicCounts { live: row.get(0)?, deleted: row.get(1)?, with_vectors: row.get(2)? })
-                })
-            })
-            .map_err(MemoryError::sqlite("counting episodic rows"))
-    }
-
     fn episodic_missing_vectors(
         &mut self,
         space: Option<&str>,
@@ -583,16 +572,34 @@ impl EpisodicRows for SqliteTx<'_> {
         )?;
         Ok(changed > 0)
     }
+}
 
-    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
-        let mut statement = self
-            .connection
-            .prepare_cached("UPDATE episodic_memories SET last_accessed = ?2 WHERE id = ?1")
-            .map_err(MemoryError::sqlite("recording last_accessed"))?;
-        for id in ids {
-            statement.execute(params![id, at]).map_err(MemoryError::sqlite("recording last_accessed"))?;
+impl EpisodicText for SqliteTx<'_> {
+    fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+        let operation = "loading episodic texts";
+        match only {
+            None => self.collect(
+                operation,
+                "SELECT id, text, tags FROM episodic_memories WHERE is_deleted = 0",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            ),
+            Some(ids) => {
+                let mut statement = self
+                    .connection
+                    .prepare_cached("SELECT id, text, tags FROM episodic_memories WHERE id = ?1 AND is_deleted = 0")
+                    .map_err(MemoryError::sqlite(operation))?;
+                let mut out = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let row = statement
+                        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                        .optional()
+                        .map_err(MemoryError::sqlite(operation))?;
+                    out.extend(row);
+                }
+                Ok(out)
+            }
         }
-        Ok(())
     }
 
     fn episodic_quoting(&mut self, _needle: &str, words: &[String]) -> Result<Vec<(i64, String)>> {
