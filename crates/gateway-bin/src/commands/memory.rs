@@ -38,7 +38,7 @@ pub(crate) enum MemoryCommand {
     Migrate(super::memory_transfer::MigrateArgs),
     /// Write the whole memory as one versioned JSON document.
     Export(super::memory_transfer::ExportArgs),
-    /// Read an export document through the normal writers.
+    /// Merge an export document through the normal writers, or restore it exactly into an empty store (`--restore`).
     Import(super::memory_transfer::ImportArgs),
     /// Run both consolidation paths now over a transcript, with the configured LLM.
     Consolidate(super::memory_consolidate::ConsolidateArgs),
