@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 use crate::constants::{
     EPISODIC_MAX_CHARS, EPISODIC_MIN_CHARS, IMPORT_LEDGER_FILE_NAME, LESSON_PREFIX, MAX_IMPORTED_LESSONS,
 };
+use crate::episodic::write::record_from_row;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, parse_day_file_name};
 use crate::lessons::lesson_from_row;
@@ -198,9 +199,8 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
             version: Some(version),
         });
     }
-    // Oldest first (newest-first order reversed), so an import teaches them in order.
-    lesson_rows.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.key.cmp(&b.key)));
-    lesson_rows.reverse();
+    // Oldest first (the reverse of the newest-first listing), so an import teaches them in order.
+    lesson_rows.sort_by(|a, b| a.updated_at.cmp(&b.updated_at).then_with(|| b.key.cmp(&a.key)));
     let mut lessons = Vec::with_capacity(lesson_rows.len());
     for row in lesson_rows {
         let (created_at, version) = (row.created_at, row.version);
@@ -230,8 +230,9 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
         .collect();
     let episodic = episodes
         .into_iter()
+        .map(|row| record_from_row(row, None))
         .map(|row| ExportedEpisode {
-            tags: serde_json::from_str(&row.tags_json).unwrap_or_default(),
+            tags: row.tags,
             text: row.text,
             importance: row.importance,
             created_at: row.created_at,
@@ -299,11 +300,11 @@ pub struct ImportReport {
 }
 
 impl ImportReport {
-    pub(crate) fn skip(&mut self, kind: &'static str, id: impl Into<String>, code: &str, message: impl Into<String>) {
+    fn skip(&mut self, kind: &'static str, id: impl Into<String>, code: &str, message: impl Into<String>) {
         self.skipped.push(ImportRow { kind, id: id.into(), code: code.to_owned(), message: message.into() });
     }
 
-    pub(crate) fn reject(&mut self, kind: &'static str, id: impl Into<String>, error: &MemoryError) {
+    fn reject(&mut self, kind: &'static str, id: impl Into<String>, error: &MemoryError) {
         let code = error.rejection().map(Rejected::code).unwrap_or("error").to_owned();
         self.rejected.push(ImportRow { kind, id: id.into(), code, message: error.to_string() });
     }

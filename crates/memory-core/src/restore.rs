@@ -14,9 +14,9 @@
 //!   episodic text rules and credential redaction), its times must be
 //!   ordered and in range, and a key may appear once; any refused row
 //!   refuses the whole restore and the report lists every refusal;
-//! - the store must hold no semantic or episodic row, live or deleted,
-//!   and the home no Markdown memory, checked inside the write
-//!   transaction, so a concurrent writer cannot slip in between;
+//! - the home must hold no Markdown memory, and the store no semantic or
+//!   episodic row, live or deleted (checked inside the write transaction,
+//!   so a concurrent writer cannot slip in between);
 //! - the rows go in in one transaction with one `restored` audit row;
 //!   vectors are not carried (they belong to a model): the next backfill
 //!   embeds the rows, and until then keyword search finds them.
@@ -36,7 +36,7 @@ use crate::error::{MemoryError, Rejected, Result};
 use crate::export::{ExportDocument, ImportReport, ImportRow, check_document, restore_day_file};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE, parse_day_file_name};
 use crate::lessons::{clean, lesson_confidence, lesson_text};
-use crate::store::{Counter, EventRecord, NewEpisodicRow, SemanticRow};
+use crate::store::{Counter, EventRecord, NewEpisodicRow, SemanticRow, StoreTx};
 use crate::types::{MemoryAuditAction, Source};
 use crate::validate;
 use crate::{LessonCategory, MemoryDb};
@@ -167,7 +167,8 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
         let not = row.not.as_deref().map(clean).filter(|not| !not.is_empty());
         let key = row.key.clone().unwrap_or_else(|| crate::lesson_key(&rule, not.as_deref()));
         if !key.starts_with(LESSON_PREFIX) {
-            plan.refuse(kind, &key, "not_a_lesson_key", format!("a lesson key starts with {LESSON_PREFIX:?}"));
+            let allowed = LESSON_PREFIX.to_owned();
+            plan.reject(kind, &key, Rejected::PrefixNotAllowed { key: validate::cut(&key, 100), allowed });
             continue;
         }
         if rule.is_empty() {
@@ -214,19 +215,9 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
 
     for row in &document.deleted {
         let kind = "deleted";
-        let valid_key = if row.key.starts_with(LESSON_PREFIX) {
-            row.key.len() > LESSON_PREFIX.len() && validate::key(&row.key, &[LESSON_PREFIX.to_owned()]).is_ok()
-        } else {
-            match validate::key(&row.key, db.prefixes()) {
-                Ok(()) => true,
-                Err(rejected) => {
-                    plan.reject(kind, &row.key, rejected);
-                    continue;
-                }
-            }
-        };
-        if !valid_key {
-            plan.refuse(kind, &row.key, "invalid_key", "not a lesson key");
+        // The store's prefixes include `lesson.`: one rule for facts and lessons.
+        if let Err(rejected) = validate::key(&row.key, db.prefixes()) {
+            plan.reject(kind, &row.key, rejected);
             continue;
         }
         let Some(source) = plan.source(kind, &row.key, &row.source) else { continue };
@@ -340,6 +331,19 @@ fn files_in_use(files: &MemoryFiles) -> Result<Option<String>> {
     Ok((!held.is_empty()).then(|| held.join(", ")))
 }
 
+/// Refuses a store that holds any semantic or episodic row, live or deleted.
+fn require_empty(tx: &mut dyn StoreTx) -> Result<()> {
+    let semantic = tx.semantic_counts(None)?;
+    let episodic = tx.episodic_counts(None)?;
+    let (semantic, episodic) = (semantic.live + semantic.deleted, episodic.live + episodic.deleted);
+    if semantic + episodic > 0 {
+        return Err(MemoryError::RestoreTargetNotEmpty(format!(
+            "{semantic} semantic and {episodic} episodic rows (live or deleted)"
+        )));
+    }
+    Ok(())
+}
+
 /// Restores `document` exactly into the empty store of `db` and the empty
 /// memory files of `home` (see the module documentation). With `dry_run`
 /// nothing is written and the report says what would be. When any row is
@@ -387,21 +391,13 @@ pub fn restore_memory(
     })
     .to_string();
 
+    if dry_run {
+        db.rows().read("checking a restore", require_empty)?;
+        return Ok(report);
+    }
     let _episodic = db.lock_episodic();
-    db.rows().write(if dry_run { "checking a restore" } else { "restoring memory" }, |tx| {
-        let semantic = tx.semantic_counts(None)?;
-        let episodic = tx.episodic_counts(None)?;
-        let stored = semantic.live + semantic.deleted + episodic.live + episodic.deleted;
-        if stored > 0 {
-            return Err(MemoryError::RestoreTargetNotEmpty(format!(
-                "{} semantic and {} episodic rows (live or deleted)",
-                semantic.live + semantic.deleted,
-                episodic.live + episodic.deleted
-            )));
-        }
-        if dry_run {
-            return Ok(());
-        }
+    db.rows().write("restoring memory", |tx| {
+        require_empty(tx)?;
         for row in &plan.semantic {
             tx.insert_semantic_row(row)?;
         }
@@ -436,9 +432,6 @@ pub fn restore_memory(
         tx.bump_revision(Counter::Episodic)?;
         Ok(())
     })?;
-    if dry_run {
-        return Ok(report);
-    }
 
     if !plan.preferences.trim().is_empty() {
         files.write_preferences(&cairn_guard::redact_all(&plan.preferences))?;

@@ -117,6 +117,8 @@ impl Backend for MemoryBackend {
     }
 }
 
+impl StoreTx for MemoryTx<'_> {}
+
 impl SemanticRows for MemoryTx<'_> {
     fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
         Ok(self.state.semantic.values().filter(|row| row.is_deleted).cloned().collect())

@@ -373,7 +373,8 @@ pub(crate) trait LedgerRows {
     fn set_setting(&mut self, name: &str, value: &str) -> Result<()>;
 }
 
-/// Everything a transaction of a backend offers.
+/// Everything a transaction of a backend offers (each backend declares it
+/// for its transaction type once the row traits are in place).
 pub(crate) trait StoreTx:
     SemanticRows
     + SemanticVectors
@@ -384,19 +385,6 @@ pub(crate) trait StoreTx:
     + EpisodicText
     + TranscriptRows
     + LedgerRows
-{
-}
-
-impl<T> StoreTx for T where
-    T: SemanticRows
-        + SemanticVectors
-        + AuditLog
-        + Revisions
-        + EpisodicRows
-        + EpisodicVectors
-        + EpisodicText
-        + TranscriptRows
-        + LedgerRows
 {
 }
 

@@ -467,6 +467,8 @@ impl PgTx<'_, '_> {
     }
 }
 
+impl StoreTx for PgTx<'_, '_> {}
+
 impl SemanticRows for PgTx<'_, '_> {
     fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
         let rows = self

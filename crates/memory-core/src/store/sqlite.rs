@@ -7,8 +7,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{
     AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
     LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow,
-    SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoredEvent, TranscriptRow, TranscriptRows, blob_vector,
-    vector_blob,
+    SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
+    blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result};
 
@@ -70,6 +70,8 @@ impl SqliteTx<'_> {
             .map_err(MemoryError::sqlite("counting rows"))
     }
 }
+
+impl StoreTx for SqliteTx<'_> {}
 
 impl SemanticRows for SqliteTx<'_> {
     fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
