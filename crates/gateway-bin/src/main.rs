@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod dashboard;
 mod home;
+mod host;
 mod logging;
 mod mcp;
 mod serve;

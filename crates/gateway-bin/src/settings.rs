@@ -48,6 +48,16 @@ pub(crate) const DEFAULT_HISTORY_MAX_DAYS: u64 = 365;
 pub(crate) const DEFAULT_LLM_TIMEOUT_SECS: u64 = 60;
 /// Retries of a failed chat-completions request.
 pub(crate) const DEFAULT_LLM_RETRIES: u64 = 2;
+/// Default `host.context_deadline_ms`.
+pub(crate) const DEFAULT_CONTEXT_DEADLINE_MS: u64 = 2_000;
+/// Default `host.record_deadline_ms`.
+pub(crate) const DEFAULT_RECORD_DEADLINE_MS: u64 = 500;
+/// Shortest hook deadline a user may set.
+const MIN_DEADLINE_MS: u64 = 50;
+/// Longest hook deadline a user may set (a host's own hook timeout is 60 s).
+const MAX_DEADLINE_MS: u64 = 60_000;
+/// Default `context.max_inject_chars`.
+pub(crate) const DEFAULT_MAX_INJECT_CHARS: usize = 24_000;
 
 /// The environment variables Cairn reads, all through [`Environment`].
 pub(crate) mod env {
@@ -62,6 +72,7 @@ pub(crate) mod env {
     pub(crate) const LLM_MODEL: &str = "CAIRN_LLM_MODEL";
     pub(crate) const LLM_API_KEY: &str = "CAIRN_LLM_API_KEY";
     pub(crate) const STORAGE_URL: &str = "CAIRN_STORAGE_URL";
+    pub(crate) const HOST_START_GATEWAY: &str = "CAIRN_HOST_START_GATEWAY";
     /// Every variable above.
     pub(crate) const ALL: &[&str] = &[
         HOME,
@@ -75,6 +86,7 @@ pub(crate) mod env {
         LLM_MODEL,
         LLM_API_KEY,
         STORAGE_URL,
+        HOST_START_GATEWAY,
     ];
 }
 
@@ -275,6 +287,29 @@ pub(crate) struct ServerSection {
     pub(crate) max_connections_per_client: u64,
 }
 
+/// `host`: how `cairn hook` and `cairn mcp serve` reach the home's gateway.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct HostSection {
+    /// `host.context_deadline_ms`: the longest a context event (session
+    /// start, prompt) waits for an answer before it answers from the
+    /// in-process fallback or with nothing.
+    pub(crate) context_deadline_ms: u64,
+    /// `host.record_deadline_ms`: the same for recording events (tool
+    /// calls, replies, session end) and tool decisions.
+    pub(crate) record_deadline_ms: u64,
+    /// `host.start_gateway`: a hook or MCP session that finds no gateway
+    /// starts one in the background.
+    pub(crate) start_gateway: bool,
+}
+
+/// `context`: what any host receives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ContextSection {
+    /// `context.max_inject_chars`: the absolute ceiling on the context a
+    /// host receives, whatever the model's window.
+    pub(crate) max_inject_chars: usize,
+}
+
 /// `skills`: the catalog settings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct SkillsSection {
@@ -366,6 +401,8 @@ pub(crate) struct Settings {
     pub(crate) embedding: EmbeddingSection,
     pub(crate) llm: LlmSection,
     pub(crate) server: ServerSection,
+    pub(crate) host: HostSection,
+    pub(crate) context: ContextSection,
     /// One line per unknown or ignored key.
     pub(crate) warnings: Vec<String>,
     /// Every effective value, in resolution order.
@@ -586,7 +623,8 @@ impl Settings {
         let root = parse_root(&path, text)?;
         let mut warnings = Vec::new();
         for key in root.keys() {
-            if !["memory", "storage", "skills", "hooks", "agent", "embedding", "llm", "server"].contains(&key.as_str())
+            if !["memory", "storage", "skills", "hooks", "agent", "embedding", "llm", "server", "host", "context"]
+                .contains(&key.as_str())
             {
                 warnings.push(format!("{}: unknown section `{key}` (ignored)", path.display()));
             }
@@ -893,6 +931,44 @@ impl Settings {
         };
         collect_unknown(&server_section, &path, &mut warnings);
 
+        let mut host_section = Section::of(&path, &root, "host")?;
+        let host = HostSection {
+            context_deadline_ms: recorder.pick(
+                "host.context_deadline_ms",
+                None,
+                None,
+                host_section.u64("context_deadline_ms", MIN_DEADLINE_MS, MAX_DEADLINE_MS)?,
+                DEFAULT_CONTEXT_DEADLINE_MS,
+            ),
+            record_deadline_ms: recorder.pick(
+                "host.record_deadline_ms",
+                None,
+                None,
+                host_section.u64("record_deadline_ms", MIN_DEADLINE_MS, MAX_DEADLINE_MS)?,
+                DEFAULT_RECORD_DEADLINE_MS,
+            ),
+            start_gateway: recorder.pick(
+                "host.start_gateway",
+                None,
+                environment.flag(env::HOST_START_GATEWAY)?,
+                host_section.bool("start_gateway")?,
+                true,
+            ),
+        };
+        collect_unknown(&host_section, &path, &mut warnings);
+
+        let mut context_section = Section::of(&path, &root, "context")?;
+        let context = ContextSection {
+            max_inject_chars: recorder.pick(
+                "context.max_inject_chars",
+                None,
+                None,
+                context_section.u64("max_inject_chars", 1_000, 1_000_000)?.map(|chars| chars as usize),
+                DEFAULT_MAX_INJECT_CHARS,
+            ),
+        };
+        collect_unknown(&context_section, &path, &mut warnings);
+
         let agent = AgentSection { agents_dir, project_dir, spec_pins, kiro_hooks };
         Ok(Self {
             home,
@@ -906,6 +982,8 @@ impl Settings {
             embedding,
             llm,
             server,
+            host,
+            context,
             warnings,
             entries: recorder.entries,
         })
@@ -942,18 +1020,106 @@ fn check_storage_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `url` with the password of its user-info, if any, replaced by `***`.
+/// `url` with every password it carries replaced by `***`: the password of
+/// its user-info (`postgres://user:pw@host/db`), the value of a query
+/// parameter whose name (percent-decoded, any case) holds `password`
+/// (`?password=pw`, libpq's query form, and `sslpassword`), and the same
+/// keywords of a key/value conninfo (`host=h password=pw`, quoted or not).
+/// Applied to everything that shows a storage URL: `config show`, `config
+/// set`, refusals and connection errors.
 pub(crate) fn redact_url_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
+    let Some((scheme, rest)) = url.split_once("://") else { return redact_conninfo_passwords(url) };
+    // The user-info ends at the last `@` before the query, even when the
+    // password holds a `/`.
+    let query_start = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(query_start);
+    let authority = match authority.rsplit_once('@') {
         Some((user_info, host)) => match user_info.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => authority.to_owned(),
         },
-        None => url.to_owned(),
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        None => tail.to_owned(),
+        Some((path, query)) => {
+            let (query, fragment) = match query.split_once('#') {
+                Some((query, fragment)) => (query, Some(fragment)),
+                None => (query, None),
+            };
+            let parameters: Vec<String> = query
+                .split('&')
+                .map(|parameter| match parameter.split_once('=') {
+                    Some((name, _)) if names_password(&percent_decode(name)) => format!("{name}=***"),
+                    _ => parameter.to_owned(),
+                })
+                .collect();
+            let fragment = fragment.map(|fragment| format!("#{fragment}")).unwrap_or_default();
+            format!("{path}?{}{fragment}", parameters.join("&"))
+        }
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+fn names_password(name: &str) -> bool {
+    name.to_ascii_lowercase().contains("password")
+}
+
+/// `%xx` escapes decoded (bytes that do not make UTF-8 are kept lossily).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|byte| (*byte as char).to_digit(16));
+        match (bytes[index], hex(index + 1), hex(index + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                index += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                index += 1;
+            }
+        }
     }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A key/value conninfo (`host=h password='p w'`) with the value of every
+/// password keyword replaced by `***`; other text is returned as it is.
+fn redact_conninfo_passwords(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(equals) = rest.find('=') {
+        let before = &rest[..equals];
+        let keyword_start = before.rfind(|c: char| c.is_whitespace() || c == '?' || c == '&').map_or(0, |at| at + 1);
+        let keyword = before[keyword_start..].trim();
+        out.push_str(&rest[..=equals]);
+        rest = &rest[equals + 1..];
+        if !names_password(keyword) {
+            continue;
+        }
+        // Spaces may surround `=`; the value is quoted (backslash escapes) or runs to whitespace.
+        let spaces = rest.len() - rest.trim_start().len();
+        out.push_str(&rest[..spaces]);
+        rest = &rest[spaces..];
+        let value_end = if let Some(quoted) = rest.strip_prefix('\'') {
+            let mut escaped = false;
+            let close = quoted.char_indices().find(|&(_, c)| {
+                let closes = c == '\'' && !escaped;
+                escaped = c == '\\' && !escaped;
+                closes
+            });
+            close.map_or(rest.len(), |(at, _)| at + 2)
+        } else {
+            rest.find(char::is_whitespace).unwrap_or(rest.len())
+        };
+        out.push_str("***");
+        rest = &rest[value_end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `<data dir>/cairn`.
@@ -1016,45 +1182,53 @@ enum Ordered {
 /// new file resolves to (without flags or environment).
 pub(crate) fn write_key(home: &Path, key: &str, value: Option<&str>) -> Result<Settings, ConfigError> {
     let path = home.join(CONFIG_FILE_NAME);
-    let text = read_text(&path)?;
-    let mut root: IndexMap<String, Ordered> = if text.trim().is_empty() {
-        IndexMap::new()
-    } else {
-        serde_json::from_str(&text).map_err(|source| ConfigError::Parse { path: path.clone(), source })?
-    };
     let Some((section, name)) = key.split_once('.').filter(|(section, name)| !section.is_empty() && !name.is_empty())
     else {
         return Err(ConfigError::UnknownKey { key: key.to_owned() });
     };
-    let entry = root.entry(section.to_owned()).or_insert_with(|| Ordered::Object(IndexMap::new()));
-    let Ordered::Object(map) = entry else {
-        return Err(invalid(&path, section, "must be a JSON object"));
-    };
-    match value {
-        Some(value) => {
-            // A value that is not JSON is taken as a string (`cairn config set llm.model gpt-x`).
-            let parsed = serde_json::from_str::<Ordered>(value).unwrap_or_else(|_| Ordered::String(value.to_owned()));
-            map.insert(name.to_owned(), parsed);
+    // Re-read and written under the file's edit lock: two `config set` at
+    // once both land.
+    let mut resolved = None;
+    crate::locked_edit::edit_locked(&path, |current: Option<String>| {
+        let text = current.unwrap_or_default();
+        let mut root: IndexMap<String, Ordered> = if text.trim().is_empty() {
+            IndexMap::new()
+        } else {
+            serde_json::from_str(&text).map_err(|source| ConfigError::Parse { path: path.clone(), source })?
+        };
+        let entry = root.entry(section.to_owned()).or_insert_with(|| Ordered::Object(IndexMap::new()));
+        let Ordered::Object(map) = entry else {
+            return Err(invalid(&path, section, "must be a JSON object"));
+        };
+        match value {
+            Some(value) => {
+                // A value that is not JSON is taken as a string (`cairn config set llm.model gpt-x`).
+                let parsed =
+                    serde_json::from_str::<Ordered>(value).unwrap_or_else(|_| Ordered::String(value.to_owned()));
+                map.insert(name.to_owned(), parsed);
+            }
+            None => {
+                map.shift_remove(name);
+            }
         }
-        None => {
-            map.shift_remove(name);
+        let mut next = serde_json::to_string_pretty(&root).expect("JSON values serialise");
+        next.push('\n');
+        let settings =
+            Settings::resolve(home.to_owned(), path.clone(), &next, &Flags::default(), &Environment::default(), {
+                let mut recorder = Recorder::default();
+                recorder.record("home", Value::String(home.display().to_string()), Source::Default);
+                recorder
+            })?;
+        let markers = [format!("`{key}`"), format!("section `{section}`")];
+        if value.is_some()
+            && settings.warnings.iter().any(|warning| markers.iter().any(|marker| warning.contains(marker)))
+        {
+            return Err(ConfigError::UnknownKey { key: key.to_owned() });
         }
-    }
-    let mut next = serde_json::to_string_pretty(&root).expect("JSON values serialise");
-    next.push('\n');
-    let settings =
-        Settings::resolve(home.to_owned(), path.clone(), &next, &Flags::default(), &Environment::default(), {
-            let mut recorder = Recorder::default();
-            recorder.record("home", Value::String(home.display().to_string()), Source::Default);
-            recorder
-        })?;
-    let markers = [format!("`{key}`"), format!("section `{section}`")];
-    if value.is_some() && settings.warnings.iter().any(|warning| markers.iter().any(|marker| warning.contains(marker)))
-    {
-        return Err(ConfigError::UnknownKey { key: key.to_owned() });
-    }
-    atomic_write(&path, next.as_bytes())?;
-    Ok(settings)
+        resolved = Some(settings);
+        Ok(Some(next))
+    })?;
+    Ok(resolved.expect("the edit resolved the settings"))
 }
 
 /// Writes the memory settings into the file's `memory` section.
@@ -1244,6 +1418,30 @@ mod tests {
         let environment = Environment::from_pairs(&[("CAIRN_STORAGE_URL", "sqlite:///var/cairn/memory.db")]);
         let message = load_with("{}", &Flags::default(), &environment).unwrap_err().to_string();
         assert!(message.contains("CAIRN_STORAGE_URL"), "{message}");
+    }
+
+    #[test]
+    fn every_password_form_of_a_storage_url_is_redacted() {
+        let cases = [
+            ("postgres://cairn:UserinfoPw1@127.0.0.1:1/db", "postgres://cairn:***@127.0.0.1:1/db"),
+            ("postgres://cairn@127.0.0.1:1/db?password=QueryPw123", "postgres://cairn@127.0.0.1:1/db?password=***"),
+            (
+                "postgres:///db?host=/run&password=QueryPassw0rdZ&sslmode=disable",
+                "postgres:///db?host=/run&password=***&sslmode=disable",
+            ),
+            ("postgres://h/db?PassWord=a&%70assword=b&sslpassword=c#x", "postgres://h/db?PassWord=***&%70assword=***&sslpassword=***#x"),
+            ("postgres://u:pa/ss@h/db", "postgres://u:***@h/db"),
+            ("host=h password=secret1 dbname=d", "host=h password=*** dbname=d"),
+            ("host=h password = 'se cr\\'et' user=u", "host=h password = *** user=u"),
+            ("postgresql://h/db?sslmode=require", "postgresql://h/db?sslmode=require"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact_url_password(url), shown, "{url}");
+        }
+        for url in ["host=h password=secret1", "postgres:///db?password=QueryPassw0rdZ"] {
+            let reason = check_storage_url(url).unwrap_err();
+            assert!(!reason.contains("secret1") && !reason.contains("QueryPassw0rdZ"), "{reason}");
+        }
     }
 
     #[test]

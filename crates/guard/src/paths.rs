@@ -141,6 +141,41 @@ impl SensitivePaths {
         self.read_resolved(path, max_bytes).map(|(_, bytes)| bytes)
     }
 
+    /// The last `max_bytes` of `path` as text (lossy UTF-8), unless it is
+    /// sensitive or not a regular file; a tail that starts inside the file
+    /// begins after its first line break, so no partial line is returned.
+    /// Also returns how many bytes before the tail were skipped.
+    pub fn read_tail_bounded(&self, path: &Path, max_bytes: u64) -> Result<(String, u64)> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let (resolved, refusal) = self.check(path)?;
+        if let Some(reason) = refusal {
+            return Err(GuardError::SensitivePath { path: resolved, reason });
+        }
+        let io_error = |source| GuardError::Io { path: resolved.clone(), source };
+        let mut file = open_nonblocking(&resolved).map_err(io_error)?;
+        let metadata = file.metadata().map_err(io_error)?;
+        if !metadata.is_file() {
+            return Err(GuardError::NotRegularFile { path: resolved.clone(), kind: file_kind(&metadata.file_type()) });
+        }
+        let skipped = metadata.len().saturating_sub(max_bytes);
+        file.seek(SeekFrom::Start(skipped)).map_err(io_error)?;
+        let mut bytes = Vec::new();
+        file.take(max_bytes).read_to_end(&mut bytes).map_err(io_error)?;
+        let mut start = 0;
+        if skipped > 0 {
+            start = bytes.iter().position(|byte| *byte == b'\n').map_or(bytes.len(), |at| at + 1);
+        }
+        Ok((String::from_utf8_lossy(&bytes[start..]).into_owned(), skipped + start as u64))
+    }
+
+    /// The resolved path and why it may not be read, if it may not.
+    fn check(&self, path: &Path) -> Result<(PathBuf, Option<&'static str>)> {
+        let lexical = self.absolute(path)?;
+        let resolved = resolve_existing(&lexical);
+        let refusal = self.classify_resolved(&lexical).or_else(|| self.classify_resolved(&resolved));
+        Ok((resolved, refusal))
+    }
+
     fn read_resolved(&self, path: &Path, max_bytes: u64) -> Result<(PathBuf, Vec<u8>)> {
         let lexical = self.absolute(path)?;
         let resolved = resolve_existing(&lexical);

@@ -44,7 +44,7 @@ pub(crate) enum HostCommand {
 pub(crate) struct HostArgs {
     /// `claude-code` or `kiro-cli`.
     #[arg(value_enum)]
-    pub(crate) host: super::host_hook::HostName,
+    pub(crate) host: crate::host::HostName,
     /// Claude Code: configure this project (`.claude/settings.json`, `.mcp.json`) instead of the user.
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<PathBuf>,
@@ -58,10 +58,7 @@ pub(crate) struct HostArgs {
 
 /// The name of Cairn's MCP server entry in host configs.
 const SERVER_NAME: &str = "cairn";
-/// Claude Code events Cairn hooks into.
-const CLAUDE_EVENTS: &[&str] = &["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"];
-/// kiro-cli triggers Cairn hooks into.
-const KIRO_EVENTS: &[&str] = &["agentSpawn", "userPromptSubmit", "postToolUse"];
+use crate::host::{CLAUDE_EVENTS, KIRO_EVENTS};
 
 /// One config file's planned change.
 struct Edit {
@@ -202,7 +199,7 @@ fn claude_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<V
         .iter()
         .map(|event| {
             let handler = json!({"type": "command", "command": invocation.hook_command("claude-code", event)});
-            let entry = if *event == "PostToolUse" {
+            let entry = if matches!(*event, "PreToolUse" | "PostToolUse") {
                 json!({"matcher": "*", "hooks": [handler]})
             } else {
                 json!({"hooks": [handler]})
@@ -247,11 +244,7 @@ fn kiro_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<Vec
         .map(|event| (*event, json!({"command": invocation.hook_command("kiro-cli", event)})))
         .collect();
     set_hooks(&mut agent, &unscoped, &path, false)?;
-    let entries: Vec<(&str, Value)> = KIRO_EVENTS
-        .iter()
-        .map(|event| (*event, json!({"command": invocation.agent_hook_command(event, name)})))
-        .collect();
-    set_hooks(&mut agent, &entries, &path, install)?;
+    set_hooks(&mut agent, &kiro_hook_entries(home, &invocation, name)?, &path, install)?;
     let tool = Value::String(format!("@{SERVER_NAME}"));
     if let Some(tools) = agent.get_mut("tools").and_then(Value::as_array_mut) {
         if install {
@@ -263,6 +256,40 @@ fn kiro_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<Vec
         }
     }
     Ok(vec![Edit { path, before, after: agent }])
+}
+
+/// Cairn's kiro-cli hooks for agent `name`, then the user's own
+/// (`agent.kiro_hooks`) merged after them by the hook merge rules
+/// (validated, deduplicated, bad entries dropped with a warning), as
+/// `(trigger, entry)` pairs in the agent spec's form.
+fn kiro_hook_entries(home: &Home, invocation: &Invocation, name: &str) -> anyhow::Result<Vec<(&'static str, Value)>> {
+    let mut bundled = cairn_hooks::HookSet::new();
+    for event in cairn_hooks::HookEvent::ALL {
+        if KIRO_EVENTS.contains(&event.as_str()) {
+            bundled.push(event, cairn_hooks::HookEntry::new(invocation.agent_hook_command(event.as_str(), name)));
+        }
+    }
+    let merged = home.user_hooks(&bundled);
+    for dropped in &merged.dropped {
+        eprintln!("warning: agent.kiro_hooks: {dropped} (not installed)");
+    }
+    let mut entries = Vec::new();
+    for (event, hooks) in merged.hooks.iter() {
+        for hook in hooks {
+            if hook.fail_closed {
+                eprintln!(
+                    "warning: agent.kiro_hooks: {:?} asks to fail closed, which kiro-cli does not do; installed as an ordinary hook",
+                    hook.command
+                );
+            }
+            let mut entry = serde_json::to_value(hook)?;
+            if let Some(map) = entry.as_object_mut() {
+                map.remove("fail_closed");
+            }
+            entries.push((event.as_str(), entry));
+        }
+    }
+    Ok(entries)
 }
 
 fn render(value: &Value) -> anyhow::Result<String> {
@@ -323,13 +350,13 @@ pub(crate) fn run(home: &Home, command: &HostCommand) -> anyhow::Result<ExitCode
         HostCommand::Uninstall(args) => (args, false),
     };
     let edits = match args.host {
-        super::host_hook::HostName::ClaudeCode => {
+        crate::host::HostName::ClaudeCode => {
             if args.agent.is_some() {
                 bail!("--agent is for kiro-cli; Claude Code takes --project DIR or nothing (user scope)");
             }
             claude_edits(home, args, install)?
         }
-        super::host_hook::HostName::KiroCli => {
+        crate::host::HostName::KiroCli => {
             if args.project.is_some() {
                 bail!("--project is for Claude Code; kiro-cli takes --agent NAME");
             }

@@ -2,17 +2,16 @@
 //! tools over stdio, with the official Rust SDK (`rmcp`).
 //!
 //! Standard output carries nothing but the MCP transport; logs and
-//! warnings go to standard error. The server opens the home the way every
-//! other entry point does ([`Home`]), so its writes go through the same
-//! writers as the CLI and the HTTP API (validation, injection screening,
-//! credential redaction, audit), recorded with source `mcp`. It may run
-//! beside a `cairn serve` on the same home: the store is cross-process safe.
-//!
-//! The installed embedding model is loaded once, in the background, when
-//! the server starts; until it is resident `memory_search` answers from
-//! keywords and writes land without vectors (a gateway's heartbeat, or
-//! `cairn memory backfill`, embeds them later). This server never
-//! downloads a model.
+//! warnings go to standard error. The session is a thin client of the
+//! home's gateway ([`proxy`]): `tools/list` is answered here, and every
+//! `tools/call` runs in the gateway, through the same [`CairnMcp`] tools
+//! over the gateway's stores, so its writes go through the same writers as
+//! the CLI and the HTTP API (validation, injection screening, credential
+//! redaction, audit), recorded with source `mcp`, and its searches use the
+//! gateway's one loaded model. Many sessions share one model and one set of
+//! indexes. Without a reachable gateway a session starts one, and until it
+//! answers runs a call on the home's stores itself, without the model
+//! (keyword recall).
 //!
 //! `cairn mcp serve --agent NAME` serves the agent `NAME`: `skill_search`
 //! and `skill_read` see only the skills its `skill://` resources map (an
@@ -25,6 +24,7 @@
 //! the default agent's and searches the whole catalog.
 
 pub(crate) mod discovery;
+pub(crate) mod proxy;
 mod tools;
 
 use std::process::ExitCode;
@@ -34,6 +34,9 @@ use anyhow::Context as _;
 use cairn_context::{AgentContext, AgentScope};
 use cairn_embedder::ModelManager;
 use rmcp::ServiceExt as _;
+use rmcp::model::{CallToolRequestParams, Implementation, ServerCapabilities, ServerConfig};
+
+use self::proxy::{McpProxy, ToolCallAnswer};
 
 use crate::home::{Home, SkillSources};
 use crate::serve::model::ModelLifecycle;
@@ -108,24 +111,62 @@ pub(crate) struct McpStores {
 }
 
 impl McpStores {
-    /// Opens the home's stores; the model (installed copies only) starts
-    /// loading in the background.
-    pub(crate) fn open(home: &Home) -> anyhow::Result<Self> {
+    /// Opens the home's stores without the model: recall is keyword-only.
+    pub(crate) fn open_without_model(home: &Home) -> anyhow::Result<Self> {
         home.ensure_dir()?;
         let manager = ModelManager::new(home.model_manager_config().skip_download(true));
         let model = Arc::new(ModelLifecycle::new(manager));
-        let embedder: Arc<dyn cairn_embedder::EmbeddingBackend> = model.embedder();
-        let memory = Arc::new(home.open_memory()?.with_embedder(embedder));
+        let memory = Arc::new(home.open_memory()?);
         let files = Arc::new(home.open_files()?);
         let skills = Arc::new(home.skills(&SkillSources { record_usage: true, ..SkillSources::default() }));
-        model.start();
         Ok(Self { memory, files, skills, model, skill_scope: AgentScope::default() })
     }
 }
 
+/// What the server says of itself at `initialize`.
+pub(crate) fn server_info() -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(Implementation::new("cairn", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Cairn is the user's long-term memory. Search it with memory_search before answering questions about \
+             past work; save lessons with learn_add when the user says \"remember\" or corrects you; find skills \
+             with skill_search and read them with skill_read.",
+        )
+}
+
+/// Runs one tool call through [`CairnMcp`] over `stores`, in this
+/// process: the tools' own argument checks, refusals and results, exactly
+/// as a stdio session would get them.
+pub(crate) async fn call_in_process(stores: Arc<McpStores>, params: CallToolRequestParams) -> ToolCallAnswer {
+    let failed = |what: &str, error: &dyn std::fmt::Display| {
+        ToolCallAnswer::Error(rmcp::model::ErrorData::internal_error(format!("{what}: {error}"), None))
+    };
+    let (server_end, client_end) = tokio::io::duplex(1 << 20);
+    let server = tokio::spawn(async move {
+        match CairnMcp::new(stores).serve(server_end).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(error) => tracing::warn!(%error, "the in-process MCP session did not start"),
+        }
+    });
+    let client = match ().serve(client_end).await {
+        Ok(client) => client,
+        Err(error) => return failed("starting the in-process MCP session", &error),
+    };
+    let answer = match client.call_tool(params).await {
+        Ok(result) => ToolCallAnswer::Result(result),
+        Err(rmcp::ServiceError::McpError(error)) => ToolCallAnswer::Error(error),
+        Err(error) => failed("running the tool", &error),
+    };
+    let _ = client.cancel().await;
+    let _ = server.await;
+    answer
+}
+
 /// The skill scope of the served agent: its `skill://` mapping, or the
 /// whole catalog without `--agent`.
-fn skill_scope(home: &Home, agent: Option<&str>) -> anyhow::Result<AgentScope> {
+pub(crate) fn skill_scope(home: &Home, agent: Option<&str>) -> anyhow::Result<AgentScope> {
     let Some(name) = agent else { return Ok(AgentScope::default()) };
     let catalog = home.agents(None, None)?;
     AgentContext::resolve_scope(&catalog, name, &home.pins()?, &home.resolve_context(None))
@@ -133,27 +174,29 @@ fn skill_scope(home: &Home, agent: Option<&str>) -> anyhow::Result<AgentScope> {
 }
 
 fn serve(home: &Home, args: &McpServeArgs) -> anyhow::Result<ExitCode> {
-    let skill_scope = skill_scope(home, args.agent.as_deref())?;
-    let stores = Arc::new(McpStores { skill_scope, ..McpStores::open(home)? });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // An unknown agent is refused at start, as before, not at the first call.
+    skill_scope(home, args.agent.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .thread_name("cairn-mcp")
         .build()
         .context("starting the async runtime")?;
-    let server = CairnMcp::new(Arc::clone(&stores));
+    let proxy = McpProxy::new(home.clone(), args.agent.clone());
+    let local = proxy.local();
     let outcome = runtime.block_on(async move {
-        let service = server.serve(rmcp::transport::stdio()).await.context("starting the MCP session")?;
+        let service = proxy.serve(rmcp::transport::stdio()).await.context("starting the MCP session")?;
         tracing::info!("cairn mcp serve: session open");
         service.waiting().await.context("serving MCP")?;
         anyhow::Ok(())
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
-    if let Err(error) = stores.skills.ledger().flush() {
-        tracing::warn!(%error, "could not flush the skills usage ledger");
-    }
-    if let Err(error) = stores.memory.save_episodic_index() {
-        tracing::warn!(%error, "could not save the episodic index snapshot");
+    if let Some(stores) = local.get() {
+        if let Err(error) = stores.skills.ledger().flush() {
+            tracing::warn!(%error, "could not flush the skills usage ledger");
+        }
+        if let Err(error) = stores.memory.save_episodic_index() {
+            tracing::warn!(%error, "could not save the episodic index snapshot");
+        }
     }
     outcome?;
     Ok(ExitCode::SUCCESS)

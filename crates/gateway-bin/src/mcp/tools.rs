@@ -17,8 +17,7 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, Implementation, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -668,13 +667,7 @@ fn sibling_files(dir: &Path, skill_file: &Path) -> Value {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CairnMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("cairn", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Cairn is the user's long-term memory. Search it with memory_search before answering questions about \
-                 past work; save lessons with learn_add when the user says \"remember\" or corrects you; find skills \
-                 with skill_search and read them with skill_read.",
-            )
+        super::server_info()
     }
 
     /// Routes a call; arguments that do not fit the declared schema come

@@ -15,6 +15,9 @@ use anyhow::Context as _;
 pub(crate) const LOCK_FILE_NAME: &str = "serve.lock";
 /// Where the running server records its address.
 pub(crate) const ADDRESS_FILE_NAME: &str = "serve.address";
+/// Retries of a lock another process holds, and the pause between them.
+const LOCK_RETRIES: u32 = 5;
+const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
 /// Longest address file read back (an `ip:port` is far shorter).
 const MAX_ADDRESS_BYTES: u64 = 128;
 
@@ -35,8 +38,26 @@ impl InstanceLock {
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let file = options.open(&path).with_context(|| format!("opening {}", path.display()))?;
         let address_path = home.join(ADDRESS_FILE_NAME);
-        match file.try_lock() {
-            Ok(()) => Ok(Self { _file: file, address_path }),
+        // A client checking whether a server runs holds the lock for an
+        // instant (`host::client::is_running`): a few short retries keep a
+        // starting server from mistaking that check for a running server.
+        let mut attempt = 0;
+        let locked = loop {
+            match file.try_lock() {
+                Err(TryLockError::WouldBlock) if attempt < LOCK_RETRIES => {
+                    attempt += 1;
+                    std::thread::sleep(LOCK_RETRY_PAUSE);
+                }
+                other => break other,
+            }
+        };
+        match locked {
+            Ok(()) => {
+                // The holder's process id, for whoever must stop it.
+                let _ = file.set_len(0);
+                let _ = std::io::Write::write_all(&mut &file, format!("{}\n", std::process::id()).as_bytes());
+                Ok(Self { _file: file, address_path })
+            }
             Err(TryLockError::WouldBlock) => {
                 let running = match read_address(&address_path) {
                     Some(address) => format!("listening on http://{address}"),

@@ -291,7 +291,15 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         let heartbeat_task = tokio::spawn(heartbeat::run(jobs, period, heartbeat, stop_rx));
         let app = routes::router(Arc::clone(&state), limits.max_body_bytes)
             .layer(axum::middleware::from_fn_with_state(limits, listener::read_body_within));
-        listener::serve(listener, app, limits, shutdown_signal()).await;
+        let stop = async {
+            tokio::select! {
+                () = shutdown_signal() => {}
+                () = home_removed(home.clone()) => {
+                    eprintln!("cairn serve: the home {} was removed", home.display());
+                }
+            }
+        };
+        listener::serve(listener, app, limits, stop).await;
         eprintln!("cairn serve: stopping; finishing in-flight work");
         let _ = stop_tx.send(true);
         let _ = heartbeat_task.await;
@@ -387,6 +395,21 @@ fn checkpoint_wal(path: &std::path::Path) {
         Ok(true) => tracing::debug!("WAL checkpointed"),
         Ok(false) => tracing::warn!("WAL checkpoint could not complete"),
         Err(error) => tracing::warn!(%error, "WAL checkpoint failed"),
+    }
+}
+
+/// How often the gateway checks that its home still exists.
+const HOME_CHECK: Duration = Duration::from_secs(2);
+
+/// Resolves once the home's instance lock file is gone (the home was
+/// deleted): a gateway started for a home that no longer exists stops.
+async fn home_removed(home: PathBuf) {
+    let lock = home.join(instance::LOCK_FILE_NAME);
+    loop {
+        tokio::time::sleep(HOME_CHECK).await;
+        if !lock.exists() {
+            return;
+        }
     }
 }
 

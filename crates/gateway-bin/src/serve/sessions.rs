@@ -184,6 +184,24 @@ impl Sessions {
         }
     }
 
+    /// Stores `messages` in the session's transcript, durably, and nothing
+    /// else: a caller that must answer quickly (a host hook) records first
+    /// and asks for [`consolidate_if_due`](Self::consolidate_if_due) off
+    /// its own path.
+    pub(crate) fn record(&self, key: &str, messages: &[TranscriptMessage], now_ms: i64) -> Result<()> {
+        self.memory.append_transcript_at(key, messages, now_ms)?;
+        Ok(())
+    }
+
+    /// With an LLM, runs the preferences path when 30 stored messages of
+    /// `key` are past its marker. Blocking: the LLM may be asked.
+    pub(crate) fn consolidate_if_due(&self, key: &str) -> Result<Option<ConsolidationReport>> {
+        match &self.consolidator {
+            Some(consolidator) => consolidator.consolidate_if_due(key),
+            None => Ok(None),
+        }
+    }
+
     /// Runs the history path for every session idle longer than `idle`
     /// (the live setting, which may differ from the one the Consolidator
     /// was built with). Blocking: the LLM may be asked once per session.

@@ -156,3 +156,18 @@ fn guarded_read_refuses_a_file_over_the_cap_before_reading_it() {
     assert_eq!(rules.read_to_string_bounded(&small, 5).unwrap(), "hello");
     assert!(matches!(rules.read_to_string_bounded(&small, 4), Err(GuardError::TooLarge { bytes: 5, limit: 4, .. })));
 }
+
+#[test]
+fn a_tail_read_returns_whole_lines_and_what_it_skipped_and_refuses_secrets() {
+    let (dir, rules) = fixture();
+    let log = dir.path().join("home/project/transcript.jsonl");
+    fs::write(&log, "first line\nsecond line\nthird\n").unwrap();
+    let (whole, skipped) = rules.read_tail_bounded(&log, 1024).unwrap();
+    assert_eq!((whole.as_str(), skipped), ("first line\nsecond line\nthird\n", 0));
+    let (tail, skipped) = rules.read_tail_bounded(&log, 15).unwrap();
+    assert_eq!((tail.as_str(), skipped), ("third\n", 23), "the partial line before the tail is dropped");
+    let refused = rules.read_tail_bounded(Path::new("~/.ssh/id_ed25519"), 1024).unwrap_err();
+    assert!(matches!(refused, GuardError::SensitivePath { .. }), "{refused}");
+    let refused = rules.read_tail_bounded(&dir.path().join("home/project"), 1024).unwrap_err();
+    assert!(matches!(refused, GuardError::NotRegularFile { .. }), "{refused}");
+}

@@ -376,6 +376,13 @@ impl Consolidator {
         self.run_preferences_if_due(session_key)
     }
 
+    /// Runs the preferences path for `session_key` when 30 stored messages
+    /// are past its marker, for a caller that appended them to the store
+    /// itself (a host hook answered before the model was asked).
+    pub fn consolidate_if_due(&self, session_key: &str) -> Result<Option<ConsolidationReport>> {
+        self.run_preferences_if_due(session_key)
+    }
+
     fn run_preferences_if_due(&self, session_key: &str) -> Result<Option<ConsolidationReport>> {
         let due = |start: u64, end: u64| end.saturating_sub(start) >= self.config.message_threshold as u64;
         let Some(state) = self.db.transcript_state(session_key)? else { return Ok(None) };

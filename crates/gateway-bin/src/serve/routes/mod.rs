@@ -3,8 +3,10 @@
 
 mod agents;
 mod episodic;
+mod host_hooks;
 mod import;
 mod mcp;
+mod mcp_tools;
 mod memory;
 mod sessions;
 mod skills;
@@ -121,6 +123,7 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let api = Router::new()
         .route("/api/health", get(health))
         .route("/api/hooks", get(hooks))
+        .route("/api/hooks/{host}/{event}", post(host_hooks::answer))
         .route("/api/memory/semantic", get(memory::list_semantic).put(memory::put_semantic))
         .route("/api/memory/semantic/{key}", axum::routing::delete(memory::delete_semantic))
         .route("/api/memory/events", get(memory::events))
@@ -159,6 +162,7 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/mcp/toggle", post(mcp::toggle))
         .route("/api/mcp/sync", post(mcp::sync))
         .route("/api/mcp/import", post(mcp::import))
+        .route("/api/mcp/tools/call", post(mcp_tools::call))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     api.layer(middleware::from_fn_with_state(state.token.clone(), require_token))

@@ -1,0 +1,120 @@
+//! `POST /api/hooks/{host}/{event}`: a host hook answered by the gateway.
+//!
+//! The body is `{"agent": NAME | null, "input": <the host's hook JSON>}`,
+//! as `cairn hook` read it from stdin; the answer is the [`HookAnswer`]
+//! (`stdout`, `stderr`, `exit`) the client prints. Context events run on
+//! the embed pool (the query is embedded: hybrid recall); recording
+//! events append to the session's transcript before answering, and the
+//! preferences consolidation they may make due runs afterwards on the
+//! pool, off the hook's path.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use cairn_context::{AgentContext, ContextBuilder};
+use cairn_guard::SensitivePaths;
+use cairn_hooks::ToolDecision;
+use cairn_memory_core::TranscriptMessage;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ApiResult, blocking, pooled};
+use crate::host::engine::{self, HookBackend};
+use crate::host::{EventKind, HookAnswer, HostName, Recall};
+use crate::serve::AppState;
+use crate::serve::error::{ApiError, JsonBody};
+use crate::serve::sessions::now_ms;
+
+/// The request `cairn hook` sends.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HookRequest {
+    #[serde(default)]
+    agent: Option<String>,
+    input: Value,
+}
+
+/// The gateway's stores as a hook backend.
+struct GatewayBackend<'a> {
+    state: &'a AppState,
+    /// Sessions this answer recorded into.
+    recorded: RefCell<Vec<String>>,
+}
+
+impl HookBackend for GatewayBackend<'_> {
+    fn context(&self) -> anyhow::Result<&ContextBuilder> {
+        Ok(&self.state.context)
+    }
+
+    fn tool_decision(&self, tool: &str) -> anyhow::Result<ToolDecision> {
+        Ok(self.state.config_hooks.tool_decision(tool))
+    }
+
+    fn record(&self, key: &str, message: TranscriptMessage) -> anyhow::Result<()> {
+        self.state.sessions.record(key, &[message], now_ms())?;
+        let mut recorded = self.recorded.borrow_mut();
+        if !recorded.iter().any(|known| known == key) {
+            recorded.push(key.to_owned());
+        }
+        Ok(())
+    }
+
+    fn agent(&self, name: &str) -> anyhow::Result<AgentContext> {
+        self.state.home_ctx.agent_context(name, None, None)
+    }
+
+    fn sensitive(&self) -> &SensitivePaths {
+        self.state.home_ctx.sensitive()
+    }
+
+    fn recall(&self) -> Recall {
+        if self.state.memory.embedder().is_some_and(|embedder| embedder.is_ready()) {
+            Recall::Hybrid
+        } else {
+            Recall::Keyword("the gateway's embedding model is not loaded yet")
+        }
+    }
+
+    fn max_inject_chars(&self) -> usize {
+        self.state.home_ctx.settings().context.max_inject_chars
+    }
+}
+
+/// `POST /api/hooks/{host}/{event}`
+pub(crate) async fn answer(
+    State(state): State<Arc<AppState>>,
+    Path((host, event)): Path<(String, String)>,
+    JsonBody(request): JsonBody<HookRequest>,
+) -> ApiResult {
+    let Some(host) = HostName::from_key(&host) else {
+        return Err(ApiError::not_found("unknown_host", format!("no host {host:?} (claude-code, kiro-cli)")));
+    };
+    if !request.input.is_object() {
+        return Err(ApiError::bad_request("invalid_input", "input must be the host's hook JSON object"));
+    }
+    let kind = EventKind::of(host, &event);
+    let worker = Arc::clone(&state);
+    let job = move || {
+        let backend = GatewayBackend { state: &worker, recorded: RefCell::new(Vec::new()) };
+        let answer = engine::answer(&backend, host, &event, request.agent.as_deref(), &request.input);
+        Ok((answer, backend.recorded.into_inner()))
+    };
+    let (answer, recorded): (HookAnswer, Vec<String>) = match kind {
+        Some(EventKind::Context) => pooled(&state, job).await?,
+        _ => blocking(job).await?,
+    };
+    for key in recorded.into_iter().filter(|_| state.sessions.consolidates()) {
+        let sessions = Arc::clone(&state.sessions);
+        let consolidation = state.pool.try_submit(move || match sessions.consolidate_if_due(&key) {
+            Ok(Some(report)) => tracing::info!(session = %key, ?report, "host session consolidated"),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(session = %key, %error, "host session consolidation failed; retried later"),
+        });
+        if let Err(error) = consolidation {
+            tracing::debug!(%error, "consolidation check waits for the next message");
+        }
+    }
+    Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?))
+}
