@@ -11,13 +11,13 @@ use crate::agent::AgentContext;
 use crate::caps::{Caps, resolve_caps};
 use crate::channel::ChannelHistory;
 use crate::constants::{
-    CEILING_MARKER, CONTEXT_RULES_HEADER, CRITICAL_RULES_BODY, CRITICAL_RULES_FOOTER, CRITICAL_RULES_HEADER,
-    EPISODIC_FRAGMENT_CHARS, EPISODIC_FRAMING, EPISODIC_HEADER, EPISODIC_LIMIT, LESSONS_OVERFLOW_HEADER,
-    LESSONS_TRUNCATED_MARKER, MAX_LESSONS, OPTIONS_HINT, SECTION_TRUNCATED_MARKER, STEERING_HEADER,
-    STEERING_TRUNCATED_MARKER,
+    AGENT_HOST_CRITICAL_RULES_BODY, CEILING_MARKER, CONTEXT_RULES_HEADER, CRITICAL_RULES_BODY, CRITICAL_RULES_FOOTER,
+    CRITICAL_RULES_HEADER, EPISODIC_FRAGMENT_CHARS, EPISODIC_FRAMING, EPISODIC_HEADER, EPISODIC_LIMIT,
+    LESSONS_OVERFLOW_HEADER, LESSONS_TRUNCATED_MARKER, MAX_LESSONS, OPTIONS_HINT, SECTION_TRUNCATED_MARKER,
+    STEERING_HEADER, STEERING_TRUNCATED_MARKER,
 };
 use crate::neutralize::{neutralize_one_line, neutralize_structural_markers};
-use crate::runtime::RuntimeIdentity;
+use crate::runtime::{RuntimeIdentity, Surface};
 use crate::sources::{
     CitedText, EpisodicMemory, LessonSource, MarkdownMemory, RecallQuery, SemanticMemory, SteeringDoc,
 };
@@ -124,7 +124,10 @@ pub struct BuiltContext {
     pub text: String,
     /// The caps it was built with.
     pub caps: Caps,
-    /// The global ceiling applied (session builds).
+    /// The ceiling applied. Session builds: the window's global ceiling,
+    /// or the builder's absolute one ([`ContextBuilder::with_max_inject_chars`])
+    /// when that is lower. Message builds: the absolute ceiling when one is
+    /// set (it bounds everything but the user's message), else none.
     pub ceiling: Option<usize>,
     /// Per-section account, in text order; the characters sum to the text's.
     pub sections: Vec<SectionReport>,
@@ -183,6 +186,11 @@ pub struct SessionRequest<'a> {
     /// The host restored a session that already holds its history: the
     /// thread block (and only it) is skipped.
     pub resumed: bool,
+    /// Where the context is shown, which picks the critical rules: an agent
+    /// host ([`Surface::is_agent_host`]) gets none that ask for `OPTIONS`
+    /// buttons or diff blocks. `None`: the runtime identity's surface, else
+    /// a chat surface (every rule).
+    pub surface: Option<Surface>,
 }
 
 /// What one message's context is built from, besides the builder's sources.
@@ -199,7 +207,8 @@ pub struct MessageRequest<'a> {
     /// First message of the session: the runtime identity is not repeated
     /// (the session context has it); later turns refresh it.
     pub first_in_session: bool,
-    /// An interactive session: the OPTIONS hint is added.
+    /// An interactive session: the OPTIONS hint is added, unless the
+    /// surface is an agent host (which renders no buttons).
     pub interactive: bool,
     /// The runtime identity, refreshed on follow-up turns.
     pub runtime: Option<&'a RuntimeIdentity>,
@@ -207,6 +216,15 @@ pub struct MessageRequest<'a> {
     pub preview: bool,
     /// The session's agent: a custom agent's messages run no skill triggers.
     pub agent: Option<&'a AgentContext>,
+    /// Where the context is shown: an agent host never gets the OPTIONS
+    /// hint. `None`: the runtime identity's surface, else a chat surface.
+    pub surface: Option<Surface>,
+}
+
+/// Whether the context goes to an agent host: the request's surface, else
+/// the runtime identity's; neither means a chat surface.
+fn for_agent_host(surface: Option<Surface>, runtime: Option<&RuntimeIdentity>) -> bool {
+    surface.or(runtime.map(|runtime| runtime.surface)).is_some_and(Surface::is_agent_host)
 }
 
 /// Assembles session and message context from the sources it is given.
@@ -221,6 +239,7 @@ pub struct ContextBuilder {
     skills: Option<Arc<SkillCatalog>>,
     hooks: Option<Arc<ConfigHooks>>,
     channels: Option<Arc<ChannelHistory>>,
+    max_inject_chars: Option<usize>,
 }
 
 impl std::fmt::Debug for ContextBuilder {
@@ -233,6 +252,7 @@ impl std::fmt::Debug for ContextBuilder {
             .field("skills", &self.skills.is_some())
             .field("hooks", &self.hooks.is_some())
             .field("channels", &self.channels.is_some())
+            .field("max_inject_chars", &self.max_inject_chars)
             .finish()
     }
 }
@@ -245,6 +265,12 @@ struct Assembly {
 }
 
 const SEPARATOR: &str = "\n\n";
+
+/// Sections a ceiling cuts only after every other one: the learned
+/// corrections and the fixed preamble (the same two the host hooks keep).
+fn is_protected(name: SectionName) -> bool {
+    matches!(name, SectionName::Lessons | SectionName::Preamble)
+}
 
 impl Assembly {
     fn new() -> Self {
@@ -260,30 +286,45 @@ impl Assembly {
         self.texts.push(text);
     }
 
-    fn total(&self) -> usize {
-        self.parts.iter().map(|part| part.chars).sum::<usize>() + SEPARATOR.len() * self.parts.len().saturating_sub(1)
+    /// Characters the ceiling counts: every section but the user's own
+    /// message, and the separators between them.
+    fn injected(&self) -> usize {
+        let counted: Vec<usize> =
+            self.parts.iter().filter(|part| part.name != SectionName::Message).map(|part| part.chars).collect();
+        counted.iter().sum::<usize>() + SEPARATOR.len() * counted.len().saturating_sub(1)
     }
 
-    /// Cuts from the last section backwards, at line boundaries, until the
-    /// text fits `ceiling`.
+    /// Cuts, at line boundaries, until the injected text fits `ceiling`:
+    /// first the other sections from the last one backwards, then the
+    /// protected ones (lessons, then the fixed preamble). The user's
+    /// message is never cut.
     fn enforce(&mut self, ceiling: usize) {
-        while self.total() > ceiling && !self.parts.is_empty() {
-            let excess = self.total() - ceiling;
-            let last = self.parts.len() - 1;
-            let keep = self.parts[last].chars.saturating_sub(excess);
-            if keep <= chars(CEILING_MARKER) + 1 {
-                tracing::warn!(section = self.parts[last].name.as_str(), "section dropped at the context ceiling");
-                self.notices
-                    .push(format!("{} left out: the context reached its ceiling", self.parts[last].name.as_str()));
-                self.parts.pop();
-                self.texts.pop();
-                continue;
+        for protected_pass in [false, true] {
+            while self.injected() > ceiling {
+                let Some(index) = self
+                    .parts
+                    .iter()
+                    .rposition(|part| part.name != SectionName::Message && is_protected(part.name) == protected_pass)
+                else {
+                    break;
+                };
+                let excess = self.injected() - ceiling;
+                let name = self.parts[index].name.as_str();
+                let keep = self.parts[index].chars.saturating_sub(excess);
+                if keep <= chars(CEILING_MARKER) + 1 {
+                    tracing::warn!(section = name, ceiling, "section dropped at the context ceiling");
+                    self.notices
+                        .push(format!("{name} left out: the context reached its ceiling of {ceiling} characters"));
+                    self.parts.remove(index);
+                    self.texts.remove(index);
+                    continue;
+                }
+                let (cut, _) = truncate_lines(&self.texts[index], keep, CEILING_MARKER);
+                tracing::warn!(section = name, ceiling, "context cut at its ceiling");
+                self.parts[index].chars = chars(&cut);
+                self.parts[index].truncated = true;
+                self.texts[index] = cut;
             }
-            let (cut, _) = truncate_lines(&self.texts[last], keep, CEILING_MARKER);
-            tracing::warn!(section = self.parts[last].name.as_str(), ceiling, "context cut at its ceiling");
-            self.parts[last].chars = chars(&cut);
-            self.parts[last].truncated = true;
-            self.texts[last] = cut;
         }
     }
 
@@ -469,6 +510,21 @@ impl ContextBuilder {
         self
     }
 
+    /// An absolute ceiling on the characters any build injects, whatever
+    /// the model's window: a session's text, or a message's text without
+    /// the user's message. It applies on top of the window's ceiling, and
+    /// cuts the same way (the last sections first, the lessons and the
+    /// fixed preamble last).
+    pub fn with_max_inject_chars(mut self, max_chars: usize) -> Self {
+        self.max_inject_chars = Some(max_chars);
+        self
+    }
+
+    /// The absolute ceiling, when one is set.
+    pub fn max_inject_chars(&self) -> Option<usize> {
+        self.max_inject_chars
+    }
+
     fn lazy_load(&self) -> bool {
         self.skills.as_ref().is_some_and(|catalog| catalog.config().lazy_load)
     }
@@ -482,13 +538,18 @@ impl ContextBuilder {
     /// The context a new session starts with: thread history (unless
     /// resumed), critical rules and runtime identity, the agent prompt and
     /// steering, memory with citations, lessons, and skills, each within
-    /// its cap, the whole within the global ceiling.
+    /// its cap, the whole within the global ceiling (and the absolute one,
+    /// when set). The critical rules follow the surface: an agent host gets
+    /// none that ask for OPTIONS buttons or diff blocks. Nothing in it
+    /// reads a clock finer than the date, so it is byte-identical while
+    /// memory is unchanged.
     pub fn build_session_context(&self, request: &SessionRequest<'_>) -> BuiltContext {
         let span =
             tracing::debug_span!("context.build_session", window = request.model_window, resumed = request.resumed);
         let _enter = span.enter();
         let caps = resolve_caps(request.model_window);
-        let ceiling = caps.ceiling(self.lazy_load());
+        let window_ceiling = caps.ceiling(self.lazy_load());
+        let ceiling = self.max_inject_chars.map_or(window_ceiling, |max_chars| max_chars.min(window_ceiling));
         let mut assembly = Assembly::new();
 
         if !request.resumed
@@ -500,7 +561,14 @@ impl ContextBuilder {
             assembly.push(SectionName::ThreadHistory, block.text, Some(block.cap), block.truncated);
         }
 
-        let mut preamble = format!("{CRITICAL_RULES_HEADER}\n{CRITICAL_RULES_BODY}\n{CRITICAL_RULES_FOOTER}");
+        // An agent host renders neither OPTIONS buttons nor diff blocks: it
+        // gets only the rules it can follow.
+        let rules = if for_agent_host(request.surface, request.runtime) {
+            AGENT_HOST_CRITICAL_RULES_BODY
+        } else {
+            CRITICAL_RULES_BODY
+        };
+        let mut preamble = format!("{CRITICAL_RULES_HEADER}\n{rules}\n{CRITICAL_RULES_FOOTER}");
         if let Some(runtime) = request.runtime {
             preamble.push_str("\n\n");
             preamble.push_str(&runtime.render());
@@ -598,9 +666,10 @@ impl ContextBuilder {
 
     /// The context sent with one message: the runtime identity on
     /// follow-up turns, channel history, episodic memory (every message),
-    /// context rules, triggered skills and their hints, the
-    /// OPTIONS hint, then the message itself (after a hook transform). A
-    /// hook auto-reply short-circuits everything.
+    /// context rules, triggered skills and their hints, the OPTIONS hint
+    /// (interactive chat surfaces only), then the message itself (after a
+    /// hook transform); all but the message within the absolute ceiling
+    /// when one is set. A hook auto-reply short-circuits everything.
     pub fn build_message(&self, request: &MessageRequest<'_>) -> BuiltContext {
         let span = tracing::debug_span!(
             "context.build_message",
@@ -676,11 +745,11 @@ impl ContextBuilder {
             assembly.push(SectionName::SkillHint, hints, None, false);
         }
 
-        if request.interactive {
+        if request.interactive && !for_agent_host(request.surface, request.runtime) {
             assembly.push(SectionName::OptionsHint, OPTIONS_HINT.to_owned(), None, false);
         }
         assembly.push(SectionName::Message, message, None, false);
-        let built = assembly.finish(caps, None, None);
+        let built = assembly.finish(caps, self.max_inject_chars, None);
         tracing::debug!(chars = built.total_chars(), sections = built.sections.len(), "message context built");
         built
     }

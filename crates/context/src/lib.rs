@@ -13,6 +13,10 @@
 //!   and [`ContextBuilder::build_message`]. Every build returns the text
 //!   and a per-section account ([`BuiltContext::sections`]) whose
 //!   characters add up to the text's.
+//! - A request's [`Surface`] picks the fixed rules: an agent host (Claude
+//!   Code, kiro-cli) gets none that ask for `OPTIONS` buttons or diff
+//!   blocks. [`ContextBuilder::with_max_inject_chars`] bounds what any
+//!   build injects, whatever the window.
 //! - [`ChannelHistory`] keeps the per-channel buffer; recording needs an
 //!   explicit [`Authorization`], and an unauthorised sender is never stored.
 //! - [`neutralize_structural_markers`] keeps quoted text (channel history,

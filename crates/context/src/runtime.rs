@@ -1,4 +1,5 @@
-//! Runtime identity: which surface, channel, agent and model a turn runs on.
+//! Runtime identity: which surface, channel, agent and model a turn runs on,
+//! and what that surface can show (which fixed rules apply to it).
 
 use std::path::PathBuf;
 
@@ -29,6 +30,12 @@ pub enum Surface {
     Teams,
     /// A terminal.
     Cli,
+    /// Claude Code, through its hooks: an agent host with its own file
+    /// edit tools, rendering plain Markdown.
+    ClaudeCode,
+    /// kiro-cli, through its agent hooks: an agent host with its own file
+    /// edit tools, rendering plain Markdown.
+    KiroCli,
 }
 
 impl Surface {
@@ -44,7 +51,18 @@ impl Surface {
             Surface::Webex => "webex",
             Surface::Teams => "teams",
             Surface::Cli => "cli",
+            Surface::ClaudeCode => "claude-code",
+            Surface::KiroCli => "kiro-cli",
         }
+    }
+
+    /// An agent host (Claude Code, kiro-cli): it edits files with its own
+    /// tools and shows replies as plain Markdown, so it renders neither an
+    /// `OPTIONS:` line as buttons nor a diff block as the change. Every
+    /// other surface is a chat that renders both, and gets the rules that
+    /// ask for them.
+    pub fn is_agent_host(self) -> bool {
+        matches!(self, Surface::ClaudeCode | Surface::KiroCli)
     }
 
     /// The surface a session key names when the host passed no trusted
@@ -60,6 +78,8 @@ impl Surface {
             "webex" => Surface::Webex,
             "teams" => Surface::Teams,
             "cli" => Surface::Cli,
+            "claude-code" => Surface::ClaudeCode,
+            "kiro-cli" => Surface::KiroCli,
             _ => Surface::Slack,
         }
     }
@@ -84,7 +104,10 @@ pub struct RuntimeIdentity {
     pub window_tokens: Option<u64>,
     /// The working directory.
     pub workspace: Option<PathBuf>,
-    /// Today's date as the host states it (`2026-05-30`).
+    /// Today's date as the host states it (`2026-05-30`). Only the date
+    /// reaches the prompt: a value that starts with a time stamp
+    /// (`2026-05-30T14:03:11Z`) is rendered as its date, so the context
+    /// stays byte-identical all day (hosts cache it).
     pub date: Option<String>,
 }
 
@@ -101,6 +124,13 @@ impl RuntimeIdentity {
             workspace: None,
             date: None,
         }
+    }
+
+    /// The identity with `date` set to the calendar date of `now` in its
+    /// own time zone: a date, never a time of day.
+    pub fn dated(mut self, now: &jiff::ZonedDateTime) -> Self {
+        self.date = Some(now.date().to_string());
+        self
     }
 
     /// An identity from a session key alone (see [`Surface::from_session_key`]).
@@ -131,9 +161,19 @@ impl RuntimeIdentity {
             line("workspace", &workspace.display().to_string());
         }
         if let Some(date) = &self.date {
-            line("date", date);
+            line("date", date_only(date));
         }
         block
+    }
+}
+
+/// The `YYYY-MM-DD` a stated date starts with, or the value as given when
+/// it does not start with one.
+fn date_only(value: &str) -> &str {
+    let value = value.trim();
+    match value.get(..10) {
+        Some(head) if head.parse::<jiff::civil::Date>().is_ok() => head,
+        _ => value,
     }
 }
 
@@ -148,6 +188,49 @@ mod tests {
         assert_eq!(Surface::from_session_key("teams:x:y"), Surface::Teams);
         assert_eq!(Surface::from_session_key("C0123:1700000000.1"), Surface::Slack);
         assert_eq!(Surface::from_session_key("plain"), Surface::Slack);
+        assert_eq!(Surface::from_session_key("claude-code:4f1c"), Surface::ClaudeCode);
+        assert_eq!(Surface::from_session_key("kiro-cli:/home/sam/repo"), Surface::KiroCli);
+    }
+
+    #[test]
+    fn only_agent_hosts_are_agent_hosts() {
+        let hosts: Vec<&str> = [
+            Surface::Dashboard,
+            Surface::Slack,
+            Surface::Discord,
+            Surface::Telegram,
+            Surface::Wecom,
+            Surface::Weixin,
+            Surface::Webex,
+            Surface::Teams,
+            Surface::Cli,
+            Surface::ClaudeCode,
+            Surface::KiroCli,
+        ]
+        .into_iter()
+        .filter(|surface| surface.is_agent_host())
+        .map(Surface::as_str)
+        .collect();
+        assert_eq!(hosts, ["claude-code", "kiro-cli"]);
+    }
+
+    #[test]
+    fn the_date_line_never_carries_a_time_of_day() {
+        let check = |date: &str, expected: &str| {
+            let identity = RuntimeIdentity { date: Some(date.into()), ..RuntimeIdentity::new(Surface::ClaudeCode) };
+            assert_eq!(identity.render(), format!("[RUNTIME]\nsurface: claude-code\ndate: {expected}"), "{date:?}");
+        };
+        check("2026-05-30", "2026-05-30");
+        check("2026-05-30T14:03:11Z", "2026-05-30");
+        check(" 2026-05-30 14:03:11.123+02:00[Europe/Paris]", "2026-05-30");
+        check("30 May 2026", "30 May 2026");
+        check("2026-13-40T00:00", "2026-13-40T00:00");
+
+        let morning: jiff::ZonedDateTime = "2026-05-30T09:15:00+02:00[Europe/Paris]".parse().unwrap();
+        let minute_later: jiff::ZonedDateTime = "2026-05-30T09:16:00+02:00[Europe/Paris]".parse().unwrap();
+        let dated = |now: &jiff::ZonedDateTime| RuntimeIdentity::new(Surface::KiroCli).dated(now);
+        assert_eq!(dated(&morning).date.as_deref(), Some("2026-05-30"));
+        assert_eq!(dated(&morning).render(), dated(&minute_later).render());
     }
 
     #[test]

@@ -315,6 +315,7 @@ pub(crate) async fn start(
             thread: &thread,
             compressor: compressor.as_ref().map(|compressor| compressor as &dyn cairn_context::Compressor),
             resumed: body.resumed,
+            ..Default::default()
         });
         Ok(Json(json!({"ok": true, "session": key, "context": built})))
     })
