@@ -5,6 +5,7 @@ mod commands;
 mod dashboard;
 mod home;
 mod host;
+mod locked_edit;
 mod logging;
 mod mcp;
 mod serve;
