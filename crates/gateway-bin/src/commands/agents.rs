@@ -601,15 +601,24 @@ fn write_export(file: &ExportFile, dry_run: bool) -> anyhow::Result<()> {
         print!("{}", diff.unified_diff().context_radius(3).header(&name, &name));
         return Ok(());
     }
-    if let Some(before) = &file.before {
-        let mut backup = file.path.clone().into_os_string();
-        backup.push(".cairn.bak");
-        settings::atomic_write(Path::new(&backup), before.as_bytes())?;
-        settings::atomic_write(&file.path, after.as_bytes())?;
-        println!("updated {} (previous file in {})", file.path.display(), Path::new(&backup).display());
-    } else {
-        settings::atomic_write(&file.path, after.as_bytes())?;
-        println!("created {}", file.path.display());
+    let mut backup = file.path.clone().into_os_string();
+    backup.push(".cairn.bak");
+    let backup = PathBuf::from(backup);
+    // Written under the file's edit lock, and only over the text the merge
+    // was computed from: a host or another `cairn` that changed it since
+    // gets a refusal, never a lost edit.
+    crate::locked_edit::edit_locked(&file.path, |current| {
+        if current != file.before {
+            bail!("{} changed while the export was prepared; nothing was written, run it again", file.path.display());
+        }
+        if let Some(before) = &current {
+            settings::atomic_write(&backup, before.as_bytes())?;
+        }
+        Ok(Some(after))
+    })?;
+    match &file.before {
+        Some(_) => println!("updated {} (previous file in {})", file.path.display(), backup.display()),
+        None => println!("created {}", file.path.display()),
     }
     Ok(())
 }

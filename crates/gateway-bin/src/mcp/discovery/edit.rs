@@ -8,7 +8,8 @@
 //! [`RawValue`]s, so their byte ranges are known), a changed value replaces
 //! its range, and a new member is inserted after the last one with the
 //! indentation of its neighbours. Every other byte stays as it was. A file
-//! is written atomically and only when it changed.
+//! is re-read, edited and written atomically under its edit lock
+//! ([`crate::locked_edit`]), and only when it changed.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::{Discovery, SourceKind, names_server};
-use crate::settings::atomic_write;
+use crate::locked_edit::edit_locked;
 
 /// Why an edit was refused; `code` is stable for the API.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -228,9 +229,40 @@ fn string_list(spec: &JsonText, key: &str, path: &Path) -> Result<Option<Vec<Str
     }
 }
 
+/// Refuses a spec path the guard classifies as sensitive (the locked
+/// read below is a plain read).
+fn check_readable(path: &Path) -> Result<(), EditRefused> {
+    if cairn_guard::SensitivePaths::for_current_user().is_sensitive(path) {
+        return Err(EditRefused::new("unreadable", format!("{}: the guard refuses this path", path.display())));
+    }
+    Ok(())
+}
+
+/// The spec text read under the lock, parsed.
+fn locked_spec(path: &Path, current: Option<String>) -> Result<JsonText, EditRefused> {
+    let text =
+        current.ok_or_else(|| EditRefused::new("spec_missing", format!("{} no longer exists", path.display())))?;
+    JsonText::parse(text).map_err(|problem| {
+        EditRefused::new("malformed_file", format!("{} is malformed ({problem}); nothing was changed", path.display()))
+    })
+}
+
+impl From<crate::locked_edit::LockedEditError> for EditRefused {
+    fn from(error: crate::locked_edit::LockedEditError) -> Self {
+        let code = match &error {
+            crate::locked_edit::LockedEditError::Busy { .. } => "busy",
+            error if error.is_write_side() => "write_failed",
+            _ => "unreadable",
+        };
+        Self::new(code, format!("{:#}", anyhow::Error::from(error)))
+    }
+}
+
 /// Enables (`true`) or disables server `name` for the selected agent:
 /// `@name` added to (or every `@name`/`@name/...` removed from) `tools` and
 /// `allowedTools`. Adding to `allowedTools` auto-approves the server's tools.
+/// The spec is re-read and rewritten under its edit lock, so concurrent
+/// edits of one spec are all kept.
 pub(crate) fn toggle(discovery: &Discovery, name: &str, enable: bool) -> Result<EditOutcome, EditRefused> {
     let agent = discovery.agent.as_ref().ok_or_else(|| EditRefused::new("agent_required", "name the agent to edit"))?;
     if let Some((code, message)) = agent.read_only_reason() {
@@ -240,33 +272,34 @@ pub(crate) fn toggle(discovery: &Discovery, name: &str, enable: bool) -> Result<
         return Err(EditRefused::new("unknown_server", format!("no source defines an MCP server named {name:?}")));
     }
     let path = &agent.path;
-    let mut spec = read_json_file(path)?
-        .ok_or_else(|| EditRefused::new("spec_missing", format!("{} no longer exists", path.display())))?;
+    check_readable(path)?;
     let reference = format!("@{name}");
-    let mut changed = false;
-    for key in ["tools", "allowedTools"] {
-        let entries = string_list(&spec, key, path)?;
-        let before = entries.clone().unwrap_or_default();
-        let after: Vec<String> = if enable {
-            let mut after = before.clone();
-            if !after.iter().any(|entry| entry.trim() == reference || entry.trim() == format!("{reference}/*")) {
-                after.push(reference.clone());
+    let mut edited = String::new();
+    let changed = edit_locked(path, |current| {
+        let mut spec = locked_spec(path, current)?;
+        let mut changed = false;
+        for key in ["tools", "allowedTools"] {
+            let entries = string_list(&spec, key, path)?;
+            let before = entries.clone().unwrap_or_default();
+            let after: Vec<String> = if enable {
+                let mut after = before.clone();
+                if !after.iter().any(|entry| entry.trim() == reference || entry.trim() == format!("{reference}/*")) {
+                    after.push(reference.clone());
+                }
+                after
+            } else {
+                before.iter().filter(|entry| !names_server(entry, name)).cloned().collect()
+            };
+            if after != before {
+                spec.set(key, &json!(after));
+                changed = true;
             }
-            after
-        } else {
-            before.iter().filter(|entry| !names_server(entry, name)).cloned().collect()
-        };
-        if after != before {
-            spec.set(key, &json!(after));
-            changed = true;
         }
-    }
+        edited.clone_from(&spec.text);
+        Ok::<_, EditRefused>(changed.then_some(spec.text))
+    })?;
     let mut notices = Vec::new();
-    if changed {
-        atomic_write(path, spec.text.as_bytes())
-            .map_err(|error| EditRefused::new("write_failed", error.to_string()))?;
-    }
-    let reread = cairn_agent_spec::AgentSpec::from_json_str(&spec.text)
+    let reread = cairn_agent_spec::AgentSpec::from_json_str(&edited)
         .map_err(|error| EditRefused::new("spec_unreadable", error.to_string()))?;
     if !enable && reread.granted_tools().mounts_server(name) {
         notices.push(format!(
@@ -294,54 +327,64 @@ pub(crate) struct SyncOutcome {
 
 /// Adds the servers of the `mcp.json` files to the selected agent's
 /// `mcpServers`; a name the spec already defines keeps its definition.
+/// The spec is re-read and rewritten under its edit lock.
 pub(crate) fn sync(discovery: &Discovery, dry_run: bool) -> Result<SyncOutcome, EditRefused> {
     let agent = discovery.agent.as_ref().ok_or_else(|| EditRefused::new("agent_required", "name the agent to edit"))?;
     if let Some((code, message)) = agent.read_only_reason() {
         return Err(EditRefused::new(code, message));
     }
     let path = &agent.path;
-    let mut spec = read_json_file(path)?
-        .ok_or_else(|| EditRefused::new("spec_missing", format!("{} no longer exists", path.display())))?;
-    let own: Vec<String> = match spec.get("mcpServers") {
-        None => Vec::new(),
-        Some(Value::Object(map)) => map.keys().cloned().collect(),
-        Some(_) => {
-            return Err(EditRefused::new(
-                "conflict",
-                format!("`mcpServers` in {} is not an object; it was left as it is", path.display()),
-            ));
-        }
-    };
-    let mut wanted: Vec<(String, Value)> = Vec::new();
-    let mut kept = Vec::new();
-    for definition in &discovery.definitions {
-        let kind = discovery.sources[definition.source].kind;
-        if kind == SourceKind::AgentSpec {
-            continue;
-        }
-        let name = &definition.server.name;
-        if own.contains(name) {
-            if !kept.contains(name) {
-                kept.push(name.clone());
+    check_readable(path)?;
+    // The entries to add, and the names the spec already defines.
+    type Plan = (Vec<(String, Value)>, Vec<String>);
+    let plan = |spec: &JsonText| -> Result<Plan, EditRefused> {
+        let own: Vec<String> = match spec.get("mcpServers") {
+            None => Vec::new(),
+            Some(Value::Object(map)) => map.keys().cloned().collect(),
+            Some(_) => {
+                return Err(EditRefused::new(
+                    "conflict",
+                    format!("`mcpServers` in {} is not an object; it was left as it is", path.display()),
+                ));
             }
-            continue;
+        };
+        let mut wanted: Vec<(String, Value)> = Vec::new();
+        let mut kept = Vec::new();
+        for definition in &discovery.definitions {
+            let kind = discovery.sources[definition.source].kind;
+            if kind == SourceKind::AgentSpec {
+                continue;
+            }
+            let name = &definition.server.name;
+            if own.contains(name) {
+                if !kept.contains(name) {
+                    kept.push(name.clone());
+                }
+                continue;
+            }
+            if wanted.iter().any(|(known, _)| known == name) {
+                continue;
+            }
+            wanted.push((name.clone(), definition.raw.clone()));
         }
-        if wanted.iter().any(|(known, _)| known == name) {
-            continue;
-        }
-        wanted.push((name.clone(), definition.raw.clone()));
-    }
-    let added = if dry_run {
-        wanted.iter().map(|(name, _)| name.clone()).collect()
-    } else {
-        let added =
-            spec.add_to_object("mcpServers", &wanted).map_err(|problem| EditRefused::new("conflict", problem))?;
-        if !added.is_empty() {
-            atomic_write(path, spec.text.as_bytes())
-                .map_err(|error| EditRefused::new("write_failed", error.to_string()))?;
-        }
-        added
+        Ok((wanted, kept))
     };
+    if dry_run {
+        let spec = read_json_file(path)?
+            .ok_or_else(|| EditRefused::new("spec_missing", format!("{} no longer exists", path.display())))?;
+        let (wanted, kept) = plan(&spec)?;
+        let added = wanted.into_iter().map(|(name, _)| name).collect();
+        return Ok(SyncOutcome { path: path.clone(), added, kept, dry_run });
+    }
+    let mut added = Vec::new();
+    let mut kept = Vec::new();
+    edit_locked(path, |current| {
+        let mut spec = locked_spec(path, current)?;
+        let (wanted, spec_kept) = plan(&spec)?;
+        kept = spec_kept;
+        added = spec.add_to_object("mcpServers", &wanted).map_err(|problem| EditRefused::new("conflict", problem))?;
+        Ok::<_, EditRefused>((!added.is_empty()).then_some(spec.text))
+    })?;
     Ok(SyncOutcome { path: path.clone(), added, kept, dry_run })
 }
 

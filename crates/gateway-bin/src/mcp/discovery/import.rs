@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json};
 
 use super::edit::JsonText;
 use super::{CAIRN_SERVER_NAME, Discovery, Locations, read_config_file};
-use crate::settings::atomic_write;
+use crate::locked_edit::edit_locked;
 
 /// The provenance ledger inside the home.
 pub(crate) const LEDGER_FILE_NAME: &str = "mcp-import-ledger.json";
@@ -121,6 +121,24 @@ pub(crate) struct ImportReport {
     pub(crate) written: bool,
 }
 
+impl ImportReport {
+    /// The report as it is shown (text, `--json`, the API): the names,
+    /// scopes and reasons a foreign config controls pass through
+    /// [`super::shown`] (control characters escaped, credentials redacted).
+    pub(crate) fn shown(mut self) -> Self {
+        for row in &mut self.decisions {
+            row.name = super::shown(&row.name);
+            row.scope = super::shown(&row.scope);
+            row.reason = super::shown(&row.reason);
+            row.imported_as = row.imported_as.as_deref().map(super::shown);
+        }
+        for file in &mut self.files {
+            file.problem = file.problem.as_deref().map(super::shown);
+        }
+        self
+    }
+}
+
 /// An import that cannot run at all.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ImportError {
@@ -130,6 +148,8 @@ pub(crate) enum ImportError {
     Ledger { path: PathBuf, problem: String },
     #[error("writing {path}: {message}")]
     Write { path: PathBuf, message: String },
+    #[error("--file {path}: no such file")]
+    FileMissing { path: PathBuf },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -399,12 +419,22 @@ fn read_ledger(locations: &Locations) -> Result<Ledger, ImportError> {
     }
 }
 
-/// Runs an import (or a dry run).
+/// What the decisions of one import are, and the text to write.
+struct Plan {
+    rows: Vec<Row>,
+    /// The destination's new text, when something is imported.
+    text: Option<String>,
+    /// Ledger entries of what is imported.
+    entries: Vec<LedgerEntry>,
+}
+
+/// Runs an import (or a dry run). The destination is read, decided on and
+/// written under its edit lock, and the ledger is merged under its own,
+/// so concurrent imports keep every server and every ledger entry.
 pub(crate) fn run_import(locations: &Locations, request: &ImportRequest) -> Result<ImportReport, ImportError> {
     if request.file.is_some() && request.origins.len() != 1 {
         return Err(ImportError::FileNeedsOneOrigin);
     }
-    let mut ledger = read_ledger(locations)?;
     let destination = locations.home_mcp_file();
     let mut files = Vec::new();
     let mut candidates = Vec::new();
@@ -415,6 +445,9 @@ pub(crate) fn run_import(locations: &Locations, request: &ImportRequest) -> Resu
         };
         for path in paths {
             let (file, found) = read_candidates(*origin, &path, locations);
+            if request.file.is_some() && !file.exists && file.problem.is_none() {
+                return Err(ImportError::FileMissing { path });
+            }
             files.push(file);
             candidates.extend(found);
         }
@@ -433,7 +466,63 @@ pub(crate) fn run_import(locations: &Locations, request: &ImportRequest) -> Resu
             .entry(canonical_name(&definition.server.name))
             .or_insert_with(|| format!("`{}` in {}", definition.server.name, source.path.display()));
     }
-    let destination_text = match read_config_file(&locations.config_reader, &destination) {
+    if request.dry_run || candidates.is_empty() {
+        let current = read_config_file(&locations.config_reader, &destination);
+        let ledger = read_ledger(locations)?;
+        let plan = decide(request, &candidates, reserved, &ledger, &destination, current);
+        return Ok(ImportReport { dry_run: request.dry_run, destination, files, decisions: plan.rows, written: false });
+    }
+    if locations.config_reader.is_sensitive(&destination) {
+        return Err(ImportError::Write {
+            path: destination.clone(),
+            message: "the guard refuses this path".to_owned(),
+        });
+    }
+    let mut planned = None;
+    let written = edit_locked(&destination, |current| {
+        let ledger = read_ledger(locations)?;
+        let plan = decide(request, &candidates, reserved, &ledger, &destination, Ok(current));
+        let text = plan.text.clone();
+        planned = Some(plan);
+        Ok::<_, ImportError>(text)
+    })?;
+    let plan = planned.expect("the edit ran");
+    if !plan.entries.is_empty() {
+        let path = ledger_path(locations);
+        edit_locked(&path, |current| {
+            let mut ledger = match current {
+                None => Ledger { version: 1, imports: Vec::new() },
+                Some(text) => serde_json::from_str(&text)
+                    .map_err(|error| ImportError::Ledger { path: path.clone(), problem: error.to_string() })?,
+            };
+            ledger.version = 1;
+            ledger.imports.extend(plan.entries.iter().cloned());
+            let mut text = serde_json::to_string_pretty(&ledger).expect("the ledger serialises");
+            text.push('\n');
+            Ok::<_, ImportError>(Some(text))
+        })?;
+    }
+    Ok(ImportReport { dry_run: false, destination, files, decisions: plan.rows, written })
+}
+
+impl From<crate::locked_edit::LockedEditError> for ImportError {
+    fn from(error: crate::locked_edit::LockedEditError) -> Self {
+        let path = error.path().to_owned();
+        ImportError::Write { path, message: format!("{:#}", anyhow::Error::from(error)) }
+    }
+}
+
+/// The decision on every candidate against the destination's current
+/// text (or why it is unreadable) and the ledger.
+fn decide(
+    request: &ImportRequest,
+    candidates: &[Candidate],
+    mut reserved: BTreeMap<String, String>,
+    ledger: &Ledger,
+    destination: &Path,
+    current: Result<Option<String>, String>,
+) -> Plan {
+    let destination_text = match current {
         Ok(None) => Ok(None),
         Ok(Some(text)) => match JsonText::parse(text) {
             Ok(parsed) => match parsed.get("mcpServers") {
@@ -454,7 +543,7 @@ pub(crate) fn run_import(locations: &Locations, request: &ImportRequest) -> Resu
     }
     let mut rows = Vec::new();
     let mut accepted: Vec<(String, Value, usize)> = Vec::new();
-    for candidate in &candidates {
+    for candidate in candidates {
         let mut row = Row {
             origin: candidate.origin,
             file: candidate.file.clone(),
@@ -525,24 +614,32 @@ pub(crate) fn run_import(locations: &Locations, request: &ImportRequest) -> Resu
         }
         rows.push(row);
     }
-    let mut written = false;
-    if !request.dry_run && !accepted.is_empty() {
-        let Ok(existing) = destination_text else { unreachable!("a malformed destination accepts nothing") };
-        let mut text = existing.unwrap_or_else(|| JsonText::parse("{}\n".to_owned()).expect("an empty object"));
-        let entries: Vec<(String, Value)> = accepted
-            .iter()
-            .map(|(name, definition, _)| {
-                let mut entry = definition.clone();
-                entry["disabled"] = json!(true);
-                (name.clone(), entry)
-            })
-            .collect();
-        text.add_to_object("mcpServers", &entries)
-            .map_err(|message| ImportError::Write { path: destination.clone(), message })?;
-        let now = jiff::Timestamp::now().to_string();
-        for (name, definition, index) in &accepted {
+    if request.dry_run || accepted.is_empty() {
+        return Plan { rows, text: None, entries: Vec::new() };
+    }
+    let Ok(existing) = destination_text else { unreachable!("a malformed destination accepts nothing") };
+    let mut text = existing.unwrap_or_else(|| JsonText::parse("{}\n".to_owned()).expect("an empty object"));
+    let additions: Vec<(String, Value)> = accepted
+        .iter()
+        .map(|(name, definition, _)| {
+            let mut entry = definition.clone();
+            entry["disabled"] = json!(true);
+            (name.clone(), entry)
+        })
+        .collect();
+    if let Err(problem) = text.add_to_object("mcpServers", &additions) {
+        for (_, _, index) in &accepted {
+            rows[*index].decision = Decision::Conflict;
+            rows[*index].reason = format!("the destination {} cannot take it ({problem})", destination.display());
+        }
+        return Plan { rows, text: None, entries: Vec::new() };
+    }
+    let now = jiff::Timestamp::now().to_string();
+    let entries = accepted
+        .iter()
+        .map(|(name, definition, index)| {
             let row = &rows[*index];
-            ledger.imports.push(LedgerEntry {
+            LedgerEntry {
                 origin: row.origin,
                 file: row.file.clone(),
                 scope: row.scope.clone(),
@@ -550,19 +647,10 @@ pub(crate) fn run_import(locations: &Locations, request: &ImportRequest) -> Resu
                 imported_as: name.clone(),
                 definition: definition.clone(),
                 imported_at: now.clone(),
-            });
-        }
-        ledger.version = 1;
-        atomic_write(&destination, text.text.as_bytes())
-            .map_err(|error| ImportError::Write { path: destination.clone(), message: error.to_string() })?;
-        let mut ledger_text = serde_json::to_string_pretty(&ledger).expect("the ledger serialises");
-        ledger_text.push('\n');
-        let path = ledger_path(locations);
-        atomic_write(&path, ledger_text.as_bytes())
-            .map_err(|error| ImportError::Write { path: path.clone(), message: error.to_string() })?;
-        written = true;
-    }
-    Ok(ImportReport { dry_run: request.dry_run, destination, files, decisions: rows, written })
+            }
+        })
+        .collect();
+    Plan { rows, text: Some(text.text), entries }
 }
 
 #[cfg(test)]

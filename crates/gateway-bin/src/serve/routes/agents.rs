@@ -17,7 +17,6 @@ use serde_json::{Map, Value, json};
 use super::{ApiResult, blocking};
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody};
-use crate::settings::atomic_write;
 
 /// Longest model name a PATCH accepts.
 const MAX_MODEL_CHARS: usize = 200;
@@ -215,32 +214,44 @@ pub(crate) async fn patch_detail(
                 format!("{} is a Markdown spec; it is read-only here", resolved.path.display()),
             ));
         }
-        // Re-read the file under the lock and edit only the two fields: the
-        // other fields keep their order and their text.
-        let text = state.agents.sensitive.read_to_string(&resolved.path).map_err(ApiError::internal)?;
-        let unreadable = |error: serde_json::Error| {
-            ApiError::conflict("spec_unreadable", format!("{}: {error}", resolved.path.display()))
-        };
-        let raw: IndexMap<String, Box<RawValue>> = serde_json::from_str(&text).map_err(unreadable)?;
-        let mut spec: IndexMap<String, Field> = raw.into_iter().map(|(key, value)| (key, Field::Kept(value))).collect();
-        if let Some(model) = model {
-            spec.insert("model".to_owned(), Field::Edited(Value::String(model)));
+        // Re-read the file under its edit lock (other processes edit specs
+        // too) and edit only the two fields: the other fields keep their
+        // order and their text.
+        if state.agents.sensitive.is_sensitive(&resolved.path) {
+            return Err(ApiError::conflict(
+                "spec_unreadable",
+                format!("{}: the guard refuses this path", resolved.path.display()),
+            ));
         }
-        if let Some(skills) = &skills {
-            let mut resources = match spec.get("resources") {
-                Some(Field::Kept(raw)) => match serde_json::from_str::<Value>(raw.get()).map_err(unreadable)? {
-                    Value::Array(items) => items,
-                    _ => return Err(ApiError::conflict("spec_unreadable", "`resources` is not a list")),
-                },
-                Some(Field::Edited(Value::Array(items))) => items.clone(),
-                _ => Vec::new(),
+        crate::locked_edit::edit_locked(&resolved.path, |current| {
+            let text = current.ok_or_else(|| {
+                ApiError::conflict("spec_missing", format!("{} no longer exists", resolved.path.display()))
+            })?;
+            let unreadable = |error: serde_json::Error| {
+                ApiError::conflict("spec_unreadable", format!("{}: {error}", resolved.path.display()))
             };
-            place_skills(&mut resources, skills, &state.agents.skills_root);
-            spec.insert("resources".to_owned(), Field::Edited(Value::Array(resources)));
-        }
-        let mut text = serde_json::to_string_pretty(&spec).expect("JSON values serialise");
-        text.push('\n');
-        atomic_write(&resolved.path, text.as_bytes()).map_err(ApiError::internal)?;
+            let raw: IndexMap<String, Box<RawValue>> = serde_json::from_str(&text).map_err(unreadable)?;
+            let mut spec: IndexMap<String, Field> =
+                raw.into_iter().map(|(key, value)| (key, Field::Kept(value))).collect();
+            if let Some(model) = model {
+                spec.insert("model".to_owned(), Field::Edited(Value::String(model)));
+            }
+            if let Some(skills) = &skills {
+                let mut resources = match spec.get("resources") {
+                    Some(Field::Kept(raw)) => match serde_json::from_str::<Value>(raw.get()).map_err(unreadable)? {
+                        Value::Array(items) => items,
+                        _ => return Err(ApiError::conflict("spec_unreadable", "`resources` is not a list")),
+                    },
+                    Some(Field::Edited(Value::Array(items))) => items.clone(),
+                    _ => Vec::new(),
+                };
+                place_skills(&mut resources, skills, &state.agents.skills_root);
+                spec.insert("resources".to_owned(), Field::Edited(Value::Array(resources)));
+            }
+            let mut text = serde_json::to_string_pretty(&spec).expect("JSON values serialise");
+            text.push('\n');
+            Ok(Some(text))
+        })?;
         let mut answer = detail(&state, &name)?;
         answer["notices"] = json!(notices);
         Ok(Json(answer))
