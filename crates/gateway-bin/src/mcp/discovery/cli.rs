@@ -190,7 +190,11 @@ pub(crate) fn probe(home: &Home, args: &ProbeArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--timeout-secs must be at least 1");
     }
     let options = ProbeOptions { timeout: Duration::from_secs(args.timeout_secs), ..ProbeOptions::default() };
-    let report = probe_report(&discovery, &args.servers, options)?;
+    let report = probe_report(&discovery, &args.servers, options);
+    // This process ran nothing but the probes: whatever a server left
+    // behind and was re-parented here goes now, whether or not they worked.
+    probe::sweep_orphans();
+    let report = report?;
     if args.scope.json {
         let mut value = serde_json::to_value(&report)?;
         value["ok"] = json!(true);
@@ -203,17 +207,17 @@ pub(crate) fn probe(home: &Home, args: &ProbeArgs) -> anyhow::Result<ExitCode> {
         match &result.reason {
             None => println!(
                 "{}\t{status}\t{} {}\t{} tools: {}",
-                result.name,
+                super::shown(&result.name),
                 result.server_name.as_deref().unwrap_or("?"),
                 result.server_version.as_deref().unwrap_or("?"),
                 result.tools.len(),
                 result.tools.join(", "),
             ),
-            Some(reason) => println!("{}\t{status}\t{reason}", result.name),
+            Some(reason) => println!("{}\t{status}\t{reason}", super::shown(&result.name)),
         }
     }
     for skipped in &report.skipped {
-        println!("{}\tskipped\t{}", skipped.name, skipped.reason);
+        println!("{}\tskipped\t{}", super::shown(&skipped.name), skipped.reason);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -287,7 +291,7 @@ pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode>
     let locations = Locations::from_home(home, args.project.as_deref())?;
     let origins = if args.origins.is_empty() { Origin::ALL.to_vec() } else { args.origins.clone() };
     let request = ImportRequest { origins, file: args.file.clone(), only: args.only.clone(), dry_run: args.dry_run };
-    let report = import::run_import(&locations, &request)?;
+    let report = import::run_import(&locations, &request)?.shown();
     if args.json {
         let mut value = serde_json::to_value(&report)?;
         value["ok"] = json!(true);
@@ -305,7 +309,7 @@ pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode>
             "{}\t{}\t{} ({})\t{}",
             decision.as_str().unwrap_or_default(),
             row.name,
-            row.file.display(),
+            super::shown(&row.file.display().to_string()),
             row.scope,
             row.reason
         );

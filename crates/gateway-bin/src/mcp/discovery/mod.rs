@@ -447,6 +447,25 @@ pub(crate) fn redact_url(url: &str) -> String {
     if redacted.len() < url.len() && without_query.len() < url.len() { format!("{redacted}?…") } else { redacted }
 }
 
+/// A string a server or a foreign config controls, as a report shows it:
+/// every control character (and bidirectional override) escaped as
+/// `\u{1b}`, so it can neither act on a terminal nor split a line, then
+/// credentials redacted.
+pub(crate) fn shown(text: &str) -> String {
+    let is_hostile = |c: char| {
+        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_hostile(c) {
+            escaped.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            escaped.push(c);
+        }
+    }
+    cairn_guard::redact_all(&escaped).into_owned()
+}
+
 /// The agent named on the command line or in a request does not exist.
 #[derive(Debug, thiserror::Error)]
 #[error("no agent named {0:?}")]
@@ -463,6 +482,17 @@ mod tests {
         assert!(names_server(" @time/* ", "time"));
         assert!(!names_server("@timer", "time"));
         assert!(!names_server("time", "time"));
+    }
+
+    #[test]
+    fn shown_strings_cannot_act_on_a_terminal_or_leak_a_token() {
+        assert_eq!(shown("plain name"), "plain name");
+        assert_eq!(
+            shown("a\u{1b}]0;owned\u{7}\u{1b}[2J\nb\u{202e}"),
+            "a\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{a}b\\u{202e}"
+        );
+        let token = shown("x ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa");
+        assert!(!token.contains("ghp_Zx9") && token.contains("REDACTED"), "{token}");
     }
 
     #[test]

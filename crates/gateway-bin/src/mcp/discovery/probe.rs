@@ -6,12 +6,21 @@
 //! stopped and reported), every line must be a JSON-RPC message (the MCP
 //! stdio transport allows nothing else on stdout), and the whole probe has
 //! one deadline (30 s by default). Afterwards the group is killed with
-//! `SIGKILL` and every member is reaped: the probing process makes itself
-//! a child subreaper (Linux), so a server's own children are re-parented to
-//! it when the server dies and are waited for too; the probe returns only
-//! once no process of the group is left. That attribute is why the gateway
-//! runs probes in a short-lived `cairn mcp probe` process instead of in
-//! itself.
+//! `SIGKILL` and every member is reaped. A server's descendants that left
+//! its group or session (`setsid`, a double fork) are found too, on Linux:
+//! before anything is killed, the server's process tree is collected from
+//! `/proc` by parent pid and stopped (`SIGSTOP`), again and again until a
+//! walk finds no new process, so nothing can fork or exit out of the tree
+//! while it is collected; then every collected process is killed and
+//! reaped. A daemon whose intermediate parent exited before the probe ended
+//! has no ancestry left to walk: the probing process makes itself a child
+//! subreaper, so such orphans are re-parented to it instead of to init, and
+//! [`sweep_orphans`], run once every probe is over, kills and reaps every
+//! descendant the process still has. Walking the tree alone would miss those
+//! orphans, and the subreaper alone would kill them only when they become
+//! orphans; the two together leave nothing, whatever session or group a
+//! process moved to. These attributes are why the gateway runs probes in a
+//! short-lived `cairn mcp probe` process instead of in itself.
 //!
 //! The handshake is a small JSON-RPC exchange written here rather than
 //! rmcp's client: rmcp's child-process transport caps line length, not the
@@ -162,7 +171,7 @@ fn finish(name: &str, transport: &str, started: Instant, outcome: Result<Handsha
         Err(failure) => {
             result.status = failure.status;
             result.error = failure.error;
-            result.reason = Some(cairn_guard::redact_all(&failure.reason).into_owned());
+            result.reason = Some(super::shown(&failure.reason));
         }
     }
     result
@@ -266,6 +275,14 @@ impl Drop for Group {
 }
 
 fn kill_and_reap(child: &mut Child) {
+    // The tree is walked only while the server is unreaped (its pid still
+    // ours); once it is gone its descendants are this process's orphans,
+    // for `sweep_orphans`.
+    #[cfg(target_os = "linux")]
+    let tree = match (child.try_wait(), i32::try_from(child.id())) {
+        (Ok(None), Ok(root)) => tree::stop_tree(root),
+        _ => Vec::new(),
+    };
     #[cfg(unix)]
     {
         use rustix::io::Errno;
@@ -275,8 +292,14 @@ fn kill_and_reap(child: &mut Child) {
             let _ = child.wait();
             return;
         };
+        #[cfg(target_os = "linux")]
+        tree::kill_all(&tree);
         let _ = kill_process_group(pgid, Signal::KILL);
+        // The server itself, should it have left its group.
+        let _ = child.kill();
         let _ = child.wait();
+        #[cfg(target_os = "linux")]
+        tree::reap(&tree);
         let started = Instant::now();
         loop {
             match waitpgid(pgid, WaitOptions::NOHANG) {
@@ -300,6 +323,128 @@ fn kill_and_reap(child: &mut Child) {
     {
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// Kills and reaps every descendant this process still has: the servers'
+/// daemons that were re-parented to it (a child subreaper) when their own
+/// parent exited. Only for a process that runs nothing but probes (`cairn
+/// mcp probe`), once every probe is over.
+pub(crate) fn sweep_orphans() {
+    #[cfg(target_os = "linux")]
+    {
+        let own = i32::try_from(std::process::id()).unwrap_or_default();
+        let started = Instant::now();
+        loop {
+            let stopped = tree::stop_descendants(own);
+            if stopped.is_empty() {
+                return;
+            }
+            tree::kill_all(&stopped);
+            tree::reap(&stopped);
+            if started.elapsed() > REAP_PATIENCE {
+                tracing::warn!(left = stopped.len(), "processes started by probed servers outlived the probe");
+                return;
+            }
+        }
+    }
+}
+
+/// Process trees read from `/proc` (Linux).
+#[cfg(target_os = "linux")]
+mod tree {
+    use std::collections::BTreeSet;
+    use std::time::{Duration, Instant};
+
+    use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
+
+    /// Most walks of a tree that keeps growing (a fork bomb) before the
+    /// collected processes are killed anyway.
+    const MAX_WALKS: usize = 200;
+
+    /// Every process: (pid, parent pid, is a zombie).
+    fn table() -> Vec<(i32, i32, bool)> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                let (_, after_name) = stat.rsplit_once(')')?;
+                let mut fields = after_name.split_whitespace();
+                let state = fields.next()?;
+                let parent = fields.next()?.parse().ok()?;
+                Some((pid, parent, state == "Z"))
+            })
+            .collect()
+    }
+
+    /// The live descendants of `root` (not `root` itself).
+    fn descendants(table: &[(i32, i32, bool)], root: i32) -> Vec<i32> {
+        let mut found = vec![root];
+        let mut index = 0;
+        while index < found.len() {
+            let parent = found[index];
+            found.extend(table.iter().filter(|(_, of, _)| *of == parent).map(|(pid, _, _)| *pid));
+            index += 1;
+        }
+        found.into_iter().skip(1).filter(|pid| table.iter().any(|(live, _, zombie)| live == pid && !zombie)).collect()
+    }
+
+    fn signal(pid: i32, signal: Signal) {
+        if let Some(pid) = Pid::from_raw(pid) {
+            let _ = kill_process(pid, signal);
+        }
+    }
+
+    /// Stops `root` (a child of this process, not reaped) and its whole
+    /// tree, walking again until a walk finds no process that is not
+    /// stopped yet; returns the descendants (not `root`).
+    pub(super) fn stop_tree(root: i32) -> Vec<i32> {
+        signal(root, Signal::STOP);
+        stop_descendants(root)
+    }
+
+    /// Stops every descendant of `root` (walking until nothing new
+    /// appears) and returns them.
+    pub(super) fn stop_descendants(root: i32) -> Vec<i32> {
+        let mut stopped = BTreeSet::new();
+        for _ in 0..MAX_WALKS {
+            let fresh: Vec<i32> =
+                descendants(&table(), root).into_iter().filter(|pid| !stopped.contains(pid)).collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for pid in fresh {
+                signal(pid, Signal::STOP);
+                stopped.insert(pid);
+            }
+        }
+        stopped.into_iter().collect()
+    }
+
+    pub(super) fn kill_all(pids: &[i32]) {
+        for pid in pids {
+            signal(*pid, Signal::KILL);
+        }
+    }
+
+    /// Waits (briefly) until none of `pids` exists any more, reaping those
+    /// that are, or become, this process's children.
+    pub(super) fn reap(pids: &[i32]) {
+        let started = Instant::now();
+        let mut left: Vec<i32> = pids.to_vec();
+        while !left.is_empty() && started.elapsed() < super::REAP_PATIENCE {
+            left.retain(|pid| {
+                if let Some(pid) = Pid::from_raw(*pid) {
+                    let _ = waitpid(Some(pid), WaitOptions::NOHANG);
+                }
+                std::path::Path::new(&format!("/proc/{pid}")).exists()
+            });
+            if !left.is_empty() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 }
 
@@ -523,7 +668,7 @@ fn take_response(message: &Value, id: u64, what: &str) -> Result<Option<Value>, 
 
 fn read_initialize(result: &Value, handshake: &mut Handshake) -> bool {
     let info = result.get("serverInfo");
-    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(snippet);
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(|text| snippet(&super::shown(text)));
     handshake.server_name = text(info.and_then(|info| info.get("name")));
     handshake.server_version = text(info.and_then(|info| info.get("version")));
     handshake.protocol_version = text(result.get("protocolVersion"));
@@ -535,7 +680,11 @@ fn read_tools(result: &Value, tools: &mut Vec<String>) -> Result<Option<String>,
     let Some(list) = result.get("tools").and_then(Value::as_array) else {
         return Err(Failure::error(ProbeError::NotJsonRpc, "the answer to `tools/list` has no `tools` list"));
     };
-    tools.extend(list.iter().filter_map(|tool| tool.get("name").and_then(Value::as_str)).map(snippet));
+    tools.extend(
+        list.iter()
+            .filter_map(|tool| tool.get("name").and_then(Value::as_str))
+            .map(|name| snippet(&super::shown(name))),
+    );
     Ok(result.get("nextCursor").and_then(Value::as_str).filter(|cursor| !cursor.is_empty()).map(str::to_owned))
 }
 

@@ -282,10 +282,12 @@ pub(crate) async fn import(State(state): State<Arc<AppState>>, JsonBody(body): J
         let locations = locations(&worker)?;
         let origins = if body.from.is_empty() { Origin::ALL.to_vec() } else { body.from.clone() };
         let request = ImportRequest { origins, file: None, only: body.only.clone(), dry_run: body.dry_run };
-        let report = import::run_import(&locations, &request).map_err(|error| match error {
-            import::ImportError::Ledger { .. } => ApiError::conflict("ledger_unreadable", error.to_string()),
-            other => ApiError::internal(other),
-        })?;
+        let report = import::run_import(&locations, &request)
+            .map_err(|error| match error {
+                import::ImportError::Ledger { .. } => ApiError::conflict("ledger_unreadable", error.to_string()),
+                other => ApiError::internal(other),
+            })?
+            .shown();
         let mut answer = serde_json::to_value(&report).map_err(ApiError::internal)?;
         answer["ok"] = json!(true);
         Ok(Json(answer))
