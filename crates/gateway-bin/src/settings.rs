@@ -1429,7 +1429,10 @@ mod tests {
                 "postgres:///db?host=/run&password=QueryPassw0rdZ&sslmode=disable",
                 "postgres:///db?host=/run&password=***&sslmode=disable",
             ),
-            ("postgres://h/db?PassWord=a&%70assword=b&sslpassword=c#x", "postgres://h/db?PassWord=***&%70assword=***&sslpassword=***#x"),
+            (
+                "postgres://h/db?PassWord=a&%70assword=b&sslpassword=c#x",
+                "postgres://h/db?PassWord=***&%70assword=***&sslpassword=***#x",
+            ),
             ("postgres://u:pa/ss@h/db", "postgres://u:***@h/db"),
             ("host=h password=secret1 dbname=d", "host=h password=*** dbname=d"),
             ("host=h password = 'se cr\\'et' user=u", "host=h password = *** user=u"),

@@ -76,9 +76,16 @@ fn change(home: &Home, key: &str, value: Option<&String>) -> anyhow::Result<Exit
     }
     home.ensure_dir()?;
     match settings::write_key(home.dir(), key, value.map(String::as_str)) {
-        Ok(_) => {
+        Ok(resolved) => {
             match value {
-                Some(value) => println!("set {key} = {value}"),
+                // The value as `config show` prints it (a storage URL without its password).
+                Some(value) => match resolved.entries.iter().find(|entry| entry.key == key) {
+                    Some(entry) => match &entry.value {
+                        serde_json::Value::String(text) => println!("set {key} = {text}"),
+                        other => println!("set {key} = {other}"),
+                    },
+                    None => println!("set {key} = {}", settings::redact_url_password(value)),
+                },
                 None => println!("removed {key}"),
             }
             Ok(ExitCode::SUCCESS)
