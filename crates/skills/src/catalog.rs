@@ -542,9 +542,11 @@ impl SkillCatalog {
         if fs::symlink_metadata(&dir).is_ok() {
             return Err(SkillsError::AlreadyExists { name });
         }
-        // Every existing ancestor must resolve inside the owned directory.
+        // Every existing ancestor must resolve inside the owned directory,
+        // and none may be a skill: discovery never looks inside one.
         let mut ancestor = self.config.owned_dir();
-        for component in name.split('/') {
+        let components: Vec<&str> = name.split('/').collect();
+        for (index, component) in components.iter().enumerate() {
             ancestor.push(component);
             match fs::symlink_metadata(&ancestor) {
                 Ok(metadata) if metadata.file_type().is_symlink() => {
@@ -555,6 +557,10 @@ impl SkillCatalog {
                         .map_err(|source| SkillsError::io("resolving", &ancestor, source))?;
                     if !resolved.starts_with(&root) {
                         return Err(SkillsError::NotOwned { name, path: resolved });
+                    }
+                    if index + 1 < components.len() && skill_file_in(&ancestor).is_some() {
+                        let skill = components[..=index].join("/");
+                        return Err(SkillsError::InsideSkill { name, skill });
                     }
                 }
                 Err(_) => break,

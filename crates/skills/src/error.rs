@@ -21,6 +21,15 @@ pub enum SkillsError {
         /// The name looked up.
         name: String,
     },
+    /// `create` was asked for a skill inside another skill's directory,
+    /// where the catalog never looks (discovery stops at a skill).
+    #[error("cannot create skill {name:?} inside skill {skill:?}: the catalog does not look inside a skill")]
+    InsideSkill {
+        /// The name asked for.
+        name: String,
+        /// The skill whose directory holds it.
+        skill: String,
+    },
     /// `create` found a skill directory of that name already there.
     #[error("skill {name:?} already exists")]
     AlreadyExists {

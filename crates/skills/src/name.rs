@@ -27,11 +27,23 @@ pub fn validate_name(name: &str) -> Result<()> {
             "" => return refuse("empty path component"),
             "." | ".." => return refuse("`.` or `..` component"),
             _ if component.starts_with('.') => return refuse("hidden path component"),
+            _ if component.len() > MAX_COMPONENT_BYTES => return refuse("a path component is over 255 bytes"),
             _ => {}
         }
     }
+    if name.split('/').count() > MAX_NAME_COMPONENTS {
+        return refuse("more than 9 path components: the catalog does not look that deep");
+    }
     Ok(())
 }
+
+/// Longest name component: what a file name may hold on common file
+/// systems (ext4, APFS, NTFS).
+pub const MAX_COMPONENT_BYTES: usize = 255;
+/// Most components of a name: discovery reads skill directories down to
+/// [`crate::constants::MAX_DISCOVERY_DEPTH`] levels below the root's own
+/// entries, so a deeper skill could be written and never be seen.
+pub const MAX_NAME_COMPONENTS: usize = crate::constants::MAX_DISCOVERY_DEPTH + 1;
 
 /// Sanitises a name for a new skill: lower case, runs of anything but
 /// letters, digits and `/` become one `-`, each component trimmed of `-`,
@@ -89,6 +101,12 @@ mod tests {
         check_rejected("a/", "empty path component");
         check_rejected(".hidden", "hidden path component");
         check_rejected("a\0b", "contains NUL");
+        check_rejected(&"x".repeat(256), "a path component is over 255 bytes");
+        check_rejected(&format!("a/{}", "é".repeat(128)), "a path component is over 255 bytes");
+        assert!(validate_name(&"x".repeat(255)).is_ok());
+        check_rejected(&["d"; 10].join("/"), "more than 9 path components: the catalog does not look that deep");
+        assert!(validate_name(&["d"; MAX_NAME_COMPONENTS].join("/")).is_ok());
+        assert_eq!(MAX_NAME_COMPONENTS, 9, "the refusal's text names 9");
         assert!(validate_name("utils/tiny-url").is_ok());
         assert!(validate_name("навык").is_ok());
     }

@@ -21,6 +21,7 @@ fn skills_error(error: SkillsError) -> ApiError {
         SkillsError::InvalidName { .. } => (StatusCode::BAD_REQUEST, "invalid_skill_name"),
         SkillsError::NotFound { .. } => (StatusCode::NOT_FOUND, "skill_not_found"),
         SkillsError::AlreadyExists { .. } => (StatusCode::CONFLICT, "skill_exists"),
+        SkillsError::InsideSkill { .. } => (StatusCode::CONFLICT, "inside_skill"),
         SkillsError::NotOwned { .. } => (StatusCode::FORBIDDEN, "skill_not_owned"),
         SkillsError::Symlink { .. } => (StatusCode::FORBIDDEN, "symlink_refused"),
         SkillsError::NoFrontmatter { .. } => (StatusCode::CONFLICT, "no_frontmatter"),
@@ -153,6 +154,7 @@ fn auto_error(error: AutoSkillError) -> ApiError {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "script_rejected", message)
         }
         AutoSkillError::Exists { .. } => ApiError::conflict("skill_exists", message),
+        AutoSkillError::UnexpectedFiles { .. } => ApiError::conflict("unexpected_files", message),
         AutoSkillError::Symlink { .. } => ApiError::new(StatusCode::FORBIDDEN, "symlink_refused", message),
         _ => ApiError::internal(message),
     }
