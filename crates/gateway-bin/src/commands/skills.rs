@@ -297,6 +297,13 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
                         if candidate.has_script { "script " } else { "" },
                         candidate.description
                     )?;
+                    if !candidate.unexpected_files.is_empty() {
+                        writeln!(
+                            out,
+                            "\tunreviewed files (approval is refused): {}",
+                            candidate.unexpected_files.join(", ")
+                        )?;
+                    }
                 }
                 eprintln!("{} pending", pending.len());
             }

@@ -124,6 +124,16 @@ pub enum AutoSkillError {
         /// The name given.
         name: String,
     },
+    /// A pending folder holds files the review does not show (anything
+    /// but `SKILL.md` and `scripts/helper.py`, or a link); approving it
+    /// would promote them unchecked.
+    #[error("pending auto skill {slug:?} holds files that were not reviewed ({}); remove them or reject it", files.join(", "))]
+    UnexpectedFiles {
+        /// The slug.
+        slug: String,
+        /// The extra entries, relative to the candidate's folder.
+        files: Vec<String>,
+    },
     /// No such pending or live auto skill.
     #[error("no auto skill {slug:?}")]
     NotFound {
@@ -166,6 +176,7 @@ impl AutoSkillError {
             Self::Validator { .. } => "script_unvalidated",
             Self::Duplicate { .. } => "duplicate",
             Self::NotAuto { .. } => "not_auto",
+            Self::UnexpectedFiles { .. } => "unexpected_files",
             Self::NotFound { .. } => "not_found",
             Self::Exists { .. } => "exists",
             Self::AtCapacity { .. } => "at_capacity",
@@ -250,6 +261,9 @@ pub struct PendingSkill {
     pub created_at: String,
     /// Whether it carries a helper script.
     pub has_script: bool,
+    /// Entries of its folder other than `SKILL.md` and `scripts/helper.py`
+    /// (relative paths); a candidate holding any is refused at approval.
+    pub unexpected_files: Vec<String>,
     /// The procedure.
     pub procedure: String,
     /// The helper script.
@@ -624,6 +638,9 @@ impl AutoSkills {
 
     fn approve_inner(&self, slug: &str) -> Result<String, AutoSkillError> {
         let pending = self.pending_skill(slug)?;
+        if !pending.unexpected_files.is_empty() {
+            return Err(AutoSkillError::UnexpectedFiles { slug: slug.to_owned(), files: pending.unexpected_files });
+        }
         if let Some(script) = &pending.script {
             validate_script(&self.config.python, script)?;
         }
@@ -761,6 +778,45 @@ pub(crate) fn slugs_in(dir: &Path) -> Vec<String> {
     slugs
 }
 
+/// Most unexpected entries listed for one candidate.
+const MAX_LISTED_UNEXPECTED: usize = 50;
+
+/// The entries of a pending folder a review does not show: anything but a
+/// regular `SKILL.md` and a `scripts` directory holding nothing but a
+/// regular `helper.py`; links count whatever they point to.
+fn unexpected_files(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut visit = |relative: String, expected: bool, path: &Path| {
+        let is_dir = fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_dir());
+        if !expected && found.len() < MAX_LISTED_UNEXPECTED {
+            // Shown to a reviewer: a name's control characters are escaped.
+            let shown = relative.escape_debug().to_string();
+            found.push(if is_dir { format!("{shown}/") } else { shown });
+        }
+    };
+    let entries = |dir: &Path| -> Vec<(String, PathBuf)> {
+        let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+        let mut names: Vec<(String, PathBuf)> =
+            entries.flatten().map(|entry| (entry.file_name().to_string_lossy().into_owned(), entry.path())).collect();
+        names.sort();
+        names
+    };
+    let regular = |path: &Path| fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_file());
+    for (name, path) in entries(dir) {
+        match name.as_str() {
+            "SKILL.md" => visit(name, regular(&path), &path),
+            "scripts" if fs::symlink_metadata(&path).is_ok_and(|metadata| metadata.file_type().is_dir()) => {
+                for (inner, inner_path) in entries(&path) {
+                    let expected = inner == "helper.py" && regular(&inner_path);
+                    visit(format!("scripts/{inner}"), expected, &inner_path);
+                }
+            }
+            _ => visit(name, false, &path),
+        }
+    }
+    found
+}
+
 fn read_pending(dir: &Path, slug: &str) -> Result<PendingSkill, AutoSkillError> {
     let parsed = Parsed::read(&dir.join("SKILL.md"))?;
     let script_path = dir.join(SCRIPT_PATH);
@@ -784,6 +840,7 @@ fn read_pending(dir: &Path, slug: &str) -> Result<PendingSkill, AutoSkillError> 
         session_key: parsed.text("session_key").unwrap_or_default(),
         created_at,
         has_script: script.is_some(),
+        unexpected_files: unexpected_files(dir),
         procedure: parsed.body.trim().to_owned(),
         script,
     })
