@@ -11,6 +11,7 @@ mod guard;
 mod hooks;
 mod host_hooks;
 mod import;
+mod issue_42;
 mod mcp;
 mod mcp_discovery;
 mod memory;
