@@ -274,9 +274,12 @@ impl Home {
     }
 
     /// The context builder over these parts; every entry point builds
-    /// context through here.
+    /// context through here, so `context.max_inject_chars` bounds what any
+    /// host receives whatever the model's window.
     pub(crate) fn context_builder(&self, parts: ContextParts) -> ContextBuilder {
-        let mut builder = ContextBuilder::new().with_lessons(Arc::new(self.lesson_layers(parts.memory.clone())));
+        let mut builder = ContextBuilder::new()
+            .with_lessons(Arc::new(self.lesson_layers(parts.memory.clone())))
+            .with_max_inject_chars(self.settings.context.max_inject_chars);
         if let Some(memory) = &parts.memory {
             builder = builder.with_semantic(memory.clone());
             builder = builder.with_episodic(memory.clone() as Arc<dyn EpisodicMemory>);

@@ -42,7 +42,12 @@ fn fixture_home() -> tempfile::TempDir {
         "---\nname: deploy\ndescription: Ship a release\ntriggers: deploy, release\n---\nRun make deploy.\n",
     )
     .unwrap();
-    let config = json!({"hooks": {"context_rules": {"deploy": "Deploys happen on Tuesdays."}, "auto_replies": {"^ping$": "pong"}}});
+    // The absolute ceiling (context_ceiling.rs) is raised above every window's
+    // ceiling here, so these previews show the window scaling alone.
+    let config = json!({
+        "hooks": {"context_rules": {"deploy": "Deploys happen on Tuesdays."}, "auto_replies": {"^ping$": "pong"}},
+        "context": {"max_inject_chars": 1_000_000}
+    });
     std::fs::write(path.join("config.json"), config.to_string()).unwrap();
     home
 }

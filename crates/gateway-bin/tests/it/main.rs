@@ -5,6 +5,7 @@ use std::process::Command;
 mod agents;
 mod auto_skills;
 mod context;
+mod context_ceiling;
 mod dashboard;
 mod embed;
 mod guard;
