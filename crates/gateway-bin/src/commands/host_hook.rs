@@ -75,8 +75,10 @@ pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
                 Ok(answer) => return Ok(answer.emit()),
                 Err(error) => tracing::warn!(%error, "the gateway's hook answer did not parse; answering here"),
             },
-            Err(error @ CallError::Timeout(_)) => {
-                return Ok(HookAnswer::skip(format!("{error}; no answer this time")).emit());
+            Err(CallError::Timeout(_)) => {
+                let deadline = deadline.as_millis();
+                let why = format!("the gateway did not answer within the {deadline} ms deadline; no answer this time");
+                return Ok(HookAnswer::skip(why).emit());
             }
             Err(CallError::Absent) => {}
             Err(error) => tracing::warn!(%error, "the gateway did not answer the hook; answering here"),

@@ -23,9 +23,11 @@ const MAX_SMALL_FILE_BYTES: u64 = 256;
 const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
 /// Where an autostarted gateway writes its log.
 pub(crate) const AUTOSTART_LOG_FILE_NAME: &str = "serve.log";
-/// Marks the last autostart attempt, so a gateway that cannot start is
-/// not started again by every hook.
-const AUTOSTART_MARK_FILE_NAME: &str = "serve.autostart";
+/// Marks an autostart attempt until the gateway it started is listening
+/// (the gateway removes it then), so a gateway that cannot start is not
+/// started again by every hook, while one that ran and died is restarted
+/// by the next hook.
+pub(crate) const AUTOSTART_MARK_FILE_NAME: &str = "serve.autostart";
 /// How long after one autostart attempt another may be made.
 const AUTOSTART_BACKOFF: Duration = Duration::from_secs(10);
 

@@ -183,7 +183,8 @@ fn session_context(
     agent: Option<&AgentContext>,
     query: &str,
 ) -> anyhow::Result<String> {
-    let built = backend.context()?.build_session_context(&SessionRequest { query, agent, ..Default::default() });
+    let request = SessionRequest { query, agent, surface: Some(host.surface()), ..Default::default() };
+    let built = backend.context()?.build_session_context(&request);
     Ok(finish(backend, host, &built))
 }
 
@@ -199,7 +200,8 @@ fn message_context(
     agent: Option<&AgentContext>,
     prompt: &str,
 ) -> anyhow::Result<MessageAnswer> {
-    let built = backend.context()?.build_message(&MessageRequest { message: prompt, agent, ..Default::default() });
+    let request = MessageRequest { message: prompt, agent, surface: Some(host.surface()), ..Default::default() };
+    let built = backend.context()?.build_message(&request);
     if let Some(reply) = built.auto_reply {
         return Ok(MessageAnswer::AutoReply(reply.reply));
     }

@@ -50,6 +50,15 @@ impl HostName {
         }
     }
 
+    /// The surface the context builder writes for: an agent host with its
+    /// own edit tools, which renders no buttons.
+    pub(crate) fn surface(self) -> cairn_context::Surface {
+        match self {
+            HostName::ClaudeCode => cairn_context::Surface::ClaudeCode,
+            HostName::KiroCli => cairn_context::Surface::KiroCli,
+        }
+    }
+
     /// The host named by `key` (`claude-code`, `kiro-cli`).
     pub(crate) fn from_key(key: &str) -> Option<Self> {
         [HostName::ClaudeCode, HostName::KiroCli].into_iter().find(|host| host.key() == key)

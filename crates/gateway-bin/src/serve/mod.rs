@@ -281,6 +281,8 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
             tokio::net::TcpListener::bind(address).await.with_context(|| format!("listening on {address}"))?;
         let bound = listener.local_addr().context("reading the bound address")?;
         instance.record_address(bound)?;
+        // Listening: an autostart that led here succeeded.
+        let _ = std::fs::remove_file(home.join(crate::host::client::AUTOSTART_MARK_FILE_NAME));
         if let Some(path) = &port_file {
             crate::settings::atomic_write(path, format!("{bound}\n").as_bytes())?;
         }

@@ -377,6 +377,7 @@ fn kiro_cli_tool_hooks_record_tool_calls_in_the_transcript() {
         .arg(home.path())
         .args(["hook", "kiro-cli", "postToolUse"])
         .env("HOME", home.path())
+        .env("CAIRN_HOST_START_GATEWAY", "0")
         .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -1,5 +1,8 @@
 //! `cairn hook <host> <event>` fed hook input shaped as Claude Code and
-//! kiro-cli document it; output shape, caps and the transcript written.
+//! kiro-cli document it; output shape, caps and the transcript written,
+//! answered by the hook's own in-process fallback (no gateway runs and
+//! none is started; `host_gateway.rs` covers the gateway path), and
+//! `cairn host install|uninstall`.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -21,6 +24,8 @@ fn hook_with(home: &Path, args: &[&str], input: &str) -> Output {
         .arg("hook")
         .args(args)
         .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        // These tests drive the in-process fallback; host_gateway.rs drives the gateway.
+        .env("CAIRN_HOST_START_GATEWAY", "0")
         .env_remove("CAIRN_EMBED_MODEL_PATH")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -302,10 +307,13 @@ fn claude_code_project_install_merges_backs_up_and_uninstalls_exactly() {
     assert!(installed.status.success(), "{}", String::from_utf8_lossy(&installed.stderr));
     let settings = read_json(&settings_path);
     assert_eq!(settings["permissions"], original["permissions"]);
-    assert_eq!(settings["hooks"]["PreToolUse"], original["hooks"]["PreToolUse"]);
+    let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre[0], original["hooks"]["PreToolUse"][0], "the user's own PreToolUse hook stays first");
+    assert_eq!(pre.len(), 2, "{pre:?}");
+    assert_eq!(pre[1]["matcher"], "*", "Cairn decides every tool: {pre:?}");
     let stop = settings["hooks"]["Stop"].as_array().unwrap();
     assert_eq!(stop.len(), 2, "merged beside the user's own Stop hook");
-    for event in ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"] {
+    for event in ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"] {
         let text = settings["hooks"][event].to_string();
         assert!(text.contains(&format!("hook claude-code {event}")), "{event}: {text}");
     }
@@ -330,6 +338,7 @@ fn claude_code_project_install_merges_backs_up_and_uninstalls_exactly() {
     let mut child = std::process::Command::new("sh")
         .args(["-c", &command])
         .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        .env("CAIRN_HOST_START_GATEWAY", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -398,7 +407,7 @@ fn kiro_cli_agent_install_and_uninstall() {
         "the agent's MCP server is scoped to it"
     );
     assert_eq!(agent["hooks"]["agentSpawn"].as_array().unwrap().len(), 2);
-    for event in ["userPromptSubmit", "postToolUse"] {
+    for event in ["userPromptSubmit", "preToolUse", "postToolUse", "stop"] {
         let command = agent["hooks"][event][0]["command"].as_str().unwrap();
         assert!(command.ends_with(&format!("hook kiro-cli {event} --agent dev")), "{command}");
     }
@@ -430,4 +439,34 @@ fn kiro_cli_agent_install_and_uninstall() {
     std::fs::write(agents.join("dev.json"), foreign.to_string()).unwrap();
     assert!(!host(home.path(), user.path(), &["install", "kiro-cli", "--agent", "dev"]).status.success());
     assert_eq!(read_json(&agents.join("dev.json")), foreign, "a refused install changes nothing");
+}
+
+#[test]
+fn kiro_cli_install_merges_the_users_kiro_hooks_after_cairns_and_drops_bad_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let agents = user.path().join(".kiro/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join("dev.json"), json!({"name": "dev"}).to_string()).unwrap();
+    let script = user.path().join("audit.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let script = script.to_str().unwrap();
+    let kiro_hooks = json!({
+        "preToolUse": [{"command": script, "matcher": "execute_bash", "timeout_ms": 5000}],
+        "stop": [{"command": "relative/notify.sh"}]
+    });
+    std::fs::write(home.path().join("config.json"), json!({"agent": {"kiro_hooks": kiro_hooks}}).to_string()).unwrap();
+    let installed = host(home.path(), user.path(), &["install", "kiro-cli", "--agent", "dev"]);
+    assert!(installed.status.success(), "{}", String::from_utf8_lossy(&installed.stderr));
+    let warnings = String::from_utf8(installed.stderr).unwrap();
+    assert!(warnings.contains("relative/notify.sh"), "a dropped user hook is named: {warnings}");
+    let agent = read_json(&agents.join("dev.json"));
+    let pre = agent["hooks"]["preToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2, "{pre:?}");
+    assert!(pre[0]["command"].as_str().unwrap().ends_with("hook kiro-cli preToolUse --agent dev"), "Cairn's first");
+    assert_eq!(pre[1], json!({"command": script, "matcher": "execute_bash", "timeout_ms": 5000}));
+    let stop = agent["hooks"]["stop"].as_array().unwrap();
+    assert_eq!(stop.len(), 1, "the invalid user stop hook is not installed: {stop:?}");
+    assert!(host(home.path(), user.path(), &["uninstall", "kiro-cli", "--agent", "dev"]).status.success());
+    assert_eq!(read_json(&agents.join("dev.json")), json!({"name": "dev"}), "uninstall removes both");
 }

@@ -10,6 +10,7 @@ mod dashboard;
 mod embed;
 mod guard;
 mod hooks;
+mod host_gateway;
 mod host_hooks;
 mod import;
 mod issue_42;

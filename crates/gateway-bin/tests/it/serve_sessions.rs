@@ -13,10 +13,10 @@ use crate::serve::{start, start_with_config};
 
 /// How long the idle-session test waits: the shortest idle threshold the
 /// config accepts is 0.01 h (36 s), plus heartbeat ticks.
-const IDLE_PATIENCE: Duration = Duration::from_secs(300);
+pub(crate) const IDLE_PATIENCE: Duration = Duration::from_secs(300);
 
-const PREFERENCES_REPLY: &str = r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95}]}"#;
-const HISTORY_REPLY: &str = r#"Here you go:
+pub(crate) const PREFERENCES_REPLY: &str = r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95}]}"#;
+pub(crate) const HISTORY_REPLY: &str = r#"Here you go:
 ```json
 {"history": "Planned the billing service release for Tuesday.",
  "episodic": [{"text": "The billing service is released only on Tuesdays, after the team standup.", "importance": 0.8, "tags": ["deploy"]}],
@@ -25,15 +25,15 @@ const HISTORY_REPLY: &str = r#"Here you go:
 
 /// A loopback chat-completions server: answers the preferences prompt and
 /// the history prompt with scripted replies and reports which kind it saw.
-struct FakeLlm {
-    base_url: String,
-    seen: mpsc::Receiver<&'static str>,
+pub(crate) struct FakeLlm {
+    pub(crate) base_url: String,
+    pub(crate) seen: mpsc::Receiver<&'static str>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl FakeLlm {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
         let base_url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
         let (seen_tx, seen) = mpsc::channel();
