@@ -11,6 +11,12 @@ pub const MAX_VALUE_BYTES: usize = 4_096;
 pub const BUILTIN_PREFIXES: [&str; 4] = ["pref.", "project.", "user.", "lesson."];
 /// Prefix of the keys lessons are stored under.
 pub const LESSON_PREFIX: &str = "lesson.";
+/// The highest `version` a semantic row may hold (2^53: exact in a JSON
+/// double, and far beyond any count of real changes). A restore refuses a
+/// larger one and a change of a row already there is refused rather than
+/// overflowing the column (which SQLite would turn into a REAL and
+/// PostgreSQL refuse as out of range).
+pub const MAX_SEMANTIC_VERSION: i64 = 1 << 53;
 
 /// Confidence an automated (not user-explicit) write needs to be accepted.
 pub const CONFIDENCE_THRESHOLD: f64 = 0.8;

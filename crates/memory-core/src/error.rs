@@ -368,6 +368,17 @@ pub enum Rejected {
         /// The latest accepted time.
         latest: i64,
     },
+    /// A change of a row whose `version` is already at the highest a row
+    /// may hold: refused rather than overflowing the column.
+    #[error("{key} is at version {version}, the highest a row may hold is {max}; `cairn memory repair` resets it")]
+    VersionExhausted {
+        /// The key.
+        key: String,
+        /// Its stored version.
+        version: i64,
+        /// The highest version a row may hold.
+        max: i64,
+    },
 }
 
 impl Rejected {
@@ -391,6 +402,7 @@ impl Rejected {
             Rejected::InvalidSourceRef { .. } => "invalid_source_ref",
             Rejected::InvalidSessionKey { .. } => "invalid_session_key",
             Rejected::CreatedAtOutOfRange { .. } => "created_at_out_of_range",
+            Rejected::VersionExhausted { .. } => "version_exhausted",
         }
     }
 }

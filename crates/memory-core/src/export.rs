@@ -297,6 +297,9 @@ pub struct ImportReport {
     pub skipped: Vec<ImportRow>,
     /// Rows a writer refused.
     pub rejected: Vec<ImportRow>,
+    /// A restore only: its rows were already committed by an interrupted
+    /// run of the same document, and this run put its files in place.
+    pub resumed: bool,
 }
 
 impl ImportReport {
@@ -590,7 +593,7 @@ pub(crate) fn restore_day_file(history_dir: &Path, name: &str, content: &str) ->
         path: history_dir.to_owned(),
         source,
     })?;
-    temp.write_all(cairn_guard::redact_all(content).as_bytes()).map_err(|source| MemoryError::Io {
+    temp.write_all(crate::files::stored_markdown(content).as_bytes()).map_err(|source| MemoryError::Io {
         operation: "writing",
         path: path.clone(),
         source,

@@ -18,7 +18,8 @@ use rusqlite::{Connection, OpenFlags, params_from_iter};
 use serde::Serialize;
 
 use crate::constants::{
-    EPISODIC_INDEX_FILE_NAME, IMPORT_LEDGER_FILE_NAME, INDEX_FILE_NAME, LESSONS_JSONL_FILE_NAME, MEMORY_STATE_FILE_NAME,
+    EPISODIC_INDEX_FILE_NAME, IMPORT_LEDGER_FILE_NAME, INDEX_FILE_NAME, LESSONS_JSONL_FILE_NAME, MAX_SEMANTIC_VERSION,
+    MEMORY_STATE_FILE_NAME,
 };
 use crate::error::{MemoryError, Result};
 use crate::schema;
@@ -168,7 +169,11 @@ pub fn repair_database(path: &Path, force: bool) -> Result<RepairReport> {
     } else {
         let connection = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(MemoryError::sqlite("opening memory.db to check it"))?;
-        quick_check(&connection).unwrap_or_default()
+        let mut problems = quick_check(&connection).unwrap_or_default();
+        if problems.is_empty() {
+            problems = type_problems(&connection);
+        }
+        problems
     };
     let mut report =
         RepairReport { path: path.to_owned(), backup: None, problems, repaired: false, tables: Vec::new() };
@@ -195,6 +200,7 @@ pub fn repair_database(path: &Path, force: bool) -> Result<RepairReport> {
         let source = Connection::open_with_flags(&backup, OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(MemoryError::sqlite("opening the damaged copy"))?;
         report.tables = salvage(&source, &mut target)?;
+        fix_types(&target)?;
     }
     let check: String = target
         .query_row("PRAGMA integrity_check", [], |row| row.get(0))
@@ -302,6 +308,88 @@ fn salvage(source: &Connection, target: &mut Connection) -> Result<Vec<TableSalv
     }
     transaction.commit().map_err(MemoryError::sqlite("committing the repaired memory.db"))?;
     Ok(report)
+}
+
+/// The `INTEGER` columns of every table of Cairn's schema in `connection`.
+fn integer_columns(connection: &Connection) -> Vec<(String, String)> {
+    let tables: Vec<String> = connection
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+             AND name NOT LIKE 'episodic_fts%' ORDER BY name",
+        )
+        .and_then(|mut statement| statement.query_map([], |row| row.get(0))?.collect())
+        .unwrap_or_default();
+    let mut found = Vec::new();
+    for table in tables {
+        let Ok(mut statement) = connection.prepare(&format!("PRAGMA table_info(\"{table}\")")) else { continue };
+        let columns: Vec<(String, String)> = statement
+            .query_map([], |row| Ok((row.get::<_, String>(1)?, row.get::<_, String>(2)?)))
+            .and_then(|rows| rows.collect())
+            .unwrap_or_default();
+        for (column, declared) in columns {
+            if declared.eq_ignore_ascii_case("INTEGER") {
+                found.push((table.clone(), column));
+            }
+        }
+    }
+    found
+}
+
+/// What a sound file can still hold wrong: an `INTEGER` column holding
+/// another type (SQLite stores whatever it is given; an integer overflow
+/// turns into a REAL the rows can no longer be read back with), and a
+/// semantic `version` no change could follow.
+fn type_problems(connection: &Connection) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (table, column) in integer_columns(connection) {
+        let sql = format!(
+            "SELECT typeof(\"{column}\"), count(*) FROM \"{table}\"
+             WHERE typeof(\"{column}\") NOT IN ('integer', 'null') GROUP BY 1 ORDER BY 1"
+        );
+        let Ok(mut statement) = connection.prepare(&sql) else { continue };
+        let found: Vec<(String, i64)> = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .unwrap_or_default();
+        for (kind, count) in found {
+            problems.push(format!("{table}.{column} holds {count} value(s) of type {kind}, not integer"));
+        }
+    }
+    let out_of_range: i64 = connection
+        .query_row(
+            "SELECT count(*) FROM semantic_memory WHERE typeof(version) = 'integer' AND (version < 1 OR version > ?1)",
+            [MAX_SEMANTIC_VERSION],
+            |row| row.get(0),
+        )
+        .unwrap_or(0);
+    if out_of_range > 0 {
+        problems
+            .push(format!("semantic_memory.version is outside 1 to {MAX_SEMANTIC_VERSION} in {out_of_range} row(s)"));
+    }
+    problems
+}
+
+/// Puts right what [`type_problems`] finds in the salvaged copy: a REAL in
+/// an `INTEGER` column becomes the integer it rounds to (saturating), and
+/// a semantic `version` out of range starts again at 1 (it only tells one
+/// change of a row from the next).
+fn fix_types(target: &Connection) -> Result<()> {
+    let operation = "fixing column types in the repaired memory.db";
+    for (table, column) in integer_columns(target) {
+        target
+            .execute(
+                &format!(
+                    "UPDATE \"{table}\" SET \"{column}\" = CAST(\"{column}\" AS INTEGER)
+                     WHERE typeof(\"{column}\") = 'real'"
+                ),
+                [],
+            )
+            .map_err(MemoryError::sqlite(operation))?;
+    }
+    target
+        .execute("UPDATE semantic_memory SET version = 1 WHERE version < 1 OR version > ?1", [MAX_SEMANTIC_VERSION])
+        .map_err(MemoryError::sqlite(operation))?;
+    Ok(())
 }
 
 fn columns(connection: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {

@@ -20,6 +20,7 @@ use crate::semantic::{PreparedWrite, apply_delete, apply_write, ladder};
 use crate::store::EventRecord;
 use crate::store::{SemanticRow, StoreTx};
 use crate::types::{DeleteOutcome, MemoryAuditAction, SkipReason, Source, WriteOutcome};
+use crate::validate;
 
 /// What a lesson is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -149,9 +150,13 @@ pub(crate) fn normalize(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
-/// `lesson.<first 16 hex of sha256(normalised text)>`.
+/// `lesson.<first 16 hex of sha256(normalised text)>`, over the text as it
+/// is stored (see [`stored_part`]): a rule and the same rule with its
+/// credential redacted have one key.
 pub fn lesson_key(rule: &str, not: Option<&str>) -> String {
-    let digest = Sha256::digest(normalize(&lesson_text(rule, not)).as_bytes());
+    let rule = stored_part(rule);
+    let not = not.map(stored_part).filter(|not| !not.is_empty());
+    let digest = Sha256::digest(normalize(&lesson_text(&rule, not.as_deref())).as_bytes());
     format!("{LESSON_PREFIX}{}", &hex::encode(digest)[..LESSON_HASH_HEX_CHARS])
 }
 
@@ -168,6 +173,19 @@ pub fn lesson_confidence(source: &Source) -> f64 {
 /// Cleans a rule or negative: trimmed, one line.
 pub(crate) fn clean(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A rule or negative as it is stored, whatever path wrote it: one line,
+/// credentials and exfiltration URLs redacted and control characters
+/// removed, like every string of a semantic value
+/// ([`validate::scrub_text`]). The injection screen sees the text before
+/// this.
+pub(crate) fn stored_part(text: &str) -> String {
+    let line = clean(text);
+    match validate::scrub_text(&line) {
+        Some(scrubbed) => clean(&scrubbed),
+        None => line,
+    }
 }
 
 /// An existing lesson as dedup sees it.

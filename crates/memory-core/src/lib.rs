@@ -105,7 +105,7 @@ pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,
 };
 pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_at_start, migrate_from_markdown};
-pub use restore::restore_memory;
+pub use restore::{RESTORE_STAGING_DIR, RestoreStep, restore_memory, restore_memory_interrupted};
 pub use schema::SCHEMA_VERSION;
 pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{

@@ -11,8 +11,10 @@
 //!
 //! - the document is untrusted: each row passes the same rules as a write
 //!   (key and value rules, the confidence gate, the injection screen, the
-//!   episodic text rules and credential redaction), its times must be
-//!   ordered and in range, and a key may appear once; any refused row
+//!   episodic text rules and credential redaction, and control characters
+//!   removed, facts and lessons alike), its times must be ordered and in
+//!   range, its version from 1 to [`MAX_SEMANTIC_VERSION`], and a key may
+//!   appear once; any refused row
 //!   refuses the whole restore and the report lists every refusal;
 //! - the home must hold no Markdown memory, and the store no semantic or
 //!   episodic row, live or deleted (checked inside the write transaction,
@@ -29,13 +31,16 @@ use std::path::Path;
 
 use crate::audit::insert_event;
 use crate::clock::now_ms;
-use crate::constants::LESSON_PREFIX;
+use crate::constants::{LESSON_PREFIX, MAX_SEMANTIC_VERSION};
 use crate::episodic::NewEpisode;
 use crate::episodic::write::{Checked, check};
 use crate::error::{MemoryError, Rejected, Result};
-use crate::export::{ExportDocument, ImportReport, ImportRow, check_document, restore_day_file};
-use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE, parse_day_file_name};
-use crate::lessons::{clean, lesson_confidence, lesson_text};
+use crate::export::{ExportDocument, ImportReport, ImportRow, check_document};
+use crate::files::{
+    HISTORY_DIR, MEMORY_DIR, MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE, parse_day_file_name, stored_markdown,
+    top_level_body,
+};
+use crate::lessons::{clean, lesson_confidence, lesson_text, stored_part};
 use crate::store::{Counter, EventRecord, NewEpisodicRow, SemanticRow, StoreTx};
 use crate::types::{MemoryAuditAction, Source};
 use crate::validate;
@@ -85,7 +90,9 @@ impl Plan {
         false
     }
 
-    /// Checks a row's history: created, then changed, both in range; a version of at least 1.
+    /// Checks a row's history: created, then changed, both in range; a
+    /// version from 1 to [`MAX_SEMANTIC_VERSION`] (a larger one could not be
+    /// written again: the next change would overflow the column).
     fn check_history(&mut self, kind: &'static str, key: &str, created_at: i64, updated_at: i64, version: i64) -> bool {
         let now = now_ms();
         for at in [created_at, updated_at] {
@@ -103,8 +110,13 @@ impl Plan {
             );
             return false;
         }
-        if version < 1 {
-            self.refuse(kind, key, "invalid_version", format!("version {version} is below 1"));
+        if !(1..=MAX_SEMANTIC_VERSION).contains(&version) {
+            self.refuse(
+                kind,
+                key,
+                "invalid_version",
+                format!("version {version} is outside 1 to {MAX_SEMANTIC_VERSION}"),
+            );
             return false;
         }
         true
@@ -136,7 +148,7 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
         }
         let Some(source) = plan.source(kind, &row.key, &row.source) else { continue };
         let value_text = match db.check_write(&row.key, &row.value, row.confidence, &source) {
-            Ok(text) => text,
+            Ok(stored) => stored.text,
             Err(rejected) => {
                 plan.reject(kind, &row.key, rejected);
                 continue;
@@ -163,8 +175,12 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
 
     for row in &document.lessons {
         let kind = "lesson";
-        let rule = clean(&row.rule);
-        let not = row.not.as_deref().map(clean).filter(|not| !not.is_empty());
+        // The screen sees the lesson as sent; what is stored is scrubbed,
+        // as every writer stores it.
+        let sent_rule = clean(&row.rule);
+        let sent_not = row.not.as_deref().map(clean).filter(|not| !not.is_empty());
+        let rule = stored_part(&sent_rule);
+        let not = sent_not.as_deref().map(stored_part).filter(|not| !not.is_empty());
         let key = row.key.clone().unwrap_or_else(|| crate::lesson_key(&rule, not.as_deref()));
         if !key.starts_with(LESSON_PREFIX) {
             let allowed = LESSON_PREFIX.to_owned();
@@ -184,14 +200,13 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
         };
         let Some(source) = plan.source(kind, &key, &row.source) else { continue };
         let confidence = row.confidence.unwrap_or_else(|| lesson_confidence(&source));
-        let value = serde_json::Value::String(lesson_text(&rule, not.as_deref()));
-        let value_text = match db.check_write(&key, &value, confidence, &source) {
-            Ok(text) => text,
-            Err(rejected) => {
-                plan.reject(kind, &key, rejected);
-                continue;
-            }
-        };
+        let sent = serde_json::Value::String(lesson_text(&sent_rule, sent_not.as_deref()));
+        if let Err(rejected) = db.check_write(&key, &sent, confidence, &source) {
+            plan.reject(kind, &key, rejected);
+            continue;
+        }
+        let value_text =
+            serde_json::to_string(&lesson_text(&rule, not.as_deref())).expect("a string always serialises");
         let updated_at = row.updated_at.unwrap_or(fallback_at);
         let created_at = row.created_at.unwrap_or(updated_at);
         let version = row.version.unwrap_or(1);
@@ -344,22 +359,77 @@ fn require_empty(tx: &mut dyn StoreTx) -> Result<()> {
     Ok(())
 }
 
+/// Where a restore stages its Markdown files before its database commit:
+/// `<home>/.restore-staging/<document id>/`, beside `memory/` so the moves
+/// into place are renames on one file system.
+pub const RESTORE_STAGING_DIR: &str = ".restore-staging";
+/// Written last into a staging directory: its files are complete.
+const STAGED_MARKER: &str = "STAGED";
+/// The setting that names a committed restore whose files are not all in
+/// place yet (empty once they are).
+const PENDING_SETTING: &str = "restore.pending_files";
+
+/// A point of [`restore_memory_interrupted`] where a test stops a restore,
+/// as a crash (`kill -9`) there would.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreStep {
+    /// The Markdown files are staged; nothing is committed.
+    FilesStaged,
+    /// The rows are committed; the staged files are not moved into place.
+    Committed,
+}
+
 /// Restores `document` exactly into the empty store of `db` and the empty
 /// memory files of `home` (see the module documentation). With `dry_run`
 /// nothing is written and the report says what would be. When any row is
 /// refused, nothing is written and `rejected` lists every refusal.
 ///
+/// The Markdown files are all or nothing with the rows: they are written
+/// to a staging directory first, the rows commit together with a note
+/// that this restore's files are pending, and only then do the files move
+/// into place and the note go. A restore stopped before its commit leaves
+/// nothing (the staged files are removed by the next restore); one stopped
+/// after it is finished by the next restore: rerunning it with the same
+/// document completes it (`resumed` in the report), and any restore first
+/// moves staged files that are complete into place.
+///
 /// # Errors
 ///
 /// [`MemoryError::InvalidImport`] for a document this build cannot read,
 /// [`MemoryError::RestoreTargetNotEmpty`] when the store or the home
-/// already holds memory, a storage or I/O error otherwise.
+/// already holds memory (or the unfinished restore of another document
+/// whose staged files are gone), a storage or I/O error otherwise.
 pub fn restore_memory(
     db: &MemoryDb,
     files: &MemoryFiles,
     home: &Path,
     document: &ExportDocument,
     dry_run: bool,
+) -> Result<ImportReport> {
+    restore(db, files, home, document, dry_run, None)
+}
+
+/// [`restore_memory`] stopped at `step` as a crash there would stop it (no
+/// clean-up): the crash-consistency tests' failpoint.
+#[doc(hidden)]
+pub fn restore_memory_interrupted(
+    db: &MemoryDb,
+    files: &MemoryFiles,
+    home: &Path,
+    document: &ExportDocument,
+    step: RestoreStep,
+) -> Result<ImportReport> {
+    restore(db, files, home, document, false, Some(step))
+}
+
+fn restore(
+    db: &MemoryDb,
+    files: &MemoryFiles,
+    home: &Path,
+    document: &ExportDocument,
+    dry_run: bool,
+    stop_at: Option<RestoreStep>,
 ) -> Result<ImportReport> {
     let _span = tracing::info_span!("restore_memory", dry_run).entered();
     check_document(document)?;
@@ -371,9 +441,8 @@ pub fn restore_memory(
         report.rejected = plan.refused;
         return Ok(report);
     }
-    if let Some(held) = files_in_use(files)? {
-        return Err(MemoryError::RestoreTargetNotEmpty(held));
-    }
+    let id = document_id(document);
+    let staging_root = home.join(RESTORE_STAGING_DIR);
     let day_files = plan.history.len()
         + usize::from(!plan.preferences.trim().is_empty())
         + usize::from(!plan.projects.trim().is_empty());
@@ -382,6 +451,38 @@ pub fn restore_memory(
     report.deleted_written = plan.deleted;
     report.episodic_written = plan.episodes.len();
     report.files_written = day_files;
+
+    // A restore committed before a crash, whose files are not all in place.
+    let pending = db.rows().read("reading a pending restore", |tx| tx.setting(PENDING_SETTING))?;
+    if let Some(pending) = pending.filter(|pending| !pending.is_empty()) {
+        let staged = staging_root.join(&pending);
+        if pending == id {
+            if !dry_run {
+                if !staged.join(STAGED_MARKER).is_file() {
+                    stage(&plan, &staged)?;
+                }
+                finish(db, files, home, &staged, &mut report)?;
+                tracing::info!(document = %id, "finished an interrupted restore");
+            }
+            report.resumed = true;
+            return Ok(report);
+        }
+        if !staged.join(STAGED_MARKER).is_file() {
+            return Err(MemoryError::RestoreTargetNotEmpty(format!(
+                "the rows of an interrupted restore of another document ({pending}) whose Markdown files are not \
+                 in place; rerun that restore to finish it"
+            )));
+        }
+        if !dry_run {
+            // Its files are complete: put them in place; the store is then
+            // simply not empty.
+            finish(db, files, home, &staged, &mut ImportReport::default())?;
+        }
+    }
+
+    if let Some(held) = files_in_use(files)? {
+        return Err(MemoryError::RestoreTargetNotEmpty(held));
+    }
     let counts = serde_json::json!({
         "semantic": report.semantic_written,
         "lessons": report.lessons_written,
@@ -395,8 +496,16 @@ pub fn restore_memory(
         db.rows().read("checking a restore", require_empty)?;
         return Ok(report);
     }
-    let _episodic = db.lock_episodic();
-    db.rows().write("restoring memory", |tx| {
+    // No restore is pending: whatever is staged belongs to none that
+    // committed.
+    remove_dir(&staging_root)?;
+    let staged = staging_root.join(&id);
+    stage(&plan, &staged)?;
+    if stop_at == Some(RestoreStep::FilesStaged) {
+        return Ok(report);
+    }
+    let episodic_lock = db.lock_episodic();
+    let written = db.rows().write("restoring memory", |tx| {
         require_empty(tx)?;
         for row in &plan.semantic {
             tx.insert_semantic_row(row)?;
@@ -428,30 +537,129 @@ pub fn restore_memory(
                 detail: Some(&format!("export version {}, exported at {} ms", document.version, document.exported_at)),
             },
         )?;
+        tx.set_setting(PENDING_SETTING, &id)?;
         tx.bump_revision(Counter::Semantic)?;
         tx.bump_revision(Counter::Episodic)?;
         Ok(())
-    })?;
-
-    if !plan.preferences.trim().is_empty() {
-        files.write_preferences(&cairn_guard::redact_all(&plan.preferences))?;
+    });
+    if let Err(error) = written {
+        let _ = remove_dir(&staged);
+        return Err(error);
     }
-    if !plan.projects.trim().is_empty() {
-        files.write_projects(&cairn_guard::redact_all(&plan.projects))?;
+    if stop_at == Some(RestoreStep::Committed) {
+        return Ok(report);
     }
-    let history_dir = home.join(MEMORY_DIR).join(HISTORY_DIR);
-    for (name, content) in &plan.history {
-        if !restore_day_file(&history_dir, name, content)? {
-            tracing::warn!(file = %name, "history day appeared during the restore; the home's copy was kept");
-            report.files_written -= 1;
-        }
-    }
-    if day_files > 0 {
-        files.invalidate_history_cache();
-        if let Err(error) = files.refresh_index() {
-            tracing::warn!(%error, "keyword index not refreshed after restore; the next rebuild catches up");
-        }
-    }
+    drop(episodic_lock);
+    finish(db, files, home, &staged, &mut report)?;
     tracing::info!(counts = %counts, "memory restored");
     Ok(report)
+}
+
+/// A document's identity: the first 16 hex digits of the SHA-256 of its
+/// JSON form.
+fn document_id(document: &ExportDocument) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = serde_json::to_vec(document).expect("an export document always serialises");
+    hex::encode(Sha256::digest(&bytes))[..16].to_owned()
+}
+
+fn io_error(operation: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> MemoryError {
+    let path = path.to_owned();
+    move |source| MemoryError::Io { operation, path, source }
+}
+
+fn remove_dir(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(io_error("removing", dir)(error)),
+        _ => Ok(()),
+    }
+}
+
+/// Writes one file durably.
+fn write_synced(path: &Path, text: &str) -> Result<()> {
+    let mut file = std::fs::File::create(path).map_err(io_error("creating", path))?;
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io_error("writing", path))?;
+    file.sync_all().map_err(io_error("syncing", path))
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(handle) = std::fs::File::open(dir) {
+        let _ = handle.sync_all();
+    }
+}
+
+/// Writes the plan's Markdown files under `staged` as they will be stored
+/// (the top-level files and `history/<day>.md`), then the marker.
+fn stage(plan: &Plan, staged: &Path) -> Result<()> {
+    remove_dir(staged)?;
+    let history = staged.join(HISTORY_DIR);
+    std::fs::create_dir_all(&history).map_err(io_error("creating", &history))?;
+    for (name, text) in [(PREFERENCES_FILE, &plan.preferences), (PROJECTS_FILE, &plan.projects)] {
+        if !text.trim().is_empty() {
+            write_synced(&staged.join(name), &top_level_body(text)?)?;
+        }
+    }
+    for (name, content) in &plan.history {
+        write_synced(&history.join(name), &stored_markdown(content))?;
+    }
+    sync_dir(&history);
+    write_synced(&staged.join(STAGED_MARKER), "")?;
+    sync_dir(staged);
+    Ok(())
+}
+
+/// Moves `from` to `to` unless `to` exists (the home's copy wins); whether
+/// it moved. A `from` already gone was moved by an earlier run.
+fn move_into_place(from: &Path, to: &Path) -> Result<bool> {
+    if !from.exists() {
+        return Ok(false);
+    }
+    match std::fs::hard_link(from, to) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            tracing::warn!(file = %to.display(), "a memory file appeared during the restore; the home's copy was kept");
+            std::fs::remove_file(from).map_err(io_error("removing", from))?;
+            return Ok(false);
+        }
+        Err(error) => return Err(io_error("moving a restored file to", to)(error)),
+    }
+    std::fs::remove_file(from).map_err(io_error("removing", from))?;
+    Ok(true)
+}
+
+/// Moves the staged files of a committed restore into place, removes the
+/// staging directory and clears the pending note; then refreshes the
+/// keyword index. Each step can run again after a crash.
+fn finish(db: &MemoryDb, files: &MemoryFiles, home: &Path, staged: &Path, report: &mut ImportReport) -> Result<()> {
+    let memory_dir = home.join(MEMORY_DIR);
+    let history_dir = memory_dir.join(HISTORY_DIR);
+    std::fs::create_dir_all(&history_dir).map_err(io_error("creating", &history_dir))?;
+    let mut kept = 0;
+    for name in [PREFERENCES_FILE, PROJECTS_FILE] {
+        let from = staged.join(name);
+        if from.exists() && !move_into_place(&from, &memory_dir.join(name))? {
+            kept += 1;
+        }
+    }
+    let staged_history = staged.join(HISTORY_DIR);
+    if let Ok(entries) = std::fs::read_dir(&staged_history) {
+        for entry in entries {
+            let entry = entry.map_err(io_error("listing", &staged_history))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str().filter(|name| parse_day_file_name(name).is_some()) else { continue };
+            if !move_into_place(&entry.path(), &history_dir.join(name))? {
+                kept += 1;
+            }
+        }
+    }
+    sync_dir(&history_dir);
+    sync_dir(&memory_dir);
+    report.files_written = report.files_written.saturating_sub(kept);
+    remove_dir(staged)?;
+    db.rows().write("finishing a restore", |tx| tx.set_setting(PENDING_SETTING, ""))?;
+    files.invalidate_history_cache();
+    if let Err(error) = files.refresh_index() {
+        tracing::warn!(%error, "keyword index not refreshed after restore; the next rebuild catches up");
+    }
+    Ok(())
 }

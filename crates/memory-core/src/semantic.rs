@@ -2,8 +2,8 @@
 
 use crate::audit::insert_event;
 use crate::clock::now_ms;
-use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX};
-use crate::error::{MemoryError, Result};
+use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX, MAX_SEMANTIC_VERSION};
+use crate::error::{MemoryError, Rejected, Result};
 use crate::store::EventRecord;
 use crate::store::{Counter, SemanticRow, SemanticUpsert, StoreTx};
 use crate::types::{DeleteOutcome, MemoryAuditAction, SemanticEntry, SkipReason, Source, WriteOutcome};
@@ -17,6 +17,22 @@ pub(crate) struct Existing {
     pub(crate) source: String,
     pub(crate) is_deleted: bool,
     pub(crate) has_vector_in: Option<String>,
+    pub(crate) version: i64,
+}
+
+impl Existing {
+    /// Refuses a change that would take the row past
+    /// [`MAX_SEMANTIC_VERSION`] (the backends add one to the stored version).
+    pub(crate) fn check_next_version(&self, key: &str) -> Result<()> {
+        if self.version.checked_add(1).is_none_or(|next| next > MAX_SEMANTIC_VERSION) {
+            return Err(MemoryError::Rejected(Rejected::VersionExhausted {
+                key: key.to_owned(),
+                version: self.version,
+                max: MAX_SEMANTIC_VERSION,
+            }));
+        }
+        Ok(())
+    }
 }
 
 /// What the conflict ladder decides for a write against the stored state.
@@ -99,6 +115,7 @@ pub(crate) fn load_existing(tx: &mut dyn StoreTx, key: &str) -> Result<Option<Ex
         source: row.source,
         is_deleted: row.is_deleted,
         has_vector_in: row.embedding_space,
+        version: row.version,
     }))
 }
 
@@ -140,6 +157,9 @@ pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Re
             Ok(WriteOutcome::Unchanged { key })
         }
         Decision::Write => {
+            if let Some(existing) = &existing {
+                existing.check_next_version(write.key)?;
+            }
             tx.upsert_semantic(&SemanticUpsert {
                 key: write.key,
                 value: write.value_text,
@@ -188,6 +208,7 @@ pub(crate) fn apply_delete(
     let Some(existing) = load_existing(tx, key)?.filter(|existing| !existing.is_deleted) else {
         return Ok(DeleteOutcome::NotFound);
     };
+    existing.check_next_version(key)?;
     tx.tombstone_semantic(key, now_ms())?;
     let old = cairn_guard::redact_all(&existing.value);
     insert_event(

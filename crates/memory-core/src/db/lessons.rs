@@ -6,14 +6,16 @@ use crate::db::MemoryDb;
 use crate::error::{Rejected, Result};
 use crate::lessons::{
     Lesson, LessonCategory, LessonOutcome, LessonWrite, apply_lesson, clean, lesson_confidence, lesson_key,
-    lesson_text, newest_lessons, render_lessons, require_lesson_key,
+    lesson_text, newest_lessons, render_lessons, require_lesson_key, stored_part,
 };
 use crate::types::{DeleteOutcome, Source};
 
 impl MemoryDb {
     /// Stores a lesson as a `lesson.<hash>` semantic entry with value
     /// `rule` or `rule — NOT: negative`, at confidence 1.0 (0.9 for
-    /// [`Source::Migration`]).
+    /// [`Source::Migration`]). The rules and the injection screen see the
+    /// text as sent; what is stored has credentials redacted and control
+    /// characters removed, whichever surface or import wrote it.
     ///
     /// Before writing, in one transaction: a stored lesson containing the
     /// new text makes this a duplicate (skipped); stored lessons the new
@@ -33,23 +35,26 @@ impl MemoryDb {
         source: Source,
     ) -> Result<LessonOutcome> {
         let _span = tracing::debug_span!("write_lesson", category = category.as_str()).entered();
-        let rule = clean(rule);
-        let not = not.map(clean).filter(|not| !not.is_empty());
+        // The rules and the screen see the lesson as sent; what is stored
+        // (and keyed, deduplicated, embedded and shown) has credentials
+        // redacted and control characters removed, on every path.
+        let sent_rule = clean(rule);
+        let sent_not = not.map(clean).filter(|not| !not.is_empty());
+        let sent = serde_json::Value::String(lesson_text(&sent_rule, sent_not.as_deref()));
+        let rule = stored_part(&sent_rule);
+        let not = sent_not.as_deref().map(stored_part).filter(|not| !not.is_empty());
         let text = lesson_text(&rule, not.as_deref());
         let key = lesson_key(&rule, not.as_deref());
         let confidence = lesson_confidence(&source);
-        let value = serde_json::Value::String(text.clone());
         let checked = if rule.is_empty() {
             Err(Rejected::EmptyLesson)
         } else {
-            self.check_write(&key, &value, confidence, &source)
+            self.check_write(&key, &sent, confidence, &source)
         };
-        let value_text = match checked {
-            Ok(value_text) => value_text,
-            Err(rejected) => {
-                return Err(self.refuse("lesson", &key, &text, source.as_str(), Some(confidence), rejected));
-            }
-        };
+        if let Err(rejected) = checked {
+            return Err(self.refuse("lesson", &key, &text, source.as_str(), Some(confidence), rejected));
+        }
+        let value_text = serde_json::to_string(&text).expect("a string always serialises");
         // Embed before taking the write lock.
         let vector = self.try_embed(&text);
         let space = self.space();

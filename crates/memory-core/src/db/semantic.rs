@@ -8,6 +8,21 @@ use crate::store::Counter;
 use crate::types::{DeleteOutcome, SemanticEntry, Source, WriteOutcome};
 use crate::validate;
 
+/// A value that passed [`MemoryDb::check_write`], in the form it is stored.
+pub(crate) struct StoredValue {
+    /// The scrubbed value.
+    pub(crate) value: serde_json::Value,
+    /// Its compact JSON text.
+    pub(crate) text: String,
+}
+
+/// The guard's marker, when `key` names a credential and `value` is not a
+/// bare flag: the value that is stored, audited, embedded and shown instead.
+fn secret_key_marker(key: &str, value: &serde_json::Value) -> Option<serde_json::Value> {
+    (cairn_guard::is_secret_key(key) && !matches!(value, serde_json::Value::Bool(_) | serde_json::Value::Null))
+        .then(|| serde_json::Value::String(cairn_guard::SECRET_KEY_MARKER.to_owned()))
+}
+
 impl MemoryDb {
     /// Writes `value` under `key`.
     ///
@@ -29,21 +44,11 @@ impl MemoryDb {
         source: Source,
     ) -> Result<WriteOutcome> {
         let _span = tracing::debug_span!("write_semantic", key = %validate::cut(key, 100)).entered();
-        // A value under a secret-named key (`pref.db_password`) is a
-        // credential whatever its shape: only the guard's marker is stored,
-        // audited, embedded and shown.
-        let marker = serde_json::Value::String(cairn_guard::SECRET_KEY_MARKER.to_owned());
-        let value = if cairn_guard::is_secret_key(key)
-            && !matches!(value, serde_json::Value::Bool(_) | serde_json::Value::Null)
-        {
-            &marker
-        } else {
-            value
-        };
-        let value_text = match self.check_write(key, value, confidence, &source) {
-            Ok(text) => text,
+        let stored = match self.check_write(key, value, confidence, &source) {
+            Ok(stored) => stored,
             Err(rejected) => {
-                let attempted = serde_json::to_string(value).unwrap_or_default();
+                let attempted =
+                    serde_json::to_string(secret_key_marker(key, value).as_ref().unwrap_or(value)).unwrap_or_default();
                 return Err(self.refuse(
                     memory_type(key),
                     key,
@@ -54,14 +59,7 @@ impl MemoryDb {
                 ));
             }
         };
-        // Stored as a user will see it later: credentials redacted and
-        // control characters removed from every string (after the screen,
-        // which sees the value as sent).
-        let scrubbed = validate::scrub_value(value);
-        let (value, value_text) = match &scrubbed {
-            Some(clean) => (clean, serde_json::to_string(clean).expect("a serde_json::Value always serialises")),
-            None => (value, value_text),
-        };
+        let (value, value_text) = (&stored.value, stored.text);
         // Embed before taking the write lock; skip building the text when there is no embedder.
         let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, value)) } else { None };
         let previous = self.get_semantic(key)?.map(|entry| validate::display_value(&entry.value));
@@ -101,19 +99,36 @@ impl MemoryDb {
         }
     }
 
+    /// The write rules every semantic row passes, whichever path writes it
+    /// (a write, a lesson, a merge or foreign import, a restore): source,
+    /// key, value size, confidence and the injection screen over the value
+    /// as sent. Returns the value as it is stored: credentials redacted and
+    /// control characters other than line breaks and tabs removed from
+    /// every string (after the screen, which sees the value as sent), and
+    /// its size checked again. A value under a secret-named key
+    /// (`pref.db_password`) is a credential whatever its shape: only the
+    /// guard's marker is checked and stored.
     pub(crate) fn check_write(
         &self,
         key: &str,
         value: &serde_json::Value,
         confidence: f64,
         source: &Source,
-    ) -> Result<String, Rejected> {
+    ) -> Result<StoredValue, Rejected> {
         source.validate()?;
         validate::key(key, &self.prefixes)?;
+        let marker = secret_key_marker(key, value);
+        let value = marker.as_ref().unwrap_or(value);
         let text = validate::value(value)?;
         validate::confidence(confidence, source)?;
         validate::injection(value)?;
-        Ok(text)
+        Ok(match validate::scrub_value(value) {
+            Some(scrubbed) => {
+                let text = validate::value(&scrubbed)?;
+                StoredValue { value: scrubbed, text }
+            }
+            None => StoredValue { value: value.clone(), text },
+        })
     }
 
     /// Tombstones `key` and records a `deleted` event; the row stays (so

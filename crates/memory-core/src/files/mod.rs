@@ -299,7 +299,7 @@ impl MemoryFiles {
 
     fn replace_top_level(&self, name: &str, text: &str) -> Result<()> {
         let _span = tracing::debug_span!("memory_files_replace", file = name).entered();
-        let text = screen_for_storage(text, true)?;
+        let body = top_level_body(text)?;
         let path = self.memory_dir.join(name);
         let io = |operation: &'static str| {
             let path = path.clone();
@@ -310,8 +310,6 @@ impl MemoryFiles {
             .suffix(".tmp")
             .tempfile_in(&self.memory_dir)
             .map_err(io("creating a temporary file for"))?;
-        let mut body = text.trim_end().to_owned();
-        body.push('\n');
         temp.write_all(body.as_bytes()).map_err(io("writing a temporary file for"))?;
         temp.as_file().sync_all().map_err(io("syncing a temporary file for"))?;
         temp.persist(&path).map_err(|error| MemoryError::Io {
@@ -541,7 +539,10 @@ fn file_stamp(file: &std::fs::File) -> std::io::Result<(i64, i64)> {
 }
 
 /// Checks text Cairn is about to store in a Markdown file: refuses injected
-/// instructions, redacts credentials and exfiltration links.
+/// instructions, redacts credentials and exfiltration links, and removes
+/// control characters other than line breaks and tabs (an ESC or BEL kept
+/// in a file would reach a terminal through `cairn memory files show`).
+/// Every writer of `MemoryFiles` goes through here.
 fn screen_for_storage(text: &str, allow_empty: bool) -> Result<String> {
     let trimmed = text.trim();
     if trimmed.is_empty() && !allow_empty {
@@ -550,7 +551,25 @@ fn screen_for_storage(text: &str, allow_empty: bool) -> Result<String> {
     if let Some(finding) = cairn_guard::screen(trimmed) {
         return Err(Rejected::Injection { rule: finding.rule }.into());
     }
-    Ok(cairn_guard::redact_all(trimmed).into_owned())
+    Ok(stored_markdown(trimmed).trim().to_owned())
+}
+
+/// What `preferences.md` or `projects.md` holds after a replacement with
+/// `text`: screened, scrubbed, one final line break.
+pub(crate) fn top_level_body(text: &str) -> Result<String> {
+    let mut body = screen_for_storage(text, true)?.trim_end().to_owned();
+    body.push('\n');
+    Ok(body)
+}
+
+/// Markdown memory text as it is stored (also by a restore): credentials
+/// and exfiltration links redacted, control characters other than line
+/// breaks and tabs removed.
+pub(crate) fn stored_markdown(text: &str) -> std::borrow::Cow<'_, str> {
+    match crate::validate::scrub_text(text) {
+        Some(scrubbed) => std::borrow::Cow::Owned(scrubbed),
+        None => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 /// Screens and caps one context section.

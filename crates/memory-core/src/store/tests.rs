@@ -436,6 +436,7 @@ fn concurrent_writers_lose_nothing(fixture: &Fixture) {
                         source: source.as_str().to_owned(),
                         is_deleted: false,
                         has_vector_in: None,
+                        version: 1,
                     },
                 );
             }
