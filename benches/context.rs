@@ -218,6 +218,7 @@ fn bench(c: &mut Criterion) {
         runtime: Some(&fixture.runtime),
         preview: false,
         agent: None,
+        surface: None,
     };
     let first = fixture.builder.build_message(&message);
     assert!(
