@@ -407,6 +407,8 @@ pub(crate) struct Settings {
     pub(crate) warnings: Vec<String>,
     /// Every effective value, in resolution order.
     pub(crate) entries: Vec<Entry>,
+    /// The flags these settings were resolved with.
+    pub(crate) flags: Flags,
 }
 
 fn invalid(path: &Path, key: &str, reason: impl Into<String>) -> ConfigError {
@@ -610,6 +612,31 @@ impl Settings {
         let path = flags.config_file.clone().unwrap_or_else(|| home.join(CONFIG_FILE_NAME));
         let text = read_text(&path)?;
         Self::resolve(home, path, &text, flags, environment, recorder)
+    }
+
+    /// The same invocation's settings read again (the file may have
+    /// changed; flags and environment are this process's own).
+    pub(crate) fn reload(&self) -> Result<Self, ConfigError> {
+        let mut flags = self.flags.clone();
+        flags.home = Some(self.home.clone());
+        Self::load(&flags, &Environment::capture())
+    }
+
+    /// The keys whose effective value differs between `self` and `next`.
+    pub(crate) fn changed_keys(&self, next: &Settings) -> Vec<String> {
+        let before: std::collections::HashMap<&str, &Value> =
+            self.entries.iter().map(|entry| (entry.key.as_str(), &entry.value)).collect();
+        let mut changed: Vec<String> = next
+            .entries
+            .iter()
+            .filter(|entry| before.get(entry.key.as_str()) != Some(&&entry.value))
+            .map(|entry| entry.key.clone())
+            .collect();
+        // A secret is shown as "(set)": compare the values themselves.
+        if self.llm.api_key != next.llm.api_key && !changed.iter().any(|key| key == "llm.api_key") {
+            changed.push("llm.api_key".to_owned());
+        }
+        changed
     }
 
     fn resolve(
@@ -986,6 +1013,7 @@ impl Settings {
             context,
             warnings,
             entries: recorder.entries,
+            flags: flags.clone(),
         })
     }
 

@@ -8,6 +8,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::home::Home;
+use crate::host::client::{CallError, Gateway};
 use crate::settings::{self, ConfigError};
 
 /// Settings.
@@ -32,6 +33,38 @@ pub(crate) enum ConfigCommand {
         /// The dotted key.
         key: String,
     },
+}
+
+/// How long `config set` waits for the running gateway to apply a change.
+const RELOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Asks the home's running gateway, if one runs, to apply the change now,
+/// and says on stderr what it did (a gateway not reached picks the change
+/// up by itself within a few seconds).
+fn tell_the_gateway(home: &Home) {
+    let Some(gateway) = Gateway::find(home.dir()) else { return };
+    match gateway.post("/api/config/reload", b"{}", RELOAD_TIMEOUT) {
+        Ok(bytes) => {
+            let report: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            let keys = |name: &str| -> Vec<String> {
+                report[name]
+                    .as_array()
+                    .map(|keys| keys.iter().filter_map(|key| key.as_str().map(str::to_owned)).collect())
+                    .unwrap_or_default()
+            };
+            let (applied, restart) = (keys("applied"), keys("restart_required"));
+            if !applied.is_empty() {
+                eprintln!("the running gateway applied: {}", applied.join(", "));
+            }
+            if !restart.is_empty() {
+                eprintln!("the running gateway applies these at its next start (restart it): {}", restart.join(", "));
+            }
+        }
+        Err(CallError::Absent) => {}
+        Err(error) => eprintln!(
+            "note: the running gateway was not told ({error}); it reads config.json again within a few seconds"
+        ),
+    }
 }
 
 /// Exit status of a refused change.
@@ -88,6 +121,7 @@ fn change(home: &Home, key: &str, value: Option<&String>) -> anyhow::Result<Exit
                 },
                 None => println!("removed {key}"),
             }
+            tell_the_gateway(home);
             Ok(ExitCode::SUCCESS)
         }
         Err(error @ (ConfigError::Invalid { .. } | ConfigError::UnknownKey { .. } | ConfigError::Parse { .. })) => {

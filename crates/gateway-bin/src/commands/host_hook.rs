@@ -94,7 +94,10 @@ pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
 fn read_input() -> Result<Value, String> {
     let mut raw = Vec::new();
     let limit = u64::try_from(MAX_INPUT_BYTES).unwrap_or(u64::MAX) + 1;
-    std::io::stdin().take(limit).read_to_end(&mut raw).map_err(|error| format!("cannot read the hook input: {error}"))?;
+    std::io::stdin()
+        .take(limit)
+        .read_to_end(&mut raw)
+        .map_err(|error| format!("cannot read the hook input: {error}"))?;
     if raw.len() > MAX_INPUT_BYTES {
         return Err(format!("the hook input is over {MAX_INPUT_BYTES} bytes; it was not read"));
     }

@@ -210,7 +210,11 @@ fn message_context(
 
 /// Records `message` in the session the event names; a failure is a
 /// warning on stderr, never a blocked prompt.
-fn record_or_warn(backend: &dyn HookBackend, key: anyhow::Result<String>, message: TranscriptMessage) -> Option<String> {
+fn record_or_warn(
+    backend: &dyn HookBackend,
+    key: anyhow::Result<String>,
+    message: TranscriptMessage,
+) -> Option<String> {
     if message.content.trim().is_empty() && message.tool_calls.is_empty() {
         return None;
     }
@@ -293,7 +297,9 @@ fn record_tool(backend: &dyn HookBackend, host: HostName, input: &Value) -> anyh
 /// Why a tool call was decided: the rule that matched.
 fn decision_reason(decision: &ToolDecision) -> Option<(bool, String)> {
     match decision {
-        ToolDecision::Deny { pattern } => Some((false, format!("denied by Cairn: hooks.auto_deny_tools matches {pattern:?}"))),
+        ToolDecision::Deny { pattern } => {
+            Some((false, format!("denied by Cairn: hooks.auto_deny_tools matches {pattern:?}")))
+        }
         ToolDecision::Approve { pattern } => {
             Some((true, format!("approved by Cairn: hooks.auto_approve_tools matches {pattern:?}")))
         }
@@ -368,7 +374,9 @@ fn claude_stop(backend: &dyn HookBackend, input: &Value) -> anyhow::Result<HookA
     };
     let Some(text) = text else {
         let why = if skipped > 0 {
-            format!("no assistant reply in the transcript's last {MAX_TRANSCRIPT_TAIL_BYTES} bytes ({skipped} earlier bytes not read); nothing recorded")
+            format!(
+                "no assistant reply in the transcript's last {MAX_TRANSCRIPT_TAIL_BYTES} bytes ({skipped} earlier bytes not read); nothing recorded"
+            )
         } else {
             "the Stop event carries no assistant reply; nothing recorded".to_owned()
         };

@@ -89,9 +89,8 @@ impl EventKind {
             (HostName::ClaudeCode, "SessionStart" | "UserPromptSubmit")
             | (HostName::KiroCli, "agentSpawn" | "userPromptSubmit") => EventKind::Context,
             (HostName::ClaudeCode, "PreToolUse") | (HostName::KiroCli, "preToolUse") => EventKind::Decision,
-            (HostName::ClaudeCode, "PostToolUse" | "Stop" | "SessionEnd") | (HostName::KiroCli, "postToolUse" | "stop") => {
-                EventKind::Record
-            }
+            (HostName::ClaudeCode, "PostToolUse" | "Stop" | "SessionEnd")
+            | (HostName::KiroCli, "postToolUse" | "stop") => EventKind::Record,
             _ => return None,
         })
     }

@@ -95,7 +95,8 @@ impl McpProxy {
                         tracing::warn!(error = %format!("{error:#}"), "could not start the home's gateway");
                     }
                 }
-                if started.elapsed() >= wait || (started.elapsed() > START_POLL * 4 && !client::is_running(home.dir())) {
+                if started.elapsed() >= wait || (started.elapsed() > START_POLL * 4 && !client::is_running(home.dir()))
+                {
                     return None;
                 }
                 std::thread::sleep(START_POLL);

@@ -16,9 +16,7 @@ use cairn_memory_core::{DeleteOutcome, EpisodicQuery, LessonCategory, MemoryErro
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ServerConfig, Tool,
-};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ServerConfig, Tool};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;

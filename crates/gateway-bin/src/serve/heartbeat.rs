@@ -24,13 +24,15 @@ pub(crate) const AUTO_SKILL_LIFECYCLE_TICKS: u64 = 60;
 /// ledger as the record of use. Pinned skills are exempt; this build has
 /// no scheduled jobs, so no skill is exempt for being referenced by one.
 pub(crate) fn auto_skills_job(state: &Arc<super::AppState>) -> Job {
-    let auto = state.sessions.auto_skills();
-    let catalog = Arc::clone(&state.skills);
+    let state = Arc::clone(state);
     Job {
         name: "auto_skill_lifecycle",
         every_ticks: AUTO_SKILL_LIFECYCLE_TICKS,
         at_start: true,
         run: Arc::new(move || {
+            // Read at run time, so a settings change applies to the next run.
+            let auto = state.sessions.auto_skills();
+            let catalog = Arc::clone(&state.live().skills);
             let report = auto.run_lifecycle(&catalog.ledger().snapshot(), &std::collections::BTreeSet::new())?;
             if !report.archived.is_empty() || !report.archived_over_cap.is_empty() {
                 catalog.invalidate();

@@ -9,6 +9,7 @@ pub(crate) mod error;
 pub(crate) mod heartbeat;
 pub(crate) mod instance;
 pub(crate) mod listener;
+pub(crate) mod live;
 pub(crate) mod llm;
 pub(crate) mod model;
 pub(crate) mod pool;
@@ -27,7 +28,6 @@ use cairn_embedder::EmbeddingBackend;
 use cairn_embedder::manager::ModelManager;
 use cairn_guard::SensitivePaths;
 use cairn_memory_core::{MemoryDb, MemoryFiles};
-use cairn_skills::SkillCatalog;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
@@ -37,7 +37,7 @@ use self::llm::LlmClient;
 use self::model::ModelLifecycle;
 use self::pool::{EmbedPool, PoolError};
 use self::sessions::Sessions;
-use crate::home::{ContextParts, Home, SkillSources};
+use crate::home::Home;
 use crate::settings::{Flags, MemorySettings};
 
 /// Vectors the backfill job computes per heartbeat tick.
@@ -129,28 +129,23 @@ pub(crate) struct AgentsHandle {
     pub(crate) pins: Pins,
     pub(crate) sensitive: SensitivePaths,
     pub(crate) skills_root: PathBuf,
-    pub(crate) write_lock: tokio::sync::Mutex<()>,
+    /// One agent-spec write at a time (kept across settings reloads).
+    pub(crate) write_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Everything a handler can reach.
 pub(crate) struct AppState {
     /// The Cairn home (memory, state and import ledger live here).
     pub(crate) home: PathBuf,
-    /// The settings and the way every store is opened.
-    pub(crate) home_ctx: Home,
     pub(crate) config_path: PathBuf,
     pub(crate) token: ApiToken,
     pub(crate) memory: Arc<MemoryDb>,
     pub(crate) files: Arc<MemoryFiles>,
-    pub(crate) skills: Arc<SkillCatalog>,
-    /// `hooks` of config.json: auto-replies, transforms, context rules, tool decisions.
-    pub(crate) config_hooks: Arc<cairn_hooks::ConfigHooks>,
-    /// The user's kiro-cli hooks after the merge (`agent.kiro_hooks`),
-    /// with what was dropped and why.
-    pub(crate) user_hooks: cairn_hooks::MergeReport,
-    /// Warnings of the `hooks` section.
-    pub(crate) hook_warnings: Vec<String>,
-    pub(crate) agents: AgentsHandle,
+    /// Everything built from the settings that apply without a restart
+    /// (see [`live`]); read with [`AppState::live`].
+    pub(crate) live: RwLock<Arc<live::Live>>,
+    /// One settings reload at a time.
+    pub(crate) reload_lock: parking_lot::Mutex<()>,
     pub(crate) model: Arc<ModelLifecycle>,
     /// The model folder came from the command line or the environment.
     pub(crate) model_env_override: bool,
@@ -163,8 +158,6 @@ pub(crate) struct AppState {
     pub(crate) llm: Option<LlmClient>,
     /// Session transcripts and, with an LLM, the Consolidator.
     pub(crate) sessions: Arc<Sessions>,
-    /// The context builder over this gateway's stores, skills and hooks.
-    pub(crate) context: cairn_context::ContextBuilder,
     /// One migration or import at a time.
     pub(crate) transfer_lock: Arc<tokio::sync::Mutex<()>>,
     /// `true` once the migration run at start has finished (either way).
@@ -192,63 +185,30 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     let embedder: Arc<dyn EmbeddingBackend> = lifecycle.embedder();
     let memory = Arc::new(home_ctx.open_memory()?.with_embedder(embedder));
     let files = Arc::new(home_ctx.open_files()?);
-    let skill_sources = SkillSources { record_usage: true, ..SkillSources::default() };
-    let skills_root = home_ctx.skills_config(&skill_sources).owned_dir();
-    let skills = Arc::new(home_ctx.skills(&skill_sources));
-    let (config_hooks, hook_warnings) = home_ctx.config_hooks()?;
-    for warning in &hook_warnings {
-        tracing::warn!("{warning}");
-    }
-    let config_hooks = Arc::new(config_hooks);
-    let user_hooks = home_ctx.user_hooks(&cairn_hooks::HookSet::new());
-    for dropped in &user_hooks.dropped {
-        tracing::warn!(location = %dropped.location, reason = %dropped.reason, "a user hook was dropped");
-    }
-
-    let agent_dirs = home_ctx.agent_dirs(None, None)?;
-    let pins = home_ctx.pins()?;
+    let live = live::Live::build(home_ctx.clone(), &memory, &files, None)?;
 
     let pool = Arc::new(
         EmbedPool::new(config.embedding.pool_workers, config.embedding.pool_queue)
             .context("starting the embed pool threads")?,
     );
     let llm = LlmClient::from_config(&config.llm);
-    let idle = sessions::idle_from_hours(config.memory.history_idle_hours);
     let sessions = Arc::new(Sessions::new(
         home_ctx,
         Arc::clone(&memory),
         Arc::clone(&files),
         llm.clone(),
-        idle,
-        Arc::clone(&skills),
+        Arc::clone(&live.skills),
     ));
-    let context = home_ctx.context_builder(ContextParts {
-        memory: Some(Arc::clone(&memory)),
-        files: Some(Arc::clone(&files)),
-        skills: Some(Arc::clone(&skills)),
-        hooks: Some(Arc::clone(&config_hooks)),
-    });
     let heartbeat = HeartbeatStatus::default();
 
     let state = Arc::new(AppState {
         home: home.clone(),
-        home_ctx: home_ctx.clone(),
         config_path: config.path.clone(),
         token,
         memory,
         files,
-        skills,
-        config_hooks,
-        user_hooks,
-        hook_warnings,
-        agents: AgentsHandle {
-            dirs: agent_dirs,
-            project_dir: config.agent.project_dir.clone(),
-            pins,
-            sensitive: home_ctx.sensitive().clone(),
-            skills_root,
-            write_lock: tokio::sync::Mutex::new(()),
-        },
+        live: RwLock::new(Arc::new(live)),
+        reload_lock: parking_lot::Mutex::new(()),
         model: Arc::clone(&lifecycle),
         model_env_override: config.embedding.model_path_explicit,
         swap_in_flight: Arc::default(),
@@ -258,7 +218,6 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         heartbeat: heartbeat.clone(),
         llm,
         sessions,
-        context,
         transfer_lock: Arc::default(),
         start_migration: watch::Sender::new(false),
         config_warnings: config.warnings.clone(),
@@ -290,7 +249,8 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         lifecycle.start();
         tokio::spawn(migrate_at_start(Arc::clone(&state)));
         let (stop_tx, stop_rx) = watch::channel(false);
-        let heartbeat_task = tokio::spawn(heartbeat::run(jobs, period, heartbeat, stop_rx));
+        let heartbeat_task = tokio::spawn(heartbeat::run(jobs, period, heartbeat, stop_rx.clone()));
+        let config_task = tokio::spawn(live::watch_config(Arc::clone(&state), stop_rx));
         let app = routes::router(Arc::clone(&state), limits.max_body_bytes)
             .layer(axum::middleware::from_fn_with_state(limits, listener::read_body_within));
         let stop = async {
@@ -305,6 +265,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         eprintln!("cairn serve: stopping; finishing in-flight work");
         let _ = stop_tx.send(true);
         let _ = heartbeat_task.await;
+        let _ = config_task.await;
         anyhow::Ok(())
     });
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
@@ -313,7 +274,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         let _ = catch_up.join();
     }
     pool.shutdown();
-    if let Err(error) = state.skills.ledger().flush() {
+    if let Err(error) = state.live().skills.ledger().flush() {
         tracing::warn!(%error, "could not flush the skills usage ledger");
     }
     if let Err(error) = state.memory.save_episodic_index() {
@@ -481,7 +442,7 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
         every_ticks: 1,
         at_start: false,
         run: Arc::new(move || {
-            let flushed = ledger_state.skills.ledger().maybe_flush()?;
+            let flushed = ledger_state.live().skills.ledger().maybe_flush()?;
             Ok(if flushed { "flushed".to_owned() } else { "nothing to flush".to_owned() })
         }),
     });

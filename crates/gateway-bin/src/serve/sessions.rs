@@ -27,7 +27,7 @@ use cairn_memory_core::{
 };
 use cairn_skills::SkillCatalog;
 use cairn_skills::auto::{AutoSkills, ProposalKind};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use crate::home::Home;
@@ -42,15 +42,18 @@ pub(crate) type SessionLock = Arc<tokio::sync::Mutex<()>>;
 /// LLM, the Consolidator that reads them.
 pub(crate) struct Sessions {
     memory: Arc<MemoryDb>,
-    consolidator: Option<Consolidator>,
-    auto: Arc<AutoSkills>,
+    files: Arc<MemoryFiles>,
+    client: Option<LlmClient>,
+    /// Rebuilt when the settings change (`reconfigure`); a run holds its own.
+    consolidator: RwLock<Option<Arc<Consolidator>>>,
+    auto: RwLock<Arc<AutoSkills>>,
     locks: Mutex<HashMap<String, SessionLock>>,
 }
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions")
-            .field("consolidator", &self.consolidator)
+            .field("consolidator", &self.consolidator.read())
             .field("sessions", &self.locks.lock().len())
             .finish()
     }
@@ -119,36 +122,80 @@ impl Sessions {
         memory: Arc<MemoryDb>,
         files: Arc<MemoryFiles>,
         client: Option<LlmClient>,
-        idle: Duration,
         catalog: Arc<SkillCatalog>,
     ) -> Self {
+        let (consolidator, auto) = Self::parts(home_ctx, &memory, &files, client.as_ref(), catalog);
+        Self {
+            memory,
+            files,
+            client,
+            consolidator: RwLock::new(consolidator),
+            auto: RwLock::new(auto),
+            locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The Consolidator (with an LLM) and the auto-skill pipeline the
+    /// settings of `home_ctx` describe.
+    fn parts(
+        home_ctx: &Home,
+        memory: &Arc<MemoryDb>,
+        files: &Arc<MemoryFiles>,
+        client: Option<&LlmClient>,
+        catalog: Arc<SkillCatalog>,
+    ) -> (Option<Arc<Consolidator>>, Arc<AutoSkills>) {
         let home: &Path = home_ctx.dir();
-        let settings = &home_ctx.settings().skills.auto;
+        let settings = home_ctx.settings();
+        let auto_settings = &settings.skills.auto;
         let auto = Arc::new(home_ctx.auto_skills());
-        let config =
-            ConsolidatorConfig { idle, skills_enabled: settings.create_from_sessions, ..ConsolidatorConfig::default() };
+        let config = ConsolidatorConfig {
+            idle: idle_from_hours(settings.memory.history_idle_hours),
+            skills_enabled: auto_settings.create_from_sessions,
+            ..ConsolidatorConfig::default()
+        };
         let gate = SkillGate {
-            min_tool_calls: settings.min_tool_calls,
-            refine: settings.refine_on_deviation,
-            scripts: settings.generate_scripts,
+            min_tool_calls: auto_settings.min_tool_calls,
+            refine: auto_settings.refine_on_deviation,
+            scripts: auto_settings.generate_scripts,
         };
         let receiver = Arc::new(AutoSkillReceiver { auto: Arc::clone(&auto), catalog });
         let consolidator = client.map(|client| {
-            Consolidator::new(home, Arc::clone(&memory), files, Arc::new(LlmSummarizer(client)), config)
+            Arc::new(
+                Consolidator::new(
+                    home,
+                    Arc::clone(memory),
+                    Arc::clone(files),
+                    Arc::new(LlmSummarizer(client.clone())),
+                    config,
+                )
                 .with_skill_proposer(receiver)
-                .with_skill_gate(gate)
+                .with_skill_gate(gate),
+            )
         });
-        Self { memory, consolidator, auto, locks: Mutex::new(HashMap::new()) }
+        (consolidator, auto)
+    }
+
+    /// Applies changed settings (auto skills, idle time) to the sessions'
+    /// consolidation from the next run on; a run in progress finishes with
+    /// the settings it started with.
+    pub(crate) fn reconfigure(&self, home_ctx: &Home, catalog: Arc<SkillCatalog>) {
+        let (consolidator, auto) = Self::parts(home_ctx, &self.memory, &self.files, self.client.as_ref(), catalog);
+        *self.consolidator.write() = consolidator;
+        *self.auto.write() = auto;
+    }
+
+    fn consolidator(&self) -> Option<Arc<Consolidator>> {
+        self.consolidator.read().clone()
     }
 
     /// The home's auto-skill pipeline (pending review, lifecycle).
     pub(crate) fn auto_skills(&self) -> Arc<AutoSkills> {
-        Arc::clone(&self.auto)
+        Arc::clone(&self.auto.read())
     }
 
     /// Whether an LLM consolidates these sessions.
     pub(crate) fn consolidates(&self) -> bool {
-        self.consolidator.is_some()
+        self.consolidator.read().is_some()
     }
 
     /// The lock that orders posts to `key`.
@@ -175,7 +222,7 @@ impl Sessions {
         messages: &[TranscriptMessage],
         now_ms: i64,
     ) -> Result<Option<ConsolidationReport>> {
-        match &self.consolidator {
+        match self.consolidator() {
             Some(consolidator) => consolidator.record_messages(key, messages, now_ms),
             None => {
                 self.memory.append_transcript_at(key, messages, now_ms)?;
@@ -196,7 +243,7 @@ impl Sessions {
     /// With an LLM, runs the preferences path when 30 stored messages of
     /// `key` are past its marker. Blocking: the LLM may be asked.
     pub(crate) fn consolidate_if_due(&self, key: &str) -> Result<Option<ConsolidationReport>> {
-        match &self.consolidator {
+        match self.consolidator() {
             Some(consolidator) => consolidator.consolidate_if_due(key),
             None => Ok(None),
         }
@@ -206,7 +253,7 @@ impl Sessions {
     /// (the live setting, which may differ from the one the Consolidator
     /// was built with). Blocking: the LLM may be asked once per session.
     pub(crate) fn check_idle(&self, now_ms: i64, idle: Duration) -> Vec<(String, Result<ConsolidationReport>)> {
-        match &self.consolidator {
+        match self.consolidator() {
             Some(consolidator) => consolidator.check_sessions_idle_for(now_ms, idle),
             None => Vec::new(),
         }

@@ -105,7 +105,8 @@ fn a_scripted_claude_code_session_runs_the_whole_pipeline_through_the_gateway() 
         let recorded = hook(&home, &["claude-code", "PostToolUse"], &tool);
         assert!(recorded.status.success() && recorded.stdout.is_empty());
         let mut stop = event("Stop", session);
-        stop["last_assistant_message"] = json!(format!("Noted for round {round}: billing releases go out on Tuesdays."));
+        stop["last_assistant_message"] =
+            json!(format!("Noted for round {round}: billing releases go out on Tuesdays."));
         assert!(hook(&home, &["claude-code", "Stop"], &stop).status.success());
     }
 
@@ -258,11 +259,8 @@ fn a_hook_starts_the_gateway_and_a_killed_gateway_loses_nothing_and_comes_back()
         record(index);
     }
     let rows = transcript(home.path(), "claude-code:kill-1");
-    let files: Vec<String> = rows
-        .iter()
-        .map(|(_, text)| text.clone())
-        .filter(|text| text.starts_with("[Read result]"))
-        .collect();
+    let files: Vec<String> =
+        rows.iter().map(|(_, text)| text.clone()).filter(|text| text.starts_with("[Read result]")).collect();
     assert_eq!(files.len(), 60, "every recorded tool call survived the crash: {rows:?}");
     let context = {
         let mut prompt = event("UserPromptSubmit", "kill-1");
@@ -276,8 +274,7 @@ fn a_hook_starts_the_gateway_and_a_killed_gateway_loses_nothing_and_comes_back()
 #[test]
 fn a_hung_gateway_never_holds_the_hook_past_its_deadline() {
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.json"), json!({"host": {"record_deadline_ms": 300}}).to_string())
-        .unwrap();
+    std::fs::write(home.path().join("config.json"), json!({"host": {"record_deadline_ms": 300}}).to_string()).unwrap();
     // A listener that accepts and never answers, recorded as the gateway.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     std::fs::write(home.path().join("serve.address"), format!("{}\n", listener.local_addr().unwrap())).unwrap();
@@ -308,8 +305,15 @@ fn a_denied_tool_is_refused_by_the_fallback_too() {
 
 /// Turns with distinct topics, for the parity check.
 fn turns() -> Vec<Value> {
-    let subjects = ["the billing service", "the search index", "Maria's onboarding", "the hiking trip", "the CI runner"];
-    let facts = ["moved to Tuesdays", "failed on the staging cluster", "needs a new owner", "was planned for May", "uses Postgres 16"];
+    let subjects =
+        ["the billing service", "the search index", "Maria's onboarding", "the hiking trip", "the CI runner"];
+    let facts = [
+        "moved to Tuesdays",
+        "failed on the staging cluster",
+        "needs a new owner",
+        "was planned for May",
+        "uses Postgres 16",
+    ];
     let mut rows = Vec::new();
     for (index, subject) in subjects.iter().enumerate() {
         for (offset, fact) in facts.iter().enumerate() {
@@ -390,4 +394,61 @@ fn the_hooks_episodic_block_equals_memory_search_context_for_100_prompts() {
         nonempty += usize::from(!block.is_empty());
     }
     assert!(nonempty >= 50, "most prompts recall something ({nonempty} of 100)");
+}
+
+fn config(home: &Path, args: &[&str]) -> Output {
+    cairn().arg("--home").arg(home).arg("config").args(args).env_remove("CAIRN_HOME").output().unwrap()
+}
+
+#[test]
+fn config_changes_reach_the_running_gateway_without_a_restart() {
+    let gateway = crate::serve::start(&["--heartbeat-secs", "3600"]);
+    let home = gateway.home().to_owned();
+    crate::agents::seed_scoped_agents(&home);
+    let mut prompt = event("UserPromptSubmit", "live-1");
+    prompt["prompt"] = json!("ship it");
+    let mut bash = event("PreToolUse", "live-1");
+    bash["tool_name"] = json!("Bash");
+    let ask = || {
+        (
+            claude_context(&hook(&home, &["claude-code", "UserPromptSubmit"], &prompt)),
+            hook(&home, &["claude-code", "PreToolUse"], &bash).stdout,
+        )
+    };
+    let (context, decision) = ask();
+    assert!(context.contains("Run the deploy-db playbook."), "the skill triggers: {context}");
+    assert!(decision.is_empty(), "no tool rule yet");
+
+    // (key, value): a hooks.*, a skills.* and a memory.* key, each applied live.
+    for (key, value) in
+        [("hooks.auto_deny_tools", r#"["Bash"]"#), ("skills.max_triggered", "0"), ("memory.history_idle_hours", "7.5")]
+    {
+        let set = config(&home, &["set", key, value]);
+        assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+        let said = String::from_utf8(set.stderr).unwrap();
+        // The hooks section is one setting; the others are named by key.
+        let named = if key.starts_with("hooks.") { "hooks" } else { key };
+        assert!(said.contains("the running gateway applied") && said.contains(named), "{key}: {said}");
+    }
+    let (context, decision) = ask();
+    assert!(!context.contains("Run the deploy-db playbook."), "skills.max_triggered 0 triggers none: {context}");
+    let decision: Value = serde_json::from_slice(&decision).unwrap();
+    assert_eq!(decision["hookSpecificOutput"]["permissionDecision"], "deny", "{decision}");
+    assert_eq!(gateway.get("/api/health").body["settings"]["history_idle_hours"], 7.5);
+
+    // A start-only key is reported, not silently ignored.
+    let port = config(&home, &["set", "server.max_body_bytes", "65536"]);
+    let said = String::from_utf8(port.stderr).unwrap();
+    assert!(said.contains("next start") && said.contains("server.max_body_bytes"), "{said}");
+
+    // An edit of config.json by hand is picked up too.
+    let path = home.join("config.json");
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    file["hooks"]["auto_deny_tools"] = json!([]);
+    std::fs::write(&path, file.to_string()).unwrap();
+    let started = Instant::now();
+    while !hook(&home, &["claude-code", "PreToolUse"], &bash).stdout.is_empty() {
+        assert!(started.elapsed() < PATIENCE, "the edited config.json was not picked up");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -15,7 +15,8 @@ use crate::serve::{start, start_with_config};
 /// config accepts is 0.01 h (36 s), plus heartbeat ticks.
 pub(crate) const IDLE_PATIENCE: Duration = Duration::from_secs(300);
 
-pub(crate) const PREFERENCES_REPLY: &str = r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95}]}"#;
+pub(crate) const PREFERENCES_REPLY: &str =
+    r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95}]}"#;
 pub(crate) const HISTORY_REPLY: &str = r#"Here you go:
 ```json
 {"history": "Planned the billing service release for Tuesday.",

@@ -22,12 +22,12 @@ use crate::serve::error::{ApiError, JsonBody};
 const MAX_MODEL_CHARS: usize = 200;
 
 fn load(state: &AppState) -> Result<AgentCatalog, ApiError> {
-    AgentCatalog::load(&state.agents.dirs, &state.agents.sensitive).map_err(ApiError::internal)
+    AgentCatalog::load(&state.live().agents.dirs, &state.live().agents.sensitive).map_err(ApiError::internal)
 }
 
 fn context(state: &AppState) -> ResolveContext {
-    let mut context = ResolveContext::new(dirs::home_dir()).with_sensitive(state.agents.sensitive.clone());
-    if let Some(project) = &state.agents.project_dir {
+    let mut context = ResolveContext::new(dirs::home_dir()).with_sensitive(state.live().agents.sensitive.clone());
+    if let Some(project) = &state.live().agents.project_dir {
         context = context.with_project_dir(project);
     }
     context
@@ -37,7 +37,7 @@ fn context(state: &AppState) -> ResolveContext {
 pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult {
     blocking(move || {
         let catalog = load(&state)?;
-        Ok(Json(json!({"ok": true, "agents": catalog.list(&state.agents.pins)})))
+        Ok(Json(json!({"ok": true, "agents": catalog.list(&state.live().agents.pins)})))
     })
     .await
 }
@@ -76,11 +76,11 @@ fn detail(state: &AppState, name: &str) -> Result<Value, ApiError> {
         return Err(ApiError::not_found("agent_not_found", format!("no agent named {name:?}")));
     }
     let resolved = catalog
-        .resolve(name, &state.agents.pins)
+        .resolve(name, &state.live().agents.pins)
         .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
     let mut view = crate::commands::agents::resolved_view(&resolved, &context(state));
     let editable = resolved.spec.format() == SpecFormat::Json;
-    view["skills"] = json!(managed_skills(&resolved.spec.to_json(), &state.agents.skills_root));
+    view["skills"] = json!(managed_skills(&resolved.spec.to_json(), &state.live().agents.skills_root));
     view["editable"] = json!(editable);
     view["ok"] = json!(true);
     Ok(view)
@@ -178,7 +178,8 @@ pub(crate) async fn patch_detail(
         }
         Some(_) => return Err(ApiError::bad_request("invalid_skills", "`skills` must be a list of skill names")),
     };
-    let _serialised = state.agents.write_lock.lock().await;
+    let write_lock = Arc::clone(&state.live().agents.write_lock);
+    let _serialised = write_lock.lock().await;
     let worker_state = Arc::clone(&state);
     blocking(move || {
         let state = worker_state;
@@ -187,7 +188,7 @@ pub(crate) async fn patch_detail(
             return Err(ApiError::not_found("agent_not_found", format!("no agent named {name:?}")));
         }
         let resolved = catalog
-            .resolve(&name, &state.agents.pins)
+            .resolve(&name, &state.live().agents.pins)
             .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
         if model.is_none() && skills.is_none() {
             let mut answer = detail(&state, &name)?;
@@ -201,7 +202,7 @@ pub(crate) async fn patch_detail(
             ));
         }
         let claimants = catalog.claimant_paths(&name);
-        if claimants.len() > 1 && !state.agents.pins.contains_key(&name) {
+        if claimants.len() > 1 && !state.live().agents.pins.contains_key(&name) {
             let listed = claimants.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ");
             return Err(ApiError::conflict(
                 "ambiguous_spec",
@@ -217,7 +218,7 @@ pub(crate) async fn patch_detail(
         // Re-read the file under its edit lock (other processes edit specs
         // too) and edit only the two fields: the other fields keep their
         // order and their text.
-        if state.agents.sensitive.is_sensitive(&resolved.path) {
+        if state.live().agents.sensitive.is_sensitive(&resolved.path) {
             return Err(ApiError::conflict(
                 "spec_unreadable",
                 format!("{}: the guard refuses this path", resolved.path.display()),
@@ -245,7 +246,7 @@ pub(crate) async fn patch_detail(
                     Some(Field::Edited(Value::Array(items))) => items.clone(),
                     _ => Vec::new(),
                 };
-                place_skills(&mut resources, skills, &state.agents.skills_root);
+                place_skills(&mut resources, skills, &state.live().agents.skills_root);
                 spec.insert("resources".to_owned(), Field::Edited(Value::Array(resources)));
             }
             let mut text = serde_json::to_string_pretty(&spec).expect("JSON values serialise");
@@ -343,7 +344,7 @@ pub(crate) async fn get_projection(
             return Err(ApiError::not_found("agent_not_found", format!("no agent named {name:?}")));
         }
         let projection =
-            crate::commands::agents::project_in(&catalog, &state.agents.pins, &context(&state), &name, backend)
+            crate::commands::agents::project_in(&catalog, &state.live().agents.pins, &context(&state), &name, backend)
                 .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
         Ok(Json(json!({ "ok": true, "projection": projection })))
     })

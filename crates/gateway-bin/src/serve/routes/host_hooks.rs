@@ -25,6 +25,7 @@ use crate::host::engine::{self, HookBackend};
 use crate::host::{EventKind, HookAnswer, HostName, Recall};
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody};
+use crate::serve::live::Live;
 use crate::serve::sessions::now_ms;
 
 /// The request `cairn hook` sends.
@@ -39,17 +40,19 @@ pub(crate) struct HookRequest {
 /// The gateway's stores as a hook backend.
 struct GatewayBackend<'a> {
     state: &'a AppState,
+    /// The settings-dependent parts this answer works with.
+    live: Arc<Live>,
     /// Sessions this answer recorded into.
     recorded: RefCell<Vec<String>>,
 }
 
 impl HookBackend for GatewayBackend<'_> {
     fn context(&self) -> anyhow::Result<&ContextBuilder> {
-        Ok(&self.state.context)
+        Ok(&self.live.context)
     }
 
     fn tool_decision(&self, tool: &str) -> anyhow::Result<ToolDecision> {
-        Ok(self.state.config_hooks.tool_decision(tool))
+        Ok(self.live.config_hooks.tool_decision(tool))
     }
 
     fn record(&self, key: &str, message: TranscriptMessage) -> anyhow::Result<()> {
@@ -62,11 +65,11 @@ impl HookBackend for GatewayBackend<'_> {
     }
 
     fn agent(&self, name: &str) -> anyhow::Result<AgentContext> {
-        self.state.home_ctx.agent_context(name, None, None)
+        self.live.home.agent_context(name, None, None)
     }
 
     fn sensitive(&self) -> &SensitivePaths {
-        self.state.home_ctx.sensitive()
+        self.live.home.sensitive()
     }
 
     fn recall(&self) -> Recall {
@@ -78,7 +81,7 @@ impl HookBackend for GatewayBackend<'_> {
     }
 
     fn max_inject_chars(&self) -> usize {
-        self.state.home_ctx.settings().context.max_inject_chars
+        self.live.home.settings().context.max_inject_chars
     }
 }
 
@@ -97,7 +100,7 @@ pub(crate) async fn answer(
     let kind = EventKind::of(host, &event);
     let worker = Arc::clone(&state);
     let job = move || {
-        let backend = GatewayBackend { state: &worker, recorded: RefCell::new(Vec::new()) };
+        let backend = GatewayBackend { state: &worker, live: worker.live(), recorded: RefCell::new(Vec::new()) };
         let answer = engine::answer(&backend, host, &event, request.agent.as_deref(), &request.input);
         Ok((answer, backend.recorded.into_inner()))
     };

@@ -41,7 +41,7 @@ static CACHE: LazyLock<ProbeCache> =
     LazyLock::new(|| ProbeCache { last: parking_lot::Mutex::new(None), running: false.into() });
 
 fn locations(state: &AppState) -> Result<Locations, ApiError> {
-    Locations::from_home(&state.home_ctx, None).map_err(ApiError::internal)
+    Locations::from_home(&state.live().home, None).map_err(ApiError::internal)
 }
 
 fn discovery(state: &AppState, agent: Option<&str>) -> Result<Discovery, ApiError> {
@@ -214,7 +214,8 @@ pub(crate) struct ToggleBody {
 pub(crate) async fn toggle(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ToggleBody>) -> ApiResult {
     validate_name("agent", &body.agent)?;
     validate_name("server", &body.server)?;
-    let _serialised = state.agents.write_lock.lock().await;
+    let write_lock = Arc::clone(&state.live().agents.write_lock);
+    let _serialised = write_lock.lock().await;
     let worker = Arc::clone(&state);
     blocking(move || {
         let discovery = discovery(&worker, Some(&body.agent))?;
@@ -245,7 +246,8 @@ pub(crate) struct SyncBody {
 /// `mcpServers` (existing definitions win).
 pub(crate) async fn sync(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<SyncBody>) -> ApiResult {
     validate_name("agent", &body.agent)?;
-    let _serialised = state.agents.write_lock.lock().await;
+    let write_lock = Arc::clone(&state.live().agents.write_lock);
+    let _serialised = write_lock.lock().await;
     let worker = Arc::clone(&state);
     blocking(move || {
         let discovery = discovery(&worker, Some(&body.agent))?;
@@ -276,7 +278,8 @@ pub(crate) async fn import(State(state): State<Arc<AppState>>, JsonBody(body): J
     for name in &body.only {
         validate_name("only", name)?;
     }
-    let _serialised = state.agents.write_lock.lock().await;
+    let write_lock = Arc::clone(&state.live().agents.write_lock);
+    let _serialised = write_lock.lock().await;
     let worker = Arc::clone(&state);
     blocking(move || {
         let locations = locations(&worker)?;

@@ -14,18 +14,21 @@ use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody};
 
 /// `POST /api/mcp/tools/call`
-pub(crate) async fn call(State(state): State<Arc<AppState>>, JsonBody(request): JsonBody<ToolCallRequest>) -> ApiResult {
+pub(crate) async fn call(
+    State(state): State<Arc<AppState>>,
+    JsonBody(request): JsonBody<ToolCallRequest>,
+) -> ApiResult {
     let worker = Arc::clone(&state);
     let agent = request.agent.clone();
     let skill_scope = blocking(move || {
-        skill_scope(&worker.home_ctx, agent.as_deref())
+        skill_scope(&worker.live().home, agent.as_deref())
             .map_err(|error| ApiError::not_found("unknown_agent", format!("{error:#}")))
     })
     .await?;
     let stores = Arc::new(McpStores {
         memory: Arc::clone(&state.memory),
         files: Arc::clone(&state.files),
-        skills: Arc::clone(&state.skills),
+        skills: Arc::clone(&state.live().skills),
         model: Arc::clone(&state.model),
         skill_scope,
     });

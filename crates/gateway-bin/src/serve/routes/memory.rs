@@ -243,7 +243,7 @@ pub(crate) async fn context_preview(
         return Err(ApiError::bad_request("invalid_window", "window must be a positive number of tokens"));
     }
     blocking(move || {
-        let builder = &state.context;
+        let builder = &state.live().context;
         let session = builder.build_session_context(&SessionRequest {
             model_window: query.window,
             query: &q,

@@ -88,7 +88,8 @@ async fn health(State(state): State<Arc<AppState>>) -> ApiResult {
 /// merged user hook set with every dropped entry and why (as `cairn hooks
 /// check` prints them).
 async fn hooks(State(state): State<Arc<AppState>>) -> ApiResult {
-    let dropped: Vec<serde_json::Value> = state
+    let live = state.live();
+    let dropped: Vec<serde_json::Value> = live
         .user_hooks
         .dropped
         .iter()
@@ -103,11 +104,24 @@ async fn hooks(State(state): State<Arc<AppState>>) -> ApiResult {
         .collect();
     Ok(Json(serde_json::json!({
         "ok": true,
-        "config_hooks": {"rules": state.config_hooks.rule_count(), "warnings": state.hook_warnings},
-        "hooks": state.user_hooks.hooks,
+        "config_hooks": {"rules": live.config_hooks.rule_count(), "warnings": live.hook_warnings},
+        "hooks": live.user_hooks.hooks,
         "dropped": dropped,
-        "notices": state.user_hooks.notices,
+        "notices": live.user_hooks.notices,
     })))
+}
+
+/// `POST /api/config/reload`: reads the settings again and applies what
+/// can change while running; says which changed keys need a restart.
+async fn reload_config(State(state): State<Arc<AppState>>) -> ApiResult {
+    let worker = Arc::clone(&state);
+    let report = blocking(move || {
+        worker
+            .reload()
+            .map_err(|error| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "config_invalid", format!("{error:#}")))
+    })
+    .await?;
+    Ok(Json(json!({"ok": true, "applied": report.applied, "restart_required": report.restart_required})))
 }
 
 async fn not_found() -> ApiError {
@@ -123,6 +137,7 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let api = Router::new()
         .route("/api/health", get(health))
         .route("/api/hooks", get(hooks))
+        .route("/api/config/reload", post(reload_config))
         .route("/api/hooks/{host}/{event}", post(host_hooks::answer))
         .route("/api/memory/semantic", get(memory::list_semantic).put(memory::put_semantic))
         .route("/api/memory/semantic/{key}", axum::routing::delete(memory::delete_semantic))

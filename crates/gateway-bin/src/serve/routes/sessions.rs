@@ -156,7 +156,8 @@ fn agent_context(state: &AppState, agent: Option<&str>) -> Result<Option<AgentCo
     agent
         .map(|name| {
             state
-                .home_ctx
+                .live()
+                .home
                 .agent_context(name, None, None)
                 .map_err(|error| ApiError::not_found("unknown_agent", format!("{error:#}")))
         })
@@ -205,7 +206,7 @@ pub(crate) async fn post_messages(
     // Held until the pool job ends, even if this request is dropped first.
     let ordered = sessions.lock(&key).lock_owned().await;
     let session = key.clone();
-    let builder = state.context.clone();
+    let builder = state.live().context.clone();
     let memory = Arc::clone(&state.memory);
     let worker = Arc::clone(&state);
     let (total, outcome, context) = pooled(&state, move || {
@@ -307,7 +308,7 @@ pub(crate) async fn start(
         let agent = agent_context(&worker, body.agent.as_deref())?;
         let compressor = worker.llm.clone().map(LlmCompressor);
         let runtime = runtime(&key, body.window, body.agent.as_deref());
-        let built = worker.context.build_session_context(&SessionRequest {
+        let built = worker.live().context.build_session_context(&SessionRequest {
             model_window: body.window,
             query: &body.query,
             agent: agent.as_ref(),

@@ -36,14 +36,14 @@ fn skills_error(error: SkillsError) -> ApiError {
 
 /// `GET /api/skills`: every skill with its cost fields.
 pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult {
-    let catalog = Arc::clone(&state.skills);
+    let catalog = Arc::clone(&state.live().skills);
     let skills = blocking(move || Ok(catalog.list_skills())).await?;
     Ok(Json(json!({"ok": true, "skills": skills})))
 }
 
 /// `GET /api/skills/{name}`: one skill's file and fields.
 pub(crate) async fn get(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
-    let catalog = Arc::clone(&state.skills);
+    let catalog = Arc::clone(&state.live().skills);
     blocking(move || {
         let skill = catalog
             .get(&name)
@@ -70,7 +70,7 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>, Path(name): Path<Str
 /// `GET /api/skills/-/lint`: every skill's findings (severity, rule,
 /// message; worst first), as `cairn skills lint` reports them.
 pub(crate) async fn lint(State(state): State<Arc<AppState>>) -> ApiResult {
-    let catalog = Arc::clone(&state.skills);
+    let catalog = Arc::clone(&state.live().skills);
     let reports = blocking(move || {
         Ok(catalog
             .skills()
@@ -94,7 +94,7 @@ pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     JsonBody(body): JsonBody<CreateSkill>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    let catalog = Arc::clone(&state.skills);
+    let catalog = Arc::clone(&state.live().skills);
     let name = blocking(move || catalog.create(&body.name, &body.content).map_err(skills_error)).await?;
     Ok((StatusCode::CREATED, Json(json!({"ok": true, "name": name}))))
 }
@@ -111,7 +111,7 @@ pub(crate) async fn replace(
     Path(name): Path<String>,
     JsonBody(body): JsonBody<ReplaceSkill>,
 ) -> ApiResult {
-    let catalog = Arc::clone(&state.skills);
+    let catalog = Arc::clone(&state.live().skills);
     let label = name.clone();
     blocking(move || catalog.update(&name, &body.content).map_err(skills_error)).await?;
     Ok(Json(json!({"ok": true, "name": label})))
@@ -119,7 +119,7 @@ pub(crate) async fn replace(
 
 /// `DELETE /api/skills/{name}`: remove an owned skill's directory.
 pub(crate) async fn delete(State(state): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
-    let catalog = Arc::clone(&state.skills);
+    let catalog = Arc::clone(&state.live().skills);
     let label = name.clone();
     blocking(move || catalog.delete(&name).map_err(skills_error)).await?;
     Ok(Json(json!({"ok": true, "name": label, "deleted": true})))
@@ -137,7 +137,7 @@ pub(crate) async fn inject_on_trigger(
     State(state): State<Arc<AppState>>,
     JsonBody(body): JsonBody<InjectToggle>,
 ) -> ApiResult {
-    let catalog = Arc::clone(&state.skills);
+    let catalog = Arc::clone(&state.live().skills);
     let name = body.name.clone();
     let changed =
         blocking(move || catalog.set_inject_on_trigger(&body.name, body.inject).map_err(skills_error)).await?;
@@ -173,7 +173,7 @@ pub(crate) async fn pending(State(state): State<Arc<AppState>>) -> ApiResult {
 /// `script_rejected` naming the rule when it fails; 404 `not_found`).
 pub(crate) async fn approve(State(state): State<Arc<AppState>>, Path(slug): Path<String>) -> ApiResult {
     let auto = state.sessions.auto_skills();
-    let catalog = Arc::clone(&state.skills);
+    let catalog = Arc::clone(&state.live().skills);
     let name = blocking(move || {
         let name = auto.approve(&slug).map_err(auto_error)?;
         catalog.invalidate();
