@@ -134,13 +134,36 @@ pub(crate) fn edit_locked<E>(
 where
     E: From<LockedEditError>,
 {
+    edit_with(path, true, edit)
+}
+
+/// [`edit_locked`] for a file that must stay owner-only whatever its mode
+/// was (`config.json`, which may hold a key): written `0600`.
+pub(crate) fn edit_locked_owner_only<E>(
+    path: &Path,
+    edit: impl FnOnce(Option<String>) -> Result<Option<String>, E>,
+) -> Result<bool, E>
+where
+    E: From<LockedEditError>,
+{
+    edit_with(path, false, edit)
+}
+
+fn edit_with<E>(
+    path: &Path,
+    keep_mode: bool,
+    edit: impl FnOnce(Option<String>) -> Result<Option<String>, E>,
+) -> Result<bool, E>
+where
+    E: From<LockedEditError>,
+{
     let _lock = acquire(path)?;
     let (current, mode) = read_current(path)?;
     let Some(next) = edit(current.clone())? else { return Ok(false) };
     if current.as_deref() == Some(next.as_str()) {
         return Ok(false);
     }
-    write(path, next.as_bytes(), mode)?;
+    write(path, next.as_bytes(), mode.filter(|_| keep_mode))?;
     Ok(true)
 }
 
@@ -247,6 +270,18 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         append(&path, "b").unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_owner_only_edit_narrows_the_mode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, "a").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        edit_locked_owner_only(&path, |_| Ok::<_, LockedEditError>(Some("b".to_owned()))).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]

@@ -1120,9 +1120,10 @@ fn redact_conninfo_passwords(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(equals) = rest.find('=') {
-        let before = &rest[..equals];
+        // Spaces may stand between the keyword and `=`.
+        let before = rest[..equals].trim_end();
         let keyword_start = before.rfind(|c: char| c.is_whitespace() || c == '?' || c == '&').map_or(0, |at| at + 1);
-        let keyword = before[keyword_start..].trim();
+        let keyword = &before[keyword_start..];
         out.push_str(&rest[..=equals]);
         rest = &rest[equals + 1..];
         if !names_password(keyword) {
@@ -1217,7 +1218,7 @@ pub(crate) fn write_key(home: &Path, key: &str, value: Option<&str>) -> Result<S
     // Re-read and written under the file's edit lock: two `config set` at
     // once both land.
     let mut resolved = None;
-    crate::locked_edit::edit_locked(&path, |current: Option<String>| {
+    crate::locked_edit::edit_locked_owner_only(&path, |current: Option<String>| {
         let text = current.unwrap_or_default();
         let mut root: IndexMap<String, Ordered> = if text.trim().is_empty() {
             IndexMap::new()
@@ -1510,7 +1511,12 @@ mod tests {
         assert!(order("\"server\"") < order("\"hooks\"") && order("\"hooks\"") < order("\"memory\""));
         assert!(order("\"port\"") < order("\"host\""));
         assert!(order("\"zeta\"") < order("\"alpha\""));
-        let leftovers: Vec<_> = std::fs::read_dir(home.path()).unwrap().collect();
+        // The edit lock's file stays (every process must lock the same inode).
+        let leftovers: Vec<_> = std::fs::read_dir(home.path())
+            .unwrap()
+            .flatten()
+            .filter(|entry| entry.file_name() != ".config.json.lock")
+            .collect();
         assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
         #[cfg(unix)]
         {
