@@ -690,6 +690,16 @@ fn is_path_or_url(value: &str) -> bool {
 }
 
 /// Token-shaped on its own: long, mixed, with the entropy of random text.
+/// Lower-case words and numbers joined by `-`, `_` or `.`, each part one
+/// or the other: `oauth-2025-04-20`, `fast-mode-2026-02-01`, `us-west-2`.
+fn is_slug(value: &str) -> bool {
+    value.contains(['-', '_', '.'])
+        && value.split(['-', '_', '.']).all(|part| {
+            !part.is_empty()
+                && (part.bytes().all(|b| b.is_ascii_lowercase()) || part.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
 fn is_token_shaped(value: &str) -> bool {
     value.len() >= 12 && !value.contains(' ') && char_classes(value) >= 2 && entropy(value) >= 3.0
 }
@@ -718,11 +728,21 @@ pub(crate) fn keyed_value_is_secret(key: &str, value: &str, context: AssignmentC
     if !context.quoted && value.starts_with(['%', '@', '!', '&', '*']) {
         return false;
     }
+    // `Anthropic::BedrockClient`: a key followed by `::` is a path in
+    // Ruby, C++ or Rust (the separator took one colon), and an unquoted
+    // `:name` a Ruby symbol, not a value.
+    if !context.quoted && value.starts_with(':') {
+        return false;
+    }
     if value.contains(char::is_whitespace) {
         return context.quoted && kind == KeyKind::Credential && is_passphrase(value);
     }
     if kind == KeyKind::Hint {
-        return is_token_shaped(value);
+        // A provider's name alone is only a hint: its value must look
+        // like a token. Lower-case words and numbers joined by `-`, `_`
+        // or `.` (`anthropic-beta: oauth-2025-04-20`, a model id, a
+        // region) are names and dated versions, not credentials.
+        return is_token_shaped(value) && !is_slug(value);
     }
     let length = value.chars().count();
     let classes = char_classes(value);

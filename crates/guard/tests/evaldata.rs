@@ -1,0 +1,82 @@
+//! The guard against the shared external dev splits
+//! (`../shared/evaldata/secrets-dev` and `injection-dev`, read in place,
+//! never copied): recall of labelled credentials, and the injection
+//! screen's hits on injection rows and on benign rows. Each count has a
+//! floor or a ceiling measured when it was written, so a change that loses
+//! recall or flags more benign text fails here. Skipped, with a message,
+//! where the data is absent.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+fn evaldata(name: &str) -> Option<Vec<Value>> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/evaldata").join(name);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipping: {} is not present", path.display());
+        return None;
+    };
+    Some(text.lines().filter(|line| !line.trim().is_empty()).map(|line| serde_json::from_str(line).unwrap()).collect())
+}
+
+/// (true positives found, true positives, false positives flagged, false positives).
+fn secrets_counts(rows: &[Value]) -> (usize, usize, usize, usize) {
+    let mut counts = (0, 0, 0, 0);
+    for row in rows {
+        let text = row["text"].as_str().unwrap();
+        let found = cairn_guard::redact_all(text) != text;
+        match row["label"].as_str().unwrap() {
+            "tp" => {
+                counts.1 += 1;
+                counts.0 += usize::from(found);
+            }
+            _ => {
+                counts.3 += 1;
+                counts.2 += usize::from(found);
+            }
+        }
+    }
+    counts
+}
+
+#[test]
+fn secrets_dev_recall_does_not_drop() {
+    for (file, min_found, max_flagged) in
+        [("secrets-dev/gitleaks.jsonl", 170, 71), ("secrets-dev/detect_secrets.jsonl", 66, 5)]
+    {
+        let Some(rows) = evaldata(file) else { continue };
+        let (found, positives, flagged, negatives) = secrets_counts(&rows);
+        eprintln!("{file}: {found}/{positives} credentials found, {flagged}/{negatives} near misses redacted");
+        assert!(found >= min_found, "{file}: recall dropped to {found}/{positives} (floor {min_found})");
+        assert!(flagged <= max_flagged, "{file}: {flagged}/{negatives} near misses redacted (ceiling {max_flagged})");
+    }
+}
+
+#[test]
+fn injection_dev_benign_rows_do_not_regress() {
+    let Some(rows) = evaldata("injection-dev/injection.jsonl") else { return };
+    let mut by_type: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    let mut flagged_benign = Vec::new();
+    for row in &rows {
+        let text = row["text"].as_str().unwrap();
+        let flagged = cairn_guard::screen(text);
+        let entry = by_type.entry(row["type"].as_str().unwrap().to_owned()).or_default();
+        entry.1 += 1;
+        if let Some(finding) = flagged {
+            entry.0 += 1;
+            if row["label"] == 0 {
+                flagged_benign.push(format!("{}: {} ({})", row["id"], finding.rule, &text[..text.len().min(80)]));
+            }
+        }
+    }
+    for (kind, (flagged, rows)) in &by_type {
+        eprintln!("{kind}: {flagged}/{rows} flagged");
+    }
+    let injections: usize = by_type.iter().filter(|(kind, _)| !kind.starts_with("benign")).map(|(_, c)| c.0).sum();
+    eprintln!("benign rows flagged:\n{}", flagged_benign.join("\n"));
+    assert!(flagged_benign.len() <= MAX_BENIGN_FLAGGED, "{} benign rows flagged", flagged_benign.len());
+    assert!(injections >= MIN_INJECTIONS_FLAGGED, "{injections} injection rows flagged");
+}
+
+const MAX_BENIGN_FLAGGED: usize = 2;
+const MIN_INJECTIONS_FLAGGED: usize = 149;
