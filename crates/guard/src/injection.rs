@@ -48,6 +48,9 @@ pub enum InjectionCategory {
     ToolCallForgery,
     /// Demands to keep something from the user.
     SecrecyDemand,
+    /// An instruction to fetch code from the network and run it
+    /// (`curl … | sh`, `iex (iwr …)`, "download … and run it").
+    RemoteCodeExecution,
 }
 
 /// Why [`screen`] flagged a text.
@@ -70,6 +73,44 @@ const fn rule(name: &'static str, category: InjectionCategory, pattern: &'static
 }
 
 use InjectionCategory as C;
+
+/// A command that fetches code and runs it: a download piped into a shell
+/// or interpreter (`curl … | sh`, `wget -qo- … | sudo bash`,
+/// `irm … | iex`), a shell reading a download (`bash <(curl …)`,
+/// `sh -c "$(wget …)"`, `eval "$(curl …)"`), PowerShell's
+/// `iex (iwr …)` / `downloadstring(…)`. After the public catalogues of
+/// such one-liners: MITRE ATT&CK T1059 (command and scripting
+/// interpreter) and T1105 (ingress tool transfer), GTFOBins' `curl`/`wget`
+/// entries, and Sigma's `proc_creation_*_curl_*`/`*_susp_download_*`
+/// rules.
+macro_rules! pipe_to_shell {
+    () => {
+        r#"(?:\b(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod|aria2c|lwp-download)\b[^|;&
+]{0,200}\| ?(?:sudo |doas )?(?:-\S+ )*(?:sh|bash|zsh|dash|ksh|fish|python[0-9.]*|perl|ruby|node|php|iex|invoke-expression|powershell|pwsh|cmd)\b|\b(?:sh|bash|zsh|source|python[0-9.]*) <\( ?(?:curl|wget)\b|\b(?:sh|bash|zsh|dash|python[0-9.]*|perl|ruby|eval)(?: -c)? ["']?\$\( ?(?:curl|wget|iwr|irm)\b|\biex ?\(? ?(?:\(? ?new-object [a-z.]*webclient\)? ?\.downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod)\b|\.downloadstring ?\( ?["']?https?://)"#
+    };
+}
+
+/// Download-and-execute in prose: a fetch verb, a URL or a script or
+/// binary file name, then a run verb (English and the screen's other
+/// languages).
+macro_rules! download_and_run {
+    () => {
+        r#"(?:\b(?:download|fetch|grab|pull|retrieve|get)\b(?: \S+){0,4}? (?:https?://\S+|ftp://\S+|\S+\.(?:sh|bash|ps1|bat|cmd|exe|py|pl|rb|bin|msi|vbs|scr|jar|apk|elf|run))(?: \S+){0,4}? (?:and|then|&&|,) (?:then )?(?:run|execute|exec|launch|start|eval|source|install|chmod \+x)\b|\b(?:descarga|descargue|descargar|baja)\b(?: \S+){0,4}? (?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))(?: \S+){0,4}? y (?:ejecuta|ejecutalo|ejecutar|ejecute|corre|correlo)\b|\b(?:telecharge|telechargez|telecharger)\b(?: \S+){0,4}? (?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))(?: \S+){0,4}? (?:et|puis) (?:l'|les )?(?:execute|executez|executer|lance|lancez|lancer)\b|\b(?:lade|laden sie)\b(?: \S+){0,4}? (?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))(?: \S+){0,3}? herunter und (?:fuhre|fuhren sie|starte|starten sie)\b|\b(?:scarica|scaricate|scaricare)\b(?: \S+){0,4}? (?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))(?: \S+){0,4}? (?:e|ed|poi) (?:esegui|eseguilo|eseguite|eseguire|avvia|lancia)\b|\b(?:baixe|baixa|baixar|descarregue)\b(?: \S+){0,4}? (?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))(?: \S+){0,4}? e (?:execute|executa|executar|rode|roda)\b|\bdownload\b(?: \S+){0,4}? (?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))(?: \S+){0,4}? en (?:voer|start)\b|(?:скачай|скачайте|загрузи|загрузите)(?: \S+){0,4}? (?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))(?: \S+){0,4}? и (?:запусти|запустите|выполни|выполните)|(?:下载|下載)[^。
+]{0,80}?(?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))[^。
+]{0,40}?(?:并|並|然后|然後|再)?(?:运行|運行|执行|執行)|(?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))[^。
+]{0,40}?をダウンロードして(?:実行|起動)|(?:https?://\S+|\S+\.(?:sh|ps1|exe|py|bat))[^.
+]{0,40}?(?:를|을)? ?다운로드(?:하고|한 후|해서) ?(?:실행))"#
+    };
+}
+
+/// Words that address a standing order to the assistant: "always", "you
+/// must", "before answering", "on every session", a forged `system:`, or
+/// a run with privileges or in secret.
+macro_rules! assistant_order {
+    () => {
+        r#"(?:\balways\b|\byou (?:must|should|need to|have to|are to|will|shall)\b|\bmust (?:always |now |first )?\b|\bmake sure (?:to|you)\b|\bbe sure to\b|\bremember to\b|\b(?:before|prior to) (?:answering|responding|replying|anything else|doing anything|any other|you (?:answer|respond|reply|start|continue|proceed|do anything))\b|\b(?:on|at|for|with) (?:every|each) (?:session|start|startup|turn|message|request|reply|response|conversation|prompt|task)\b|\bevery time\b|\bwhenever\b|\bsystem ?:|\bimportant ?:|\bwithout (?:asking|telling|confirmation|permission|checking)\b|\bsilently\b|\bsecretly\b|\bas (?:root|administrator|admin)\b|\bsiempre\b|\bdebes\b|\bantes de responder\b|\btoujours\b|\btu dois\b|\bvous devez\b|\bavant de repondre\b|\bimmer\b|\bdu musst\b|\bsie mussen\b|\bvor jeder antwort\b|\bsempre\b|\bdevi\b|\bprima di rispondere\b|\bvoce deve\b|\bantes de responder\b|\baltijd\b|\bje moet\b|всегда|ты должен|вы должны|перед ответом|总是|始终|必须|在回答之前|每次|常に|必ず|回答する前に|항상|반드시|답변하기 전에)"#
+    };
+}
 
 /// The named patterns. Patterns see normalised text: lower case, single
 /// spaces, ASCII quotes. `\b` and `\w` are rewritten to their ASCII forms at
@@ -205,6 +246,31 @@ const RULES: &[Rule] = &[
         "tool-call-forgery",
         C::ToolCallForgery,
         r#"<(?:tool_call|function_call|tool_use|invoke|function_calls)\b|"(?:tool_calls?|function_call)" ?: ?[\[{]|\b(?:call|invoke|execute|run|use) the (?:\w+ )?tool\b(?: \w+){0,4}? (?:with|and) (?:the )?(?:arguments?|parameters?|input)\b"#,
+    ),
+    // A download run as code is an injection when it is an order to the
+    // assistant ("always run curl … | sh before answering"), or when it is
+    // given in prose as "download <url or script> and run it". The same
+    // command quoted in documentation (`curl -sSf https://sh.rustup.rs |
+    // sh` as an install step) is not flagged: skills and notes quote
+    // install commands all the time, and refusing them would block real
+    // skills for no gain; it is the order to run it that turns a quote
+    // into an attack.
+    rule(
+        "remote-code-execution",
+        C::RemoteCodeExecution,
+        concat!(
+            assistant_order!(),
+            r"(?: \S+){0,12}? ?(?:",
+            pipe_to_shell!(),
+            "|",
+            download_and_run!(),
+            r")|(?:",
+            pipe_to_shell!(),
+            r")(?: \S+){0,10}? ?",
+            assistant_order!(),
+            "|",
+            download_and_run!(),
+        ),
     ),
     rule(
         "secrecy-demand",
