@@ -21,15 +21,10 @@ use cairn_hooks::{ConfigHooks, HookSet, MergeOptions, MergeReport, merge_user_ho
 use cairn_memory_core::{JsonlLessonStore, MemoryDb, MemoryFiles, constants};
 use cairn_skills::{AuditSink, SkillAuditEvent, SkillCatalog, SkillsConfig, SystemSkillClock};
 
-use crate::serve::auth::TOKEN_FILE_NAME;
-use crate::settings::{CONFIG_FILE_NAME, Settings};
+use crate::settings::Settings;
 
 /// The skills audit trail inside the home.
 pub(crate) const SKILLS_AUDIT_FILE_NAME: &str = "skills-audit.jsonl";
-/// Files of the home that hold credentials or raw memory and are never
-/// read on a model's behalf.
-const HOME_SECRETS: &[&str] =
-    &[TOKEN_FILE_NAME, CONFIG_FILE_NAME, "memory.db", "memory.db-wal", "memory.db-shm", "memory_index.db", "mcp.json"];
 
 /// One Cairn home and its settings.
 #[derive(Debug, Clone)]
@@ -82,10 +77,10 @@ impl Home {
     /// guard's process-wide reads too.
     pub(crate) fn new(settings: Settings) -> Self {
         owner_only_umask();
-        let mut sensitive = SensitivePaths::for_current_user().with_gateway_home(&settings.home);
-        for name in HOME_SECRETS {
-            sensitive = sensitive.with_extra(settings.home.join(name));
-        }
+        // The guard's gateway-home rules cover the home's own secrets (token,
+        // settings, MCP definitions, raw stores), for this binary and the
+        // library front door alike.
+        let sensitive = SensitivePaths::for_current_user().with_gateway_home(&settings.home);
         sensitive.clone().install();
         Self { settings, sensitive }
     }

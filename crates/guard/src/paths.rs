@@ -45,12 +45,25 @@ const SYSTEM_SECRETS: &[(&str, &str)] = &[
     ("/etc/ssh", "SSH host keys"),
 ];
 
-/// Files inside the gateway's home that hold its own secrets.
+/// Files inside the gateway's home that hold its own secrets: credentials,
+/// its settings (an LLM key, a storage URL) and its raw memory stores.
+/// Every entry point that names the home (the binary and the library front
+/// door alike) gets the same set.
 const GATEWAY_SECRETS: &[(&str, &str)] = &[
     ("secrets", "gateway secrets directory"),
     (".env", "gateway environment file"),
     ("credentials.json", "gateway credentials"),
     ("auth.json", "gateway auth tokens"),
+    ("server.token", "gateway API token"),
+    ("config.json", "gateway settings"),
+    ("mcp.json", "gateway MCP server definitions"),
+    ("memory.db", "raw memory database"),
+    ("memory.db-wal", "raw memory database"),
+    ("memory.db-shm", "raw memory database"),
+    ("memory.db-journal", "raw memory database"),
+    ("memory_index.db", "raw memory index"),
+    ("memory_index.db-wal", "raw memory index"),
+    ("memory_index.db-shm", "raw memory index"),
 ];
 
 /// Which paths no Cairn component may read on a model's behalf.

@@ -145,3 +145,41 @@ fn a_named_agent_that_does_not_exist_is_an_error() {
     let session = cairn.session_context("s-1", "").unwrap();
     assert!(session.text.contains("You review Rust code for soundness."), "{}", session.text);
 }
+
+#[test]
+fn an_agents_prompt_file_cannot_read_the_homes_own_stores_and_settings() {
+    let home = tempfile::tempdir().unwrap();
+    let agents = tempfile::tempdir().unwrap();
+    // The home exists with its store before the agent resolves.
+    drop(Cairn::open(Config::new(home.path())).unwrap());
+    std::fs::write(home.path().join("config.json"), r#"{"memory": {"history_idle_hours": 3.25}}"#).unwrap();
+    std::fs::write(home.path().join("server.token"), "token-value-4242").unwrap();
+    std::fs::write(home.path().join("mcp.json"), r#"{"mcpServers": {"probe-marker": {}}}"#).unwrap();
+    std::fs::write(home.path().join("prompt.md"), "You review Rust code.").unwrap();
+    // (the file the prompt names, what must not reach the prompt; None: it may)
+    for (name, secret) in [
+        ("prompt.md", None),
+        ("config.json", Some("history_idle_hours")),
+        ("server.token", Some("token-value-4242")),
+        ("mcp.json", Some("probe-marker")),
+        ("memory.db", Some("SQLite format")),
+    ] {
+        let prompt = format!("file://{}", home.path().join(name).display());
+        let spec = serde_json::json!({"name": "reader", "prompt": prompt});
+        std::fs::write(agents.path().join("reader.json"), spec.to_string()).unwrap();
+        let opened = Cairn::open(Config::new(home.path()).agent("reader", agents.path()));
+        match secret {
+            None => {
+                let text = opened.unwrap().session_context("s-1", "").unwrap().text;
+                assert!(text.contains("You review Rust code."), "{text}");
+            }
+            Some(secret) => match opened {
+                Err(error) => assert!(format!("{error:?}").contains("Sensitive"), "{name}: {error:?}"),
+                Ok(cairn) => {
+                    let text = cairn.session_context("s-1", "").unwrap().text;
+                    panic!("{name} was read as the prompt ({}): {text}", text.contains(secret));
+                }
+            },
+        }
+    }
+}
