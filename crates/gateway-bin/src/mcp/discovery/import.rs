@@ -413,7 +413,7 @@ fn ledger_path(locations: &Locations) -> PathBuf {
 fn read_ledger(locations: &Locations) -> Result<Ledger, ImportError> {
     let path = ledger_path(locations);
     let failed = |problem: String| ImportError::Ledger { path: path.clone(), problem };
-    match read_config_file(&locations.config_reader, &path).map_err(&failed)? {
+    match read_config_file(&locations.own_file_reader, &path).map_err(&failed)? {
         None => Ok(Ledger { version: 1, imports: Vec::new() }),
         Some(text) => serde_json::from_str(&text).map_err(|error| failed(error.to_string())),
     }
@@ -467,12 +467,12 @@ pub(crate) fn run_import(locations: &Locations, request: &ImportRequest) -> Resu
             .or_insert_with(|| format!("`{}` in {}", definition.server.name, source.path.display()));
     }
     if request.dry_run || candidates.is_empty() {
-        let current = read_config_file(&locations.config_reader, &destination);
+        let current = read_config_file(&locations.own_file_reader, &destination);
         let ledger = read_ledger(locations)?;
         let plan = decide(request, &candidates, reserved, &ledger, &destination, current);
         return Ok(ImportReport { dry_run: request.dry_run, destination, files, decisions: plan.rows, written: false });
     }
-    if locations.config_reader.is_sensitive(&destination) {
+    if locations.own_file_reader.is_sensitive(&destination) {
         return Err(ImportError::Write {
             path: destination.clone(),
             message: "the guard refuses this path".to_owned(),

@@ -127,8 +127,11 @@ pub(crate) struct Locations {
     /// Agent specs are read through the home's sensitive-path rules.
     pub(crate) sensitive: SensitivePaths,
     /// Config files of servers are read through the user's rules plus the
-    /// home's secrets, but `<home>/mcp.json` itself is readable for this.
+    /// home's secrets (which include `<home>/mcp.json`).
     pub(crate) config_reader: SensitivePaths,
+    /// The home's own files this module reads and writes (`mcp.json`, the
+    /// import ledger), at paths it builds itself: the user's rules only.
+    pub(crate) own_file_reader: SensitivePaths,
 }
 
 impl Locations {
@@ -143,6 +146,7 @@ impl Locations {
             kiro_global: user_home.as_ref().map(|dir| dir.join(KIRO_SETTINGS_MCP)),
             cairn_home: home.dir().to_owned(),
             config_reader: SensitivePaths::for_current_user().with_gateway_home(home.dir()),
+            own_file_reader: SensitivePaths::for_current_user(),
             user_home,
             sensitive: home.sensitive().clone(),
         })
@@ -326,7 +330,9 @@ impl Discovery {
         ];
         for (kind, path) in files {
             if let Some(path) = path {
-                discovery.push(read_mcp_file(&locations.config_reader, kind, &path));
+                let reader =
+                    if kind == SourceKind::CairnHome { &locations.own_file_reader } else { &locations.config_reader };
+                discovery.push(read_mcp_file(reader, kind, &path));
             }
         }
         for source in agent_sources {
