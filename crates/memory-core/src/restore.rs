@@ -656,6 +656,10 @@ fn finish(db: &MemoryDb, files: &MemoryFiles, home: &Path, staged: &Path, report
     sync_dir(&memory_dir);
     report.files_written = report.files_written.saturating_sub(kept);
     remove_dir(staged)?;
+    if let Some(root) = staged.parent() {
+        // Gone when no other restore left files in it.
+        let _ = std::fs::remove_dir(root);
+    }
     db.rows().write("finishing a restore", |tx| tx.set_setting(PENDING_SETTING, ""))?;
     files.invalidate_history_cache();
     if let Err(error) = files.refresh_index() {

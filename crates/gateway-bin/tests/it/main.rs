@@ -14,6 +14,8 @@ mod host_gateway;
 mod host_hooks;
 mod import;
 mod issue_42;
+mod issue_42_guard;
+mod issue_42_memory;
 mod mcp;
 mod mcp_discovery;
 mod memory;
