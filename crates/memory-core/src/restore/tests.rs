@@ -262,3 +262,61 @@ fn one_bad_row_refuses_the_whole_restore() {
         assert!(target.db.audit(10).unwrap().is_empty(), "{code}");
     }
 }
+
+/// Issue 42: a row at the last version takes no further change on any
+/// backend (refused, not overflowed), and a restore refuses a version
+/// beyond it.
+#[test]
+fn a_change_past_the_last_version_is_refused_on_every_backend() {
+    let max = crate::constants::MAX_SEMANTIC_VERSION;
+    let mut homes = vec![Home::sqlite(), Home::memory()];
+    homes.extend(Home::postgres());
+    for home in homes {
+        let mut document = Home::memory().export();
+        let row: crate::export::ExportedSemantic = serde_json::from_value(json!({
+            "key": "pref.editor", "value": "helix", "confidence": 1.0, "source": "user_explicit",
+            "updated_at": 1_700_000_000_000_i64, "created_at": 1_700_000_000_000_i64, "version": max + 1,
+        }))
+        .unwrap();
+        document.semantic = vec![row];
+        let report = home.restore(&document).unwrap();
+        assert_eq!(report.rejected[0].code, "invalid_version", "{report:?}");
+        document.semantic[0].version = Some(max);
+        assert!(home.restore(&document).unwrap().rejected.is_empty());
+        for result in [
+            home.db.write_semantic("pref.editor", &json!("vim"), 1.0, Source::UserExplicit).map(|_| ()),
+            home.db.delete_semantic("pref.editor", Source::UserExplicit).map(|_| ()),
+        ] {
+            let error = result.unwrap_err();
+            assert_eq!(error.rejection().map(crate::Rejected::code), Some("version_exhausted"), "{error}");
+        }
+        let entry = home.db.get_semantic("pref.editor").unwrap().unwrap();
+        assert_eq!((entry.value, entry.version), (json!("helix"), max));
+    }
+}
+
+/// Issue 42: a restored lesson and fact are stored scrubbed, and the lesson
+/// keyed by its stored text.
+#[test]
+fn a_restore_stores_lessons_and_facts_scrubbed() {
+    let home = Home::sqlite();
+    let mut document = Home::memory().export();
+    document.semantic = vec![
+        serde_json::from_value(json!({
+            "key": "pref.deploy", "value": "token AKIAQWERTYUIOPASDFGH \u{1b}[2J", "confidence": 1.0,
+            "source": "user_explicit", "updated_at": 1_700_000_000_000_i64,
+        }))
+        .unwrap(),
+    ];
+    document.lessons = vec![
+        serde_json::from_value(json!({"rule": "deploy with AKIAQWERTYUIOPASDFGH \u{7}now", "category": "tool",
+                                      "source": "user_explicit"}))
+        .unwrap(),
+    ];
+    assert!(home.restore(&document).unwrap().rejected.is_empty());
+    let fact = home.db.get_semantic("pref.deploy").unwrap().unwrap();
+    assert_eq!(fact.value, json!("token [REDACTED:aws-access-key] [2J"));
+    let lessons = home.db.get_lessons(10).unwrap();
+    assert_eq!(lessons[0].rule, "deploy with [REDACTED:aws-access-key] now");
+    assert_eq!(lessons[0].key, crate::lesson_key("deploy with AKIAQWERTYUIOPASDFGH now", None));
+}
