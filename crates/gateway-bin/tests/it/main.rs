@@ -44,3 +44,4 @@ fn version_prints_package_version() {
 mod guard_evasions;
 mod hardening_files;
 mod hardening_server;
+mod import_symlinks;

@@ -23,8 +23,10 @@
 //! `AGENTS.md`, `BOOTSTRAP.md`), persona (`IDENTITY.md`), runtime records
 //! (`TOOLS.md`, `HEARTBEAT.md`), session transcripts, `@path` includes, an
 //! entry holding a credential or an exfiltration URL, Hermes's
-//! `memory_store.db` (unsupported, never opened), symlinks and oversized or
-//! non-UTF-8 files. Nothing is copied around the writers; `preferences.md`
+//! `memory_store.db` (unsupported, never opened), symlinks (a linked file,
+//! or a linked directory anywhere between a source root and a file: one rule
+//! for every source, reported once at the link) and oversized or non-UTF-8
+//! files. Nothing is copied around the writers; `preferences.md`
 //! and `projects.md` are never written.
 //!
 //! A foreign import adds at most [`MAX_IMPORTED_LESSONS`] lessons in all

@@ -2,6 +2,13 @@
 //! files up to [`MAX_FOREIGN_FILE_BYTES`], read through
 //! [`cairn_guard::safe_read_file`]; directories listed with a bound on the
 //! entries consumed.
+//!
+//! One rule for every source: no symbolic link is followed anywhere between
+//! a source root (`~/.claude`, a project, `~/.hermes`, an OpenClaw
+//! workspace) and the file read, the file itself included. The root is the
+//! user's own choice and may be a link. The components are checked before
+//! and again after a read; a link that appears and disappears again between
+//! the two checks is not seen (std has no `openat` walk).
 
 use std::fs::Metadata;
 use std::path::{Path, PathBuf};
@@ -13,6 +20,11 @@ use crate::constants::MAX_FOREIGN_FILE_BYTES;
 pub(crate) enum Refusal {
     /// The path is a symbolic link.
     Symlink,
+    /// A directory between the source root and the path is a symbolic
+    /// link (the field): nothing under it is read.
+    SymlinkedDirectory(PathBuf),
+    /// The path is not a plain path below its source root.
+    OutsideRoot,
     /// The path is a directory, a device, a socket or a FIFO.
     NotRegular,
     /// The file is larger than the cap.
@@ -30,7 +42,8 @@ pub(crate) enum Refusal {
 impl Refusal {
     pub(crate) fn code(&self) -> &'static str {
         match self {
-            Refusal::Symlink => "symlink",
+            Refusal::Symlink | Refusal::SymlinkedDirectory(_) => "symlink",
+            Refusal::OutsideRoot => "outside_root",
             Refusal::NotRegular => "not_regular_file",
             Refusal::TooLarge(_) => "file_too_large",
             Refusal::Sensitive(_) => "sensitive_path",
@@ -43,6 +56,10 @@ impl Refusal {
     pub(crate) fn message(&self) -> String {
         match self {
             Refusal::Symlink => "symbolic links are not followed; nothing was read".to_owned(),
+            Refusal::SymlinkedDirectory(_) => {
+                "a symbolically linked directory; links are not followed, nothing under it was read".to_owned()
+            }
+            Refusal::OutsideRoot => "not a plain path below its source root; nothing was read".to_owned(),
             Refusal::NotRegular => "not a regular file".to_owned(),
             Refusal::TooLarge(bytes) => format!("{bytes} bytes, more than the {MAX_FOREIGN_FILE_BYTES} bytes read"),
             Refusal::Sensitive(reason) => format!("the guard refuses this path ({reason})"),
@@ -65,10 +82,38 @@ fn identity(metadata: &Metadata) -> (u64, u64) {
     }
 }
 
-/// Reads a foreign text file: a regular file (not a symlink) of at most
+/// Checks the directories between `root` and `path` (both excluded):
+/// [`Refusal::SymlinkedDirectory`] names the first one that is a symbolic
+/// link. A component that does not exist ends the walk (the caller's own
+/// read or listing reports a missing path).
+pub(crate) fn check_below_root(root: &Path, path: &Path) -> Result<(), Refusal> {
+    let relative = path.strip_prefix(root).map_err(|_| Refusal::OutsideRoot)?;
+    let mut components = relative.components().peekable();
+    let mut current = root.to_path_buf();
+    while let Some(component) = components.next() {
+        let std::path::Component::Normal(name) = component else { return Err(Refusal::OutsideRoot) };
+        if components.peek().is_none() {
+            break;
+        }
+        current.push(name);
+        match std::fs::symlink_metadata(&current) {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                return Err(Refusal::SymlinkedDirectory(current));
+            }
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(Refusal::Unreadable(error.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// Reads a foreign text file below `root`: a regular file (not a symlink,
+/// no symlinked directory between it and `root`) of at most
 /// [`MAX_FOREIGN_FILE_BYTES`], through the guard's read, which is still
 /// the same file afterwards.
-pub(crate) fn read_text(path: &Path) -> Result<String, Refusal> {
+pub(crate) fn read_text(root: &Path, path: &Path) -> Result<String, Refusal> {
+    check_below_root(root, path)?;
     let before = std::fs::symlink_metadata(path).map_err(|error| Refusal::Unreadable(error.to_string()))?;
     if before.file_type().is_symlink() {
         return Err(Refusal::Symlink);
@@ -91,6 +136,9 @@ pub(crate) fn read_text(path: &Path) -> Result<String, Refusal> {
     if after.file_type().is_symlink() || identity(&after) != identity(&before) {
         return Err(Refusal::Changed);
     }
+    if check_below_root(root, path).is_err() {
+        return Err(Refusal::Changed);
+    }
     Ok(text)
 }
 
@@ -111,12 +159,15 @@ pub(crate) struct Entry {
     pub(crate) kind: EntryKind,
 }
 
-/// What a path is, without following links; `None` when it does not exist.
-pub(crate) fn kind_of(path: &Path) -> std::io::Result<Option<EntryKind>> {
+/// What a path below `root` is, without following links; `None` when it
+/// does not exist. A symlinked directory between `root` and `path` is
+/// refused before the path is looked at.
+pub(crate) fn kind_of(root: &Path, path: &Path) -> Result<Option<EntryKind>, Refusal> {
+    check_below_root(root, path)?;
     match std::fs::symlink_metadata(path) {
         Ok(metadata) => Ok(Some(kind(&metadata))),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(error),
+        Err(error) => Err(Refusal::Unreadable(error.to_string())),
     }
 }
 

@@ -19,13 +19,18 @@ pub(crate) struct Collector {
 }
 
 impl Collector {
+    /// Records a finding once: a symlinked directory above several files
+    /// is one diagnostic, not one per file.
     fn diagnose(&mut self, source: ForeignSource, path: &Path, code: &str, message: impl Into<String>) {
-        self.diagnostics.push(ImportDiagnostic {
+        let diagnostic = ImportDiagnostic {
             source,
             path: path.display().to_string(),
             code: code.to_owned(),
             message: message.into(),
-        });
+        };
+        if !self.diagnostics.contains(&diagnostic) {
+            self.diagnostics.push(diagnostic);
+        }
     }
 
     fn item(&mut self, source: ForeignSource, path: &Path, locator: String, landing: Landing) {
@@ -42,22 +47,23 @@ impl Collector {
         });
     }
 
-    /// Reads a file that may be absent: `None` (and nothing reported) when
-    /// it does not exist, a diagnostic when it cannot be read.
-    fn read_optional(&mut self, source: ForeignSource, path: &Path) -> Option<String> {
-        match read::kind_of(path) {
+    /// Reads a file below `root` that may be absent: `None` (and nothing
+    /// reported) when it does not exist, a diagnostic when it cannot be
+    /// read or a directory between it and `root` is a symlink.
+    fn read_optional(&mut self, source: ForeignSource, root: &Path, path: &Path) -> Option<String> {
+        match read::kind_of(root, path) {
             Ok(None) => return None,
             Ok(Some(_)) => {}
-            Err(error) => {
-                self.diagnose(source, path, "read_failed", error.to_string());
+            Err(refusal) => {
+                self.refused(source, path, &refusal);
                 return None;
             }
         }
-        self.read_present(source, path)
+        self.read_present(source, root, path)
     }
 
-    fn read_present(&mut self, source: ForeignSource, path: &Path) -> Option<String> {
-        match read::read_text(path) {
+    fn read_present(&mut self, source: ForeignSource, root: &Path, path: &Path) -> Option<String> {
+        match read::read_text(root, path) {
             Ok(text) => {
                 self.files_read += 1;
                 Some(text)
@@ -69,15 +75,27 @@ impl Collector {
         }
     }
 
+    /// Reports a refusal; a symlinked directory is reported at the link.
     fn refused(&mut self, source: ForeignSource, path: &Path, refusal: &Refusal) {
+        let path = match refusal {
+            Refusal::SymlinkedDirectory(link) => link.as_path(),
+            _ => path,
+        };
         self.diagnose(source, path, refusal.code(), refusal.message());
     }
 
-    /// Lists a directory that may be absent; a symlinked or unreadable
-    /// directory is a diagnostic. Returns at most `limit` entries and
-    /// reports an overflow.
-    fn list(&mut self, source: ForeignSource, dir: &Path, limit: usize, overflow_code: &str) -> Vec<read::Entry> {
-        match read::kind_of(dir) {
+    /// Lists a directory below `root` that may be absent; a symlinked or
+    /// unreadable directory (or one under a symlinked directory) is a
+    /// diagnostic. Returns at most `limit` entries and reports an overflow.
+    fn list(
+        &mut self,
+        source: ForeignSource,
+        root: &Path,
+        dir: &Path,
+        limit: usize,
+        overflow_code: &str,
+    ) -> Vec<read::Entry> {
+        match read::kind_of(root, dir) {
             Ok(None) => return Vec::new(),
             Ok(Some(EntryKind::Dir)) => {}
             Ok(Some(EntryKind::Symlink)) => {
@@ -88,8 +106,8 @@ impl Collector {
                 self.diagnose(source, dir, "not_a_directory", "expected a directory");
                 return Vec::new();
             }
-            Err(error) => {
-                self.diagnose(source, dir, "read_failed", error.to_string());
+            Err(refusal) => {
+                self.refused(source, dir, &refusal);
                 return Vec::new();
             }
         }
@@ -197,30 +215,30 @@ pub(crate) fn claude_code(collector: &mut Collector, roots: &ForeignRoots) {
     let source = ForeignSource::ClaudeCode;
     if let Some(home) = &roots.claude_home {
         let path = home.join("CLAUDE.md");
-        if let Some(text) = collector.read_optional(source, &path) {
+        if let Some(text) = collector.read_optional(source, home, &path) {
             instruction_file(collector, source, &path, &text);
         }
-        rules_dir(collector, &home.join("rules"));
-        auto_memory(collector, &home.join("projects"));
+        rules_dir(collector, home, &home.join("rules"));
+        auto_memory(collector, home, &home.join("projects"));
     }
     for project in &roots.projects {
         for relative in ["CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md", "AGENTS.md"] {
             let path = project.join(relative);
-            if let Some(text) = collector.read_optional(source, &path) {
+            if let Some(text) = collector.read_optional(source, project, &path) {
                 instruction_file(collector, source, &path, &text);
             }
         }
-        rules_dir(collector, &project.join(".claude").join("rules"));
+        rules_dir(collector, project, &project.join(".claude").join("rules"));
     }
 }
 
-fn rules_dir(collector: &mut Collector, dir: &Path) {
+fn rules_dir(collector: &mut Collector, root: &Path, dir: &Path) {
     let source = ForeignSource::ClaudeCode;
-    for entry in collector.list(source, dir, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
+    for entry in collector.list(source, root, dir, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
         if !entry.name.ends_with(".md") {
             continue;
         }
-        if let Some(text) = collector.read_file_entry(source, &entry) {
+        if let Some(text) = collector.read_file_entry(source, root, &entry) {
             instruction_file(collector, source, &entry.path, &text);
         }
     }
@@ -228,9 +246,9 @@ fn rules_dir(collector: &mut Collector, dir: &Path) {
 
 impl Collector {
     /// Reads a listed entry: symlinks and non-files are reported.
-    fn read_file_entry(&mut self, source: ForeignSource, entry: &read::Entry) -> Option<String> {
+    fn read_file_entry(&mut self, source: ForeignSource, root: &Path, entry: &read::Entry) -> Option<String> {
         match entry.kind {
-            EntryKind::File => self.read_present(source, &entry.path),
+            EntryKind::File => self.read_present(source, root, &entry.path),
             EntryKind::Symlink => {
                 self.refused(source, &entry.path, &Refusal::Symlink);
                 None
@@ -240,9 +258,9 @@ impl Collector {
     }
 }
 
-fn auto_memory(collector: &mut Collector, projects: &Path) {
+fn auto_memory(collector: &mut Collector, root: &Path, projects: &Path) {
     let source = ForeignSource::ClaudeCode;
-    for project in collector.list(source, projects, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
+    for project in collector.list(source, root, projects, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
         match project.kind {
             EntryKind::Dir => {}
             EntryKind::Symlink => {
@@ -252,7 +270,7 @@ fn auto_memory(collector: &mut Collector, projects: &Path) {
             _ => continue,
         }
         let mut transcripts = 0usize;
-        for entry in collector.list(source, &project.path, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
+        for entry in collector.list(source, root, &project.path, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
             if entry.name.ends_with(".jsonl") {
                 transcripts += 1;
             }
@@ -266,11 +284,11 @@ fn auto_memory(collector: &mut Collector, projects: &Path) {
             );
         }
         let memory_dir = project.path.join("memory");
-        for entry in collector.list(source, &memory_dir, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
+        for entry in collector.list(source, root, &memory_dir, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
             if !entry.name.ends_with(".md") {
                 continue;
             }
-            let Some(text) = collector.read_file_entry(source, &entry) else { continue };
+            let Some(text) = collector.read_file_entry(source, root, &entry) else { continue };
             if entry.name == "MEMORY.md" {
                 memory_index(collector, &entry.path, &text);
             } else {
@@ -349,9 +367,9 @@ fn topic_file(collector: &mut Collector, path: &Path, text: &str) {
 pub(crate) fn hermes(collector: &mut Collector, roots: &ForeignRoots) {
     let source = ForeignSource::Hermes;
     let Some(home) = &roots.hermes_home else { return };
-    hermes_home(collector, home);
+    hermes_home(collector, home, home);
     let profiles = home.join("profiles");
-    match read::kind_of(&profiles) {
+    match read::kind_of(home, &profiles) {
         Ok(None) => return,
         Ok(Some(EntryKind::Dir)) => {}
         Ok(Some(EntryKind::Symlink)) => {
@@ -362,8 +380,12 @@ pub(crate) fn hermes(collector: &mut Collector, roots: &ForeignRoots) {
             collector.diagnose(source, &profiles, "profiles/read_failed", "`profiles` is not a directory");
             return;
         }
-        Err(error) => {
-            collector.diagnose(source, &profiles, "profiles/read_failed", error.to_string());
+        Err(Refusal::Unreadable(error)) => {
+            collector.diagnose(source, &profiles, "profiles/read_failed", error);
+            return;
+        }
+        Err(refusal) => {
+            collector.refused(source, &profiles, &refusal);
             return;
         }
     }
@@ -386,17 +408,18 @@ pub(crate) fn hermes(collector: &mut Collector, roots: &ForeignRoots) {
     }
     for entry in entries {
         match entry.kind {
-            EntryKind::Dir => hermes_home(collector, &entry.path),
+            EntryKind::Dir => hermes_home(collector, home, &entry.path),
             EntryKind::Symlink => collector.refused(source, &entry.path, &Refusal::Symlink),
             _ => {}
         }
     }
 }
 
-fn hermes_home(collector: &mut Collector, home: &Path) {
+/// One Hermes home: the root itself or one of its profiles (`home` below `root`).
+fn hermes_home(collector: &mut Collector, root: &Path, home: &Path) {
     let source = ForeignSource::Hermes;
     let store = home.join("memory_store.db");
-    if let Ok(Some(_)) = read::kind_of(&store) {
+    if let Ok(Some(_)) = read::kind_of(root, &store) {
         collector.diagnose(
             source,
             &store,
@@ -405,16 +428,20 @@ fn hermes_home(collector: &mut Collector, home: &Path) {
         );
     }
     let memories = home.join("memories");
-    match read::kind_of(&memories) {
+    match read::kind_of(root, &memories) {
         Ok(Some(EntryKind::Dir)) => {}
         Ok(Some(EntryKind::Symlink)) => {
             collector.refused(source, &memories, &Refusal::Symlink);
             return;
         }
+        Err(refusal @ Refusal::SymlinkedDirectory(_)) => {
+            collector.refused(source, &memories, &refusal);
+            return;
+        }
         _ => return,
     }
     let path = memories.join("MEMORY.md");
-    if let Some(text) = collector.read_optional(source, &path) {
+    if let Some(text) = collector.read_optional(source, root, &path) {
         for (index, entry) in parse::section_entries(&text).into_iter().enumerate() {
             collector.item(
                 source,
@@ -425,7 +452,7 @@ fn hermes_home(collector: &mut Collector, home: &Path) {
         }
     }
     let path = memories.join("USER.md");
-    if let Some(text) = collector.read_optional(source, &path) {
+    if let Some(text) = collector.read_optional(source, root, &path) {
         for (index, entry) in parse::section_entries(&text).into_iter().enumerate() {
             user_entry(collector, source, &path, format!("entry {}", index + 1), &entry);
         }
@@ -440,7 +467,7 @@ pub(crate) fn openclaw(collector: &mut Collector, roots: &ForeignRoots) {
     let source = ForeignSource::Openclaw;
     let Some(workspace) = &roots.openclaw_workspace else { return };
     let path = workspace.join("MEMORY.md");
-    if let Some(text) = collector.read_optional(source, &path) {
+    if let Some(text) = collector.read_optional(source, workspace, &path) {
         for (index, entry) in memory_entries(&text).into_iter().enumerate() {
             collector.item(
                 source,
@@ -451,13 +478,13 @@ pub(crate) fn openclaw(collector: &mut Collector, roots: &ForeignRoots) {
         }
     }
     let path = workspace.join("USER.md");
-    if let Some(text) = collector.read_optional(source, &path) {
+    if let Some(text) = collector.read_optional(source, workspace, &path) {
         for (index, entry) in memory_entries(&text).into_iter().enumerate() {
             user_entry(collector, source, &path, format!("entry {}", index + 1), &entry);
         }
     }
     let path = workspace.join("SOUL.md");
-    if let Some(text) = collector.read_optional(source, &path) {
+    if let Some(text) = collector.read_optional(source, workspace, &path) {
         soul(collector, &path, &text);
     }
     for (name, code, message) in [
@@ -468,12 +495,12 @@ pub(crate) fn openclaw(collector: &mut Collector, roots: &ForeignRoots) {
         ("IDENTITY.md", "persona", "a persona document; a foreign identity never becomes Cairn's"),
     ] {
         let path = workspace.join(name);
-        if let Ok(Some(_)) = read::kind_of(&path) {
+        if let Ok(Some(_)) = read::kind_of(workspace, &path) {
             collector.diagnose(source, &path, code, message);
         }
     }
     let memory_dir = workspace.join("memory");
-    for entry in collector.list(source, &memory_dir, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
+    for entry in collector.list(source, workspace, &memory_dir, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
         let date = parse_day_file_name(&entry.name);
         match (entry.kind, date) {
             (EntryKind::Dir, _) => {
@@ -483,7 +510,7 @@ pub(crate) fn openclaw(collector: &mut Collector, roots: &ForeignRoots) {
                 collector.diagnose(source, &entry.path, "not_a_daily_log", "only memory/YYYY-MM-DD.md files are read")
             }
             (_, Some(date)) => {
-                let Some(text) = collector.read_file_entry(source, &entry) else { continue };
+                let Some(text) = collector.read_file_entry(source, workspace, &entry) else { continue };
                 for (index, daily) in parse::daily_entries(date, &text).into_iter().enumerate() {
                     collector.item(
                         source,
