@@ -60,11 +60,28 @@ pub(crate) struct HostArgs {
 const SERVER_NAME: &str = "cairn";
 use crate::host::{CLAUDE_EVENTS, KIRO_EVENTS};
 
-/// One config file's planned change.
+/// The change one config file gets, applied to its text as read (under
+/// the file's lock when it is written).
+type Change = Box<dyn Fn(&mut Value, &Path) -> anyhow::Result<()>>;
+
+/// One config file and its change.
 struct Edit {
     path: PathBuf,
-    before: Option<String>,
-    after: Value,
+    change: Change,
+}
+
+impl Edit {
+    fn new(path: PathBuf, change: impl Fn(&mut Value, &Path) -> anyhow::Result<()> + 'static) -> Self {
+        Self { path, change: Box::new(change) }
+    }
+
+    /// The file's value before (`None`: no file) and after the change, from `text`.
+    fn plan(&self, text: Option<&str>) -> anyhow::Result<(Option<Value>, Value)> {
+        let before = parse(&self.path, text)?;
+        let mut after = before.clone().unwrap_or_else(|| Value::Object(Map::new()));
+        (self.change)(&mut after, &self.path)?;
+        Ok((before, after))
+    }
 }
 
 fn shell_quote(text: &str) -> String {
@@ -108,22 +125,27 @@ impl Invocation {
     }
 }
 
-fn load(path: &Path) -> anyhow::Result<(Option<String>, Value)> {
+/// A config file's text as a JSON object (`None`: no file); anything
+/// else is refused, so a file Cairn cannot read is never clobbered.
+fn parse(path: &Path, text: Option<&str>) -> anyhow::Result<Option<Value>> {
+    let Some(text) = text else { return Ok(None) };
+    let value: Value = if text.trim().is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_str(text)
+            .with_context(|| format!("{} is not valid JSON; fix it first, nothing was changed", path.display()))?
+    };
+    if !value.is_object() {
+        bail!("{} is not a JSON object; nothing was changed", path.display());
+    }
+    Ok(Some(value))
+}
+
+/// The file's text, or `None` when there is none.
+fn read(path: &Path) -> anyhow::Result<Option<String>> {
     match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let value: Value = if text.trim().is_empty() {
-                Value::Object(Map::new())
-            } else {
-                serde_json::from_str(&text).with_context(|| {
-                    format!("{} is not valid JSON; fix it first, nothing was changed", path.display())
-                })?
-            };
-            if !value.is_object() {
-                bail!("{} is not a JSON object; nothing was changed", path.display());
-            }
-            Ok((Some(text), value))
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok((None, Value::Object(Map::new()))),
+        Ok(text) => Ok(Some(text)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
     }
 }
@@ -194,8 +216,7 @@ fn claude_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<V
             (user.join(".claude/settings.json"), user.join(".claude.json"))
         }
     };
-    let (before, mut settings) = load(&settings_path)?;
-    let entries: Vec<(&str, Value)> = CLAUDE_EVENTS
+    let entries: Vec<(&'static str, Value)> = CLAUDE_EVENTS
         .iter()
         .map(|event| {
             let handler = json!({"type": "command", "command": invocation.hook_command("claude-code", event)});
@@ -207,16 +228,13 @@ fn claude_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<V
             (*event, entry)
         })
         .collect();
-    set_hooks(&mut settings, &entries, &settings_path, install)?;
-    let mut edits = vec![Edit { path: settings_path, before, after: settings }];
-    let (before, mut mcp) = load(&mcp_path)?;
+    let settings = Edit::new(settings_path, move |value, path| set_hooks(value, &entries, path, install));
     let mut server = invocation.mcp_server();
     if args.project.is_none() {
         server["type"] = json!("stdio");
     }
-    set_server(&mut mcp, "mcpServers", server, &mcp_path, install)?;
-    edits.push(Edit { path: mcp_path, before, after: mcp });
-    Ok(edits)
+    let mcp = Edit::new(mcp_path, move |value, path| set_server(value, "mcpServers", server.clone(), path, install));
+    Ok(vec![settings, mcp])
 }
 
 fn kiro_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<Vec<Edit>> {
@@ -226,42 +244,41 @@ fn kiro_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<Vec
     }
     let invocation = Invocation::current(home)?;
     let path = home.agents_dir(None)?.join(format!("{name}.json"));
-    let (before, mut agent) = load(&path)?;
-    if before.is_none() {
+    if read(&path)?.is_none() {
         bail!("no agent spec {} (create the agent in kiro-cli first)", path.display());
     }
-    // An earlier install's entry for this binary and home, unscoped.
-    let unscoped = invocation.mcp_server();
-    if let Some(servers) = agent.get_mut("mcpServers").and_then(Value::as_object_mut)
-        && servers.get(SERVER_NAME) == Some(&unscoped)
-    {
-        servers.remove(SERVER_NAME);
-    }
-    set_server(&mut agent, "mcpServers", invocation.agent_mcp_server(name), &path, install)?;
-    // An earlier install's hooks for this binary and home, unscoped.
-    let unscoped: Vec<(&str, Value)> = KIRO_EVENTS
+    // An earlier install's entries for this binary and home, unscoped.
+    let unscoped_server = invocation.mcp_server();
+    let unscoped_hooks: Vec<(&'static str, Value)> = KIRO_EVENTS
         .iter()
         .map(|event| (*event, json!({"command": invocation.hook_command("kiro-cli", event)})))
         .collect();
-    set_hooks(&mut agent, &unscoped, &path, false)?;
-    set_hooks(&mut agent, &kiro_hook_entries(home, &invocation, name)?, &path, install)?;
-    let tool = Value::String(format!("@{SERVER_NAME}"));
-    if let Some(tools) = agent.get_mut("tools").and_then(Value::as_array_mut) {
-        if install {
-            if !tools.contains(&tool) && !tools.contains(&json!("*")) {
-                tools.push(tool);
-            }
-        } else {
-            tools.retain(|existing| *existing != tool);
+    let server = invocation.agent_mcp_server(name);
+    let entries = kiro_hook_entries(home, &invocation, name)?;
+    let change = move |agent: &mut Value, path: &Path| -> anyhow::Result<()> {
+        if let Some(servers) = agent.get_mut("mcpServers").and_then(Value::as_object_mut)
+            && servers.get(SERVER_NAME) == Some(&unscoped_server)
+        {
+            servers.remove(SERVER_NAME);
         }
-    }
-    Ok(vec![Edit { path, before, after: agent }])
+        set_server(agent, "mcpServers", server.clone(), path, install)?;
+        set_hooks(agent, &unscoped_hooks, path, false)?;
+        set_hooks(agent, &entries, path, install)?;
+        let tool = Value::String(format!("@{SERVER_NAME}"));
+        if let Some(tools) = agent.get_mut("tools").and_then(Value::as_array_mut) {
+            if install {
+                if !tools.contains(&tool) && !tools.contains(&json!("*")) {
+                    tools.push(tool);
+                }
+            } else {
+                tools.retain(|existing| *existing != tool);
+            }
+        }
+        Ok(())
+    };
+    Ok(vec![Edit::new(path, change)])
 }
 
-/// Cairn's kiro-cli hooks for agent `name`, then the user's own
-/// (`agent.kiro_hooks`) merged after them by the hook merge rules
-/// (validated, deduplicated, bad entries dropped with a warning), as
-/// `(trigger, entry)` pairs in the agent spec's form.
 fn kiro_hook_entries(home: &Home, invocation: &Invocation, name: &str) -> anyhow::Result<Vec<(&'static str, Value)>> {
     let mut bundled = cairn_hooks::HookSet::new();
     for event in cairn_hooks::HookEvent::ALL {
@@ -307,21 +324,22 @@ fn normalised(before: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
+/// Applies each edit: a dry run prints the diff; otherwise the file is
+/// re-read, changed and written under its lock (another `cairn host
+/// install`, or any Cairn edit of the same file, waits), after a copy of
+/// the previous text is kept beside it.
 fn apply(edits: &[Edit], dry_run: bool) -> anyhow::Result<()> {
     for edit in edits {
-        let after = render(&edit.after)?;
-        let before_value = edit.before.as_deref().and_then(|text| serde_json::from_str::<Value>(text).ok());
-        let unchanged = match &before_value {
-            Some(value) => *value == edit.after,
-            None => edit.after.as_object().is_some_and(Map::is_empty),
-        };
-        if unchanged {
-            println!("unchanged {}", edit.path.display());
-            continue;
-        }
         if dry_run {
-            let before = normalised(edit.before.as_deref());
+            let text = read(&edit.path)?;
+            let (before, after) = edit.plan(text.as_deref())?;
+            if unchanged(before.as_ref(), &after) {
+                println!("unchanged {}", edit.path.display());
+                continue;
+            }
+            let before = normalised(text.as_deref());
             let name = edit.path.display().to_string();
+            let after = render(&after)?;
             let diff = similar::TextDiff::from_lines(&before, &after);
             print!("{}", diff.unified_diff().context_radius(3).header(&name, &name));
             continue;
@@ -329,19 +347,36 @@ fn apply(edits: &[Edit], dry_run: bool) -> anyhow::Result<()> {
         if let Some(parent) = edit.path.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
-        if let Some(before) = &edit.before {
-            let mut backup = edit.path.clone().into_os_string();
-            backup.push(".cairn.bak");
-            let backup = PathBuf::from(backup);
-            crate::settings::atomic_write(&backup, before.as_bytes())?;
-            crate::settings::atomic_write(&edit.path, after.as_bytes())?;
-            println!("updated {} (previous file in {})", edit.path.display(), backup.display());
-        } else {
-            crate::settings::atomic_write(&edit.path, after.as_bytes())?;
-            println!("created {}", edit.path.display());
+        let mut backup = edit.path.clone().into_os_string();
+        backup.push(".cairn.bak");
+        let backup = PathBuf::from(backup);
+        let mut existed = false;
+        let written = crate::locked_edit::edit_locked(&edit.path, |text: Option<String>| -> anyhow::Result<_> {
+            let (before, after) = edit.plan(text.as_deref())?;
+            if unchanged(before.as_ref(), &after) {
+                return Ok(None);
+            }
+            if let Some(text) = &text {
+                existed = true;
+                crate::settings::atomic_write(&backup, text.as_bytes())?;
+            }
+            Ok(Some(render(&after)?))
+        })?;
+        match (written, existed) {
+            (false, _) => println!("unchanged {}", edit.path.display()),
+            (true, true) => println!("updated {} (previous file in {})", edit.path.display(), backup.display()),
+            (true, false) => println!("created {}", edit.path.display()),
         }
     }
     Ok(())
+}
+
+/// Whether a change leaves the file as it was (no file and nothing to add counts).
+fn unchanged(before: Option<&Value>, after: &Value) -> bool {
+    match before {
+        Some(value) => value == after,
+        None => after.as_object().is_some_and(Map::is_empty),
+    }
 }
 
 pub(crate) fn run(home: &Home, command: &HostCommand) -> anyhow::Result<ExitCode> {

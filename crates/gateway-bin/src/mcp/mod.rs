@@ -25,6 +25,7 @@
 
 pub(crate) mod discovery;
 pub(crate) mod proxy;
+mod stdio;
 mod tools;
 
 use std::process::ExitCode;
@@ -184,7 +185,7 @@ fn serve(home: &Home, args: &McpServeArgs) -> anyhow::Result<ExitCode> {
     let proxy = McpProxy::new(home.clone(), args.agent.clone());
     let local = proxy.local();
     let outcome = runtime.block_on(async move {
-        let service = proxy.serve(rmcp::transport::stdio()).await.context("starting the MCP session")?;
+        let service = proxy.serve(stdio::transport()).await.context("starting the MCP session")?;
         tracing::info!("cairn mcp serve: session open");
         service.waiting().await.context("serving MCP")?;
         anyhow::Ok(())

@@ -470,3 +470,42 @@ fn kiro_cli_install_merges_the_users_kiro_hooks_after_cairns_and_drops_bad_ones(
     assert!(host(home.path(), user.path(), &["uninstall", "kiro-cli", "--agent", "dev"]).status.success());
     assert_eq!(read_json(&agents.join("dev.json")), json!({"name": "dev"}), "uninstall removes both");
 }
+
+#[test]
+fn concurrent_installs_into_one_settings_file_are_all_kept() {
+    let project = tempfile::tempdir().unwrap();
+    let homes: Vec<tempfile::TempDir> = (0..8).map(|_| tempfile::tempdir().unwrap()).collect();
+    let children: Vec<std::process::Child> = homes
+        .iter()
+        .map(|home| {
+            cairn()
+                .arg("--home")
+                .arg(home.path())
+                .args(["host", "install", "claude-code", "--project"])
+                .arg(project.path())
+                .env("HOME", home.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Each home's MCP entry is `cairn`: one install wins `.mcp.json` and the
+    // others are refused there, after their hooks went into settings.json.
+    let mut succeeded = 0;
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if output.status.success() {
+            succeeded += 1;
+        } else {
+            assert!(stderr.contains("already has a different `mcpServers.cairn` entry"), "{stderr}");
+        }
+    }
+    assert_eq!(succeeded, 1, "exactly one install owns the project's cairn MCP entry");
+    let settings = read_json(&project.path().join(".claude/settings.json"));
+    for event in ["SessionStart", "PreToolUse", "SessionEnd"] {
+        let entries = settings["hooks"][event].as_array().unwrap();
+        assert_eq!(entries.len(), 8, "every install's {event} hook survived: {entries:?}");
+    }
+}

@@ -660,3 +660,60 @@ fn mcp_python_sdk_client_calls_every_tool() {
     assert_eq!(called, expected, "{report}");
     assert_eq!(cli_json(home.path(), &["memory", "semantic", "get", "pref.client", "--json"])["value"], "python");
 }
+
+#[test]
+fn mcp_answers_every_line_it_cannot_take_with_the_json_rpc_error() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["mcp", "serve"])
+        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        .env("CAIRN_HOST_START_GATEWAY", "0")
+        .env_remove("CAIRN_EMBED_MODEL_PATH")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        .to_string(),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"memory_remember","arguments":{"text":"lone \ud800 surrogate here"}}}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"fact_set","arguments":{{"key":"pref.x","value":{deep}}}}}}}"#),
+        "not json".to_owned(),
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fact_get","arguments":"pref.x"}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#.to_owned(),
+    ];
+    for line in &lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut parse_errors = 0;
+    let mut by_id = std::collections::BTreeMap::new();
+    for line in stdout.lines() {
+        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if message["id"].is_null() {
+            assert_eq!(message["error"]["code"], -32700, "{message}");
+            parse_errors += 1;
+        } else {
+            by_id.insert(message["id"].as_i64().unwrap(), message);
+        }
+        if parse_errors == 3 && by_id.len() == 4 {
+            break;
+        }
+    }
+    drop(stdin);
+    assert_eq!(parse_errors, 3, "the surrogate, the deep nesting and `not json` each get a parse error");
+    for id in [4, 5] {
+        assert_eq!(by_id[&id]["error"]["code"], -32602, "{}", by_id[&id]);
+    }
+    assert!(by_id[&6]["result"].is_object(), "the session goes on: {}", by_id[&6]);
+    assert!(child.wait().unwrap().success());
+}
