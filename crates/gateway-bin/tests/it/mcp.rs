@@ -694,6 +694,13 @@ fn mcp_answers_every_line_it_cannot_take_with_the_json_rpc_error() {
         writeln!(stdin, "{line}").unwrap();
     }
     stdin.flush().unwrap();
+    // A server that leaves a line unanswered would hold this test forever:
+    // it is stopped after a minute, and the counts below fail.
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    });
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let mut parse_errors = 0;
     let mut by_id = std::collections::BTreeMap::new();
@@ -711,6 +718,7 @@ fn mcp_answers_every_line_it_cannot_take_with_the_json_rpc_error() {
     }
     drop(stdin);
     assert_eq!(parse_errors, 3, "the surrogate, the deep nesting and `not json` each get a parse error");
+    assert_eq!(by_id.len(), 4, "{by_id:?}");
     for id in [4, 5] {
         assert_eq!(by_id[&id]["error"]["code"], -32602, "{}", by_id[&id]);
     }
