@@ -5,7 +5,8 @@
 //! are reported, not failures), 1 when the input cannot be read or is not
 //! an export document, and for `import --restore` when any row is refused
 //! or the home already holds memory (nothing is written then). With
-//! `--json` every command prints one JSON object.
+//! `--json` every command prints one JSON object, a refusal included
+//! (`{"ok": false, "error": {"code", "message"}}`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,10 +15,11 @@ use anyhow::Context as _;
 
 use crate::home::Home;
 use cairn_memory_core::{
-    ExportDocument, MemoryDb, MemoryError, MemoryFiles, MigrationSource, export_memory, import_memory,
+    ExportDocument, ImportReport, MemoryDb, MemoryError, MemoryFiles, MigrationSource, export_memory, import_memory,
     migrate_from_markdown, restore_memory,
 };
 use jiff::tz::TimeZone;
+use serde_json::json;
 
 /// `cairn memory migrate`
 #[derive(Debug, clap::Args)]
@@ -121,18 +123,79 @@ pub(crate) fn export(home: &Home, args: &ExportArgs) -> anyhow::Result<ExitCode>
 /// Largest export document `cairn memory import` reads.
 const MAX_IMPORT_BYTES: u64 = 512 * 1024 * 1024;
 
+/// Why `cairn memory import` wrote nothing before any row was decided: a
+/// stable code and the message a person reads.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+struct ImportRefused {
+    code: &'static str,
+    message: String,
+}
+
+/// The stable code of a failed import: the refusal's own code, or one named
+/// for the layer that failed (the guarded read, the store).
+fn failure_code(error: &anyhow::Error) -> &'static str {
+    for cause in error.chain() {
+        if let Some(refused) = cause.downcast_ref::<ImportRefused>() {
+            return refused.code;
+        }
+        if let Some(guard) = cause.downcast_ref::<cairn_guard::GuardError>() {
+            return match guard {
+                cairn_guard::GuardError::SensitivePath { .. } => "sensitive_path",
+                cairn_guard::GuardError::TooLarge { .. } => "file_too_large",
+                cairn_guard::GuardError::NotUtf8 { .. } => "not_utf8",
+                cairn_guard::GuardError::NotRegularFile { .. } => "not_regular_file",
+                cairn_guard::GuardError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    "file_not_found"
+                }
+                _ => "read_failed",
+            };
+        }
+        if let Some(memory) = cause.downcast_ref::<MemoryError>() {
+            return match memory {
+                MemoryError::Damaged { .. } => "store_damaged",
+                MemoryError::EmptyDatabase { .. } => "store_empty_database",
+                MemoryError::SchemaTooNew { .. } => "schema_too_new",
+                MemoryError::Rejected(rejected) => rejected.code(),
+                _ => "store_failed",
+            };
+        }
+    }
+    "failed"
+}
+
+/// `cairn memory import [--restore] [--json]`. Every refusal exits 1; with
+/// `--json` it is one object on stdout: `{"ok": false, "error": {"code",
+/// "message"}}`, and a refused restore also carries its report (each
+/// refused row with its code) and the distinct codes in `error.codes`.
 pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode> {
+    match import_report(home, args) {
+        Ok(report) => render_import(args, &report),
+        Err(error) if args.json => {
+            let refusal =
+                json!({"ok": false, "error": {"code": failure_code(&error), "message": format!("{error:#}")}});
+            println!("{refusal}");
+            Ok(ExitCode::from(1))
+        }
+        Err(error) => match error.downcast_ref::<ImportRefused>() {
+            Some(refused) => {
+                eprintln!("{refused}");
+                Ok(ExitCode::from(1))
+            }
+            None => Err(error),
+        },
+    }
+}
+
+fn import_report(home: &Home, args: &ImportArgs) -> anyhow::Result<ImportReport> {
     let text = home
         .sensitive()
         .read_to_string_bounded(&args.file, MAX_IMPORT_BYTES)
         .with_context(|| format!("reading {}", args.file.display()))?;
-    let document: ExportDocument = match serde_json::from_str(&text) {
-        Ok(document) => document,
-        Err(error) => {
-            eprintln!("{} is not a Cairn export document: {error}", args.file.display());
-            return Ok(ExitCode::from(1));
-        }
-    };
+    let document: ExportDocument = serde_json::from_str(&text).map_err(|error| ImportRefused {
+        code: "not_an_export_document",
+        message: format!("{} is not a Cairn export document: {error}", args.file.display()),
+    })?;
     let (db, files) = open(home)?;
     let home = home.dir();
     let imported = if args.restore {
@@ -140,18 +203,29 @@ pub(crate) fn import(home: &Home, args: &ImportArgs) -> anyhow::Result<ExitCode>
     } else {
         import_memory(&db, &files, home, &document, args.dry_run)
     };
-    let report = match imported {
-        Ok(report) => report,
-        Err(error @ (MemoryError::InvalidImport(_) | MemoryError::RestoreTargetNotEmpty(_))) => {
-            eprintln!("{error}");
-            return Ok(ExitCode::from(1));
+    imported.map_err(|error| match error {
+        MemoryError::InvalidImport(_) => ImportRefused { code: "invalid_import", message: error.to_string() }.into(),
+        MemoryError::RestoreTargetNotEmpty(_) => {
+            ImportRefused { code: "restore_target_not_empty", message: error.to_string() }.into()
         }
-        Err(error) => return Err(error.into()),
-    };
+        error => anyhow::Error::new(error),
+    })
+}
+
+fn render_import(args: &ImportArgs, report: &ImportReport) -> anyhow::Result<ExitCode> {
     // A restore writes every row or none: a refused row refuses it all.
     let refused_restore = args.restore && !report.rejected.is_empty();
     if args.json {
-        println!("{}", serde_json::to_value(&report)?);
+        let mut value = serde_json::to_value(report)?;
+        if refused_restore && let Some(object) = value.as_object_mut() {
+            let mut codes: Vec<&str> = report.rejected.iter().map(|row| row.code.as_str()).collect();
+            codes.sort_unstable();
+            codes.dedup();
+            let message = format!("restore refused, nothing written: {} row(s) break a rule", report.rejected.len());
+            object.insert("ok".to_owned(), json!(false));
+            object.insert("error".to_owned(), json!({"code": "restore_refused", "message": message, "codes": codes}));
+        }
+        println!("{value}");
     } else if refused_restore {
         println!("restore refused, nothing written: {} row(s) break a rule", report.rejected.len());
         for row in &report.rejected {

@@ -45,3 +45,4 @@ mod guard_evasions;
 mod hardening_files;
 mod hardening_server;
 mod import_symlinks;
+mod memory_import_refusals;
