@@ -14,11 +14,12 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use cairn_agent_spec::{AgentCatalog, AgentDirs, Pins, ResolveContext};
-use cairn_context::{AgentContext, ContextBuilder, EpisodicMemory, LessonLayers};
+use cairn_context::{AgentContext, ContextBuilder};
 use cairn_embedder::manager::{ManagerConfig, ModelSource};
 use cairn_guard::SensitivePaths;
 use cairn_hooks::{ConfigHooks, HookSet, MergeOptions, MergeReport, merge_user_hooks};
-use cairn_memory_core::{JsonlLessonStore, MemoryDb, MemoryFiles, constants};
+use cairn_host::compose::Storage;
+use cairn_memory_core::{MemoryDb, MemoryFiles};
 use cairn_skills::{AuditSink, SkillAuditEvent, SkillCatalog, SkillsConfig, SystemSkillClock};
 
 use crate::settings::Settings;
@@ -80,7 +81,7 @@ impl Home {
         // The guard's gateway-home rules cover the home's own secrets (token,
         // settings, MCP definitions, raw stores), for this binary and the
         // library front door alike.
-        let sensitive = SensitivePaths::for_current_user().with_gateway_home(&settings.home);
+        let sensitive = cairn_host::compose::sensitive_paths(&settings.home);
         sensitive.clone().install();
         Self { settings, sensitive }
     }
@@ -121,11 +122,13 @@ impl Home {
     /// `<home>/memory.db`, or the PostgreSQL store of `storage.url`.
     pub(crate) fn open_memory(&self) -> anyhow::Result<MemoryDb> {
         self.ensure_dir()?;
+        let config = self.settings.memory_config();
         match &self.settings.storage_url {
-            Some(url) => MemoryDb::open_postgres(url, self.dir(), self.settings.memory_config()).with_context(|| {
-                format!("opening the PostgreSQL memory store at {}", crate::settings::redact_url_password(url))
-            }),
-            None => MemoryDb::open_in_home(self.dir(), self.settings.memory_config())
+            Some(url) => cairn_host::compose::open_memory(self.dir(), &Storage::Postgres(url.clone()), config)
+                .with_context(|| {
+                    format!("opening the PostgreSQL memory store at {}", crate::settings::redact_url_password(url))
+                }),
+            None => cairn_host::compose::open_memory(self.dir(), &Storage::Sqlite, config)
                 .with_context(|| format!("opening the memory database in {}", self.dir().display())),
         }
     }
@@ -135,13 +138,6 @@ impl Home {
         self.ensure_dir()?;
         MemoryFiles::open(self.dir())
             .with_context(|| format!("opening the Markdown memory in {}", self.dir().display()))
-    }
-
-    /// The lessons as the context builder reads them: the database, and
-    /// `lessons.jsonl` when the database is unavailable.
-    pub(crate) fn lesson_layers(&self, database: Option<Arc<MemoryDb>>) -> LessonLayers {
-        let jsonl = Arc::new(JsonlLessonStore::new(self.dir().join(constants::LESSONS_JSONL_FILE_NAME)));
-        LessonLayers { database, jsonl }
     }
 
     /// The skill catalog's configuration.
@@ -272,23 +268,14 @@ impl Home {
     /// context through here, so `context.max_inject_chars` bounds what any
     /// host receives whatever the model's window.
     pub(crate) fn context_builder(&self, parts: ContextParts) -> ContextBuilder {
-        let mut builder = ContextBuilder::new()
-            .with_lessons(Arc::new(self.lesson_layers(parts.memory.clone())))
-            .with_max_inject_chars(self.settings.context.max_inject_chars);
-        if let Some(memory) = &parts.memory {
-            builder = builder.with_semantic(memory.clone());
-            builder = builder.with_episodic(memory.clone() as Arc<dyn EpisodicMemory>);
-        }
-        if let Some(files) = parts.files {
-            builder = builder.with_markdown(files);
-        }
-        if let Some(skills) = parts.skills {
-            builder = builder.with_skills(skills);
-        }
-        if let Some(hooks) = parts.hooks {
-            builder = builder.with_hooks(hooks);
-        }
-        builder
+        cairn_host::compose::context_builder(
+            self.dir(),
+            cairn_host::compose::ContextParts::new(parts.memory)
+                .files(parts.files)
+                .skills(parts.skills)
+                .hooks(parts.hooks)
+                .max_inject_chars(Some(self.settings.context.max_inject_chars)),
+        )
     }
 }
 

@@ -45,15 +45,16 @@
 
 #![warn(missing_docs)]
 
+pub mod compose;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cairn_agent_spec::{AgentCatalog, AgentDirs, Pins, ResolveContext};
-use cairn_context::{AgentContext, ContextBuilder, EpisodicMemory, LessonLayers, MessageRequest, SessionRequest};
-use cairn_guard::SensitivePaths;
+use cairn_context::{AgentContext, ContextBuilder, MessageRequest, SessionRequest};
 use cairn_hooks::ConfigHooks;
-use cairn_memory_core::{JsonlLessonStore, MemoryDb, MemoryFiles, NewEpisode, constants};
+use cairn_memory_core::{MemoryDb, MemoryFiles, NewEpisode};
 use cairn_skills::{SkillCatalog, SkillsConfig};
 
 pub use cairn_context::{BuiltContext, SectionName, ThreadMessage};
@@ -232,9 +233,9 @@ impl Cairn {
     pub fn open(config: Config) -> Result<Self> {
         let home = config.home;
         std::fs::create_dir_all(&home).map_err(|source| HostError::Home { path: home.clone(), source })?;
-        let sensitive = SensitivePaths::for_current_user().with_gateway_home(&home);
+        let sensitive = compose::sensitive_paths(&home);
 
-        let mut memory = MemoryDb::open_in_home(&home, config.memory)?;
+        let mut memory = compose::open_memory(&home, &compose::Storage::Sqlite, config.memory)?;
         if let Some(embedder) = config.embedder {
             memory = memory.with_embedder(embedder);
         }
@@ -266,17 +267,13 @@ impl Cairn {
             None => None,
         };
 
-        let lessons = LessonLayers {
-            database: Some(Arc::clone(&memory)),
-            jsonl: Arc::new(JsonlLessonStore::new(home.join(constants::LESSONS_JSONL_FILE_NAME))),
-        };
-        let builder = ContextBuilder::new()
-            .with_lessons(Arc::new(lessons))
-            .with_semantic(Arc::clone(&memory) as _)
-            .with_episodic(Arc::clone(&memory) as Arc<dyn EpisodicMemory>)
-            .with_markdown(Arc::clone(&files) as _)
-            .with_skills(Arc::clone(&skills))
-            .with_hooks(Arc::clone(&hooks));
+        let builder = compose::context_builder(
+            &home,
+            compose::ContextParts::new(Some(Arc::clone(&memory)))
+                .files(Some(Arc::clone(&files)))
+                .skills(Some(Arc::clone(&skills)))
+                .hooks(Some(Arc::clone(&hooks))),
+        );
         let consolidator = config.summarizer.map(|summarizer| {
             cairn_memory_core::Consolidator::new(
                 &home,
