@@ -166,7 +166,10 @@ pub(crate) fn transport() -> DuplexStream {
 mod tests {
     use super::*;
 
-    fn code(line: &[u8]) -> Option<(Value, i64)> {
+    /// The id and error code of the answer a line gets (`None`: forwarded).
+    type Answered = Option<(Value, i64)>;
+
+    fn code(line: &[u8]) -> Answered {
         match check(line) {
             Line::Answer(answer) => Some((answer["id"].clone(), answer["error"]["code"].as_i64().unwrap())),
             _ => None,
@@ -177,7 +180,7 @@ mod tests {
     fn lines_the_session_cannot_parse_are_answered_and_the_rest_forwarded() {
         let deep = format!("{{\"jsonrpc\":\"2.0\",\"id\":3,\"value\":{}{}}}", "[".repeat(200), "]".repeat(200));
         // (line, the answer's id and code; None: forwarded)
-        let cases: Vec<(Vec<u8>, Option<(Value, i64)>)> = vec![
+        let cases: Vec<(Vec<u8>, Answered)> = vec![
             (br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_vec(), None),
             (br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#.to_vec(), None),
             (
