@@ -118,7 +118,8 @@ impl LoadedFile {
 pub struct ResolvedSpec {
     /// The requested name.
     pub name: String,
-    /// The file that will be used.
+    /// The file that will be used and edited: for a symbolic link in an
+    /// agents directory, the file it points at.
     pub path: PathBuf,
     /// Which directory it is in.
     pub scope: Scope,
@@ -322,7 +323,7 @@ fn pick(name: &str, claimants: &[&LoadedFile], pin: Option<&String>) -> Result<R
     let paths = || claimants.iter().map(|file| file.path.clone()).collect::<Vec<_>>();
     let resolved = |file: &LoadedFile, warnings: Vec<String>| ResolvedSpec {
         name: name.to_owned(),
-        path: file.path.clone(),
+        path: edit_target(&file.path),
         scope: file.scope,
         spec: file.usable().cloned().expect("claimants are usable files"),
         warnings,
@@ -356,6 +357,20 @@ fn pick(name: &str, claimants: &[&LoadedFile], pin: Option<&String>) -> Result<R
         return Ok(resolved(first, vec![warning]));
     }
     Err(AgentSpecError::Ambiguous { name: name.to_owned(), files: paths() })
+}
+
+/// The file a spec's edits must reach: the spec file itself, or, for a
+/// symbolic link (a spec kept in a dotfiles checkout), the file it points
+/// at, so an edit rewrites that file in place instead of replacing the
+/// link with a copy. A link that no longer resolves stays as it is (its
+/// edit then fails to read it).
+fn edit_target(path: &Path) -> PathBuf {
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.file_type().is_symlink() => {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
 }
 
 /// What identifies one version of a file without reading it.

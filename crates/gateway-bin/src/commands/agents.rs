@@ -278,11 +278,56 @@ fn pin(home: &Home, args: &PinArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: `{}` does not declare agent `{}`; the files that do: {listed}", args.file, args.name);
         return Ok(ExitCode::FAILURE);
     }
-    let mut pins = home.settings().agent.spec_pins.clone();
-    pins.insert(args.name.clone(), args.file.clone());
-    settings::write_key(home.dir(), "agent.spec_pins", Some(&serde_json::to_string(&pins)?))?;
+    write_pin(home.dir(), &args.name, &args.file)?;
     println!("pinned `{}` to {} (applies to sessions started from now on)", args.name, args.file);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A JSON value whose objects keep their key order, so a pin leaves the
+/// rest of `config.json` as it was written.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum Ordered {
+    Null(()),
+    Bool(bool),
+    Number(serde_json::Number),
+    String(String),
+    Array(Vec<Ordered>),
+    Object(indexmap::IndexMap<String, Ordered>),
+}
+
+/// Adds `name → file` to `agent.spec_pins` of `<home>/config.json`. The
+/// pins are read from the file under its edit lock (the lock `config set`
+/// takes), changed and written before the lock is let go, so parallel pins
+/// and config edits all land; the file stays owner-only.
+fn write_pin(home: &Path, name: &str, file: &str) -> anyhow::Result<()> {
+    let path = home.join(settings::CONFIG_FILE_NAME);
+    crate::locked_edit::edit_locked_owner_only(&path, |current: Option<String>| -> anyhow::Result<Option<String>> {
+        let text = current.unwrap_or_default();
+        let mut root: indexmap::IndexMap<String, Ordered> = if text.trim().is_empty() {
+            indexmap::IndexMap::new()
+        } else {
+            serde_json::from_str(&text).with_context(|| format!("{} is not a JSON object", path.display()))?
+        };
+        let Ordered::Object(agent) =
+            root.entry("agent".to_owned()).or_insert_with(|| Ordered::Object(indexmap::IndexMap::new()))
+        else {
+            bail!("{}: `agent` must be a JSON object", path.display());
+        };
+        let Ordered::Object(pins) =
+            agent.entry("spec_pins".to_owned()).or_insert_with(|| Ordered::Object(indexmap::IndexMap::new()))
+        else {
+            bail!("{}: `agent.spec_pins` must map agent names to file names", path.display());
+        };
+        if pins.values().any(|pinned| !matches!(pinned, Ordered::String(_))) {
+            bail!("{}: `agent.spec_pins` must map agent names to file names", path.display());
+        }
+        pins.insert(name.to_owned(), Ordered::String(file.to_owned()));
+        let mut next = serde_json::to_string_pretty(&root)?;
+        next.push('\n');
+        Ok(Some(next))
+    })?;
+    Ok(())
 }
 
 fn check(home: &Home, args: &CheckArgs) -> anyhow::Result<ExitCode> {

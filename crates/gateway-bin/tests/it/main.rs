@@ -46,3 +46,4 @@ mod hardening_files;
 mod hardening_server;
 mod import_symlinks;
 mod memory_import_refusals;
+mod agent_edits;

@@ -1,0 +1,162 @@
+//! Edits of agent state by several `cairn` processes: parallel `cairn agent
+//! pin` all land (the pins are re-read under `config.json`'s edit lock),
+//! and an agent spec kept as a symbolic link (a dotfiles checkout) is
+//! edited in the file it points at, the link left in place (probe L4).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::cairn;
+
+struct Env {
+    root: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("user/.kiro/agents")).unwrap();
+        std::fs::create_dir_all(root.path().join("cairn")).unwrap();
+        Self { root }
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.root.path().join(relative)
+    }
+
+    fn write(&self, relative: &str, text: &str) -> PathBuf {
+        let path = self.path(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = cairn();
+        command
+            .arg("--home")
+            .arg(self.path("cairn"))
+            .args(args)
+            .env("HOME", self.path("user"))
+            .env_remove("CAIRN_HOME")
+            .env_remove("CAIRN_STORAGE_URL")
+            .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn parallel_agent_pins_are_all_kept_with_the_other_config_keys() {
+    let env = Env::new();
+    let agents = 8;
+    for index in 0..agents {
+        for variant in ["a", "b"] {
+            env.write(
+                &format!("user/.kiro/agents/{variant}-agent{index}.json"),
+                &json!({"name": format!("agent{index}"), "prompt": variant}).to_string(),
+            );
+        }
+    }
+    env.write("cairn/config.json", "{\n  \"llm\": {\n    \"model\": \"m-1\"\n  }\n}\n");
+    let children: Vec<_> = (0..agents)
+        .map(|index| {
+            let name = format!("agent{index}");
+            let file = format!("b-agent{index}.json");
+            env.command(&["agent", "pin", &name, &file]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    // A config edit of another key at the same time.
+    let config_set = env.run(&["config", "set", "skills.max_triggered", "3"]);
+    assert!(config_set.status.success(), "{}", text(&config_set));
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    let config = read_json(&env.path("cairn/config.json"));
+    let expected: serde_json::Map<String, Value> =
+        (0..agents).map(|index| (format!("agent{index}"), json!(format!("b-agent{index}.json")))).collect();
+    assert_eq!(config["agent"]["spec_pins"], Value::Object(expected), "a pin was lost: {config:#}");
+    assert_eq!((&config["llm"]["model"], &config["skills"]["max_triggered"]), (&json!("m-1"), &json!(3)));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(env.path("cairn/config.json")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "config.json stays owner-only");
+    }
+    // The pins resolve: the ambiguous name now means the pinned file.
+    let shown = env.run(&["agent", "show", "agent3", "--json"]);
+    assert!(shown.status.success(), "{}", text(&shown));
+    let view: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(view["prompt"]["text"], "b");
+}
+
+#[test]
+fn a_pin_refuses_a_config_file_whose_pins_are_not_names_to_files() {
+    let env = Env::new();
+    env.write("user/.kiro/agents/dev.json", &json!({"name": "dev", "prompt": "p"}).to_string());
+    let before = "{\"agent\": {\"spec_pins\": {\"other\": 3}}}\n";
+    env.write("cairn/config.json", before);
+    let output = env.run(&["agent", "pin", "dev", "dev.json"]);
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("agent.spec_pins"), "{}", text(&output));
+    assert_eq!(std::fs::read_to_string(env.path("cairn/config.json")).unwrap(), before, "nothing was written");
+}
+
+#[cfg(unix)]
+#[test]
+fn mcp_enable_on_a_symlinked_spec_edits_the_linked_file_and_keeps_the_link() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    let servers: serde_json::Map<String, Value> =
+        (0..4).map(|index| (format!("s{index}"), json!({"command": "true"}))).collect();
+    env.write("user/.kiro/settings/mcp.json", &json!({"mcpServers": servers}).to_string());
+    let target = env.write(
+        "user/dotfiles/kiro/dev.json",
+        "{\"name\": \"dev\", \"description\": \"d\", \"prompt\": \"p\", \"tools\": [\"fs_read\"], \"allowedTools\": []}\n",
+    );
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let link = env.path("user/.kiro/agents/dev.json");
+    // A relative link, as GNU stow makes them.
+    std::os::unix::fs::symlink("../../dotfiles/kiro/dev.json", &link).unwrap();
+
+    // Concurrent edits through the link: all land in the linked file.
+    let children: Vec<_> = (0..4)
+        .map(|index| {
+            env.command(&["mcp", "enable", &format!("s{index}"), "--agent", "dev"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is kept");
+    assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("../../dotfiles/kiro/dev.json"));
+    let spec = read_json(&target);
+    let mut tools: Vec<String> = serde_json::from_value(spec["tools"].clone()).unwrap();
+    tools.sort();
+    assert_eq!(tools, ["@s0", "@s1", "@s2", "@s3", "fs_read"], "{spec}");
+    assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o644, "the mode is kept");
+
+    let disabled = env.run(&["mcp", "disable", "s0", "--agent", "dev"]);
+    assert!(disabled.status.success(), "{}", text(&disabled));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(!read_json(&target)["tools"].as_array().unwrap().contains(&json!("@s0")));
+}
