@@ -32,7 +32,10 @@ fn hook_with(home: &Path, args: &[&str], input: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    // A hook stops reading input past its limit: the rest meets a closed pipe.
+    if let Err(error) = child.stdin.take().unwrap().write_all(input.as_bytes()) {
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
+    }
     child.wait_with_output().unwrap()
 }
 
@@ -508,4 +511,49 @@ fn concurrent_installs_into_one_settings_file_are_all_kept() {
         let entries = settings["hooks"][event].as_array().unwrap();
         assert_eq!(entries.len(), 8, "every install's {event} hook survived: {entries:?}");
     }
+}
+
+#[test]
+fn the_stop_hook_reads_a_long_transcripts_tail_and_says_what_it_skipped() {
+    let home = tempfile::tempdir().unwrap();
+    // A transcript of 70 MiB: the reply is in its last line.
+    let long = home.path().join("long.jsonl");
+    {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&long).unwrap());
+        let filler = json!({"type": "user", "message": {"role": "user", "content": "x".repeat(1024)}}).to_string();
+        for _ in 0..70 * 1024 {
+            writeln!(file, "{filler}").unwrap();
+        }
+        let reply = json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "The tail reply."}]}});
+        writeln!(file, "{reply}").unwrap();
+    }
+    let mut stop = common("Stop", "s-long");
+    stop["transcript_path"] = json!(long);
+    let output = hook(home.path(), "claude-code", "Stop", &stop.to_string());
+    assert!(output.status.success());
+    let rows = transcript(home.path(), "claude-code:s-long");
+    assert_eq!(rows.len(), 1, "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(rows[0]["content"], "The tail reply.");
+
+    // No reply in the tail: nothing recorded, and stderr says what was not read.
+    let only_users = home.path().join("users.jsonl");
+    let filler = json!({"type": "user", "message": {"content": "y".repeat(1024)}}).to_string();
+    std::fs::write(&only_users, format!("{filler}\n").repeat(9 * 1024)).unwrap();
+    stop["transcript_path"] = json!(only_users);
+    let output = hook(home.path(), "claude-code", "Stop", &stop.to_string());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("earlier bytes not read"), "{stderr}");
+    // A refused path is named as refused, not silently dropped.
+    stop["transcript_path"] = json!(home.path().join("server.token"));
+    std::fs::write(home.path().join("server.token"), "0".repeat(64)).unwrap();
+    let stderr = String::from_utf8(hook(home.path(), "claude-code", "Stop", &stop.to_string()).stderr).unwrap();
+    assert!(stderr.contains("was not read") && stderr.contains("not recorded"), "{stderr}");
+    assert_eq!(transcript(home.path(), "claude-code:s-long").len(), 1);
+
+    // Hook input over 4 MiB is named as such, not as a JSON error.
+    let mut big = common("UserPromptSubmit", "s-long");
+    big["prompt"] = json!("z".repeat(5 * 1024 * 1024));
+    let stderr =
+        String::from_utf8(hook(home.path(), "claude-code", "UserPromptSubmit", &big.to_string()).stderr).unwrap();
+    assert!(stderr.contains("over 4194304 bytes"), "{stderr}");
 }
