@@ -37,6 +37,9 @@ use crate::host::{EventKind, HookAnswer, HostName};
 
 /// Most hook input read from stdin.
 const MAX_INPUT_BYTES: usize = 4 * 1024 * 1024;
+/// Kept back from the deadline for this process's own start and exit, so
+/// the whole process, as the host times it, ends within the deadline.
+const PROCESS_RESERVE: Duration = Duration::from_millis(20);
 
 /// `cairn hook <host> <event>`
 #[derive(Debug, clap::Args)]
@@ -65,7 +68,8 @@ pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
         return Ok(HookAnswer::skip(format!("{} has no Cairn hook for event {:?}", args.host.key(), args.event)).emit());
     };
     let deadline = kind.deadline(home.settings());
-    let left = || deadline.saturating_sub(started.elapsed());
+    let budget = deadline.saturating_sub(PROCESS_RESERVE);
+    let left = || budget.saturating_sub(started.elapsed());
     let request = json!({"agent": args.agent, "input": input});
     let body = serde_json::to_vec(&request).expect("JSON values serialise");
     let path = format!("/api/hooks/{}/{}", args.host.key(), args.event);
