@@ -2,7 +2,9 @@
 //! and the file it reads, for every source (issue 42 item 14): a project's
 //! `.claude` linked to another directory is refused like Hermes's linked
 //! `memories`, reported once at the link with code `symlink`, and nothing
-//! under it is read or written.
+//! under it is read or written. Also from the probe's low list (L2, L9): a
+//! FIFO among the rules is reported, and an OpenClaw daily log no
+//! timestamp can date is reported instead of being imported as 1970.
 
 use std::path::Path;
 
@@ -117,4 +119,42 @@ fn a_symlinked_directory_is_refused_the_same_way_for_every_source() {
     let scan =
         import(&cairn_home, &["scan", "--from", "openclaw"], &["--openclaw-workspace", workspace.to_str().unwrap()]);
     assert_refused_at(&scan, &workspace.join("memory"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_rule_and_an_undatable_daily_log_are_reported_not_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    let cairn_home = dir.path().join("cairn");
+    let claude_home = dir.path().join("claude-home");
+    std::fs::create_dir_all(claude_home.join("rules")).unwrap();
+    let fifo = claude_home.join("rules/pipe.md");
+    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(status.success());
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(workspace.join("memory")).unwrap();
+    std::fs::write(workspace.join("memory/9999-12-31.md"), "- Met Bo about the far future plan.\n").unwrap();
+    std::fs::write(workspace.join("memory/2026-03-04.md"), "- Met Bo about the launch plan.\n").unwrap();
+    let hermes = dir.path().join("hermes");
+    std::fs::create_dir_all(&hermes).unwrap();
+    let roots = [
+        "--claude-home",
+        claude_home.to_str().unwrap(),
+        "--openclaw-workspace",
+        workspace.to_str().unwrap(),
+        "--hermes-home",
+        hermes.to_str().unwrap(),
+    ];
+    let scan = import(&cairn_home, &["scan"], &roots);
+    let diagnostic = |path: &Path| {
+        let path = path.display().to_string();
+        scan["diagnostics"].as_array().unwrap().iter().find(|diagnostic| diagnostic["path"] == path).cloned()
+    };
+    assert_eq!(diagnostic(&fifo).map(|found| found["code"].clone()), Some("not_regular_file".into()), "{scan:#}");
+    let far = workspace.join("memory/9999-12-31.md");
+    assert_eq!(diagnostic(&far).map(|found| found["code"].clone()), Some("date_out_of_range".into()), "{scan:#}");
+    let items = scan["items"].as_array().unwrap();
+    assert!(items.iter().all(|item| item["path"] != far.display().to_string()), "{scan:#}");
+    assert_eq!(items.len(), 1, "only the 2026 entry: {scan:#}");
+    assert!(items[0]["created_at"].as_i64().unwrap() > 0, "{scan:#}");
 }

@@ -208,13 +208,20 @@ pub(crate) struct DailyEntry {
     pub(crate) created_at: i64,
 }
 
-/// The entries of a `memory/YYYY-MM-DD.md` daily log: each paragraph and
-/// list item, dated by the file's day (and the nearest heading's time).
-pub(crate) fn daily_entries(date: Date, body: &str) -> Vec<DailyEntry> {
-    let midnight = jiff::tz::TimeZone::UTC
+/// Midnight UTC of a daily log's day in Unix milliseconds, or `None` for a
+/// day no timestamp can hold (`9999-12-31`): such a file is reported, never
+/// imported under another date.
+pub(crate) fn day_start(date: Date) -> Option<i64> {
+    jiff::tz::TimeZone::UTC
         .to_timestamp(date.to_datetime(Time::midnight()))
+        .ok()
         .map(|timestamp| timestamp.as_millisecond())
-        .unwrap_or(0);
+}
+
+/// The entries of a `memory/YYYY-MM-DD.md` daily log: each paragraph and
+/// list item, dated by the file's day (`midnight`, from [`day_start`]) and
+/// the nearest heading's time.
+pub(crate) fn daily_entries(midnight: i64, body: &str) -> Vec<DailyEntry> {
     let at = |time: Option<Time>| {
         midnight + time.map_or(0, |time| (i64::from(time.hour()) * 3_600 + i64::from(time.minute()) * 60) * 1_000)
     };
@@ -431,8 +438,11 @@ mod tests {
     #[test]
     fn daily_entries_carry_the_day_and_heading_time() {
         let date: Date = "2026-03-04".parse().unwrap();
-        let entries = daily_entries(date, "# 2026-03-04\n\n## 09:15 standup\n- shipped the parser\n\n14:30 met Bo\n");
         let midnight = 1_772_582_400_000;
+        assert_eq!(day_start(date), Some(midnight));
+        assert_eq!(day_start("9999-12-31".parse().unwrap()), None, "past the last timestamp");
+        let entries =
+            daily_entries(midnight, "# 2026-03-04\n\n## 09:15 standup\n- shipped the parser\n\n14:30 met Bo\n");
         assert_eq!(
             entries,
             vec![

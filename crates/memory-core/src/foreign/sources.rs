@@ -245,7 +245,8 @@ fn rules_dir(collector: &mut Collector, root: &Path, dir: &Path) {
 }
 
 impl Collector {
-    /// Reads a listed entry: symlinks and non-files are reported.
+    /// Reads a listed entry: symlinks and special files (a FIFO, a socket,
+    /// a device) are reported; a directory is skipped.
     fn read_file_entry(&mut self, source: ForeignSource, root: &Path, entry: &read::Entry) -> Option<String> {
         match entry.kind {
             EntryKind::File => self.read_present(source, root, &entry.path),
@@ -253,7 +254,11 @@ impl Collector {
                 self.refused(source, &entry.path, &Refusal::Symlink);
                 None
             }
-            EntryKind::Dir | EntryKind::Other => None,
+            EntryKind::Other => {
+                self.refused(source, &entry.path, &Refusal::NotRegular);
+                None
+            }
+            EntryKind::Dir => None,
         }
     }
 }
@@ -510,8 +515,17 @@ pub(crate) fn openclaw(collector: &mut Collector, roots: &ForeignRoots) {
                 collector.diagnose(source, &entry.path, "not_a_daily_log", "only memory/YYYY-MM-DD.md files are read")
             }
             (_, Some(date)) => {
+                let Some(midnight) = parse::day_start(date) else {
+                    collector.diagnose(
+                        source,
+                        &entry.path,
+                        "date_out_of_range",
+                        format!("{date} is past the last date a timestamp holds; the file was not imported"),
+                    );
+                    continue;
+                };
                 let Some(text) = collector.read_file_entry(source, workspace, &entry) else { continue };
-                for (index, daily) in parse::daily_entries(date, &text).into_iter().enumerate() {
+                for (index, daily) in parse::daily_entries(midnight, &text).into_iter().enumerate() {
                     collector.item(
                         source,
                         &entry.path,
