@@ -74,7 +74,7 @@ pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
     let body = serde_json::to_vec(&request).expect("JSON values serialise");
     let path = format!("/api/hooks/{}/{}", args.host.key(), args.event);
     if let Some(gateway) = Gateway::find(home.dir()) {
-        match gateway.post(&path, &body, left()) {
+        match within(left(), move |left| gateway.post(&path, &body, left)) {
             Ok(bytes) => match serde_json::from_slice::<HookAnswer>(&bytes) {
                 Ok(answer) => return Ok(answer.emit()),
                 Err(error) => tracing::warn!(%error, "the gateway's hook answer did not parse; answering here"),
@@ -92,6 +92,24 @@ pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
         tracing::warn!(error = %format!("{error:#}"), "could not start the home's gateway");
     }
     Ok(fallback(home, args, input, left()).emit())
+}
+
+/// Runs `call` on a thread of its own and waits for it at most `left`: the
+/// deadline holds whatever the HTTP client's own timers do (the call gets
+/// `left` as its timeout too, and is abandoned with the process when it
+/// is late).
+fn within(
+    left: Duration,
+    call: impl FnOnce(Duration) -> Result<Vec<u8>, CallError> + Send + 'static,
+) -> Result<Vec<u8>, CallError> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new().name("cairn-hook-call".to_owned()).spawn(move || {
+        let _ = sender.send(call(left));
+    });
+    if let Err(error) = spawned {
+        return Err(CallError::Transport(format!("cannot start the call's thread: {error}")));
+    }
+    receiver.recv_timeout(left).unwrap_or(Err(CallError::Timeout(left)))
 }
 
 /// The hook input: one JSON object of at most [`MAX_INPUT_BYTES`].
