@@ -111,10 +111,13 @@ pub(crate) fn visible_chars(text: &str) -> usize {
     text.chars().filter(|&c| !cairn_guard::is_invisible(c)).count()
 }
 
-/// Text as it is stored: credentials and exfiltration URLs redacted, and
+/// Text as it is stored: credentials and exfiltration URLs redacted,
 /// control characters other than line breaks and tabs removed (a stored
-/// ESC or BEL would reach a terminal or a prompt later). `None` when
-/// nothing changes.
+/// ESC or BEL would reach a terminal or a prompt later), and the
+/// characters that make text read otherwise than it is (bidi embeddings,
+/// overrides and isolates, zero-width spaces, word joiners, a stray BOM)
+/// removed too. Zero-width joiners and non-joiners stay: scripts and emoji
+/// need them. `None` when nothing changes.
 pub(crate) fn scrub_text(text: &str) -> Option<String> {
     let redacted = cairn_guard::redact_all(text);
     let has_control = redacted.chars().any(is_stripped_control);
@@ -126,7 +129,8 @@ pub(crate) fn scrub_text(text: &str) -> Option<String> {
 }
 
 fn is_stripped_control(c: char) -> bool {
-    c.is_control() && !matches!(c, '\n' | '\t')
+    (c.is_control() && !matches!(c, '\n' | '\t'))
+        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200B}' | '\u{2060}' | '\u{FEFF}')
 }
 
 /// [`scrub_text`] over every string of a value (object keys included);
@@ -198,8 +202,12 @@ mod hardening_tests {
 
     #[test]
     fn scrubbing_redacts_credentials_and_removes_control_characters() {
-        let cases =
-            [("plain text\nand a tab\t", None), ("bell \u{7} esc \u{1b}[31m nul \u{0}", Some("bell  esc [31m nul "))];
+        let cases = [
+            ("plain text\nand a tab\t", None),
+            ("bell \u{7} esc \u{1b}[31m nul \u{0}", Some("bell  esc [31m nul ")),
+            ("admin\u{202E}gnp.exe and zero\u{200B}width \u{2066}iso\u{2069}", Some("admingnp.exe and zerowidth iso")),
+            ("family \u{1F468}\u{200D}\u{1F469} and \u{0645}\u{200C}\u{06CC}", None),
+        ];
         for (text, expected) in cases {
             assert_eq!(scrub_text(text).as_deref(), expected, "{text:?}");
         }

@@ -110,10 +110,26 @@ pub(crate) fn memory_error(error: cairn_memory_core::MemoryError) -> ApiError {
     if error.is_damaged_store() {
         return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "memory_damaged", error.to_string());
     }
-    match error.rejection() {
-        Some(rejected) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejected.code(), rejected.to_string()),
-        None => ApiError::internal(error),
+    if let Some(rejected) = error.rejection() {
+        return ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejected.code(), rejected.to_string());
     }
+    // A store that is busy, restarting or out of reach (PostgreSQL stopped)
+    // is a condition to retry, not a fault of the gateway.
+    use cairn_memory_core::StorageErrorKind;
+    match error.storage_kind() {
+        Some(StorageErrorKind::Busy | StorageErrorKind::Interrupted) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_busy", shown(&error)).retry_after(1)
+        }
+        Some(StorageErrorKind::Io) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", shown(&error)).retry_after(1)
+        }
+        _ => ApiError::internal(error),
+    }
+}
+
+/// A store error as a client may read it (credentials redacted).
+fn shown(error: &cairn_memory_core::MemoryError) -> String {
+    cairn_guard::redact_all(&error.to_string()).into_owned()
 }
 
 /// Largest non-JSON error body carried over into the JSON message.

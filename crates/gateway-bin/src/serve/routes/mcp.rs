@@ -87,7 +87,7 @@ fn probe_in_helper(state: &AppState, servers: &[String], timeout_secs: u64) -> R
     command.arg("--home").arg(&state.home).args(["mcp", "probe", "--json", "--timeout-secs"]);
     command.arg(timeout_secs.to_string());
     for server in servers {
-        command.arg("--server").arg(server);
+        command.arg(format!("--server={server}"));
     }
     command.stdin(std::process::Stdio::null());
     let output = command.output().map_err(|error| ApiError::internal(format!("starting the probe: {error}")))?;
