@@ -41,9 +41,9 @@ fn version_prints_package_version() {
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert_eq!(stdout.trim(), format!("cairn {}", env!("CARGO_PKG_VERSION")));
 }
+mod agent_edits;
 mod guard_evasions;
 mod hardening_files;
 mod hardening_server;
 mod import_symlinks;
 mod memory_import_refusals;
-mod agent_edits;
