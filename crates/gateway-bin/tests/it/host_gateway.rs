@@ -452,3 +452,20 @@ fn config_changes_reach_the_running_gateway_without_a_restart() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn session_start_is_the_same_text_while_memory_is_unchanged() {
+    let gateway = crate::serve::start(&["--heartbeat-secs", "3600"]);
+    let home = gateway.home().to_owned();
+    let fact = gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.editor", "value": "helix"}));
+    assert_eq!(fact.status, 200, "{}", fact.body);
+    let start = |session: &str| hook(&home, &["claude-code", "SessionStart"], &event("SessionStart", session)).stdout;
+    let first = start("same-1");
+    assert!(String::from_utf8_lossy(&first).contains("pref.editor"));
+    // Seconds later, another session: nothing in it may carry a time of day.
+    std::thread::sleep(Duration::from_millis(1_100));
+    assert_eq!(start("same-2"), first, "a host may cache the session context");
+    let changed = gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.editor", "value": "zed"}));
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    assert_ne!(start("same-3"), first, "a change of memory changes it");
+}
