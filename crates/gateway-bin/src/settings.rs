@@ -1195,7 +1195,7 @@ fn parse_root(path: &Path, text: &str) -> Result<Map<String, Value>, ConfigError
 /// leave the rest of the file as the user wrote it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
-enum Ordered {
+pub(crate) enum Ordered {
     Null(()),
     Bool(bool),
     Number(serde_json::Number),

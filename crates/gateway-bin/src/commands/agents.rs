@@ -283,24 +283,13 @@ fn pin(home: &Home, args: &PinArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A JSON value whose objects keep their key order, so a pin leaves the
-/// rest of `config.json` as it was written.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(untagged)]
-enum Ordered {
-    Null(()),
-    Bool(bool),
-    Number(serde_json::Number),
-    String(String),
-    Array(Vec<Ordered>),
-    Object(indexmap::IndexMap<String, Ordered>),
-}
-
 /// Adds `name → file` to `agent.spec_pins` of `<home>/config.json`. The
 /// pins are read from the file under its edit lock (the lock `config set`
 /// takes), changed and written before the lock is let go, so parallel pins
 /// and config edits all land; the file stays owner-only.
 fn write_pin(home: &Path, name: &str, file: &str) -> anyhow::Result<()> {
+    // Objects keep their key order, so a pin leaves the rest of the file as it was written.
+    use crate::settings::Ordered;
     let path = home.join(settings::CONFIG_FILE_NAME);
     crate::locked_edit::edit_locked_owner_only(&path, |current: Option<String>| -> anyhow::Result<Option<String>> {
         let text = current.unwrap_or_default();

@@ -3,57 +3,12 @@
 //! and an agent spec kept as a symbolic link (a dotfiles checkout) is
 //! edited in the file it points at, the link left in place (probe L4).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::cairn;
-
-struct Env {
-    root: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(root.path().join("user/.kiro/agents")).unwrap();
-        std::fs::create_dir_all(root.path().join("cairn")).unwrap();
-        Self { root }
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.root.path().join(relative)
-    }
-
-    fn write(&self, relative: &str, text: &str) -> PathBuf {
-        let path = self.path(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = cairn();
-        command
-            .arg("--home")
-            .arg(self.path("cairn"))
-            .args(args)
-            .env("HOME", self.path("user"))
-            .env_remove("CAIRN_HOME")
-            .env_remove("CAIRN_STORAGE_URL")
-            .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
+use crate::issue_42::{Env, text};
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

@@ -16,30 +16,30 @@ use crate::cairn;
 use crate::serve::{start, tiny_model};
 
 /// A user home (HOME) and a Cairn home in one temporary directory.
-struct Env {
+pub(crate) struct Env {
     root: tempfile::TempDir,
 }
 
 impl Env {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("user/.kiro/agents")).unwrap();
         std::fs::create_dir_all(root.path().join("cairn")).unwrap();
         Self { root }
     }
 
-    fn path(&self, relative: &str) -> PathBuf {
+    pub(crate) fn path(&self, relative: &str) -> PathBuf {
         self.root.path().join(relative)
     }
 
-    fn write(&self, relative: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, relative: &str, text: &str) -> PathBuf {
         let path = self.path(relative);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, text).unwrap();
         path
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut command = cairn();
         command
             .arg("--home")
@@ -52,12 +52,12 @@ impl Env {
         command
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
