@@ -55,9 +55,16 @@ pub(crate) enum McpCommand {
     List(discovery::cli::ListArgs),
     /// Start each server and run the MCP handshake (initialize, tools/list); report status and tools.
     Probe(discovery::cli::ProbeArgs),
-    /// Enable a server for an agent (`@name` in its `tools` and `allowedTools`).
+    /// Enable a server for an agent (grant `@name`, clear its `disabled: true`).
+    ///
+    /// Adds `@name` to the spec's `tools` and `allowedTools` (its tools then run without asking) and
+    /// removes `disabled: true` from the server's entry in the spec's `mcpServers`: kiro-cli starts no
+    /// server so marked, and `mcp import` marks every server it imports.
     Enable(discovery::cli::ToggleArgs),
     /// Disable a server for an agent (remove `@name` from its `tools` and `allowedTools`).
+    ///
+    /// The server's entry in the spec's `mcpServers` is left as it is, `disabled` flag included:
+    /// without the grants the agent has none of its tools.
     Disable(discovery::cli::ToggleArgs),
     /// Add the mcp.json servers to an agent spec's `mcpServers` (existing definitions win).
     Sync(discovery::cli::SyncArgs),

@@ -425,6 +425,89 @@ fn mcp_sync_adds_missing_servers_and_existing_definitions_win() {
     assert_eq!(std::fs::read_to_string(odd_path).unwrap(), odd);
 }
 
+#[test]
+fn mcp_enable_clears_the_disabled_flag_import_and_sync_wrote() {
+    let env = Env::new();
+    let spec = env.write("user/.kiro/agents/dev.json", DEV_SPEC);
+    env.write_json(
+        "user/.claude.json",
+        &json!({"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}}}),
+    );
+    let imported = env.json(&["mcp", "import", "--from", "claude-code", "--json"]);
+    assert_eq!(by_name(&imported["decisions"], "fetch")["decision"], "imported", "{imported}");
+    let synced = env.json(&["mcp", "sync", "--agent", "dev", "--json"]);
+    assert_eq!(synced["added"], json!(["fetch"]));
+    let loaded: Value = serde_json::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+    assert_eq!(loaded["mcpServers"]["fetch"]["disabled"], true, "sync copies the import's flag");
+
+    // Bad input: an unknown server is refused and the spec is not touched.
+    let before = std::fs::read_to_string(&spec).unwrap();
+    let stderr = env.fails(&["mcp", "enable", "fetcher", "--agent", "dev"]);
+    assert!(stderr.contains("no source defines an MCP server named \"fetcher\" (unknown_server)"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), before);
+
+    let output = env.run(&["mcp", "enable", "fetch", "--agent", "dev"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("removed `disabled: true` from fetch"), "{stdout}");
+    // The spec as kiro-cli's loader reads it: plain JSON, the entry unmuted, the server granted.
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let loaded: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(loaded["mcpServers"]["fetch"], json!({"command": "uvx", "args": ["mcp-server-fetch"]}), "{text}");
+    assert_eq!(loaded["mcpServers"]["git"], json!({"command": "git-mcp"}), "other entries are kept");
+    assert_eq!(loaded["tools"], json!(["fs_read", "@fetch"]));
+    assert_eq!(loaded["allowedTools"], json!(["@fetch"]));
+    assert!(
+        text.starts_with("{\n  \"name\": \"dev\",\n  \"prompt\":   \"Be brief.\" ,"),
+        "other bytes are kept: {text}"
+    );
+    let listed = env.json(&["mcp", "list", "--json", "--agent", "dev"]);
+    let fetch = by_name(&listed["servers"], "fetch");
+    assert_eq!((fetch["enabled"].clone(), fetch["disabled"].clone()), (json!(true), json!(false)), "{fetch}");
+    let again = env.json(&["mcp", "enable", "fetch", "--agent", "dev", "--json"]);
+    assert_eq!((again["changed"].clone(), again["cleared_disabled"].clone()), (json!(false), json!(false)));
+
+    // Disabling removes the grants and leaves the entry alone.
+    env.json(&["mcp", "disable", "fetch", "--agent", "dev", "--json"]);
+    let loaded: Value = serde_json::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+    assert_eq!(loaded["mcpServers"]["fetch"], json!({"command": "uvx", "args": ["mcp-server-fetch"]}));
+    assert_eq!(loaded["tools"], json!(["fs_read"]));
+}
+
+#[test]
+fn mcp_list_does_not_call_a_granted_server_enabled_while_it_is_disabled() {
+    let env = Env::new();
+    // Granted through a wildcard, muted in the spec itself.
+    env.write_json(
+        "user/.kiro/agents/ops.json",
+        &json!({"name": "ops", "tools": ["*"], "mcpServers": {"fetch": {"command": "uvx", "disabled": true}}}),
+    );
+    // Granted by name, muted in the included `mcp.json`.
+    env.write_json("user/.kiro/agents/web.json", &json!({"name": "web", "tools": ["@docs"], "includeMcpJson": true}));
+    env.write_json(
+        "user/.kiro/settings/mcp.json",
+        &json!({"mcpServers": {"docs": {"url": "https://docs.example.com/mcp", "disabled": true}}}),
+    );
+    for (agent, server, muted_in) in [("ops", "fetch", "ops.json"), ("web", "docs", "settings/mcp.json")] {
+        let listed = env.json(&["mcp", "list", "--json", "--agent", agent]);
+        let row = by_name(&listed["servers"], server);
+        assert_eq!(row["enabled"], false, "{row}");
+        let warning = row["warning"].as_str().unwrap_or_else(|| panic!("no warning: {row}"));
+        assert!(warning.contains("disabled: true") && warning.contains(muted_in), "{warning}");
+        let output = env.run(&["mcp", "list", "--agent", agent]);
+        assert!(String::from_utf8_lossy(&output.stderr).contains("warning: `tools` grants"), "{output:?}");
+    }
+    // Enabling can clear only the spec's own flag; the included file's is named.
+    let enabled = env.json(&["mcp", "enable", "docs", "--agent", "web", "--json"]);
+    assert_eq!(enabled["cleared_disabled"], false);
+    assert!(enabled["notices"][0].as_str().unwrap().contains("settings/mcp.json"), "{enabled}");
+    let enabled = env.json(&["mcp", "enable", "fetch", "--agent", "ops", "--json"]);
+    assert_eq!(enabled["cleared_disabled"], true);
+    let listed = env.json(&["mcp", "list", "--json", "--agent", "ops"]);
+    assert_eq!(by_name(&listed["servers"], "fetch")["enabled"], true);
+    assert!(by_name(&listed["servers"], "fetch").get("warning").is_none());
+}
+
 const SECRETS: &[&str] =
     &["ghp_s3cr3tS3cr3tS3cr3tS3cr3tS3cr3tS3cr3", "Bearer hunter2-token", "cookie-value-77", "query-secret-99"];
 
@@ -637,5 +720,13 @@ fn serve_mcp_endpoints_list_probe_toggle_sync_and_import() {
     let applied = gateway.send("POST", "/api/mcp/import", &json!({"from": ["claude_code"]}));
     assert_eq!(by_name(&applied.body["decisions"], "docs")["decision"], "imported");
     assert_eq!(gateway.send("POST", "/api/mcp/import", &json!({"from": ["nobody"]})).code(), "invalid_body");
+    // The imported server reaches the spec muted; enabling it unmutes it.
+    let synced = gateway.send("POST", "/api/mcp/sync", &json!({"agent": "dev"}));
+    assert_eq!(synced.body["added"], json!(["docs"]), "{:?}", synced.body);
+    let toggled = gateway.send("POST", "/api/mcp/toggle", &json!({"agent": "dev", "server": "docs", "enabled": true}));
+    assert_eq!(toggled.body["cleared_disabled"], true, "{:?}", toggled.body);
+    let spec: Value =
+        serde_json::from_str(&std::fs::read_to_string(user.join(".kiro/agents/dev.json")).unwrap()).unwrap();
+    assert_eq!(spec["mcpServers"]["docs"], json!({"url": "https://docs.example.com/mcp"}));
     drop(root);
 }

@@ -125,6 +125,9 @@ pub(crate) fn list(home: &Home, args: &ListArgs) -> anyhow::Result<ExitCode> {
             None => "",
         };
         let disabled = if server["disabled"].as_bool() == Some(true) { " (disabled)" } else { "" };
+        if let Some(warning) = server["warning"].as_str() {
+            eprintln!("warning: {warning}");
+        }
         println!(
             "{}{disabled}{state}\t{}\t{}\t{}",
             server["name"].as_str().unwrap_or_default(),
@@ -241,6 +244,7 @@ pub(crate) fn toggle(home: &Home, args: &ToggleArgs, enable: bool) -> anyhow::Re
             "enabled": enable,
             "path": outcome.path,
             "changed": outcome.changed,
+            "cleared_disabled": outcome.cleared_disabled,
             "notices": outcome.notices,
         }))?;
     } else {
@@ -252,6 +256,9 @@ pub(crate) fn toggle(home: &Home, args: &ToggleArgs, enable: bool) -> anyhow::Re
             args.scope.agent.as_deref().unwrap_or_default(),
             outcome.path.display()
         );
+        if outcome.cleared_disabled {
+            println!("removed `disabled: true` from {} in the agent spec's `mcpServers`", args.name);
+        }
         for notice in &outcome.notices {
             eprintln!("note: {notice}");
         }

@@ -180,6 +180,46 @@ impl JsonText {
     fn member_range(&self, key: &str) -> Option<Range<usize>> {
         self.top().into_iter().find(|member| member.key == key).map(|member| member.value)
     }
+
+    /// The object reached from the document by following `path`, one
+    /// member name per step; `None` when a step is missing or not an object.
+    fn object_at(&self, path: &[&str]) -> Option<Range<usize>> {
+        let mut range = document(&self.text).ok()?;
+        for key in path {
+            let member = members(&self.text, range).ok()?.into_iter().find(|member| member.key == *key)?;
+            if !self.text[member.value.clone()].starts_with('{') {
+                return None;
+            }
+            range = member.value;
+        }
+        Some(range)
+    }
+
+    /// Removes member `key` of the object at `path` with its separator,
+    /// keeping every other byte; whether it was there.
+    pub(crate) fn remove_at(&mut self, path: &[&str], key: &str) -> bool {
+        let Some(object) = self.object_at(path) else { return false };
+        let Ok(members) = members(&self.text, object.clone()) else { return false };
+        let Some(index) = members.iter().position(|member| member.key == key) else { return false };
+        let skip_blank = |text: &str, from: usize| from + (text[from..].len() - text[from..].trim_start().len());
+        let cut = if index > 0 {
+            // `, "key": value` after the previous member.
+            members[index - 1].value.end..members[index].value.end
+        } else if let Some(next) = members.get(1) {
+            // From this key up to the next one, past the comma.
+            let start = skip_blank(&self.text, object.start + 1);
+            let comma = skip_blank(&self.text, members[index].value.end);
+            debug_assert_eq!(&self.text[comma..=comma], ",");
+            let end = skip_blank(&self.text, comma + 1);
+            debug_assert!(end < next.value.start);
+            start..end
+        } else {
+            // The only member: the object becomes `{}`.
+            object.start + 1..object.end - 1
+        };
+        self.text.replace_range(cut, "");
+        true
+    }
 }
 
 /// Reads a JSON object file for editing; `Ok(None)` when it does not exist.
@@ -199,6 +239,9 @@ pub(crate) fn read_json_file(path: &Path) -> Result<Option<JsonText>, EditRefuse
 pub(crate) struct EditOutcome {
     pub(crate) path: PathBuf,
     pub(crate) changed: bool,
+    /// Enabling removed `disabled: true` from the server's entry in the
+    /// spec's `mcpServers`.
+    pub(crate) cleared_disabled: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) notices: Vec<String>,
 }
@@ -261,6 +304,10 @@ impl From<crate::locked_edit::LockedEditError> for EditRefused {
 /// Enables (`true`) or disables server `name` for the selected agent:
 /// `@name` added to (or every `@name`/`@name/...` removed from) `tools` and
 /// `allowedTools`. Adding to `allowedTools` auto-approves the server's tools.
+/// Enabling also removes `disabled: true` from the server's entry in the
+/// spec's `mcpServers` (kiro-cli starts no server so marked; `mcp import`
+/// writes it and `mcp sync` copies it). Disabling leaves that entry as it
+/// is: without the grants the agent has none of its tools.
 /// The spec is re-read and rewritten under its edit lock, so concurrent
 /// edits of one spec are all kept.
 pub(crate) fn toggle(discovery: &Discovery, name: &str, enable: bool) -> Result<EditOutcome, EditRefused> {
@@ -275,6 +322,7 @@ pub(crate) fn toggle(discovery: &Discovery, name: &str, enable: bool) -> Result<
     check_readable(path)?;
     let reference = format!("@{name}");
     let mut edited = String::new();
+    let mut cleared_disabled = false;
     let changed = edit_locked(path, |current| {
         let mut spec = locked_spec(path, current)?;
         let mut changed = false;
@@ -295,6 +343,11 @@ pub(crate) fn toggle(discovery: &Discovery, name: &str, enable: bool) -> Result<
                 changed = true;
             }
         }
+        let marked_disabled = spec.get("mcpServers").is_some_and(|servers| {
+            servers.get(name).and_then(|entry| entry.get("disabled")) == Some(&Value::Bool(true))
+        });
+        cleared_disabled = enable && marked_disabled && spec.remove_at(&["mcpServers", name], "disabled");
+        changed |= cleared_disabled;
         edited.clone_from(&spec.text);
         Ok::<_, EditRefused>(changed.then_some(spec.text))
     })?;
@@ -307,12 +360,25 @@ pub(crate) fn toggle(discovery: &Discovery, name: &str, enable: bool) -> Result<
         ));
     }
     let in_spec = reread.mcp_servers().iter().any(|server| server.name == name);
-    if enable && !in_spec && !reread.include_mcp_json().unwrap_or(false) {
+    let includes_mcp_json = reread.include_mcp_json().unwrap_or(false);
+    if enable && !in_spec && !includes_mcp_json {
         notices.push(format!(
             "`{name}` is not in this agent's `mcpServers`; run `cairn mcp sync` (or set `includeMcpJson`) so kiro-cli starts it"
         ));
     }
-    Ok(EditOutcome { path: path.clone(), changed, notices })
+    if enable && !in_spec && includes_mcp_json {
+        let included = discovery.definitions.iter().find(|definition| {
+            definition.server.name == name
+                && matches!(discovery.sources[definition.source].kind, SourceKind::KiroProject | SourceKind::KiroGlobal)
+        });
+        if let Some(definition) = included.filter(|definition| definition.server.disabled) {
+            notices.push(format!(
+                "`{name}` is `disabled: true` in {}, which this agent includes (`includeMcpJson`); kiro-cli will not start it until that flag is removed there (Cairn does not edit that file)",
+                discovery.sources[definition.source].path.display()
+            ));
+        }
+    }
+    Ok(EditOutcome { path: path.clone(), changed, cleared_disabled, notices })
 }
 
 /// What a sync did.
@@ -439,6 +505,32 @@ mod tests {
         let mut bad = JsonText::parse("{\"mcpServers\": [1]}".to_owned()).unwrap();
         assert!(bad.add_to_object("mcpServers", &[("b".into(), json!({}))]).is_err());
         assert_eq!(bad.text, "{\"mcpServers\": [1]}");
+    }
+
+    #[test]
+    fn removed_members_take_their_separator_with_them() {
+        let servers = ["mcpServers", "fetch"];
+        check(
+            "{\"mcpServers\": {\"fetch\": {\"command\": \"x\", \"disabled\": true}}}",
+            |text| assert!(text.remove_at(&servers, "disabled")),
+            "{\"mcpServers\": {\"fetch\": {\"command\": \"x\"}}}",
+        );
+        check(
+            "{\n  \"mcpServers\": {\n    \"fetch\": {\n      \"disabled\": true,\n      \"command\": \"x\"\n    }\n  }\n}\n",
+            |text| assert!(text.remove_at(&servers, "disabled")),
+            "{\n  \"mcpServers\": {\n    \"fetch\": {\n      \"command\": \"x\"\n    }\n  }\n}\n",
+        );
+        check(
+            "{\"mcpServers\": {\"fetch\": { \"disabled\" : true }}, \"a\": 1}",
+            |text| assert!(text.remove_at(&servers, "disabled")),
+            "{\"mcpServers\": {\"fetch\": {}}, \"a\": 1}",
+        );
+        let unchanged = "{\"mcpServers\": {\"fetch\": [1], \"other\": {\"disabled\": true}}}";
+        let mut text = JsonText::parse(unchanged.to_owned()).unwrap();
+        assert!(!text.remove_at(&servers, "disabled"), "not an object");
+        assert!(!text.remove_at(&["mcpServers", "other"], "missing"));
+        assert!(!text.remove_at(&["nowhere", "other"], "disabled"));
+        assert_eq!(text.text, unchanged);
     }
 
     #[test]

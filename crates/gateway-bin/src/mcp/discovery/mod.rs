@@ -400,12 +400,43 @@ impl Discovery {
             let grants = agent.spec.granted_tools();
             let tools_entry = agent.spec.tools().entries().iter().any(|entry| names_server(entry, &server.name));
             let allowed_entry = agent.spec.allowed_tools().iter().any(|entry| names_server(entry, &server.name));
-            out["enabled"] = json!(grants.mounts_server(&server.name));
+            let mounted = grants.mounts_server(&server.name);
+            let muted = self.applied(agent, &server.name).filter(|applied| applied.server.disabled);
+            // kiro-cli starts no server marked `disabled: true`, granted or not.
+            out["enabled"] = json!(mounted && muted.is_none());
+            if let Some(muted) = muted.filter(|_| mounted) {
+                out["warning"] = json!(format!(
+                    "`tools` grants `{}` but it is `disabled: true` in {}, so kiro-cli will not start it; `cairn mcp enable {} --agent {}` removes the flag from the agent spec",
+                    server.name,
+                    self.sources[muted.source].path.display(),
+                    server.name,
+                    agent.name,
+                ));
+            }
             out["in_tools"] = json!(tools_entry);
             out["in_allowed_tools"] = json!(allowed_entry);
             out["in_agent_spec"] = json!(agent.spec.mcp_servers().iter().any(|own| own.name == server.name));
         }
         out
+    }
+}
+
+impl Discovery {
+    /// The definition of `name` kiro-cli uses for `agent`: the agent spec's
+    /// own, else, when the spec sets `includeMcpJson`, the project's and
+    /// then the user's `.kiro/settings/mcp.json` one. `None` when none
+    /// applies (`<home>/mcp.json` and other agents' specs never do).
+    pub(crate) fn applied(&self, agent: &SelectedAgent, name: &str) -> Option<&Definition> {
+        let includes_mcp_json = agent.spec.include_mcp_json().unwrap_or(false);
+        self.definitions.iter().find(|definition| {
+            let source = &self.sources[definition.source];
+            definition.server.name == name
+                && match source.kind {
+                    SourceKind::AgentSpec => source.path == agent.path,
+                    SourceKind::KiroProject | SourceKind::KiroGlobal => includes_mcp_json,
+                    SourceKind::CairnHome => false,
+                }
+        })
     }
 }
 

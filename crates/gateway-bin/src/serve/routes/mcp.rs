@@ -210,7 +210,8 @@ pub(crate) struct ToggleBody {
 }
 
 /// `POST /api/mcp/toggle`: `@server` added to (or removed from) the
-/// agent's `tools` and `allowedTools`.
+/// agent's `tools` and `allowedTools`; enabling also removes `disabled: true`
+/// from the server's entry in the spec's `mcpServers`.
 pub(crate) async fn toggle(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ToggleBody>) -> ApiResult {
     validate_name("agent", &body.agent)?;
     validate_name("server", &body.server)?;
@@ -227,6 +228,7 @@ pub(crate) async fn toggle(State(state): State<Arc<AppState>>, JsonBody(body): J
             "enabled": body.enabled,
             "path": outcome.path,
             "changed": outcome.changed,
+            "cleared_disabled": outcome.cleared_disabled,
             "notices": outcome.notices,
         })))
     })
