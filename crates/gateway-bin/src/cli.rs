@@ -19,13 +19,13 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Agent spec files: list, show, pin, check.
+    /// Agent spec files: list, show, pin, check; what one becomes on a backend: project, export.
     #[command(subcommand)]
     Agent(crate::commands::agents::AgentCommand),
     /// Text and path safety checks.
     #[command(subcommand)]
     Guard(GuardCommand),
-    /// Hooks: check the effective hook set, fire the hooks of one event.
+    /// Hooks: check the effective hook set, run the hooks of one event.
     #[command(subcommand)]
     Hooks(crate::commands::hooks::HooksCommand),
     /// The embedding model: where it is, and downloading it.
@@ -33,9 +33,10 @@ pub(crate) enum Command {
     Model(ModelCommand),
     /// Embed JSONL rows (each with `id` and `text`); prints `{"id", "vector"}` per row.
     Embed(EmbedArgs),
-    /// The skill catalog: list, search, edit, lint, and what a message would trigger.
+    /// The skill catalog: list, show, search, create, delete, seed, lint, set-inject, match; generated
+    /// candidates: pending, approve, reject, archive.
     Skills(crate::commands::skills::SkillsArgs),
-    /// Long-term memory: semantic facts, lessons, the audit trail, statistics.
+    /// Long-term memory: semantic facts, lessons, episodic fragments, Markdown files, the audit trail, stats.
     #[command(subcommand)]
     Memory(crate::commands::memory::MemoryCommand),
     /// Run the local gateway: HTTP API, heartbeat, embedding model in the background.
@@ -46,7 +47,8 @@ pub(crate) enum Command {
     /// Settings: every effective value and where it came from; change one.
     #[command(subcommand)]
     Config(crate::commands::config::ConfigCommand),
-    /// The MCP server over stdio (memory, lessons, skills and history as tools).
+    /// MCP: Cairn's own server over stdio (`serve`, `tools`); the servers in agent specs and mcp.json files:
+    /// list, probe, enable, disable, sync, import.
     #[command(subcommand)]
     Mcp(crate::mcp::McpCommand),
     /// A host's lifecycle hook: read its hook JSON on stdin, answer in its protocol.
@@ -54,7 +56,7 @@ pub(crate) enum Command {
     /// Add Cairn's MCP server and hooks to Claude Code or kiro-cli config (or remove them).
     #[command(subcommand)]
     Host(crate::commands::host_install::HostCommand),
-    /// Bring memory over from Claude Code, Hermes and OpenClaw files (`scan` is the dry run).
+    /// Bring memory over from Claude Code, Hermes and OpenClaw files (`scan` is the dry run of `apply`).
     #[command(subcommand)]
     Import(crate::commands::import::ImportCommand),
     /// Print (or --open) the address of the running server's dashboard page, token in the fragment.

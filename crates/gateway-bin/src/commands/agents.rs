@@ -1,4 +1,5 @@
-//! `cairn agent`: list, show, pin and check agent spec files.
+//! `cairn agent`: list, show, pin and check agent spec files; project and
+//! export what one becomes on a backend.
 //!
 //! Pins live in `<home>/config.json` under `agent.spec_pins` (agent name →
 //! bare file name); every other key of that file is kept as it is.

@@ -31,7 +31,7 @@ pub(crate) enum MemoryCommand {
     Audit(AuditArgs),
     /// Counts of entries, lessons, tombstones, vectors and audit events.
     Stats(OutputArgs),
-    /// The Markdown memory: preferences, projects, daily history, keyword search.
+    /// The Markdown memory of preferences, projects and daily history: show, append, search, prune, reindex.
     #[command(subcommand)]
     Files(super::memory_files::FilesCommand),
     /// Bring Markdown memory and lessons.jsonl into memory.db (once; `--force` reruns).

@@ -9,6 +9,7 @@ mod context_ceiling;
 mod dashboard;
 mod embed;
 mod guard;
+mod help;
 mod hooks;
 mod host_gateway;
 mod host_hooks;
