@@ -151,8 +151,8 @@ pub(crate) fn normalize(text: &str) -> String {
 }
 
 /// `lesson.<first 16 hex of sha256(normalised text)>`, over the text as it
-/// is stored (see [`stored_part`]): a rule and the same rule with its
-/// credential redacted have one key.
+/// is stored (credentials redacted, control characters removed): a rule
+/// and the same rule with its credential redacted have one key.
 pub fn lesson_key(rule: &str, not: Option<&str>) -> String {
     let rule = stored_part(rule);
     let not = not.map(stored_part).filter(|not| !not.is_empty());
