@@ -1365,6 +1365,13 @@ mod tests {
             (r#"{"storage": {"url": 5432}}"#, "`storage.url`"),
             (r#"{"storage": "postgres://db/cairn"}"#, "`storage`"),
             (r#"{"hooks": {"transforms": 5}}"#, "`hooks`"),
+            (r#"{"host": {"context_deadline_ms": 49}}"#, "`host.context_deadline_ms`"),
+            (r#"{"host": {"context_deadline_ms": 60001}}"#, "`host.context_deadline_ms`"),
+            (r#"{"host": {"record_deadline_ms": "fast"}}"#, "`host.record_deadline_ms`"),
+            (r#"{"host": {"record_deadline_ms": 0}}"#, "`host.record_deadline_ms`"),
+            (r#"{"host": {"start_gateway": "yes"}}"#, "`host.start_gateway`"),
+            (r#"{"host": true}"#, "`host`"),
+            (r#"{"context": {"max_inject_chars": 999}}"#, "`context.max_inject_chars`"),
             (r#"{"server": 5}"#, "`server`"),
             (r#"[1]"#, "`(top level)`"),
         ] {
@@ -1411,6 +1418,23 @@ mod tests {
     }
 
     #[test]
+    fn host_settings_default_and_come_from_the_file_or_the_environment() {
+        let defaults = load("{}").unwrap();
+        assert_eq!(
+            (defaults.host.context_deadline_ms, defaults.host.record_deadline_ms, defaults.host.start_gateway),
+            (DEFAULT_CONTEXT_DEADLINE_MS, DEFAULT_RECORD_DEADLINE_MS, true)
+        );
+        let text = r#"{"host": {"context_deadline_ms": 1500, "record_deadline_ms": 300, "start_gateway": true}}"#;
+        let file = load(text).unwrap();
+        assert_eq!((file.host.context_deadline_ms, file.host.record_deadline_ms), (1500, 300));
+        assert_eq!(source(&file, "host.record_deadline_ms"), Source::File);
+        let off = Environment::from_pairs(&[("CAIRN_HOST_START_GATEWAY", "0")]);
+        let env = load_with(text, &Flags::default(), &off).unwrap();
+        assert!(!env.host.start_gateway, "the environment wins over the file");
+        assert_eq!(source(&env, "host.start_gateway"), Source::Env);
+    }
+
+    #[test]
     fn bad_environment_values_name_the_variable() {
         for (name, value) in [
             ("CAIRN_SERVE_PORT", "eighty"),
@@ -1418,6 +1442,7 @@ mod tests {
             ("CAIRN_HEARTBEAT_SECS", "0"),
             ("CAIRN_SKIP_MODEL_DOWNLOAD", "maybe"),
             ("CAIRN_STORAGE_URL", "mysql://db/cairn"),
+            ("CAIRN_HOST_START_GATEWAY", "maybe"),
         ] {
             let message =
                 load_with("{}", &Flags::default(), &Environment::from_pairs(&[(name, value)])).unwrap_err().to_string();

@@ -15,9 +15,9 @@ use anyhow::Context as _;
 
 use crate::home::Home;
 use crate::serve::auth::TOKEN_FILE_NAME;
-use crate::serve::instance::{ADDRESS_FILE_NAME, LOCK_FILE_NAME};
+use crate::serve::instance::{ADDRESS_FILE_NAME, LOCK_FILE_NAME, read_address};
 
-/// Longest address or token file read.
+/// Longest token file read.
 const MAX_SMALL_FILE_BYTES: u64 = 256;
 /// Largest answer read from the gateway.
 const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
@@ -55,8 +55,8 @@ pub(crate) struct Gateway {
     token: String,
 }
 
-/// A small regular file's trimmed text (never through a symlink).
-fn read_small(path: &Path) -> Option<String> {
+/// The token file's trimmed text (a regular file, never through a symlink).
+fn read_token(path: &Path) -> Option<String> {
     let metadata = std::fs::symlink_metadata(path).ok()?;
     if !metadata.is_file() {
         return None;
@@ -80,9 +80,8 @@ fn loopback(address: SocketAddr) -> Option<SocketAddr> {
 impl Gateway {
     /// The gateway recorded in `home`, if its address and token read.
     pub(crate) fn find(home: &Path) -> Option<Self> {
-        let address: SocketAddr = read_small(&home.join(ADDRESS_FILE_NAME))?.parse().ok()?;
-        let address = loopback(address)?;
-        let token = read_small(&home.join(TOKEN_FILE_NAME)).filter(|token| !token.is_empty())?;
+        let address = loopback(read_address(&home.join(ADDRESS_FILE_NAME))?)?;
+        let token = read_token(&home.join(TOKEN_FILE_NAME)).filter(|token| !token.is_empty())?;
         Some(Self { base: format!("http://{address}"), token })
     }
 

@@ -92,7 +92,7 @@ impl Drop for InstanceLock {
 
 /// The recorded address, if it reads as one (the file is only trusted as
 /// far as it parses).
-fn read_address(path: &Path) -> Option<SocketAddr> {
+pub(crate) fn read_address(path: &Path) -> Option<SocketAddr> {
     let file = File::open(path).ok()?;
     if !file.metadata().ok()?.is_file() {
         return None;

@@ -4,25 +4,12 @@
 //! same way).
 
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
 
-use crate::cairn;
+use crate::settings::run;
 
 const KEY: &str = "context.max_inject_chars";
-
-fn run(home: &Path, args: &[&str]) -> Output {
-    cairn()
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .env_remove("CAIRN_HOME")
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("HOME", home)
-        .output()
-        .unwrap()
-}
 
 #[track_caller]
 fn ok_json(home: &Path, args: &[&str]) -> Value {

@@ -397,7 +397,8 @@ fn the_hooks_episodic_block_equals_memory_search_context_for_100_prompts() {
 }
 
 fn config(home: &Path, args: &[&str]) -> Output {
-    cairn().arg("--home").arg(home).arg("config").args(args).env_remove("CAIRN_HOME").output().unwrap()
+    let args: Vec<&str> = std::iter::once("config").chain(args.iter().copied()).collect();
+    crate::settings::run(home, &args)
 }
 
 #[test]

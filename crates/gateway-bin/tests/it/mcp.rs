@@ -491,26 +491,37 @@ async fn mcp_history_append_writes_todays_file() {
     assert!(!text.contains("Ignore all previous"));
 }
 
-#[test]
-fn mcp_writes_nothing_but_protocol_messages_to_stdout() {
-    let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+/// `cairn mcp serve` on `home` spoken to line by line, with `env` added.
+fn raw_session(home: &Path, env: &[(&str, &str)], stderr: Stdio) -> std::process::Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command
         .arg("--home")
-        .arg(home.path())
+        .arg(home)
         .args(["mcp", "serve"])
         .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("RUST_LOG", "debug")
         .env_remove("CAIRN_EMBED_MODEL_PATH")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(stderr);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.spawn().unwrap()
+}
+
+/// The `initialize` request of a raw session.
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+}
+
+#[test]
+fn mcp_writes_nothing_but_protocol_messages_to_stdout() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = raw_session(home.path(), &[("RUST_LOG", "debug")], Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     let messages = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}}),
+        initialize(),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "memory_remember", "arguments": {"text": "a fragment long enough to be stored"}}}),
@@ -664,24 +675,11 @@ fn mcp_python_sdk_client_calls_every_tool() {
 #[test]
 fn mcp_answers_every_line_it_cannot_take_with_the_json_rpc_error() {
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .arg("--home")
-        .arg(home.path())
-        .args(["mcp", "serve"])
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("CAIRN_HOST_START_GATEWAY", "0")
-        .env_remove("CAIRN_EMBED_MODEL_PATH")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = raw_session(home.path(), &[("CAIRN_HOST_START_GATEWAY", "0")], Stdio::null());
     let mut stdin = child.stdin.take().unwrap();
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
     let lines = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
-        .to_string(),
+        initialize().to_string(),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"memory_remember","arguments":{"text":"lone \ud800 surrogate here"}}}"#.to_owned(),
         format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"fact_set","arguments":{{"key":"pref.x","value":{deep}}}}}}}"#),

@@ -12,7 +12,8 @@ use crate::serve::start_in;
 
 const TOKEN: &str = "cairn-test-token-0123456789abcdef0123456789abcdef";
 
-fn run(home: &Path, args: &[&str]) -> Output {
+/// `cairn --home HOME ARGS` with the test environment scrubbed.
+pub(crate) fn run(home: &Path, args: &[&str]) -> Output {
     cairn()
         .arg("--home")
         .arg(home)
