@@ -142,15 +142,47 @@ pub(crate) fn server_info() -> ServerConfig {
         )
 }
 
-/// Runs one tool call through [`CairnMcp`] over `stores`, in this
-/// process: the tools' own argument checks, refusals and results, exactly
-/// as a stdio session would get them.
-pub(crate) async fn call_in_process(stores: Arc<McpStores>, params: CallToolRequestParams) -> ToolCallAnswer {
-    let failed = |what: &str, error: &dyn std::fmt::Display| {
-        ToolCallAnswer::Error(rmcp::model::ErrorData::internal_error(format!("{what}: {error}"), None))
-    };
+type InProcessClient = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+/// One in-process MCP session over a set of stores.
+struct InProcess {
+    stores: Arc<McpStores>,
+    client: Arc<InProcessClient>,
+}
+
+/// MCP sessions run in this process through [`CairnMcp`] (an rmcp client
+/// and server on a duplex pipe), so a tool call gets the tools' own
+/// argument checks, refusals and results, exactly as a stdio session would
+/// get them. One session per served agent is kept and reused while its
+/// stores, its skill catalog and its skill scope stay the same; a change
+/// (a settings reload, an edited agent spec) starts a new one.
+#[derive(Default)]
+pub(crate) struct InProcessSessions {
+    sessions: tokio::sync::Mutex<std::collections::HashMap<Option<String>, InProcess>>,
+}
+
+impl std::fmt::Debug for InProcessSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcessSessions").finish_non_exhaustive()
+    }
+}
+
+fn failed(what: &str, error: &dyn std::fmt::Display) -> ToolCallAnswer {
+    ToolCallAnswer::Error(rmcp::model::ErrorData::internal_error(format!("{what}: {error}"), None))
+}
+
+/// Whether two store sets are the same stores seen the same way.
+fn same_stores(a: &McpStores, b: &McpStores) -> bool {
+    Arc::ptr_eq(&a.memory, &b.memory)
+        && Arc::ptr_eq(&a.files, &b.files)
+        && Arc::ptr_eq(&a.skills, &b.skills)
+        && Arc::ptr_eq(&a.model, &b.model)
+        && a.skill_scope == b.skill_scope
+}
+
+async fn start_session(stores: Arc<McpStores>) -> Result<InProcessClient, ToolCallAnswer> {
     let (server_end, client_end) = tokio::io::duplex(1 << 20);
-    let server = tokio::spawn(async move {
+    tokio::spawn(async move {
         match CairnMcp::new(stores).serve(server_end).await {
             Ok(running) => {
                 let _ = running.waiting().await;
@@ -158,18 +190,44 @@ pub(crate) async fn call_in_process(stores: Arc<McpStores>, params: CallToolRequ
             Err(error) => tracing::warn!(%error, "the in-process MCP session did not start"),
         }
     });
-    let client = match ().serve(client_end).await {
-        Ok(client) => client,
-        Err(error) => return failed("starting the in-process MCP session", &error),
-    };
-    let answer = match client.call_tool(params).await {
-        Ok(result) => ToolCallAnswer::Result(result),
-        Err(rmcp::ServiceError::McpError(error)) => ToolCallAnswer::Error(error),
-        Err(error) => failed("running the tool", &error),
-    };
-    let _ = client.cancel().await;
-    let _ = server.await;
-    answer
+    ().serve(client_end).await.map_err(|error| failed("starting the in-process MCP session", &error))
+}
+
+impl InProcessSessions {
+    /// Runs one tool call for `agent` over `stores`.
+    pub(crate) async fn call(
+        &self,
+        agent: Option<String>,
+        stores: Arc<McpStores>,
+        params: CallToolRequestParams,
+    ) -> ToolCallAnswer {
+        let client = {
+            let mut sessions = self.sessions.lock().await;
+            match sessions.get(&agent) {
+                Some(session) if same_stores(&session.stores, &stores) => Arc::clone(&session.client),
+                _ => {
+                    if let Some(stale) = sessions.remove(&agent) {
+                        drop(stale.client);
+                    }
+                    let client = match start_session(Arc::clone(&stores)).await {
+                        Ok(client) => Arc::new(client),
+                        Err(answer) => return answer,
+                    };
+                    sessions.insert(agent.clone(), InProcess { stores, client: Arc::clone(&client) });
+                    client
+                }
+            }
+        };
+        match client.call_tool(params).await {
+            Ok(result) => ToolCallAnswer::Result(result),
+            Err(rmcp::ServiceError::McpError(error)) => ToolCallAnswer::Error(error),
+            Err(error) => {
+                // A session that broke is not reused.
+                self.sessions.lock().await.remove(&agent);
+                failed("running the tool", &error)
+            }
+        }
+    }
 }
 
 /// The skill scope of the served agent: its `skill://` mapping, or the

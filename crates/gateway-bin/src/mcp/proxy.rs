@@ -56,11 +56,13 @@ pub(crate) struct McpProxy {
     agent: Option<String>,
     /// The in-process stores, opened at the first call no gateway answered.
     local: Arc<OnceCell<Arc<McpStores>>>,
+    /// The session that runs calls on them.
+    in_process: super::InProcessSessions,
 }
 
 impl McpProxy {
     pub(crate) fn new(home: Home, agent: Option<String>) -> Self {
-        Self { home, agent, local: Arc::default() }
+        Self { home, agent, local: Arc::default(), in_process: super::InProcessSessions::default() }
     }
 
     /// The in-process stores, once a call needed them.
@@ -144,7 +146,7 @@ impl ServerHandler for McpProxy {
     ) -> Result<CallToolResponse, ErrorData> {
         let answer = match self.remote(&request).await {
             Some(answer) => answer,
-            None => super::call_in_process(self.local_stores().await?, request).await,
+            None => self.in_process.call(self.agent.clone(), self.local_stores().await?, request).await,
         };
         match answer {
             ToolCallAnswer::Result(result) => Ok(result.into()),

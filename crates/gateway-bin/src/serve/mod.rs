@@ -158,6 +158,8 @@ pub(crate) struct AppState {
     pub(crate) llm: Option<LlmClient>,
     /// Session transcripts and, with an LLM, the Consolidator.
     pub(crate) sessions: Arc<Sessions>,
+    /// The MCP sessions `cairn mcp serve` clients' tool calls run in.
+    pub(crate) mcp_sessions: crate::mcp::InProcessSessions,
     /// One migration or import at a time.
     pub(crate) transfer_lock: Arc<tokio::sync::Mutex<()>>,
     /// `true` once the migration run at start has finished (either way).
@@ -218,6 +220,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         heartbeat: heartbeat.clone(),
         llm,
         sessions,
+        mcp_sessions: crate::mcp::InProcessSessions::default(),
         transfer_lock: Arc::default(),
         start_migration: watch::Sender::new(false),
         config_warnings: config.warnings.clone(),

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use cairn_context::AgentScope;
 
 use super::{ApiResult, blocking};
 use crate::mcp::proxy::ToolCallRequest;
-use crate::mcp::{McpStores, call_in_process, skill_scope};
+use crate::mcp::{McpStores, skill_scope};
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody};
 
@@ -18,13 +19,18 @@ pub(crate) async fn call(
     State(state): State<Arc<AppState>>,
     JsonBody(request): JsonBody<ToolCallRequest>,
 ) -> ApiResult {
-    let worker = Arc::clone(&state);
-    let agent = request.agent.clone();
-    let skill_scope = blocking(move || {
-        skill_scope(&worker.live().home, agent.as_deref())
-            .map_err(|error| ApiError::not_found("unknown_agent", format!("{error:#}")))
-    })
-    .await?;
+    // The default agent's scope is the whole catalog; a named one reads its spec.
+    let skill_scope = match request.agent.clone() {
+        None => AgentScope::default(),
+        Some(agent) => {
+            let worker = Arc::clone(&state);
+            blocking(move || {
+                skill_scope(&worker.live().home, Some(&agent))
+                    .map_err(|error| ApiError::not_found("unknown_agent", format!("{error:#}")))
+            })
+            .await?
+        }
+    };
     let stores = Arc::new(McpStores {
         memory: Arc::clone(&state.memory),
         files: Arc::clone(&state.files),
@@ -32,6 +38,6 @@ pub(crate) async fn call(
         model: Arc::clone(&state.model),
         skill_scope,
     });
-    let answer = call_in_process(stores, request.params).await;
+    let answer = state.mcp_sessions.call(request.agent, stores, request.params).await;
     Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?))
 }
