@@ -323,9 +323,9 @@ fn claude_pre_tool(backend: &dyn HookBackend, input: &Value) -> anyhow::Result<H
 }
 
 /// kiro-cli `preToolUse`: exit 2 with the reason on stderr blocks the
-/// call (kiro-cli returns stderr to the model); every other case exits 0,
-/// and kiro-cli has no way for a hook to approve, so an approve rule only
-/// says so on stderr... which kiro-cli shows only for failures: it says nothing.
+/// call (kiro-cli returns stderr to the model); anything else exits 0.
+/// kiro-cli has no way for a hook to approve a call, so an approve rule
+/// changes nothing there.
 fn kiro_pre_tool(backend: &dyn HookBackend, input: &Value) -> anyhow::Result<HookAnswer> {
     let tool = field(input, "tool_name")?;
     match decision_reason(&backend.tool_decision(tool)?) {
