@@ -33,6 +33,11 @@ const state = {
   watchedBackfill: null,
   // The last import scan: the request it was for and its report.
   importScan: null,
+  // The MCP sync or import shown as a dry run, run on Apply.
+  mcpPending: null,
+  // The skill and the agent whose detail is shown.
+  skillShown: null,
+  agentShown: null,
 };
 
 // ---- small DOM helpers -------------------------------------------------
@@ -397,7 +402,7 @@ function renderEmbedding(status, imported) {
   if (reembed.step === 'failed' && reembed.error) detail = (detail ? detail + ' — ' : '') + 'Re-embed failed: ' + reembed.error;
   $('embed-status').textContent = text;
   $('embed-detail').textContent = detail;
-  $('embed-retry').hidden = status.setup_step !== 'error';
+  $('embed-retry').hidden = !status.can_retry;
 }
 
 async function loadSettings() {
@@ -1046,6 +1051,11 @@ async function showSkill(name) {
     if (data.always) meta.push('always on');
     $('skill-detail-meta').textContent = meta.join(' · ');
     $('skill-detail-content').textContent = data.content;
+    $('skill-edit-content').value = data.content;
+    $('skill-edit-form').hidden = true;
+    // Only a skill in the Cairn home is Cairn's to edit.
+    $('skill-edit').hidden = !data.owned;
+    state.skillShown = data.name;
     const lint = data.lint || [];
     $('skill-lint-summary').textContent = lintSummary(lint);
     clear($('skill-lint-list')).append(...lint.map((finding) => el('tr', { data: { rule: finding.rule } },
@@ -1065,6 +1075,24 @@ async function createSkill(event) {
     $('skill-name').value = '';
     $('skill-content').value = SKILL_TEMPLATE;
     await loadSkills();
+  });
+}
+
+function editSkill() {
+  $('skill-edit-form').hidden = false;
+  $('skill-edit').hidden = true;
+  $('skill-edit-content').focus();
+}
+
+async function saveSkill(event) {
+  event.preventDefault();
+  const name = state.skillShown;
+  if (!name) return;
+  await guarded('skills-msg', async () => {
+    await api('PUT', '/api/skills/' + name.split('/').map(encodeURIComponent).join('/'), { content: $('skill-edit-content').value });
+    await loadSkills();
+    await showSkill(name);
+    say('skills-msg', 'Saved ' + name + '.', 'ok');
   });
 }
 
@@ -1124,11 +1152,70 @@ async function showAgent(name) {
       : findings.length + (findings.length === 1 ? ' finding' : ' findings')
         + (rejects ? '; kiro-cli\'s strict loader drops the whole file because of ' + rejects + ' of them.' : '; kiro-cli still loads the file.');
     $('agent-check-summary').className = rejects ? 'error' : '';
+    state.agentShown = data.name;
+    $('agent-model').value = data.model || '';
+    $('agent-skills').value = (data.skills || []).join(', ');
+    for (const id of ['agent-model', 'agent-skills', 'agent-template-save']) $(id).disabled = !data.editable;
+    say('agent-template-msg', data.editable ? '' : 'This spec is read-only here (' + data.scope + ', ' + data.format + ').', data.editable ? '' : 'warn');
+    clear($('agent-projection-list'));
+    clear($('agent-projection-notices'));
+    $('agent-projection-summary').textContent = '';
     clear($('agent-finding-list')).append(...findings.map((finding) => el('tr', {},
       cell('Severity', el('span', { class: finding.severity === 'error' ? 'chip bad' : 'chip warn', text: finding.severity })),
       cell('Where', el('code', { text: finding.path || '(file)' })),
       cell('Finding', finding.message + ' [' + finding.code + ']'),
       cell('kiro-cli', finding.kiro_cli_rejects ? 'rejects this file: its loader refuses the whole spec for this' : 'loads it'))));
+  });
+}
+
+const BACKENDS = ['kiro-cli', 'claude', 'codex', 'opencode', 'goose', 'strands', 'mimocode', 'kas', 'pi', 'deepseek'];
+
+async function saveAgentTemplate(event) {
+  event.preventDefault();
+  const name = state.agentShown;
+  if (!name) return;
+  const skills = $('agent-skills').value.split(',').map((skill) => skill.trim()).filter(Boolean);
+  const body = { skills };
+  const model = $('agent-model').value.trim();
+  if (model) body.model = model;
+  await guarded('agent-template-msg', async () => {
+    const data = await api('PATCH', '/api/agents/detail/' + encodeURIComponent(name), body);
+    let words = 'Saved ' + name + ' (' + data.file + ').';
+    for (const notice of data.notices || []) words += ' ' + valueText(notice);
+    await showAgent(name);
+    say('agent-template-msg', words, 'ok');
+  });
+}
+
+function dispositionWords(ruling) {
+  switch (ruling.disposition) {
+    case 'delivered': return 'delivered';
+    case 'translated': return 'translated';
+    case 'no-channel': return 'no channel' + (ruling.channel ? ' (' + ruling.channel + ')' : '');
+    case 'withheld': return 'withheld' + (ruling.class ? ' (' + ruling.class + ')' : '');
+    default: return ruling.disposition;
+  }
+}
+
+async function showProjection(event) {
+  event.preventDefault();
+  const name = state.agentShown;
+  if (!name) return;
+  const backend = $('agent-backend').value;
+  await guarded('agent-template-msg', async () => {
+    const data = await api('GET', '/api/agents/' + encodeURIComponent(name) + '/projection?backend=' + encodeURIComponent(backend));
+    const projection = data.projection;
+    $('agent-projection-summary').textContent = projection.spec_read
+      ? name + ' on ' + backend + ': ' + projection.kind + ' projection, '
+        + plural(projection.mcp_servers.length, 'MCP server', 'MCP servers') + ' given'
+        + (projection.withheld_servers.length ? ', ' + projection.withheld_servers.length + ' withheld' : '') + '.'
+      : backend + ' cannot use this spec at all.';
+    clear($('agent-projection-list')).append(...projection.concerns.map((concern) => el('tr', { data: { concern: concern.concern } },
+      cell('Field', el('code', { text: concern.concern })),
+      cell('Set', concern.set ? 'yes' : '—'),
+      cell('Reaches the harness', dispositionWords(concern)),
+      cell('How', concern.detail))));
+    clear($('agent-projection-notices')).append(...(projection.notices || []).map((notice) => el('li', { text: valueText(notice) })));
   });
 }
 
@@ -1140,13 +1227,23 @@ async function loadMcpAgents() {
   const data = await api('GET', '/api/agents');
   select.replaceChildren(el('option', { value: '', text: '(none: definitions only)' }),
     ...data.agents.filter((agent) => !agent.error).map((agent) => el('option', { value: agent.name, text: agent.name })));
-  if ([...select.options].some((option) => option.value === chosen)) select.value = chosen;
+  if (chosen && [...select.options].some((option) => option.value === chosen)) {
+    select.value = chosen;
+  } else if (select.options.length === 2) {
+    // One agent: it is the one the page edits.
+    select.value = select.options[1].value;
+  }
 }
 
 async function loadMcp() {
   await guarded('mcp-msg', async () => {
     if (!state.loaded.has('mcp')) {
       await loadMcpAgents();
+      // The gateway probes at start: show what it found without a click.
+      const cached = await api('GET', '/api/mcp/probe');
+      for (const result of cached.results) {
+        if (!state.probes.has(result.name)) state.probes.set(result.name, result);
+      }
       state.loaded.add('mcp');
     }
     const agent = $('mcp-agent').value;
@@ -1233,6 +1330,84 @@ async function toggleMcp(agent, server, enabled) {
   });
 }
 
+// The pending MCP action: a dry run shown, waiting for Apply.
+function askMcp(text, lines, apply) {
+  state.mcpPending = apply;
+  $('mcp-confirm').hidden = false;
+  $('mcp-confirm-text').textContent = text;
+  clear($('mcp-confirm-list')).append(...lines.map((line) => el('li', { text: line })));
+  $('mcp-confirm-apply').disabled = !apply;
+}
+
+function closeMcpConfirm() {
+  state.mcpPending = null;
+  $('mcp-confirm').hidden = true;
+}
+
+async function syncMcp() {
+  const agent = $('mcp-agent').value;
+  if (!agent) {
+    say('mcp-msg', 'Choose the agent whose spec the servers are synced into.', 'warn');
+    return;
+  }
+  await guarded('mcp-msg', async () => {
+    const plan = await api('POST', '/api/mcp/sync', { agent, dry_run: true });
+    const lines = plan.added.map((name) => 'add ' + name)
+      .concat(plan.kept.map((name) => 'keep ' + name + ': the agent spec\'s own definition wins'));
+    if (plan.added.length === 0) {
+      askMcp('Nothing to add to ' + plan.path + '.', lines, null);
+      return;
+    }
+    askMcp('Sync adds ' + plural(plan.added.length, 'server', 'servers') + ' to ' + plan.path + ':', lines, async () => {
+      const done = await api('POST', '/api/mcp/sync', { agent });
+      say('mcp-msg', 'Added ' + (done.added.join(', ') || 'nothing') + ' to ' + done.path + '.', 'ok');
+      await loadMcp();
+    });
+  });
+}
+
+const MCP_DECISION_WORDS = {
+  would_import: 'would be imported, disabled',
+  imported: 'imported, disabled',
+  rejected: 'refused',
+  collision: 'name taken',
+  already_imported: 'imported before',
+  duplicate: 'duplicate in this run',
+  conflict: 'destination malformed',
+};
+
+const MCP_ORIGINS = { claude_code: 'Claude Code', hermes: 'Hermes', openclaw: 'OpenClaw' };
+
+function importLine(row) {
+  const name = row.name + (row.imported_as && row.imported_as !== row.name ? ' as ' + row.imported_as : '');
+  return name + ' (' + (MCP_ORIGINS[row.origin] || row.origin) + '): ' + (MCP_DECISION_WORDS[row.decision] || row.decision)
+    + (row.reason ? ': ' + row.reason : '');
+}
+
+async function importMcp() {
+  await guarded('mcp-msg', async () => {
+    const plan = await api('POST', '/api/mcp/import', { dry_run: true });
+    const adds = plan.decisions.filter((row) => row.decision === 'would_import').length;
+    const lines = plan.decisions.map(importLine);
+    if (adds === 0) {
+      askMcp(plan.decisions.length ? 'No server to import.' : 'No Claude Code, Hermes or OpenClaw MCP server was found.', lines, null);
+      return;
+    }
+    askMcp('Import copies ' + plural(adds, 'server', 'servers') + ' into ' + plan.destination + ', disabled:', lines, async () => {
+      const done = await api('POST', '/api/mcp/import', {});
+      const written = done.decisions.filter((row) => row.decision === 'imported').length;
+      say('mcp-msg', 'Imported ' + plural(written, 'server', 'servers') + ', disabled: enable one for an agent to use it.', 'ok');
+      await loadMcp();
+    });
+  });
+}
+
+async function applyMcp() {
+  const apply = state.mcpPending;
+  closeMcpConfirm();
+  if (apply) await guarded('mcp-msg', apply);
+}
+
 // ---- wiring ------------------------------------------------------------
 
 function wire() {
@@ -1278,8 +1453,21 @@ function wire() {
   });
   $('ctx-form').addEventListener('submit', previewContext);
   $('skill-form').addEventListener('submit', createSkill);
+  $('skill-edit').addEventListener('click', editSkill);
+  $('skill-edit-form').addEventListener('submit', saveSkill);
+  $('skill-edit-cancel').addEventListener('click', () => {
+    $('skill-edit-form').hidden = true;
+    $('skill-edit').hidden = false;
+  });
+  $('agent-template-form').addEventListener('submit', saveAgentTemplate);
+  $('agent-projection-form').addEventListener('submit', showProjection);
+  $('agent-backend').replaceChildren(...BACKENDS.map((backend) => el('option', { value: backend, text: backend })));
   $('mcp-agent').addEventListener('change', loadMcp);
   $('mcp-probe').addEventListener('click', probeAll);
+  $('mcp-sync').addEventListener('click', syncMcp);
+  $('mcp-import').addEventListener('click', importMcp);
+  $('mcp-confirm-apply').addEventListener('click', applyMcp);
+  $('mcp-confirm-cancel').addEventListener('click', closeMcpConfirm);
   $('skill-content').value = SKILL_TEMPLATE;
 }
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use cairn_context::ContextBuilder;
+use cairn_context::{ChannelHistory, ContextBuilder};
 use cairn_hooks::{ConfigHooks, MergeReport};
 use cairn_memory_core::{MemoryDb, MemoryFiles};
 use cairn_skills::SkillCatalog;
@@ -40,8 +40,12 @@ pub(crate) struct Live {
     /// The user's kiro-cli hooks after the merge (`agent.kiro_hooks`),
     /// with what was dropped and why.
     pub(crate) user_hooks: MergeReport,
-    /// The context builder over this gateway's stores, skills and hooks.
+    /// The context builder over this gateway's stores, skills, hooks and
+    /// channel buffers.
     pub(crate) context: ContextBuilder,
+    /// The channel buffers the session API quotes (`[CHANNEL HISTORY]`);
+    /// one per gateway, kept across reloads.
+    pub(crate) channels: Arc<ChannelHistory>,
     pub(crate) agents: AgentsHandle,
 }
 
@@ -80,12 +84,16 @@ impl Live {
         for dropped in &user_hooks.dropped {
             tracing::warn!(location = %dropped.location, reason = %dropped.reason, "a user hook was dropped");
         }
-        let context = home.context_builder(ContextParts {
-            memory: Some(Arc::clone(memory)),
-            files: Some(Arc::clone(files)),
-            skills: Some(Arc::clone(&skills)),
-            hooks: Some(Arc::clone(&config_hooks)),
-        });
+        let channels = previous
+            .map_or_else(|| Arc::new(ChannelHistory::in_home(home.dir())), |previous| Arc::clone(&previous.channels));
+        let context = home
+            .context_builder(ContextParts {
+                memory: Some(Arc::clone(memory)),
+                files: Some(Arc::clone(files)),
+                skills: Some(Arc::clone(&skills)),
+                hooks: Some(Arc::clone(&config_hooks)),
+            })
+            .with_channels(Arc::clone(&channels));
         let agents = AgentsHandle {
             dirs: home.agent_dirs(None, None)?,
             project_dir: home.settings().agent.project_dir.clone(),
@@ -94,7 +102,7 @@ impl Live {
             skills_root: home.skills_config(&skill_sources).owned_dir(),
             write_lock: previous.map_or_else(Arc::default, |previous| Arc::clone(&previous.agents.write_lock)),
         };
-        Ok(Self { home, skills, config_hooks, hook_warnings, user_hooks, context, agents })
+        Ok(Self { home, skills, config_hooks, hook_warnings, user_hooks, context, channels, agents })
     }
 }
 

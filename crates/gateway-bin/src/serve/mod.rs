@@ -251,6 +251,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         eprintln!("cairn serve: listening on http://{bound} (token in {})", token_path.display());
         lifecycle.start();
         tokio::spawn(migrate_at_start(Arc::clone(&state)));
+        tokio::spawn(routes::probe_at_start(Arc::clone(&state)));
         let (stop_tx, stop_rx) = watch::channel(false);
         let heartbeat_task = tokio::spawn(heartbeat::run(jobs, period, heartbeat, stop_rx.clone()));
         let config_task = tokio::spawn(live::watch_config(Arc::clone(&state), stop_rx));

@@ -1164,3 +1164,119 @@ fn dashboard_pending_auto_skills_are_shown_as_text_and_approved_or_rejected() {
     assert_eq!(gateway.get("/api/skills/-/pending").body["pending"], json!([]));
     browser.finish("pending_reviewed");
 }
+
+#[test]
+fn dashboard_mcp_import_and_sync_show_their_dry_run_then_apply_into_the_only_agent() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let agents = home.path().join(".kiro").join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let agent_path = agents.join("dev.json");
+    std::fs::write(&agent_path, json!({"name": "dev", "tools": ["fs_read"]}).to_string()).unwrap();
+    let claude = json!({"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}}});
+    std::fs::write(home.path().join(".claude.json"), claude.to_string()).unwrap();
+    let gateway = start_in(home, &[], &[]);
+    let browser = Browser::start(&tools, "mcp_import_sync");
+    open_signed_in(&browser, &gateway);
+
+    browser.click("button.tab[data-view=mcp]");
+    browser.wait("the only agent, chosen", "document.getElementById('mcp-agent').value === 'dev'");
+
+    browser.click("#mcp-import");
+    browser.wait("the import's dry run", "!document.getElementById('mcp-confirm').hidden");
+    assert!(browser.text("#mcp-confirm-text").starts_with("Import copies 1 server into "));
+    let line = browser.text("#mcp-confirm-list li");
+    assert!(line.starts_with("fetch (Claude Code): would be imported, disabled"), "{line}");
+    assert!(!gateway.home().join("mcp.json").exists(), "a dry run wrote mcp.json");
+    browser.click("#mcp-confirm-apply");
+    browser.wait("the import", "document.getElementById('mcp-msg').textContent.startsWith('Imported 1 server')");
+    let imported: Value =
+        serde_json::from_str(&std::fs::read_to_string(gateway.home().join("mcp.json")).unwrap()).unwrap();
+    assert_eq!(imported["mcpServers"]["fetch"]["disabled"], true, "{imported}");
+
+    let before = std::fs::read_to_string(&agent_path).unwrap();
+    browser.click("#mcp-sync");
+    browser
+        .wait("the sync's dry run", "document.getElementById('mcp-confirm-text').textContent.startsWith('Sync adds')");
+    assert_eq!(browser.text("#mcp-confirm-list li"), "add fetch");
+    browser.click("#mcp-confirm-cancel");
+    assert_eq!(std::fs::read_to_string(&agent_path).unwrap(), before, "cancel wrote the spec");
+    browser.click("#mcp-sync");
+    browser.wait("the sync's dry run", "!document.getElementById('mcp-confirm').hidden");
+    browser.click("#mcp-confirm-apply");
+    browser.wait("the sync", "document.getElementById('mcp-msg').textContent.startsWith('Added fetch to ')");
+
+    browser.wait("the synced row", "document.querySelector('#mcp-list tr[data-name=\"fetch\"] button')");
+    browser.click("#mcp-list tr[data-name='fetch'] button");
+    browser.wait("the toggle", "document.getElementById('mcp-msg').textContent.includes('is enabled for dev')");
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(&agent_path).unwrap()).unwrap();
+    assert_eq!(spec["mcpServers"]["fetch"], json!({"command": "uvx", "args": ["mcp-server-fetch"]}), "{spec}");
+    assert_eq!(spec["tools"], json!(["fs_read", "@fetch"]), "{spec}");
+    browser.finish("mcp_import_sync");
+}
+
+#[test]
+fn dashboard_edits_a_skill_and_an_agent_template_and_shows_a_projection() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let skill_path = home.path().join("skills").join("deploy-notes").join("SKILL.md");
+    std::fs::create_dir_all(skill_path.parent().unwrap()).unwrap();
+    std::fs::write(&skill_path, SKILL).unwrap();
+    let agents = home.path().join(".kiro").join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let agent_path = agents.join("dev.json");
+    std::fs::write(&agent_path, "{\n  \"name\": \"dev\",\n  \"x-kept\": [1, 2]\n}\n").unwrap();
+    let gateway = start_in(home, &[], &[]);
+    let mut browser = Browser::start(&tools, "editors");
+    open_signed_in(&browser, &gateway);
+
+    browser.click("button.tab[data-view=skills]");
+    browser.wait("the skill list", "document.querySelector('#skill-list tr[data-name=\"deploy-notes\"] button')");
+    browser.click("#skill-list tr[data-name='deploy-notes'] button");
+    browser.wait("the detail", "!document.getElementById('skill-detail').hidden");
+    browser.click("#skill-edit");
+    let edited = SKILL.replace("Run `make deploy`", "Run `make deploy-billing`");
+    browser.js("document.getElementById('skill-edit-content').value = arguments[0];", vec![json!(edited)]);
+    browser.click("#skill-edit-save");
+    browser.wait("the save", "document.getElementById('skills-msg').textContent === 'Saved deploy-notes.'");
+    assert_eq!(std::fs::read_to_string(&skill_path).unwrap(), edited);
+    assert!(browser.text("#skill-detail-content").contains("make deploy-billing"));
+
+    // A refused edit says why and leaves the file as it was.
+    browser.expected_statuses = vec![422];
+    browser.click("#skill-edit");
+    browser
+        .js("document.getElementById('skill-edit-content').value = '---\\nname: [unclosed\\n---\\nbody\\n';", vec![]);
+    browser.click("#skill-edit-save");
+    browser.wait("the refusal", "document.getElementById('skills-msg').className.includes('error')");
+    assert_eq!(std::fs::read_to_string(&skill_path).unwrap(), edited);
+
+    browser.click("button.tab[data-view=agents]");
+    browser.wait("the agent list", "document.querySelector('#agent-list tr[data-name=\"dev\"] button')");
+    browser.click("#agent-list tr[data-name='dev'] button");
+    browser.wait("the agent detail", "!document.getElementById('agent-detail').hidden");
+    browser.fill("#agent-model", "claude-sonnet-4");
+    browser.fill("#agent-skills", "deploy-notes");
+    browser.click("#agent-template-save");
+    browser.wait("the save", "document.getElementById('agent-template-msg').textContent.startsWith('Saved dev')");
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(&agent_path).unwrap()).unwrap();
+    assert_eq!(spec["model"], "claude-sonnet-4", "{spec}");
+    assert_eq!(spec["x-kept"], json!([1, 2]), "{spec}");
+    let resources = spec["resources"].as_array().unwrap();
+    assert!(resources.iter().any(|entry| entry.as_str().is_some_and(|text| text.contains("deploy-notes"))), "{spec}");
+
+    browser.select("#agent-backend", "claude");
+    browser.click("#agent-project");
+    browser.wait("the projection", "document.querySelector('#agent-projection-list tr[data-concern=\"model\"]')");
+    assert_eq!(
+        browser.text("#agent-projection-list tr[data-concern='model'] td[data-label='Reaches the harness']"),
+        "delivered"
+    );
+    assert_eq!(browser.text("#agent-projection-list tr[data-concern='model'] td[data-label='Set']"), "yes");
+    assert_eq!(
+        browser.js("return document.querySelectorAll('#agent-projection-list tr').length;", vec![]),
+        json!(16),
+        "every field of the vocabulary is ruled on"
+    );
+    browser.finish("editors");
+}

@@ -426,6 +426,64 @@ fn mcp_sync_adds_missing_servers_and_existing_definitions_win() {
 }
 
 #[test]
+fn mcp_edits_default_to_the_only_agent_and_name_the_choices_when_there_are_several() {
+    let env = Env::new();
+    let none = env.fails(&["mcp", "enable", "git"]);
+    assert!(none.contains("there is no agent spec to edit") && none.contains("(agent_required)"), "{none}");
+
+    let spec = env.write("user/.kiro/agents/dev.json", DEV_SPEC);
+    let enabled = env.json(&["mcp", "enable", "git", "--json"]);
+    assert_eq!((enabled["agent"].clone(), enabled["changed"].clone()), (json!("dev"), json!(true)), "{enabled}");
+    let loaded: Value = serde_json::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+    assert_eq!(loaded["tools"], json!(["fs_read", "@git"]));
+    env.write_json("cairn/mcp.json", &json!({"mcpServers": {"time": {"command": "mcp-server-time"}}}));
+    let synced = env.json(&["mcp", "sync", "--dry-run", "--json"]);
+    assert_eq!(synced["added"], json!(["time"]), "{synced}");
+
+    // A second agent: nothing is guessed, nothing is written.
+    env.write("user/.kiro/agents/ops.json", "{\"name\": \"ops\"}");
+    let before = std::fs::read_to_string(&spec).unwrap();
+    for args in [&["mcp", "disable", "git"][..], &["mcp", "sync"][..]] {
+        let refused = env.fails(args);
+        assert!(refused.contains("name the agent whose spec to edit: one of dev, ops (agent_required)"), "{refused}");
+    }
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), before);
+}
+
+#[test]
+fn a_gateway_probes_the_enabled_servers_once_at_start() {
+    let env = Env::new();
+    let started = env.path("started");
+    let muted = env.path("muted");
+    let touch = |marker: &Path| json!({"command": "sh", "args": ["-c", format!("touch '{}'", marker.display())]});
+    let mut quiet = touch(&muted);
+    quiet["disabled"] = json!(true);
+    env.write_json("cairn/mcp.json", &json!({"mcpServers": {"marker": touch(&started), "quiet": quiet}}));
+    let port_file = env.path("port");
+    let mut gateway = cairn()
+        .arg("--home")
+        .arg(env.home())
+        .args(["serve", "--port", "0", "--heartbeat-secs", "3600", "--port-file"])
+        .arg(&port_file)
+        .env("HOME", env.user())
+        .env_remove("CAIRN_HOME")
+        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // No request is made: the gateway starts the server by itself.
+    let waited = std::time::Instant::now();
+    while !started.exists() && waited.elapsed() < crate::serve::PATIENCE {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    assert!(started.exists(), "the enabled server was not probed at start");
+    assert!(!muted.exists(), "a disabled server was started");
+}
+
+#[test]
 fn mcp_enable_clears_the_disabled_flag_import_and_sync_wrote() {
     let env = Env::new();
     let spec = env.write("user/.kiro/agents/dev.json", DEV_SPEC);

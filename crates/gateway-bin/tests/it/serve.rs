@@ -771,6 +771,7 @@ fn serve_downloads_in_the_background_and_refuses_a_second_setup() {
     let status = gateway.get("/api/memory/embedding-status").body;
     assert_eq!(status["setup_step"], "downloading", "{status}");
     assert_eq!(status["download_step"], "downloading");
+    assert_eq!(status["can_retry"], false, "no retry while a download runs");
     // Requests are answered while the download is in flight.
     assert_eq!(gateway.send("PUT", "/api/memory/semantic", &json!({"key": "pref.x", "value": "y"})).status, 200);
     let busy = gateway.send("POST", "/api/memory/enable-embeddings", &json!({}));
@@ -779,6 +780,7 @@ fn serve_downloads_in_the_background_and_refuses_a_second_setup() {
     let failed =
         gateway.wait_for("/api/memory/embedding-status", "the failed download", |body| body["setup_step"] == "error");
     assert_eq!(failed["download_step"], "failed");
+    assert_eq!(failed["can_retry"], true, "{failed}");
     assert!(failed["error"].as_str().unwrap().contains("404"), "{failed}");
     let retried = gateway.send("POST", "/api/memory/enable-embeddings", &json!({}));
     assert_eq!(retried.status, 200, "{}", retried.body);
@@ -841,6 +843,16 @@ fn serve_lessons_endpoints() {
     }
     assert_eq!(gateway.delete(&format!("/api/memory/lessons/{key}")).status, 200);
     assert_eq!(gateway.delete(&format!("/api/memory/lessons/{key}")).code(), "lesson_not_found");
+
+    // The specification's spelling, `/api/lessons`, is the same store.
+    let spelled = gateway.send("POST", "/api/lessons", &json!({"rule": "run the linter before pushing"}));
+    assert_eq!(spelled.status, 200, "{}", spelled.body);
+    let key = spelled.body["result"]["outcome"]["key"].as_str().unwrap().to_owned();
+    assert_eq!(gateway.get("/api/memory/lessons").body["lessons"][0]["rule"], "run the linter before pushing");
+    assert_eq!(gateway.get("/api/lessons").body, gateway.get("/api/memory/lessons").body);
+    assert_eq!(gateway.send("POST", "/api/lessons", &json!({"rule": ""})).status, 422);
+    assert_eq!(gateway.delete(&format!("/api/lessons/{key}")).status, 200);
+    assert_eq!(gateway.delete(&format!("/api/lessons/{key}")).code(), "lesson_not_found");
 }
 
 #[test]

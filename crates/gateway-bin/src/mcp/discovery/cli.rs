@@ -17,7 +17,7 @@ use crate::home::Home;
 /// Where to look and which agent's grants to report.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct Scope {
-    /// The agent whose spec comes first and whose `tools` say what is enabled.
+    /// The agent whose spec comes first and whose `tools` say what is enabled; enable, disable and sync edit its spec (default: the only agent spec there is).
     #[arg(long, value_name = "NAME")]
     pub(crate) agent: Option<String>,
     /// A project checkout (its `.kiro/agents` and `.kiro/settings/mcp.json`); overrides `agent.project_dir`.
@@ -99,6 +99,15 @@ fn load(home: &Home, scope: &Scope) -> anyhow::Result<(Locations, Discovery)> {
     let locations = Locations::from_home(home, scope.project.as_deref())?;
     let discovery = Discovery::load(&locations, scope.agent.as_deref())?;
     Ok((locations, discovery))
+}
+
+/// The locations and the discovery of the agent an edit applies to:
+/// `--agent`, else the only agent spec there is.
+fn load_for_edit(home: &Home, scope: &Scope) -> anyhow::Result<(Discovery, String)> {
+    let locations = Locations::from_home(home, scope.project.as_deref())?;
+    let agent = Discovery::editing_agent(&locations, scope.agent.as_deref()).map_err(refused)?;
+    let discovery = Discovery::load(&locations, Some(&agent))?;
+    Ok((discovery, agent))
 }
 
 /// `cairn mcp list`.
@@ -231,15 +240,12 @@ fn refused(error: EditRefused) -> anyhow::Error {
 
 /// `cairn mcp enable|disable`.
 pub(crate) fn toggle(home: &Home, args: &ToggleArgs, enable: bool) -> anyhow::Result<ExitCode> {
-    if args.scope.agent.is_none() {
-        anyhow::bail!("name the agent whose spec to edit: --agent NAME");
-    }
-    let (_, discovery) = load(home, &args.scope)?;
+    let (discovery, agent) = load_for_edit(home, &args.scope)?;
     let outcome = edit::toggle(&discovery, &args.name, enable).map_err(refused)?;
     if args.scope.json {
         print_json(&json!({
             "ok": true,
-            "agent": args.scope.agent,
+            "agent": agent,
             "server": args.name,
             "enabled": enable,
             "path": outcome.path,
@@ -250,12 +256,7 @@ pub(crate) fn toggle(home: &Home, args: &ToggleArgs, enable: bool) -> anyhow::Re
     } else {
         let verb = if enable { "enabled" } else { "disabled" };
         let change = if outcome.changed { "updated" } else { "unchanged" };
-        println!(
-            "{verb} {} for {}: {change} {}",
-            args.name,
-            args.scope.agent.as_deref().unwrap_or_default(),
-            outcome.path.display()
-        );
+        println!("{verb} {} for {}: {change} {}", args.name, agent, outcome.path.display());
         if outcome.cleared_disabled {
             println!("removed `disabled: true` from {} in the agent spec's `mcpServers`", args.name);
         }
@@ -268,10 +269,7 @@ pub(crate) fn toggle(home: &Home, args: &ToggleArgs, enable: bool) -> anyhow::Re
 
 /// `cairn mcp sync`.
 pub(crate) fn sync(home: &Home, args: &SyncArgs) -> anyhow::Result<ExitCode> {
-    if args.scope.agent.is_none() {
-        anyhow::bail!("name the agent whose spec to sync into: --agent NAME");
-    }
-    let (_, discovery) = load(home, &args.scope)?;
+    let (discovery, _) = load_for_edit(home, &args.scope)?;
     let outcome = edit::sync(&discovery, args.dry_run).map_err(refused)?;
     if args.scope.json {
         let mut value = serde_json::to_value(&outcome)?;

@@ -263,6 +263,31 @@ fn with_raw(servers: Vec<McpServer>, map: &Value) -> Vec<(McpServer, Value)> {
 impl Discovery {
     /// Reads every source; `agent` selects the agent whose spec comes first
     /// and whose grants are reported.
+    /// The agent an edit (enable, disable, sync) applies to: the one named,
+    /// else the only agent spec there is. With none, or several and none
+    /// named, the edit is refused (`agent_required`) with the names to
+    /// choose from.
+    pub(crate) fn editing_agent(locations: &Locations, named: Option<&str>) -> Result<String, edit::EditRefused> {
+        if let Some(name) = named {
+            return Ok(name.to_owned());
+        }
+        let catalog = AgentCatalog::load(&locations.catalog_dirs, &locations.sensitive).map_err(|error| {
+            edit::EditRefused::new("unreadable", format!("reading the agent spec directories: {error}"))
+        })?;
+        let names: Vec<String> = catalog.names().into_iter().collect();
+        match names.as_slice() {
+            [only] => Ok(only.clone()),
+            [] => Err(edit::EditRefused::new(
+                "agent_required",
+                "there is no agent spec to edit: create one in kiro-cli (or the agents directory) first",
+            )),
+            several => Err(edit::EditRefused::new(
+                "agent_required",
+                format!("name the agent whose spec to edit: one of {}", several.join(", ")),
+            )),
+        }
+    }
+
     pub(crate) fn load(locations: &Locations, agent: Option<&str>) -> anyhow::Result<Self> {
         let catalog = AgentCatalog::load(&locations.catalog_dirs, &locations.sensitive)
             .map_err(|error| anyhow::anyhow!("reading the agent spec directories: {error}"))?;

@@ -4,7 +4,8 @@
 //! Probes run in a short-lived `cairn mcp probe --json` process: a probe
 //! makes its process a child subreaper so it can reap a server's whole
 //! process group, an attribute the gateway itself must not take on. The
-//! last full probe is kept for ten minutes; `GET /api/mcp/probe` answers
+//! last full probe is kept for ten minutes (a gateway starts one when any
+//! server is defined and enabled); `GET /api/mcp/probe` answers
 //! from it without waiting and starts a probe in the background when it is
 //! missing or stale, `POST /api/mcp/probe` probes now and refreshes it.
 //! Spec edits and imports take the agents write lock, as the agent PATCH
@@ -50,6 +51,11 @@ fn discovery(state: &AppState, agent: Option<&str>) -> Result<Discovery, ApiErro
         Some(unknown) => ApiError::not_found("agent_not_found", unknown.to_string()),
         None => ApiError::conflict("agent_unresolved", format!("{error:#}")),
     })
+}
+
+/// The agent an edit applies to: the one named, else the only agent spec.
+fn editing_agent(state: &AppState, named: Option<&str>) -> Result<String, ApiError> {
+    Discovery::editing_agent(&locations(state)?, named).map_err(refused)
 }
 
 fn validate_name(field: &str, name: &str) -> Result<(), ApiError> {
@@ -133,6 +139,24 @@ fn start_background_probe(state: Arc<AppState>) -> bool {
     true
 }
 
+/// At gateway start: discovery runs once and, when any server is defined
+/// and not disabled, a full probe starts in the background, so the
+/// dashboard's MCP page opens on fresh results.
+pub(crate) async fn probe_at_start(state: Arc<AppState>) {
+    let worker = Arc::clone(&state);
+    let any_enabled = tokio::task::spawn_blocking(move || {
+        let discovery = discovery(&worker, None).ok()?;
+        Some(discovery.effective().iter().any(|definition| !definition.server.disabled))
+    })
+    .await
+    .ok()
+    .flatten()
+    .unwrap_or(false);
+    if any_enabled {
+        start_background_probe(state);
+    }
+}
+
 /// `GET /api/mcp/probe`: the cached probe, at once; a missing or stale
 /// cache starts a probe in the background (`probing: true`).
 pub(crate) async fn cached(State(state): State<Arc<AppState>>) -> ApiResult {
@@ -204,26 +228,31 @@ fn refused(error: EditRefused) -> ApiError {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ToggleBody {
-    agent: String,
+    /// Default: the only agent spec there is.
+    agent: Option<String>,
     server: String,
     enabled: bool,
 }
 
-/// `POST /api/mcp/toggle`: `@server` added to (or removed from) the
+/// `POST /api/mcp/toggle` with `{"agent"?, "server", "enabled"}` (no
+/// agent: the only agent spec there is): `@server` added to (or removed from) the
 /// agent's `tools` and `allowedTools`; enabling also removes `disabled: true`
 /// from the server's entry in the spec's `mcpServers`.
 pub(crate) async fn toggle(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ToggleBody>) -> ApiResult {
-    validate_name("agent", &body.agent)?;
+    if let Some(agent) = &body.agent {
+        validate_name("agent", agent)?;
+    }
     validate_name("server", &body.server)?;
     let write_lock = Arc::clone(&state.live().agents.write_lock);
     let _serialised = write_lock.lock().await;
     let worker = Arc::clone(&state);
     blocking(move || {
-        let discovery = discovery(&worker, Some(&body.agent))?;
+        let agent = editing_agent(&worker, body.agent.as_deref())?;
+        let discovery = discovery(&worker, Some(&agent))?;
         let outcome = edit::toggle(&discovery, &body.server, body.enabled).map_err(refused)?;
         Ok(Json(json!({
             "ok": true,
-            "agent": body.agent,
+            "agent": agent,
             "server": body.server,
             "enabled": body.enabled,
             "path": outcome.path,
@@ -239,7 +268,8 @@ pub(crate) async fn toggle(State(state): State<Arc<AppState>>, JsonBody(body): J
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SyncBody {
-    agent: String,
+    /// Default: the only agent spec there is.
+    agent: Option<String>,
     #[serde(default)]
     dry_run: bool,
 }
@@ -247,15 +277,19 @@ pub(crate) struct SyncBody {
 /// `POST /api/mcp/sync`: the mcp.json servers added to the agent's
 /// `mcpServers` (existing definitions win).
 pub(crate) async fn sync(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<SyncBody>) -> ApiResult {
-    validate_name("agent", &body.agent)?;
+    if let Some(agent) = &body.agent {
+        validate_name("agent", agent)?;
+    }
     let write_lock = Arc::clone(&state.live().agents.write_lock);
     let _serialised = write_lock.lock().await;
     let worker = Arc::clone(&state);
     blocking(move || {
-        let discovery = discovery(&worker, Some(&body.agent))?;
+        let agent = editing_agent(&worker, body.agent.as_deref())?;
+        let discovery = discovery(&worker, Some(&agent))?;
         let outcome = edit::sync(&discovery, body.dry_run).map_err(refused)?;
         let mut answer = serde_json::to_value(&outcome).map_err(ApiError::internal)?;
         answer["ok"] = json!(true);
+        answer["agent"] = json!(agent);
         Ok(Json(answer))
     })
     .await

@@ -165,6 +165,9 @@ pub(crate) async fn embedding_status(State(state): State<Arc<AppState>>) -> ApiR
             "bytes_total": download.bytes_total,
             "server_healthy": model_present || ready,
             "model_loaded": ready,
+            // The Retry affordance: a failed setup with no download in
+            // flight (`POST /api/memory/enable-embeddings` retries it).
+            "can_retry": setup_step == "error",
             "model_id": embedder.model_id(),
             "model_dim": embedder.dim(),
             "phase": phase,

@@ -2,10 +2,12 @@
 //! size limit, JSON errors for unknown routes and methods.
 
 mod agents;
+mod channels;
 mod episodic;
 mod host_hooks;
 mod import;
 mod mcp;
+pub(crate) use mcp::probe_at_start;
 mod mcp_tools;
 mod memory;
 mod sessions;
@@ -144,6 +146,9 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/memory/events", get(memory::events))
         .route("/api/memory/lessons", get(memory::list_lessons).post(memory::add_lesson))
         .route("/api/memory/lessons/{key}", axum::routing::delete(memory::delete_lesson))
+        // The specification's spelling of the lessons routes, served by the same handlers.
+        .route("/api/lessons", get(memory::list_lessons).post(memory::add_lesson))
+        .route("/api/lessons/{key}", axum::routing::delete(memory::delete_lesson))
         .route("/api/memory/stats", get(memory::stats))
         .route("/api/memory/episodic", get(episodic::list).post(episodic::write))
         .route("/api/memory/episodic/search", get(episodic::search))
@@ -162,6 +167,9 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/sessions/{key}/messages", post(sessions::post_messages))
         .route("/api/sessions/{key}/start", post(sessions::start))
         .route("/api/sessions/{key}", get(sessions::get_session))
+        .route("/api/channels/{id}", get(channels::get_channel))
+        .route("/api/channels/{id}/messages", post(channels::post_messages))
+        .route("/api/channels/{id}/observe", post(channels::observe))
         .route("/api/skills", get(skills::list).post(skills::create))
         .route("/api/skills/-/inject-on-trigger", post(skills::inject_on_trigger))
         .route("/api/skills/-/pending", get(skills::pending))

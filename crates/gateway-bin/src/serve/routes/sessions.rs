@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use cairn_context::{AgentContext, MessageRequest, RuntimeIdentity, SessionRequest, ThreadMessage};
+use cairn_context::{AgentContext, MessageRequest, RuntimeIdentity, SessionRequest, Surface, ThreadMessage};
 use cairn_memory_core::{MemoryError, ToolCall, TranscriptMessage};
 use serde::Deserialize;
 use serde_json::json;
@@ -80,6 +80,54 @@ fn check_tool_calls(index: usize, calls: Vec<IncomingToolCall>) -> Result<Vec<To
         .collect()
 }
 
+/// Trusted runtime metadata a host passes with a session request (the
+/// caller holds the gateway's token): where the turn happens. It fills the
+/// `[RUNTIME]` block, and `channel` also names the channel buffer quoted
+/// as `[CHANNEL HISTORY]`. Absent fields fall back to what the session
+/// key says.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RuntimeMeta {
+    /// The surface (`slack`, `discord`, `dashboard`, `cli`, `claude-code`, ...).
+    surface: Option<String>,
+    /// The channel or chat id (a channel buffer's id).
+    channel: Option<String>,
+    /// The model id.
+    model: Option<String>,
+    /// The working directory.
+    workspace: Option<std::path::PathBuf>,
+}
+
+/// Longest model id or workspace path the runtime block accepts.
+const MAX_RUNTIME_FIELD_CHARS: usize = 256;
+
+fn check_runtime(meta: &RuntimeMeta) -> Result<(), ApiError> {
+    if let Some(surface) = &meta.surface
+        && Surface::from_session_key(&format!("{surface}:")).as_str() != surface
+    {
+        return Err(ApiError::bad_request(
+            "invalid_surface",
+            "runtime.surface is one of dashboard, slack, discord, telegram, wecom, weixin, webex, teams, cli, claude-code, kiro-cli",
+        ));
+    }
+    if let Some(channel) = &meta.channel {
+        cairn_context::validate_channel_id(channel)
+            .map_err(|error| ApiError::bad_request("invalid_channel_id", format!("runtime.channel: {error}")))?;
+    }
+    let too_long = |text: &str| text.chars().count() > MAX_RUNTIME_FIELD_CHARS || text.chars().any(char::is_control);
+    if meta.model.as_deref().is_some_and(too_long)
+        || meta.workspace.as_ref().is_some_and(|path| too_long(&path.to_string_lossy()))
+    {
+        return Err(ApiError::bad_request(
+            "invalid_runtime",
+            format!(
+                "runtime.model and runtime.workspace are at most {MAX_RUNTIME_FIELD_CHARS} characters, no control characters"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MessagesPost {
@@ -89,6 +137,9 @@ pub(crate) struct MessagesPost {
     /// The agent the messages are for: a custom agent's messages run no
     /// skill triggers.
     agent: Option<String>,
+    /// Where the turn happens (trusted metadata).
+    #[serde(default)]
+    runtime: RuntimeMeta,
 }
 
 fn check_key(key: &str) -> Result<(), ApiError> {
@@ -165,8 +216,14 @@ fn agent_context(state: &AppState, agent: Option<&str>) -> Result<Option<AgentCo
 }
 
 /// The `[RUNTIME]` identity of a session of this gateway.
-fn runtime(key: &str, window: Option<u64>, agent: Option<&str>) -> RuntimeIdentity {
+fn runtime(key: &str, window: Option<u64>, agent: Option<&str>, meta: &RuntimeMeta) -> RuntimeIdentity {
     let mut runtime = RuntimeIdentity::from_session_key(key);
+    if let Some(surface) = &meta.surface {
+        runtime.surface = Surface::from_session_key(&format!("{surface}:"));
+    }
+    runtime.channel.clone_from(&meta.channel);
+    runtime.model.clone_from(&meta.model);
+    runtime.workspace.clone_from(&meta.workspace);
     runtime.window_tokens = window;
     runtime.agent = agent.map(str::to_owned);
     runtime.date = Some(jiff::ZonedDateTime::now().date().to_string());
@@ -175,7 +232,8 @@ fn runtime(key: &str, window: Option<u64>, agent: Option<&str>) -> RuntimeIdenti
 
 /// `POST /api/sessions/{key}/messages` with `{"messages": [{"role",
 /// "content", "tool_calls"?: [{"name", "input"?}]}, ...], "window"?,
-/// "agent"?}`: appends to the session's
+/// "agent"?, "runtime"?: {"surface"?, "channel"?, "model"?, "workspace"?}}`:
+/// appends to the session's
 /// transcript, answers the context of the last user message, scoped to the
 /// agent when one is named (an unknown one is refused, 404
 /// `unknown_agent`, before anything is appended; hooks applied: an
@@ -197,8 +255,10 @@ pub(crate) async fn post_messages(
         return Err(ApiError::bad_request("invalid_window", "window must be a positive number of tokens"));
     }
     check_agent(body.agent.as_deref())?;
+    check_runtime(&body.runtime)?;
     let window = body.window;
     let agent_name = body.agent;
+    let meta = body.runtime;
     let messages = check_messages(body.messages)?;
     let appended = messages.len();
     let last_user = messages.iter().rev().find(|message| message.role == "user").map(|message| message.content.clone());
@@ -215,11 +275,12 @@ pub(crate) async fn post_messages(
         let first_in_session = sessions.is_new(&session).map_err(memory_error)?;
         let outcome = sessions.append(&session, &messages, now_ms());
         let context = last_user.map(|message| {
-            let runtime = runtime(&session, window, agent_name.as_deref());
+            let runtime = runtime(&session, window, agent_name.as_deref(), &meta);
             builder.build_message(&MessageRequest {
                 model_window: window,
                 message: &message,
                 first_in_session,
+                channel_id: meta.channel.as_deref(),
                 runtime: Some(&runtime),
                 agent: agent.as_ref(),
                 ..Default::default()
@@ -270,10 +331,13 @@ pub(crate) struct SessionStart {
     /// The host restored the session with its history: no thread block.
     #[serde(default)]
     resumed: bool,
+    /// Where the session happens (trusted metadata).
+    #[serde(default)]
+    runtime: RuntimeMeta,
 }
 
 /// `POST /api/sessions/{key}/start` with `{"query"?, "window"?, "agent"?,
-/// "resumed"?}`: the session context, with the session's own transcript
+/// "resumed"?, "runtime"?}`: the session context, with the session's own transcript
 /// (its last 20 messages, framed) as thread history at the top, compressed
 /// by the LLM when one is configured; `resumed` skips only that block.
 pub(crate) async fn start(
@@ -292,6 +356,7 @@ pub(crate) async fn start(
         ));
     }
     check_agent(body.agent.as_deref())?;
+    check_runtime(&body.runtime)?;
     let worker = Arc::clone(&state);
     pooled(&state, move || {
         let thread: Vec<ThreadMessage> = worker
@@ -307,7 +372,7 @@ pub(crate) async fn start(
             .collect();
         let agent = agent_context(&worker, body.agent.as_deref())?;
         let compressor = worker.llm.clone().map(LlmCompressor);
-        let runtime = runtime(&key, body.window, body.agent.as_deref());
+        let runtime = runtime(&key, body.window, body.agent.as_deref(), &body.runtime);
         let built = worker.live().context.build_session_context(&SessionRequest {
             model_window: body.window,
             query: &body.query,
