@@ -21,7 +21,8 @@ const fn withheld(concern: Concern, class: WithholdClass, detail: &'static str) 
     Ruling { concern, disposition: Disposition::Withheld { class }, detail }
 }
 
-const ALLOWLIST: &str = "the projected MCP servers are the allowlist, at server granularity: `@server/tool` mounts the whole server";
+const ALLOWLIST: &str =
+    "the projected MCP servers are the allowlist, at server granularity: `@server/tool` mounts the whole server";
 const AUTO_APPROVE_GATE: &str =
     "not written: a pre-approval would make the harness run those calls without asking the user";
 const PROMPT_CONTEXT: &str = "not written into the harness's files; Cairn's session context carries it as the agent prompt block where the session names the agent (the session API, `cairn hook ... --agent`)";
@@ -31,7 +32,8 @@ const ALIASES_RESOLVED: &str =
 const MANAGED_POLICY_MIRRORED: &str = "applied to Cairn's own `cairn` server in the projection: excluded tools become deny rules where the harness has them (claude, opencode, mimocode), elsewhere that server is withheld whole; `excludeServers` withholds it";
 const MANAGED_POLICY_UNREAD: &str = "nothing reads it: the harness does not know the key, `cairn mcp serve` does not apply it, and Cairn does not run the session, so the tools it excludes stay callable";
 const TOOLS_SETTINGS_CHANNEL: &str = "the harness's own permission configuration";
-const TOOLS_SETTINGS_NONE: &str = "the projection translates no toolsSettings entry; the harness applies its own defaults";
+const TOOLS_SETTINGS_NONE: &str =
+    "the projection translates no toolsSettings entry; the harness applies its own defaults";
 const HOOKS_NOT_RUN: &str =
     "no projected value carries them and Cairn does not run the session, so nothing fires the spec's hooks";
 const CONFIG_OPTION_MODEL: &str =

@@ -116,7 +116,9 @@ impl AgentBackend {
     /// projected values carry.
     pub fn zero_tool_ban(self) -> ZeroToolBan {
         match self {
-            Self::KiroCli => ZeroToolBan::Enforced { how: "kiro-cli reads `tools: []` from the spec file itself and mounts nothing" },
+            Self::KiroCli => {
+                ZeroToolBan::Enforced { how: "kiro-cli reads `tools: []` from the spec file itself and mounts nothing" }
+            }
             Self::Kas => ZeroToolBan::Enforced {
                 how: "the `customAgents` object carries `tools: []`, which KAS reads as mount nothing",
             },

@@ -433,9 +433,13 @@ impl KiroCliVersion {
             return None;
         }
         Some(match stated {
-            Some((version, by)) => Self { version: Some(version), source: format!("as stated with {by}"), how_to_state },
+            Some((version, by)) => {
+                Self { version: Some(version), source: format!("as stated with {by}"), how_to_state }
+            }
             None => match probe() {
-                Ok(version) => Self { version: Some(version), source: "from `kiro-cli --version`".to_owned(), how_to_state },
+                Ok(version) => {
+                    Self { version: Some(version), source: "from `kiro-cli --version`".to_owned(), how_to_state }
+                }
                 Err(why) => Self { version: None, source: why, how_to_state },
             },
         })

@@ -352,8 +352,7 @@ fn the_projection_route_answers_per_backend_and_refuses_bad_queries() {
     let stated = gateway.get("/api/agents/oncall/projection?backend=kiro-cli&kiro_version=2.30.0");
     assert_eq!(stated.status, 200, "{}", stated.body);
     assert_eq!(
-        stated.body["projection"]["notices"][0],
-        "kiro-cli version: 2.30.0 (as stated with ?kiro_version=)",
+        stated.body["projection"]["notices"][0], "kiro-cli version: 2.30.0 (as stated with ?kiro_version=)",
         "{}",
         stated.body
     );
@@ -444,23 +443,39 @@ fn kiro_cli_version_is_probed_once_or_stated_and_an_unknown_one_is_said() {
             .unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let projection: Value = serde_json::from_slice(&output.stdout).unwrap();
-        let notices = projection["notices"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect();
+        let notices =
+            projection["notices"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect();
         (projection["spec_read"].as_bool().unwrap(), notices)
     };
     let unknown = "the verdict on this block is withheld because the kiro-cli version is unknown";
     // (what `kiro-cli --version` does, spec read, the version notice, the permissions notice)
     let cases: &[(&str, bool, &str, &str)] = &[
         ("echo 'kiro-cli 2.30.1'", true, "kiro-cli version: 2.30.1 (from `kiro-cli --version`)", ""),
-        ("echo 'kiro-cli 2.22.0'", false, "kiro-cli version: 2.22.0 (from `kiro-cli --version`)", "kiro-cli 2.22.0 predates 2.23.0"),
+        (
+            "echo 'kiro-cli 2.22.0'",
+            false,
+            "kiro-cli version: 2.22.0 (from `kiro-cli --version`)",
+            "kiro-cli 2.22.0 predates 2.23.0",
+        ),
         (
             "echo 'error: license 404 expired'; echo 'kiro-cli 2.30.0'",
             true,
             "kiro-cli version: unknown (`kiro-cli --version` printed no version); state it with --kiro-version X.Y.Z",
             unknown,
         ),
-        ("printf '\\377\\376 v9999999.1\\n'", true, "kiro-cli version: unknown (`kiro-cli --version` printed no version)", unknown),
+        (
+            "printf '\\377\\376 v9999999.1\\n'",
+            true,
+            "kiro-cli version: unknown (`kiro-cli --version` printed no version)",
+            unknown,
+        ),
         ("echo 'kiro-cli 2.30.0'; exit 3", true, "kiro-cli version: unknown (`kiro-cli --version` failed", unknown),
-        ("exec /bin/sleep 30", true, "kiro-cli version: unknown (`kiro-cli --version` did not answer within 3 s)", unknown),
+        (
+            "exec /bin/sleep 30",
+            true,
+            "kiro-cli version: unknown (`kiro-cli --version` did not answer within 3 s)",
+            unknown,
+        ),
     ];
     for (body, read, version_notice, permissions_notice) in cases {
         let bin = fake_kiro_cli(&fakes, body);
@@ -479,8 +494,10 @@ fn kiro_cli_version_is_probed_once_or_stated_and_an_unknown_one_is_said() {
     let (spec_read, notices) = project(&empty, &[]);
     assert!(spec_read, "{notices:?}");
     assert!(
-        notices.iter().any(|notice| notice
-            == "kiro-cli version: unknown (no `kiro-cli` on PATH); state it with --kiro-version X.Y.Z"),
+        notices
+            .iter()
+            .any(|notice| notice
+                == "kiro-cli version: unknown (no `kiro-cli` on PATH); state it with --kiro-version X.Y.Z"),
         "{notices:?}"
     );
     assert!(notices.iter().any(|notice| notice.contains(unknown)), "{notices:?}");
