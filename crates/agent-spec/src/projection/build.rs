@@ -6,7 +6,9 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::checkout::narrow_checkout_spec;
-use super::permissions::{Ceiling, Permissions, Version, derive_permissions, spec_permissions_accepted};
+use super::permissions::{
+    Ceiling, Permissions, SPEC_PERMISSIONS_MIN_KIRO_CLI, Version, derive_permissions, spec_permissions_accepted,
+};
 use super::rulings::ruling;
 use super::servers::{
     DeniedTool, WithheldServer, acp_element, claude_rule_name, config_entry, is_control_plane, kas_entry, native_entry,
@@ -36,7 +38,8 @@ pub struct ProjectionOptions {
     pub available_models: Vec<String>,
     /// The governance ceiling over auto-approval grants.
     pub ceiling: Ceiling,
-    /// The installed kiro-cli's version, when known.
+    /// The installed kiro-cli's version, when known (the caller probes or
+    /// is told it). Unknown leaves a spec's `permissions` block unjudged.
     pub kiro_cli_version: Option<Version>,
     /// `Some` when an engine bundle reads the spec too: its version, when
     /// one is installed.
@@ -97,15 +100,15 @@ pub struct AgentProjection {
     pub per_tool_deny: PerToolDeny,
     /// The harness's own settings: claude's `settings.local.json`,
     /// opencode's permission config, goose's environment, strands' launch
-    /// file and arguments, the config options pushed after `session/new`,
-    /// kiro-cli's skill-view `allowedTools`.
+    /// file and arguments, the config options for `session/set_config_option`,
+    /// the `allowedTools` grants kiro-cli would need for `autoApprove`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<Value>,
     /// `permissions` derived and merged (KAS).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permissions: Option<Permissions>,
     /// The KAS `_meta.kiro.customAgents` batch: this agent first, then the
-    /// sub-agents it may spawn.
+    /// sub-agents it may spawn. Cairn sends it nowhere.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wire: Option<Value>,
     /// Session options the harness is started with (claude's zero-tool
@@ -152,11 +155,17 @@ struct ManagedPolicy {
     exclude_servers: BTreeSet<String>,
 }
 
-fn managed_policy(spec: &AgentSpec, notices: &mut Vec<String>) -> ManagedPolicy {
+/// Only the mirrored projections apply it (to Cairn's own `cairn`
+/// server); elsewhere the concern's ruling says nothing reads it, and an
+/// unreadable policy is not named twice.
+fn managed_policy(spec: &AgentSpec, backend: AgentBackend, notices: &mut Vec<String>) -> ManagedPolicy {
     let Some(value) = spec.fields().get("managedToolPolicy") else { return ManagedPolicy::default() };
+    if backend.kind() != ProjectionKind::Mirrored {
+        return ManagedPolicy::default();
+    }
     let unreadable = |notices: &mut Vec<String>, why: &str| {
         notices.push(format!(
-            "managedToolPolicy: {why}; every call to Cairn's managed servers is refused until it is fixed"
+            "managedToolPolicy: {why}; the projection withholds Cairn's own `cairn` server whole until it is fixed"
         ));
         ManagedPolicy { unreadable: true, ..ManagedPolicy::default() }
     };
@@ -254,7 +263,7 @@ pub fn project(input: &ProjectionInput<'_>, backend: AgentBackend, options: &Pro
     let grants = ToolGrants::new(&tools, &excluded);
     let zero_tools = matches!(&tools, ToolList::List(entries) if entries.is_empty());
     let servers = spec.mcp_servers();
-    let policy = managed_policy(spec, &mut notices);
+    let policy = managed_policy(spec, backend, &mut notices);
 
     let mut out = AgentProjection {
         agent: input.name.to_owned(),
@@ -283,19 +292,15 @@ pub fn project(input: &ProjectionInput<'_>, backend: AgentBackend, options: &Pro
         ProjectionKind::Mirrored => {
             mirrored(spec, &tools, &grants, &excluded, &servers, &policy, options, &mut out, &mut notices);
         }
-        ProjectionKind::BrokerOnly => {
+        ProjectionKind::Unprojected => {
             if !servers.is_empty() {
                 notices.push(format!(
-                    "mcpServers: {backend} has no mirror; the spec's servers and per-tool deny set do not reach it"
+                    "mcpServers: Cairn projects nothing of the spec for {backend} beyond the model; the spec's servers and per-tool deny set do not reach it"
                 ));
             }
             out.settings = spec.model_pin().map(|model| json!({ "config_options": config_options(Some(model), None) }));
         }
     }
-    if backend.kind() != ProjectionKind::Mirrored {
-        apply_managed_policy(&policy, backend, &mut out);
-    }
-
     out.concerns = Concern::ALL
         .into_iter()
         .map(|concern| ConcernReport {
@@ -317,7 +322,7 @@ pub fn project(input: &ProjectionInput<'_>, backend: AgentBackend, options: &Pro
     out
 }
 
-/// What is pushed with `session/set_config_option` after `session/new`.
+/// The values for `session/set_config_option` after `session/new`.
 fn config_options(model: Option<&str>, mode: Option<&str>) -> Value {
     let mut options = Map::new();
     if let Some(model) = model {
@@ -405,19 +410,23 @@ fn concern_notices(spec: &AgentSpec, backend: AgentBackend, concerns: &[ConcernR
             notices.push(format!("resources: steering {} is not loaded on {backend}", files.join(", ")));
         }
     }
-    if matches!(backend.kind(), ProjectionKind::Mirrored | ProjectionKind::BrokerOnly) {
-        let unapplied = unapplied_tools_settings(spec, backend);
+    if backend != AgentBackend::KiroCli {
+        let unapplied = untranslated_tools_settings(spec, backend);
         if !unapplied.is_empty() {
-            notices.push(format!("toolsSettings: {} applied nowhere on {backend}", unapplied.join(", ")));
+            notices.push(format!(
+                "toolsSettings: {} carried by nothing projected for {backend}, so they do not apply there",
+                unapplied.join(", ")
+            ));
         }
     }
 }
 
-/// `toolsSettings` entries nothing applies on a mirrored or broker-only
-/// backend, named as the spec spells them: every entry except a declared
-/// `subagent.availableAgents` and, on claude, the shell and write
-/// allowlists its gate tiers apply.
-fn unapplied_tools_settings(spec: &AgentSpec, backend: AgentBackend) -> Vec<String> {
+/// `toolsSettings` entries no projected value carries, named as the spec
+/// spells them: on KAS every entry its permissions rules do not translate
+/// (`deniedPaths`, `deniedCommands`, `web_fetch.blocked`,
+/// `subagent.availableAgents` and `trustedAgents` are); on every other
+/// backend but kiro-cli (which reads them itself) every entry.
+fn untranslated_tools_settings(spec: &AgentSpec, backend: AgentBackend) -> Vec<String> {
     let Some(Value::Object(settings)) = spec.fields().get("toolsSettings") else { return Vec::new() };
     let group_of = |key: &str| ToolsSettingsGroup::ALL.into_iter().find(|group| group.spellings().contains(&key));
     let mut out = Vec::new();
@@ -426,39 +435,23 @@ fn unapplied_tools_settings(spec: &AgentSpec, backend: AgentBackend) -> Vec<Stri
             out.push(key.clone());
             continue;
         };
-        let deny_by_default = entries.get("denyByDefault") == Some(&Value::Bool(true));
-        let write_deny = entries.get("fallbackAction").and_then(Value::as_str) == Some("deny");
         for entry in entries.keys() {
-            let claude = backend == AgentBackend::Claude;
-            let applied = match (group_of(key), entry.as_str()) {
-                (Some(ToolsSettingsGroup::Subagent), "availableAgents") => true,
-                (Some(ToolsSettingsGroup::Shell), "denyByDefault" | "allowedCommands") => claude && deny_by_default,
-                (Some(ToolsSettingsGroup::FsWrite), "fallbackAction" | "allowedPaths") => claude && write_deny,
-                _ => false,
-            };
-            if !applied {
+            let translated = backend == AgentBackend::Kas
+                && match (group_of(key), entry.as_str()) {
+                    (Some(ToolsSettingsGroup::Subagent), "availableAgents" | "trustedAgents") => true,
+                    (Some(ToolsSettingsGroup::Shell), "deniedCommands") => true,
+                    (Some(ToolsSettingsGroup::FsRead | ToolsSettingsGroup::FsWrite), "deniedPaths") => true,
+                    (None, "deniedPaths") => matches!(key.as_str(), "glob" | "grep"),
+                    (None, "blocked") => key == "web_fetch",
+                    _ => false,
+                };
+            if !translated {
                 out.push(format!("{key}.{entry}"));
             }
         }
     }
     out
 }
-
-fn apply_managed_policy(policy: &ManagedPolicy, backend: AgentBackend, out: &mut AgentProjection) {
-    let _ = backend;
-    for server in CONTROL_PLANE {
-        if policy.unreadable || policy.exclude_servers.contains(*server) {
-            out.deny.push(DeniedTool { server: (*server).to_owned(), tool: "*".to_owned(), rule: None });
-        }
-        for tool in &policy.exclude {
-            out.deny.push(DeniedTool { server: (*server).to_owned(), tool: tool.clone(), rule: None });
-        }
-    }
-    out.deny.sort();
-    out.deny.dedup();
-}
-
-const CONTROL_PLANE: &[&str] = super::servers::CONTROL_PLANE_SERVERS;
 
 fn native(
     spec: &AgentSpec,
@@ -468,18 +461,22 @@ fn native(
     out: &mut AgentProjection,
     notices: &mut Vec<String>,
 ) {
-    let permissions_ok = spec_permissions_accepted(options.kiro_cli_version, options.engine_version);
     let mut drops = Vec::new();
     for diagnostic in spec.diagnostics().into_iter().filter(|diagnostic| diagnostic.kiro_cli_rejects) {
-        if diagnostic.path == "permissions" && permissions_ok.is_ok() {
+        // Whether kiro-cli refuses a `permissions` key depends on its version: judged below.
+        if diagnostic.path == "permissions" {
             continue;
         }
         drops.push(format!("{}: {}", diagnostic.path, diagnostic.message));
     }
-    if spec.fields().contains_key("permissions")
-        && let Err(reason) = &permissions_ok
-    {
-        drops.push(format!("permissions: {reason}, which refuses the whole file"));
+    if spec.fields().contains_key("permissions") {
+        match spec_permissions_accepted(options.kiro_cli_version, options.engine_version) {
+            Ok(()) => {}
+            Err(_) if options.kiro_cli_version.is_none() => notices.push(format!(
+                "permissions: the verdict on this block is withheld because the kiro-cli version is unknown: kiro-cli from {SPEC_PERMISSIONS_MIN_KIRO_CLI} reads it, an older release drops the whole file and runs its default agent; state the installed version to settle it"
+            )),
+            Err(reason) => drops.push(format!("permissions: {reason}, which refuses the whole file")),
+        }
     }
     if !drops.is_empty() {
         out.spec_read = false;
@@ -502,8 +499,8 @@ fn native(
             out.deny.push(DeniedTool { server: server.name.clone(), tool: tool.clone(), rule: None });
         }
     }
-    // autoApprove reaches kiro-cli only as `@server/tool` grants in the
-    // allowedTools of the view Cairn prepares, under the ceiling.
+    // kiro-cli ignores autoApprove; the `@server/tool` grants an edit of the
+    // spec's allowedTools would need are listed, under the ceiling.
     let mut view: Vec<String> = allowed.to_vec();
     for server in servers.iter().filter(|server| !server.disabled) {
         for verb in &server.auto_approve {
@@ -562,7 +559,7 @@ fn kas_agent(
         (Some(text), _) => text.to_owned(),
         (None, Some(value)) if value.file_uri_path().is_none() => value.text.to_owned(),
         (None, Some(_)) => {
-            notices.push(format!("{name}: the file:// prompt was not resolved; it is sent as \"\""));
+            notices.push(format!("{name}: the file:// prompt was not resolved; it is written as \"\""));
             String::new()
         }
         (None, None) => String::new(),
@@ -573,7 +570,9 @@ fn kas_agent(
             agent.insert("tools".into(), json!(kas_tools(entries, false)));
         }
         ToolList::Absent | ToolList::Malformed => {
-            notices.push(format!("{name}: tools is absent or not a list; the agent runs with no tool access"));
+            notices.push(format!(
+                "{name}: tools is absent or not a list; it is written as `tools: []`, which KAS reads as no tool access"
+            ));
             agent.insert("tools".into(), json!([]));
         }
     }
@@ -703,24 +702,29 @@ fn subagent_batch(
     carried
 }
 
-/// Why a sub-agent cannot ride in the chat's batch: rules Cairn's gate
-/// applies only to the agent a chat runs.
+/// Why a sub-agent is left out of the batch: a restriction the
+/// `customAgents` object has no form for, so the sub-agent would run
+/// wider than its spec states.
 fn uncarriable(peer: &AgentSpec) -> Option<&'static str> {
     let shell_deny_by_default = peer
         .tools_setting(ToolsSettingsGroup::Shell)
         .is_some_and(|setting| setting.value.get("denyByDefault") == Some(&Value::Bool(true)));
     if shell_deny_by_default {
-        return Some("its shell allowlist (denyByDefault) is applied only to the chat's own agent");
+        return Some(
+            "its shell allowlist (denyByDefault) has no form in the `customAgents` object, so its shell would run unrestricted",
+        );
     }
     let write_deny = peer.tools_setting(ToolsSettingsGroup::FsWrite).is_some_and(|setting| {
         let action = setting.value.get("fallbackAction").or_else(|| setting.value.get("fallback_action"));
         action.and_then(Value::as_str) == Some("deny")
     });
     if write_deny {
-        return Some("its write allowlist (fallbackAction: deny) is applied only to the chat's own agent");
+        return Some(
+            "its write allowlist (fallbackAction: deny) has no form in the `customAgents` object, so its writes would run unrestricted",
+        );
     }
     if !peer.hooks().entries(SpecHookEvent::PreToolUse).is_empty() {
-        return Some("its own preToolUse hooks run only for the chat's own agent");
+        return Some("its preToolUse hooks have no slot in the `customAgents` object, so nothing would run them");
     }
     None
 }
@@ -759,7 +763,9 @@ fn mirrored(
     for server in servers {
         let withhold = |reason: &str| WithheldServer { server: server.name.clone(), reason: reason.to_owned() };
         let control = is_control_plane(&server.name);
-        let narrowed = !server.disabled_tools.is_empty() || excluded_tools.iter().any(|(name, _)| *name == server.name);
+        let narrowed = !server.disabled_tools.is_empty()
+            || excluded_tools.iter().any(|(name, _)| *name == server.name)
+            || (control && !policy.exclude.is_empty());
         let reason = if server.disabled {
             Some("disabled: true".to_owned())
         } else if out.zero_tools {
@@ -773,10 +779,10 @@ fn mirrored(
             && !options.http_advertised
         {
             Some("codex did not advertise HTTP servers; unadvertised transports are dropped".to_owned())
-        } else if narrowed && backend == AgentBackend::Codex && !control {
-            Some("a narrowed third-party server is withheld whole on codex (it approves readOnlyHint tools without asking)".to_owned())
+        } else if narrowed && backend == AgentBackend::Codex {
+            Some("a narrowed server is withheld whole on codex: nothing projected for it refuses one tool (and codex approves readOnlyHint tools without asking)".to_owned())
         } else if narrowed && matches!(backend, AgentBackend::Goose | AgentBackend::Strands) {
-            Some(format!("a narrowed server is withheld whole on {backend}"))
+            Some(format!("a narrowed server is withheld whole on {backend}: nothing projected for it refuses one tool"))
         } else {
             None
         };

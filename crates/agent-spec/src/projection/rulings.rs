@@ -21,19 +21,24 @@ const fn withheld(concern: Concern, class: WithholdClass, detail: &'static str) 
     Ruling { concern, disposition: Disposition::Withheld { class }, detail }
 }
 
-const ALLOWLIST: &str = "the MCP array's allowlist, at server granularity: `@server/tool` mounts the whole server";
+const ALLOWLIST: &str =
+    "the projected MCP servers are the allowlist, at server granularity: `@server/tool` mounts the whole server";
 const AUTO_APPROVE_GATE: &str =
-    "a pre-approval inside the harness would skip the permission gate, its ceiling and its audit";
-const PROMPT_CONTEXT: &str = "arrives as the agent prompt block of the session context, on every backend";
-const RESOURCES_NO_READER: &str =
-    "the harness reads no spec resources; mapped `skill://` skills arrive as the injected skill catalog";
+    "not written: a pre-approval would make the harness run those calls without asking the user";
+const PROMPT_CONTEXT: &str = "not written into the harness's files; Cairn's session context carries it as the agent prompt block where the session names the agent (the session API, `cairn hook ... --agent`)";
+const RESOURCES_NO_READER: &str = "the harness reads no spec resources; where Cairn's session context names the agent, its `skill://` mapping scopes the skill catalog that context carries";
 const ALIASES_RESOLVED: &str =
     "`@alias` references in tools and allowedTools are resolved to `@server/tool` before projection";
-const MANAGED_POLICY: &str = "applied by Cairn to its own managed servers (tools excluded or servers withheld)";
-const TOOLS_SETTINGS_CHANNEL: &str = "Cairn's spec-shell-allowlist and spec-write-allowlist gate tiers";
+const MANAGED_POLICY_MIRRORED: &str = "applied to Cairn's own `cairn` server in the projection: excluded tools become deny rules where the harness has them (claude, opencode, mimocode), elsewhere that server is withheld whole; `excludeServers` withholds it";
+const MANAGED_POLICY_UNREAD: &str = "nothing reads it: the harness does not know the key, `cairn mcp serve` does not apply it, and Cairn does not run the session, so the tools it excludes stay callable";
+const TOOLS_SETTINGS_CHANNEL: &str = "the harness's own permission configuration";
 const TOOLS_SETTINGS_NONE: &str =
-    "no field on this harness; only subagent.availableAgents is applied, by Cairn's spawn gate";
-const HOOKS_TURN_LOOP: &str = "fired by Cairn's turn loop: every tool call arrives as a permission request";
+    "the projection translates no toolsSettings entry; the harness applies its own defaults";
+const HOOKS_NOT_RUN: &str =
+    "no projected value carries them and Cairn does not run the session, so nothing fires the spec's hooks";
+const CONFIG_OPTION_MODEL: &str =
+    "`settings.config_options.model`, the value for session/set_config_option after session/new";
+const NO_PROJECTION: &str = "Cairn has no projection of the spec for this backend beyond the model";
 
 /// The ruling of `backend` on `concern`.
 pub fn ruling(backend: AgentBackend, concern: Concern) -> Ruling {
@@ -46,7 +51,7 @@ pub fn ruling(backend: AgentBackend, concern: Concern) -> Ruling {
         AgentBackend::Mimocode => mimocode(concern),
         AgentBackend::Goose => goose(concern),
         AgentBackend::Strands => strands(concern),
-        AgentBackend::Pi | AgentBackend::Deepseek => broker_only(backend, concern),
+        AgentBackend::Pi | AgentBackend::Deepseek => unprojected(concern),
     }
 }
 
@@ -67,9 +72,10 @@ fn kiro_cli(concern: Concern) -> Ruling {
             "kiro-cli's strict loader does not know the key: a spec carrying it is dropped whole",
         ),
         C::AllowedTools => delivered(concern, "kiro-cli approves the listed tools locally, without asking"),
-        C::AutoApprove => translated(
+        C::AutoApprove => withheld(
             concern,
-            "kiro-cli ignores the key; each governed verb becomes an `@server/tool` grant in allowedTools",
+            WithholdClass::NoReader,
+            "kiro-cli ignores the key; the projection's `settings.allowedTools` lists the `@server/tool` grants it would take, which only an edit of the spec's allowedTools delivers (Cairn never writes a spec)",
         ),
         C::Model => delivered(concern, "kiro-cli reads the pin; an unavailable model falls back to the default"),
         C::AvailableModels => {
@@ -78,18 +84,21 @@ fn kiro_cli(concern: Concern) -> Ruling {
         C::PermissionsDefaultMode => withheld(
             concern,
             WithholdClass::GatePreserving,
-            "a session-wide mode would approve calls inside the harness",
+            "no such key in the spec: a session-wide mode would approve calls inside the harness",
         ),
         C::Permissions => delivered(
             concern,
-            "read from kiro-cli 2.23.0; an older or unknown release drops the whole file, so the block is written only past the floor",
+            "kiro-cli reads the block from 2.23.0; an older release drops the whole file, so the verdict depends on the installed version (`kiro-cli --version`)",
         ),
         C::Prompt => delivered(concern, "kiro-cli reads the prompt (and resolves `file://`) itself"),
         C::Resources => delivered(concern, "kiro-cli loads file:// steering and skill:// skills itself"),
-        C::Hooks => delivered(concern, "kiro-cli runs the hooks itself; Cairn never fires them there"),
+        C::Hooks => delivered(
+            concern,
+            "kiro-cli runs the spec's hooks itself; `cairn host install kiro-cli --agent NAME` adds Cairn's own context and memory hooks beside them",
+        ),
         C::ToolsSettings => delivered(concern, "kiro-cli applies each tool's settings itself"),
         C::ToolAliases => delivered(concern, "kiro-cli reads the aliases itself"),
-        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY),
+        C::ManagedToolPolicy => withheld(concern, WithholdClass::NoReader, MANAGED_POLICY_UNREAD),
     }
 }
 
@@ -98,16 +107,16 @@ fn kas(concern: Concern) -> Ruling {
     match concern {
         C::McpServers => delivered(
             concern,
-            "on the wire object; headers withheld, env filtered per key (only non-credential true/false literals and `${NAME}` references travel)",
+            "in the `customAgents` object; headers left out, env filtered per key (only non-credential true/false literals and `${NAME}` references are carried)",
         ),
         C::Tools => translated(
             concern,
-            "each kiro-cli built-in is sent with its KAS family beside it (fs_read → read_file, list_directory, ...)",
+            "each kiro-cli built-in is written with its KAS family beside it (fs_read → read_file, list_directory, ...)",
         ),
-        C::DisabledTools => delivered(concern, "kept on the server entry the wire carries"),
+        C::DisabledTools => delivered(concern, "kept on the server entry in the `customAgents` object"),
         C::ExcludedTools => translated(
             concern,
-            "sent with every id governed under the name (excluding fs_write also excludes delete_file)",
+            "written with every id governed under the name (excluding fs_write also excludes delete_file)",
         ),
         C::AllowedTools => translated(
             concern,
@@ -116,40 +125,49 @@ fn kas(concern: Concern) -> Ruling {
         C::AutoApprove => {
             translated(concern, "each governed verb becomes an `@server/tool` allow rule in the derivation")
         }
-        C::Model => delivered(concern, "on the wire object"),
+        C::Model => delivered(concern, "in the `customAgents` object"),
         C::AvailableModels => {
             withheld(concern, WithholdClass::HarnessOwnsTheVocabulary, "KAS advertises its own models on session/new")
         }
         C::PermissionsDefaultMode => withheld(
             concern,
             WithholdClass::GatePreserving,
-            "an absent rule resolves to ask, so every call reaches the gate",
+            "not in the `customAgents` object; KAS resolves a call no rule covers to ask",
         ),
         C::Permissions => translated(
             concern,
-            "merged with the derivation: deny and ask relayed, allow only where the ceiling permits it, never for the shell or filesystem families",
+            "merged with the derivation: deny and ask kept, allow only where the ceiling permits it, never for the shell or filesystem families",
         ),
-        C::Prompt => {
-            translated(concern, "inlined on the wire (`file://` resolved by Cairn); an absent prompt is sent as \"\"")
-        }
-        C::Resources => translated(
+        C::Prompt => translated(
             concern,
-            "skill:// mappings arrive as the injected skill catalog; file:// steering is loaded by Cairn",
+            "inlined in the `customAgents` object (`file://` resolved when projected); an absent prompt is written as \"\"",
         ),
-        C::Hooks => translated(concern, "no wire slot; fired by Cairn's turn loop on each permission request"),
+        C::Resources => withheld(
+            concern,
+            WithholdClass::NoChannelAdvertised,
+            "no slot in the `customAgents` object; where Cairn's session context names the agent, its `skill://` mapping scopes the skill catalog and its `file://` steering is included",
+        ),
+        C::Hooks => withheld(
+            concern,
+            WithholdClass::NotRunByCairn,
+            "no slot in the `customAgents` object, and Cairn does not run the session, so nothing fires the spec's hooks",
+        ),
         C::ToolsSettings => translated(
             concern,
-            "translated into permissions rules: deniedPaths, deniedCommands and web_fetch.blocked deny; subagent.availableAgents a subagent deny with the names excepted",
+            "partly, into permissions rules: deniedPaths, deniedCommands and web_fetch.blocked deny, subagent.availableAgents a subagent deny with the names excepted; the other entries are named in the notices",
         ),
         C::ToolAliases => translated(concern, ALIASES_RESOLVED),
-        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY),
+        C::ManagedToolPolicy => withheld(concern, WithholdClass::NotRunByCairn, MANAGED_POLICY_UNREAD),
     }
 }
 
 fn claude(concern: Concern) -> Ruling {
     use Concern as C;
     match concern {
-        C::McpServers => delivered(concern, "the session/new mcpServers array (or .mcp.json when exported)"),
+        C::McpServers => delivered(
+            concern,
+            "`.mcp.json` (written by `cairn agent export --to claude-code`); the same servers as the session/new array",
+        ),
         C::Tools => translated(concern, ALLOWLIST),
         C::DisabledTools => translated(
             concern,
@@ -164,23 +182,23 @@ fn claude(concern: Concern) -> Ruling {
         }
         C::PermissionsDefaultMode => delivered(
             concern,
-            "settings.local.json `permissions.defaultMode`: the mode the session asked for, never the spec's",
+            "settings.local.json `permissions.defaultMode`: the mode the session asked for (`default` when none), never the spec's",
         ),
         C::Permissions => withheld(concern, WithholdClass::GatePreserving, AUTO_APPROVE_GATE),
         C::Prompt => withheld(concern, WithholdClass::ContextInstead, PROMPT_CONTEXT),
         C::Resources => withheld(concern, WithholdClass::NoReader, RESOURCES_NO_READER),
         C::Hooks => no_channel(
             concern,
-            "claude's own hook settings",
-            "postToolUse, userPromptSubmit, agentSpawn and stop are fired by Cairn's turn loop; preToolUse does not run",
+            "Claude Code's own `hooks` settings",
+            "the export writes none of the spec's hooks, so Claude Code runs none of them; `cairn host install claude-code` adds Cairn's own context and memory hooks, not the spec's",
         ),
         C::ToolsSettings => no_channel(
             concern,
-            TOOLS_SETTINGS_CHANNEL,
-            "only the shell allowlist (denyByDefault with allowedCommands) and the write allowlist (fallbackAction deny with allowedPaths) are applied, by those tiers",
+            "Claude Code's own permission rules (`Bash(...)`, `Edit(...)`)",
+            "the export translates no toolsSettings entry into them, so none applies",
         ),
         C::ToolAliases => translated(concern, ALIASES_RESOLVED),
-        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY),
+        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY_MIRRORED),
     }
 }
 
@@ -189,50 +207,54 @@ fn codex(concern: Concern) -> Ruling {
     match concern {
         C::McpServers => delivered(
             concern,
-            "narrowed three ways: unadvertised transports dropped, narrowed third-party servers omitted, Cairn's control plane rebuilt with the session's identity",
+            "the projected session/new array, narrowed: HTTP servers dropped unless codex advertised them, narrowed servers left out",
         ),
         C::Tools => translated(concern, ALLOWLIST),
         C::DisabledTools => translated(
             concern,
-            "the server is withheld whole, except Cairn's control plane, whose calls are refused at the permission request",
+            "the server is withheld whole, Cairn's own `cairn` server included: nothing projected for codex refuses one tool",
         ),
         C::ExcludedTools => translated(concern, "subtracted before the allowlist is computed"),
         C::AllowedTools => withheld(concern, WithholdClass::GatePreserving, AUTO_APPROVE_GATE),
         C::AutoApprove => withheld(concern, WithholdClass::GatePreserving, AUTO_APPROVE_GATE),
-        C::Model => delivered(concern, "pushed with session/set_config_option after session/new"),
+        C::Model => delivered(concern, CONFIG_OPTION_MODEL),
         C::AvailableModels => withheld(
             concern,
             WithholdClass::HarnessOwnsTheVocabulary,
             "codex advertises its own model ids on session/new",
         ),
-        C::PermissionsDefaultMode => withheld(concern, WithholdClass::FixedByGovernance, "mode=read-only"),
+        C::PermissionsDefaultMode => withheld(
+            concern,
+            WithholdClass::FixedByGovernance,
+            "the projected `config_options.mode` is read-only, whatever the spec says",
+        ),
         C::Permissions => withheld(concern, WithholdClass::GatePreserving, AUTO_APPROVE_GATE),
         C::Prompt => withheld(concern, WithholdClass::ContextInstead, PROMPT_CONTEXT),
         C::Resources => withheld(concern, WithholdClass::NoReader, RESOURCES_NO_READER),
         C::Hooks => no_channel(
             concern,
             "codex's own hook configuration",
-            "postToolUse, userPromptSubmit, agentSpawn and stop are fired by Cairn's turn loop; preToolUse does not run (codex runs sandboxed calls without asking)",
+            "the projection carries none of the spec's hooks, so codex runs none of them",
         ),
         C::ToolsSettings => no_channel(concern, TOOLS_SETTINGS_CHANNEL, TOOLS_SETTINGS_NONE),
         C::ToolAliases => translated(concern, ALIASES_RESOLVED),
-        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY),
+        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY_MIRRORED),
     }
 }
 
 fn opencode(concern: Concern) -> Ruling {
     use Concern as C;
     match concern {
-        C::McpServers => delivered(concern, "no transport filter"),
+        C::McpServers => delivered(concern, "the projected session/new array, every transport kept"),
         C::DisabledTools => translated(
             concern,
-            "a deny rule in the seeded permission config; the server stays mounted (withheld whole only when a lower config source outranks the rule)",
+            "a deny rule in the projected permission config (`settings.permission_config`); the server stays mounted",
         ),
-        C::Hooks => translated(concern, HOOKS_TURN_LOOP),
+        C::Hooks => withheld(concern, WithholdClass::NotRunByCairn, HOOKS_NOT_RUN),
         C::PermissionsDefaultMode => withheld(
             concern,
             WithholdClass::FixedByGovernance,
-            "fixed at ask, read back off the harness's own resolved config",
+            "the projected `config_options.mode` is ask, whatever the spec says",
         ),
         C::AvailableModels => withheld(
             concern,
@@ -248,16 +270,8 @@ fn mimocode(concern: Concern) -> Ruling {
     match concern {
         C::DisabledTools => translated(
             concern,
-            "a deny rule in the config seeded through MIMOCODE_CONFIG_CONTENT (read back from `mimo debug config`); the server stays mounted",
+            "a deny rule in the projected MIMOCODE_CONFIG_CONTENT (`settings.env`); the server stays mounted",
         ),
-        C::Hooks => withheld(
-            concern,
-            WithholdClass::UnaskedNativeTools,
-            "some of the harness's own tools never ask, so a hook fired from the permission request would miss them",
-        ),
-        C::PermissionsDefaultMode => {
-            withheld(concern, WithholdClass::FixedByGovernance, "fixed at ask, seeded through MIMOCODE_CONFIG_CONTENT")
-        }
         other => opencode(other),
     }
 }
@@ -265,15 +279,17 @@ fn mimocode(concern: Concern) -> Ruling {
 fn goose(concern: Concern) -> Ruling {
     use Concern as C;
     match concern {
-        C::McpServers => delivered(concern, "the session/new array, measured as a round trip"),
-        C::DisabledTools => translated(concern, "the server is withheld whole, control plane included"),
-        C::Hooks => translated(concern, HOOKS_TURN_LOOP),
-        C::PermissionsDefaultMode => {
-            withheld(concern, WithholdClass::FixedByGovernance, "carried as GOOSE_MODE in the child's environment")
-        }
+        C::McpServers => delivered(concern, "the projected session/new array"),
+        C::DisabledTools => translated(concern, "the server is withheld whole, Cairn's own `cairn` server included"),
+        C::Hooks => withheld(concern, WithholdClass::NotRunByCairn, HOOKS_NOT_RUN),
+        C::PermissionsDefaultMode => withheld(
+            concern,
+            WithholdClass::FixedByGovernance,
+            "the projected environment sets GOOSE_MODE=approve, whatever the spec says",
+        ),
         C::Model => delivered(
             concern,
-            "pushed with session/set_config_option, from the provider and model selects goose advertises",
+            "`settings.config_options.model`, for session/set_config_option, matched against the provider and model selects goose advertises",
         ),
         C::AvailableModels => withheld(
             concern,
@@ -290,64 +306,52 @@ fn goose(concern: Concern) -> Ruling {
 fn strands(concern: Concern) -> Ruling {
     use Concern as C;
     match concern {
-        C::McpServers => delivered(concern, "by the owner-only --mcp-config launch file, never the wire"),
+        C::McpServers => delivered(
+            concern,
+            "`settings.mcp_config`, the content of a --mcp-config file for the Strands CLI (Cairn writes no such file)",
+        ),
         C::Tools => translated(concern, ALLOWLIST),
-        C::DisabledTools => translated(concern, "the server is withheld whole, control plane included"),
+        C::DisabledTools => translated(concern, "the server is withheld whole, Cairn's own `cairn` server included"),
         C::ExcludedTools => translated(concern, "subtracted before the allowlist is computed"),
-        C::AllowedTools | C::AutoApprove | C::Permissions => {
-            withheld(concern, WithholdClass::GatePreserving, "Cairn's gate asks for every call")
+        C::AllowedTools | C::AutoApprove | C::Permissions | C::PermissionsDefaultMode => {
+            withheld(concern, WithholdClass::GatePreserving, AUTO_APPROVE_GATE)
         }
-        C::Model => delivered(concern, "the --model launch argument"),
+        C::Model => delivered(concern, "`--model` in `settings.args`"),
         C::AvailableModels => {
             withheld(concern, WithholdClass::NoVocabularyAdvertised, "the CLI advertises no model list")
-        }
-        C::PermissionsDefaultMode => {
-            withheld(concern, WithholdClass::GatePreserving, "Cairn's gate asks for every call")
         }
         C::Prompt => withheld(
             concern,
             WithholdClass::ContextInstead,
-            "not sent as the agent-definition instructions (those replace the project's system prompt); arrives as the agent prompt block",
+            "not written as the agent-definition instructions (those replace the project's system prompt); Cairn's session context carries it as the agent prompt block where the session names the agent",
         ),
         C::Resources => withheld(concern, WithholdClass::NoReader, RESOURCES_NO_READER),
-        C::Hooks => translated(concern, HOOKS_TURN_LOOP),
+        C::Hooks => withheld(concern, WithholdClass::NotRunByCairn, HOOKS_NOT_RUN),
         C::ToolsSettings => no_channel(concern, TOOLS_SETTINGS_CHANNEL, TOOLS_SETTINGS_NONE),
         C::ToolAliases => translated(concern, ALIASES_RESOLVED),
-        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY),
+        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY_MIRRORED),
     }
 }
 
-fn broker_only(backend: AgentBackend, concern: Concern) -> Ruling {
+/// pi and deepseek: nothing of the spec but the model is projected.
+fn unprojected(concern: Concern) -> Ruling {
     use Concern as C;
-    let none = "no projection of the spec: the backend has no mirror";
     match concern {
-        C::Model => delivered(concern, "pushed with session/set_config_option after session/new"),
+        C::Model => delivered(concern, CONFIG_OPTION_MODEL),
         C::Prompt => withheld(concern, WithholdClass::ContextInstead, PROMPT_CONTEXT),
         C::Resources => withheld(concern, WithholdClass::NoReader, RESOURCES_NO_READER),
         C::McpServers => withheld(
             concern,
-            WithholdClass::BrokerOnly,
-            if backend == AgentBackend::Pi {
-                "pi stores the array and never hands it to the pi process; only Cairn's pooled broker stubs are composed"
-            } else {
-                "deepseek mounts the pooled broker stubs, not the servers the spec declares"
-            },
+            WithholdClass::NoProjection,
+            "the spec's servers are not projected; the harness mounts the servers of its own configuration",
         ),
         C::Tools => withheld(
             concern,
-            WithholdClass::BrokerOnly,
-            "no allowlist; an explicit `tools: []` is still honoured by refusing every permission request",
+            WithholdClass::NoProjection,
+            "no allowlist is projected, and an explicit `tools: []` does not reach the harness",
         ),
-        C::Hooks => withheld(
-            concern,
-            WithholdClass::BrokerOnly,
-            if backend == AgentBackend::Pi {
-                "pi is handed no spec and Cairn does not fire the field there"
-            } else {
-                "no channel and not fired by Cairn"
-            },
-        ),
-        C::ManagedToolPolicy => translated(concern, MANAGED_POLICY),
+        C::Hooks => withheld(concern, WithholdClass::NotRunByCairn, HOOKS_NOT_RUN),
+        C::ManagedToolPolicy => withheld(concern, WithholdClass::NotRunByCairn, MANAGED_POLICY_UNREAD),
         C::DisabledTools
         | C::ExcludedTools
         | C::AllowedTools
@@ -356,6 +360,6 @@ fn broker_only(backend: AgentBackend, concern: Concern) -> Ruling {
         | C::PermissionsDefaultMode
         | C::Permissions
         | C::ToolsSettings
-        | C::ToolAliases => withheld(concern, WithholdClass::BrokerOnly, none),
+        | C::ToolAliases => withheld(concern, WithholdClass::NoProjection, NO_PROJECTION),
     }
 }

@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 
 use crate::mcp::{McpServer, McpTransport, SecretMap};
 
-/// Cairn's own control-plane server: kept mounted where a narrowed
-/// third-party server is withheld, so the session can still report back.
+/// Cairn's own MCP server (`cairn mcp serve`), the one server
+/// `managedToolPolicy` speaks about.
 pub const CONTROL_PLANE_SERVERS: &[&str] = &["cairn"];
 
 /// A server the projection does not mount, and why.
@@ -146,7 +146,7 @@ pub(crate) fn config_entry(server: &McpServer, notices: &mut Vec<String>) -> Val
     }
 }
 
-/// The KAS wire entry: the spec's entry with headers withheld and env
+/// The entry in KAS's `customAgents` object: the spec's entry with headers withheld and env
 /// filtered per key (a `${NAME}` reference, or a non-credential `true` /
 /// `false` literal).
 pub(crate) fn kas_entry(server: &McpServer, notices: &mut Vec<String>) -> Value {
@@ -170,7 +170,7 @@ pub(crate) fn kas_entry(server: &McpServer, notices: &mut Vec<String>) -> Value 
             }
             if !withheld.is_empty() {
                 notices.push(format!(
-                    "mcpServers.{}: env {} withheld from the KAS wire (Cairn's launcher supplies them)",
+                    "mcpServers.{}: env {} left out of the `customAgents` object (set them where KAS starts the server)",
                     server.name,
                     withheld.join(", ")
                 ));
@@ -179,7 +179,7 @@ pub(crate) fn kas_entry(server: &McpServer, notices: &mut Vec<String>) -> Value 
         McpTransport::Remote { url, headers } => {
             entry.insert("url".into(), json!(url));
             if !headers.0.is_empty() {
-                notices.push(format!("mcpServers.{}: headers withheld from the KAS wire", server.name));
+                notices.push(format!("mcpServers.{}: headers left out of the `customAgents` object", server.name));
             }
         }
     }

@@ -11,8 +11,8 @@ use super::ProjectionError;
 pub enum AgentBackend {
     /// kiro-cli: opens the spec file itself (`--agent <name>`).
     KiroCli,
-    /// The Kiro Agent Server: the spec is projected onto
-    /// `_meta.kiro.customAgents`.
+    /// The Kiro Agent Server: the spec is projected onto a
+    /// `_meta.kiro.customAgents` object, which Cairn sends nowhere.
     Kas,
     /// The claude-agent-acp harness.
     Claude,
@@ -26,9 +26,9 @@ pub enum AgentBackend {
     Goose,
     /// The Strands CLI in its ACP mode.
     Strands,
-    /// pi: broker-only, no projection of the spec.
+    /// pi: no projection of the spec beyond the model.
     Pi,
-    /// deepseek: broker-only, no projection of the spec.
+    /// deepseek: no projection of the spec beyond the model.
     Deepseek,
 }
 
@@ -87,7 +87,7 @@ impl AgentBackend {
             Self::Claude | Self::Codex | Self::Opencode | Self::Mimocode | Self::Goose | Self::Strands => {
                 ProjectionKind::Mirrored
             }
-            Self::Pi | Self::Deepseek => ProjectionKind::BrokerOnly,
+            Self::Pi | Self::Deepseek => ProjectionKind::Unprojected,
         }
     }
 
@@ -96,7 +96,8 @@ impl AgentBackend {
         self == Self::Kas
     }
 
-    /// Whether Cairn loads a spec's `file://` steering for this backend.
+    /// Whether Cairn's session context carries a spec's `file://` steering
+    /// for this backend (kiro-cli and KAS also load it themselves).
     pub fn reads_spec_steering(self) -> bool {
         matches!(self, Self::KiroCli | Self::Kas | Self::Claude | Self::Codex)
     }
@@ -106,29 +107,35 @@ impl AgentBackend {
         match self {
             Self::KiroCli | Self::Kas => PerToolDeny::Native,
             Self::Claude | Self::Opencode | Self::Mimocode => PerToolDeny::SettingsFile,
-            Self::Codex => PerToolDeny::PerCall,
-            Self::Goose | Self::Strands => PerToolDeny::WholeServer,
+            Self::Codex | Self::Goose | Self::Strands => PerToolDeny::WholeServer,
             Self::Pi | Self::Deepseek => PerToolDeny::None,
         }
     }
 
-    /// How an explicit `tools: []` holds on this backend.
+    /// How an explicit `tools: []` holds on this backend, from what the
+    /// projected values carry.
     pub fn zero_tool_ban(self) -> ZeroToolBan {
         match self {
-            Self::KiroCli | Self::Kas => {
-                ZeroToolBan::Enforced { how: "the engine reads `tools: []` itself and mounts nothing" }
+            Self::KiroCli => {
+                ZeroToolBan::Enforced { how: "kiro-cli reads `tools: []` from the spec file itself and mounts nothing" }
             }
-            Self::Claude => ZeroToolBan::Enforced {
-                how: "the session starts with no built-in mounted, a strict MCP config (no user, project or plugin server) and an empty MCP array",
+            Self::Kas => ZeroToolBan::Enforced {
+                how: "the `customAgents` object carries `tools: []`, which KAS reads as mount nothing",
             },
-            Self::Opencode | Self::Goose | Self::Deepseek | Self::Pi | Self::Strands => ZeroToolBan::Enforced {
-                how: "every tool call arrives as a permission request, and every one is refused",
+            Self::Claude => ZeroToolBan::Partial {
+                why: "the projected session options (no built-in, a strict MCP config, an empty MCP array) hold only for a session started with them; `cairn agent export` writes no file that carries them, so Claude Code started on the exported files keeps its built-in tools",
+            },
+            Self::Opencode | Self::Goose | Self::Strands => ZeroToolBan::Partial {
+                why: "no MCP server is projected, but the harness keeps its own built-in tools: nothing in the projected values removes them",
             },
             Self::Codex => ZeroToolBan::Partial {
-                why: "in read-only mode codex runs passive reads, hosted web search and sandboxed commands without asking; it also starts the servers of its own config.toml",
+                why: "no MCP server is projected, but in read-only mode codex runs passive reads, hosted web search and sandboxed commands without asking; it also starts the servers of its own config.toml",
             },
             Self::Mimocode => ZeroToolBan::NotEnforced {
-                why: "some of MiMo Code's own tools (memory, history, task) never ask permission, so no refusal can make `tools: []` hold",
+                why: "no MCP server is projected, but MiMo Code keeps its own tools, and some of them (memory, history, task) never ask permission",
+            },
+            Self::Pi | Self::Deepseek => ZeroToolBan::NotEnforced {
+                why: "nothing of the spec but the model is projected for this backend, so `tools: []` does not reach it",
             },
         }
     }
@@ -146,12 +153,15 @@ impl std::fmt::Display for AgentBackend {
 pub enum ProjectionKind {
     /// The harness opens the file itself: the file is the contract.
     Native,
-    /// Parsed and sent down the harness's own wire slot.
+    /// Parsed into the harness's own wire object (KAS's `customAgents`).
+    /// Cairn sends it nowhere: `cairn agent export --to kas` writes it to a
+    /// hand-off file that nothing reads on its own.
     External,
-    /// Field by field, each ruled on by the backend's mirror.
+    /// Field by field into the harness's own files and session values
+    /// (`cairn agent export --to claude-code` writes Claude Code's).
     Mirrored,
-    /// No projection of the spec: only the model and the prompt arrive.
-    BrokerOnly,
+    /// No projection of the spec beyond the model.
+    Unprojected,
 }
 
 /// Where a per-tool `disabledTools` restriction ends up.
@@ -162,9 +172,6 @@ pub enum PerToolDeny {
     Native,
     /// Deny rules in the harness's own settings; the server stays mounted.
     SettingsFile,
-    /// Refused at the permission request, for Cairn's control plane only;
-    /// a narrowed third-party server is withheld whole.
-    PerCall,
     /// The narrowed server is withheld whole.
     WholeServer,
     /// The spec's servers do not reach the backend at all.
@@ -296,11 +303,11 @@ impl Concern {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WithholdClass {
-    /// The value would pre-approve a call inside the harness, which then
-    /// never asks: the permission gate, its ceiling and its audit would be
-    /// skipped together.
+    /// The value would pre-approve calls inside the harness, which would
+    /// then run them without asking the user: the projection grants none.
     GatePreserving,
-    /// The effect already reaches every harness as prompt text.
+    /// Not written into the harness's files; Cairn's session context
+    /// carries it as prompt text where that context names the agent.
     ContextInstead,
     /// Nothing on the harness reads it.
     NoReader,
@@ -308,32 +315,34 @@ pub enum WithholdClass {
     HarnessOwnsTheVocabulary,
     /// The harness advertises no list at all.
     NoVocabularyAdvertised,
-    /// Cairn writes the value the governed routing demands, not the spec's.
+    /// The projection writes a fixed value (read-only, ask, approve), not
+    /// the spec's.
     FixedByGovernance,
     /// The harness advertises no channel for it.
     NoChannelAdvertised,
-    /// Some of the harness's own tools never ask permission, so a rule
-    /// fired from the permission request would miss them.
-    UnaskedNativeTools,
-    /// No projection of the spec at all (broker-only backends).
-    BrokerOnly,
+    /// Only something running the session could apply it, and Cairn does
+    /// not run agents: no projected or exported value carries it.
+    NotRunByCairn,
+    /// No projection of the spec for this backend beyond the model.
+    NoProjection,
 }
 
 /// The four answers a backend gives a concern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "disposition", rename_all = "kebab-case")]
 pub enum Disposition {
-    /// Arrives as the spec states it.
+    /// The projected or exported values carry it as the spec states it
+    /// (or the harness reads it from the spec file itself).
     Delivered,
-    /// Arrives in another form.
+    /// The projected or exported values carry it in another form.
     Translated,
-    /// The backend has the capability, but this transport cannot carry it;
-    /// `channel` names what it would have to travel on.
+    /// The harness has the capability, but no projected or exported value
+    /// carries it; `channel` names what it would have to travel on.
     NoChannel {
         /// The channel it would need.
         channel: &'static str,
     },
-    /// Deliberately not delivered.
+    /// Not carried, and why.
     Withheld {
         /// Why.
         class: WithholdClass,

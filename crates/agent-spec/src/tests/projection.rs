@@ -155,12 +155,12 @@ fn rulings_follow_the_per_backend_table() {
         (AgentBackend::Codex, Concern::Resources, "no-reader"),
         (AgentBackend::Codex, Concern::Hooks, "no-channel"),
         (AgentBackend::Codex, Concern::ToolsSettings, "no-channel"),
-        (AgentBackend::Opencode, Concern::Hooks, "translated"),
+        (AgentBackend::Opencode, Concern::Hooks, "not-run-by-cairn"),
         (AgentBackend::Opencode, Concern::PermissionsDefaultMode, "fixed-by-governance"),
         (AgentBackend::Opencode, Concern::Resources, "no-reader"),
-        (AgentBackend::Mimocode, Concern::Hooks, "unasked-native-tools"),
+        (AgentBackend::Mimocode, Concern::Hooks, "not-run-by-cairn"),
         (AgentBackend::Mimocode, Concern::DisabledTools, "translated"),
-        (AgentBackend::Goose, Concern::Hooks, "translated"),
+        (AgentBackend::Goose, Concern::Hooks, "not-run-by-cairn"),
         (AgentBackend::Goose, Concern::Resources, "no-channel-advertised"),
         (AgentBackend::Goose, Concern::PermissionsDefaultMode, "fixed-by-governance"),
         (AgentBackend::Strands, Concern::McpServers, "delivered"),
@@ -169,16 +169,16 @@ fn rulings_follow_the_per_backend_table() {
         (AgentBackend::Strands, Concern::AutoApprove, "gate-preserving"),
         (AgentBackend::Strands, Concern::PermissionsDefaultMode, "gate-preserving"),
         (AgentBackend::Strands, Concern::Prompt, "context-instead"),
-        (AgentBackend::Strands, Concern::Hooks, "translated"),
+        (AgentBackend::Strands, Concern::Hooks, "not-run-by-cairn"),
         (AgentBackend::Strands, Concern::ToolsSettings, "no-channel"),
-        (AgentBackend::Pi, Concern::McpServers, "broker-only"),
+        (AgentBackend::Pi, Concern::McpServers, "no-projection"),
         (AgentBackend::Pi, Concern::Model, "delivered"),
-        (AgentBackend::Deepseek, Concern::McpServers, "broker-only"),
+        (AgentBackend::Deepseek, Concern::McpServers, "no-projection"),
         (AgentBackend::Deepseek, Concern::Model, "delivered"),
-        (AgentBackend::Kas, Concern::Hooks, "translated"),
+        (AgentBackend::Kas, Concern::Hooks, "not-run-by-cairn"),
         (AgentBackend::Kas, Concern::ToolsSettings, "translated"),
         (AgentBackend::KiroCli, Concern::Hooks, "delivered"),
-        (AgentBackend::KiroCli, Concern::AutoApprove, "translated"),
+        (AgentBackend::KiroCli, Concern::AutoApprove, "no-reader"),
     ];
     for (backend, concern, expected) in table {
         assert_eq!(withheld(ruling(*backend, *concern).disposition), *expected, "{backend} {concern:?}");
@@ -345,4 +345,134 @@ fn claude_settings_validate_against_the_claude_code_settings_schema() {
         validated += 1;
     }
     assert!(validated >= 15, "only {validated} claude projections carried settings");
+}
+
+/// Phrases naming machinery Cairn does not have: it runs no agent, so it
+/// has no turn loop, spawn gate, permission gate, MCP broker or launcher.
+/// Projection texts say what each harness receives, never what such a
+/// runtime would do.
+pub(crate) const RUNTIME_PHRASES: &[&str] =
+    &["turn loop", "spawn gate", "permission request", "broker stub", "launcher", "cairn's gate", "gate tier"];
+
+/// The runtime phrases `text` uses.
+pub(crate) fn runtime_phrases(text: &str) -> Vec<&'static str> {
+    let lower = text.to_lowercase();
+    RUNTIME_PHRASES.iter().copied().filter(|phrase| lower.contains(phrase)).collect()
+}
+
+#[test]
+fn no_ruling_notice_or_doc_describes_a_cairn_runtime() {
+    let mut problems = Vec::new();
+    let mut scan = |what: String, text: &str| {
+        let found = runtime_phrases(text);
+        if !found.is_empty() {
+            problems.push(format!("{what} says {found:?}: {text}"));
+        }
+    };
+    for backend in AgentBackend::ALL {
+        for answer in rulings(backend) {
+            scan(format!("{backend} {:?}", answer.concern), answer.detail);
+            if let Disposition::NoChannel { channel } = answer.disposition {
+                scan(format!("{backend} {:?} channel", answer.concern), channel);
+            }
+        }
+        scan(format!("{backend} zero-tool ban"), &serde_json::to_string(&backend.zero_tool_ban()).unwrap());
+    }
+    // Every notice, withheld server and withheld grant of every case on
+    // every backend, with and without a known kiro-cli version.
+    let root = test_data("projection");
+    let mut scanned = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let spec = read_spec(&dir);
+        let (mut options, scope, prompt) = options(&dir);
+        let peers = peers(&dir);
+        let name = spec.name().unwrap().to_owned();
+        let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: prompt.as_deref(), peers: &peers };
+        for version in [options.kiro_cli_version, None, Version::parse("2.22.0"), Version::parse("2.30.0")] {
+            options.kiro_cli_version = version;
+            for backend in AgentBackend::ALL {
+                let projection = project(&input, backend, &options);
+                let case = format!("{} on {backend}", dir.display());
+                for notice in &projection.notices {
+                    scan(format!("{case}: notice"), notice);
+                    scanned += 1;
+                }
+                for server in &projection.withheld_servers {
+                    scan(format!("{case}: withheld server"), &server.reason);
+                }
+                if let Some(permissions) = &projection.permissions {
+                    for notice in &permissions.notices {
+                        scan(format!("{case}: permissions notice"), notice);
+                    }
+                    for grant in &permissions.withheld {
+                        scan(format!("{case}: withheld grant"), &grant.reason);
+                    }
+                }
+            }
+        }
+    }
+    assert!(scanned > 100, "only {scanned} notices were scanned");
+    // The documentation of what users read: the projection's own sources.
+    for (file, text) in [
+        ("mod.rs", include_str!("../projection/mod.rs")),
+        ("vocabulary.rs", include_str!("../projection/vocabulary.rs")),
+        ("rulings.rs", include_str!("../projection/rulings.rs")),
+        ("build.rs", include_str!("../projection/build.rs")),
+        ("servers.rs", include_str!("../projection/servers.rs")),
+        ("permissions.rs", include_str!("../projection/permissions.rs")),
+        ("checkout.rs", include_str!("../projection/checkout.rs")),
+    ] {
+        for (number, line) in text.lines().enumerate() {
+            scan(format!("projection/{file}:{}", number + 1), line);
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The check has teeth: the texts the audit found are caught.
+    for found in [
+        "fired by Cairn's turn loop: every tool call arrives as a permission request",
+        "only subagent.availableAgents is applied, by Cairn's spawn gate",
+        "Cairn's spec-shell-allowlist and spec-write-allowlist gate tiers",
+        "only Cairn's pooled broker stubs are composed",
+        "env KEY withheld from the KAS wire (Cairn's launcher supplies them)",
+        "Cairn's gate asks for every call",
+    ] {
+        assert!(!runtime_phrases(found).is_empty(), "{found}");
+    }
+}
+
+/// The permissions block against kiro-cli's version: newer reads it,
+/// older drops the whole file, unknown leaves the verdict withheld (the
+/// spec is not reported as dropped) and says why.
+#[test]
+fn kiro_cli_permissions_verdict_follows_the_known_version() {
+    let dir = test_data("projection").join("permissions-block");
+    let spec = read_spec(&dir);
+    let peers = BTreeMap::new();
+    let name = spec.name().unwrap().to_owned();
+    let input = ProjectionInput { name: &name, spec: &spec, scope: Scope::User, prompt: None, peers: &peers };
+    let verdict = |version: Option<&str>| {
+        let options = ProjectionOptions { kiro_cli_version: version.and_then(Version::parse), ..Default::default() };
+        let projection = project(&input, AgentBackend::KiroCli, &options);
+        let permissions: Vec<String> =
+            projection.notices.into_iter().filter(|notice| notice.contains("permissions")).collect();
+        (projection.spec_read, permissions)
+    };
+    let (read, notices) = verdict(Some("2.23.0"));
+    assert!(read && notices.is_empty(), "{notices:?}");
+    let (read, notices) = verdict(Some("2.40.1"));
+    assert!(read && notices.is_empty(), "{notices:?}");
+    let (read, notices) = verdict(Some("2.22.9"));
+    assert!(!read, "an older kiro-cli drops the file");
+    assert!(notices.iter().any(|notice| notice.contains("kiro-cli 2.22.9 predates 2.23.0")), "{notices:?}");
+    let (read, notices) = verdict(None);
+    assert!(read, "an unknown version is not reported as a drop");
+    assert!(
+        notices.iter().any(|notice| notice.contains("withheld because the kiro-cli version is unknown")
+            && notice.contains("state the installed version")),
+        "{notices:?}"
+    );
 }

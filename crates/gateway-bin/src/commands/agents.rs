@@ -8,9 +8,12 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use cairn_agent_spec::projection::{AgentBackend, AgentProjection, Disposition, ProjectionInput, ProjectionOptions};
+use cairn_agent_spec::projection::{
+    AgentBackend, AgentProjection, Disposition, ProjectionInput, ProjectionOptions, Version,
+};
 use cairn_agent_spec::{AgentSpec, Pins};
 
 use cairn_agent_spec::{
@@ -38,7 +41,9 @@ pub(crate) enum AgentCommand {
     /// the projected servers, deny set and settings, and the notices.
     Project(ProjectArgs),
     /// Write a harness's own files from an agent's projection, merged into
-    /// what is there (an existing entry is never replaced).
+    /// what is there (an existing entry is never replaced). Claude Code
+    /// reads what `--to claude-code` writes; `--to kas` writes a hand-off
+    /// file that neither KAS nor kiro-cli reads.
     Export(ExportArgs),
 }
 
@@ -49,6 +54,11 @@ pub(crate) struct ProjectArgs {
     /// kiro-cli, kas, claude, codex, opencode, mimocode, goose, strands, pi or deepseek.
     #[arg(long, value_name = "BACKEND")]
     backend: String,
+    /// kiro-cli's version, instead of asking `kiro-cli --version` (kiro-cli
+    /// reads a spec's `permissions` block from 2.23.0; an older release drops
+    /// the whole file).
+    #[arg(long, value_name = "X.Y.Z", value_parser = parse_stated_version)]
+    kiro_version: Option<Version>,
     #[command(flatten)]
     dirs: Dirs,
     /// Print JSON instead of text.
@@ -59,9 +69,11 @@ pub(crate) struct ProjectArgs {
 /// The harnesses `cairn agent export` writes files for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ExportTarget {
-    /// `.mcp.json` and `.claude/settings.local.json` in the directory.
+    /// `.mcp.json` and `.claude/settings.local.json` in the directory, which Claude Code reads.
     ClaudeCode,
-    /// `.kiro/kas-custom-agents.json` (the `customAgents` batch) in the directory.
+    /// `.kiro/kas-custom-agents.json`: the `customAgents` batch as a hand-off document. Neither KAS
+    /// nor kiro-cli reads this file; copy its agents into `_meta.kiro.customAgents` of your own KAS
+    /// `session/new` request.
     Kas,
 }
 
@@ -334,27 +346,29 @@ fn check(home: &Home, args: &CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The projection of agent `name` on `backend`, from the catalog of those
-/// directories.
+/// directories; kiro-cli's version as `stated`, else asked of `kiro-cli`.
 pub(crate) fn projection(
     home: &Home,
     name: &str,
     backend: AgentBackend,
-    agents_dir: Option<&Path>,
-    project: Option<&Path>,
+    dirs: &Dirs,
+    stated: Option<Version>,
 ) -> anyhow::Result<AgentProjection> {
-    let catalog = home.agents(agents_dir, project)?;
-    Ok(project_in(&catalog, &home.pins()?, &home.resolve_context(project), name, backend)?)
+    let catalog = home.agents(dirs.agents_dir.as_deref(), dirs.project.as_deref())?;
+    let kiro_cli = KiroCliVersion::for_backend(backend, stated.map(|version| (version, "--kiro-version")));
+    Ok(project_in(&catalog, &home.pins()?, &home.resolve_context(dirs.project.as_deref()), name, backend, kiro_cli)?)
 }
 
 /// The projection of agent `name` on `backend`: the prompt resolved, the
 /// catalog's other agents as the sub-agent pool, the resolver's warnings
-/// first among the notices.
+/// first among the notices, then where kiro-cli's version came from.
 pub(crate) fn project_in(
     catalog: &AgentCatalog,
     pins: &Pins,
     context: &ResolveContext,
     name: &str,
     backend: AgentBackend,
+    kiro_cli: Option<KiroCliVersion>,
 ) -> Result<AgentProjection, cairn_agent_spec::AgentSpecError> {
     let resolved = catalog.resolve(name, pins)?;
     let prompt = resolve_prompt(&resolved.spec, resolved.scope, context).ok().map(|prompt| prompt.text);
@@ -371,11 +385,152 @@ pub(crate) fn project_in(
         prompt: prompt.as_deref(),
         peers: &peers,
     };
-    let mut built = cairn_agent_spec::projection::project(&input, backend, &ProjectionOptions::default());
-    for warning in resolved.warnings.iter().rev() {
-        built.notices.insert(0, warning.clone());
-    }
+    let options = ProjectionOptions {
+        kiro_cli_version: kiro_cli.as_ref().and_then(|known| known.version),
+        ..ProjectionOptions::default()
+    };
+    let mut built = cairn_agent_spec::projection::project(&input, backend, &options);
+    let mut front = resolved.warnings.clone();
+    front.extend(kiro_cli.map(|known| known.notice()));
+    built.notices.splice(0..0, front);
     Ok(built)
+}
+
+/// How long `kiro-cli --version` may take before its version counts as
+/// unknown.
+const KIRO_CLI_PROBE_DEADLINE: Duration = Duration::from_secs(3);
+/// At most this much of its output is read.
+const KIRO_CLI_PROBE_MAX_BYTES: u64 = 4096;
+
+/// kiro-cli's version for one command or request, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KiroCliVersion {
+    /// `None` when unknown.
+    pub(crate) version: Option<Version>,
+    /// `--kiro-version`, `kiro-cli --version`, or why it is unknown.
+    source: String,
+    /// How the caller states it (a flag or a query parameter).
+    how_to_state: &'static str,
+}
+
+impl KiroCliVersion {
+    /// For a kiro-cli projection: the `stated` version (with the flag or
+    /// parameter that stated it), else the installed kiro-cli's, asked
+    /// once. `None` for every other backend, which the version does not
+    /// concern.
+    pub(crate) fn for_backend(backend: AgentBackend, stated: Option<(Version, &'static str)>) -> Option<Self> {
+        Self::for_backend_with(backend, stated, "--kiro-version X.Y.Z", probe_kiro_cli_version)
+    }
+
+    /// As [`Self::for_backend`], naming how a caller states the version.
+    pub(crate) fn for_backend_with(
+        backend: AgentBackend,
+        stated: Option<(Version, &'static str)>,
+        how_to_state: &'static str,
+        probe: impl FnOnce() -> Result<Version, String>,
+    ) -> Option<Self> {
+        if backend != AgentBackend::KiroCli {
+            return None;
+        }
+        Some(match stated {
+            Some((version, by)) => {
+                Self { version: Some(version), source: format!("as stated with {by}"), how_to_state }
+            }
+            None => match probe() {
+                Ok(version) => {
+                    Self { version: Some(version), source: "from `kiro-cli --version`".to_owned(), how_to_state }
+                }
+                Err(why) => Self { version: None, source: why, how_to_state },
+            },
+        })
+    }
+
+    /// The notice naming the version and its source.
+    fn notice(&self) -> String {
+        match self.version {
+            Some(version) => format!("kiro-cli version: {version} ({})", self.source),
+            None => format!("kiro-cli version: unknown ({}); state it with {}", self.source, self.how_to_state),
+        }
+    }
+}
+
+/// A version as a user states it: `2.23.0`, `v2.23`, `2.23.0-beta.1`.
+pub(crate) fn parse_stated_version(text: &str) -> Result<Version, String> {
+    strict_version(text.trim()).ok_or_else(|| format!("`{text}` is not a version like 2.23.0"))
+}
+
+/// One whitespace-free token read as `[v]MAJOR.MINOR[.PATCH][-+...]`, each
+/// number at most six digits; anything else is not a version.
+fn strict_version(token: &str) -> Option<Version> {
+    let token = token.strip_prefix('v').unwrap_or(token);
+    let core = token.split(['-', '+']).next()?;
+    let parts: Vec<&str> = core.split('.').collect();
+    if !(2..=3).contains(&parts.len())
+        || parts.iter().any(|part| part.is_empty() || part.len() > 6 || !part.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    let number = |index: usize| parts.get(index).map_or(Some(0), |part| part.parse::<u32>().ok());
+    Some(Version(number(0)?, number(1)?, number(2)?))
+}
+
+/// The version in `kiro-cli --version`'s output, which is untrusted: the
+/// first line that has text, its first token that is a whole version
+/// (`kiro-cli 2.23.0`, `2.23.0`); `None` for anything else.
+pub(crate) fn version_in_output(output: &[u8]) -> Option<Version> {
+    let text = String::from_utf8_lossy(output);
+    let line = text.lines().map(str::trim).find(|line| !line.is_empty())?;
+    line.split_whitespace().take(8).find_map(strict_version)
+}
+
+/// Runs `kiro-cli --version` (found on `PATH`) with no input, for at most
+/// [`KIRO_CLI_PROBE_DEADLINE`], reading at most
+/// [`KIRO_CLI_PROBE_MAX_BYTES`] of its output; why the version is unknown
+/// otherwise.
+pub(crate) fn probe_kiro_cli_version() -> Result<Version, String> {
+    use std::io::Read as _;
+    use std::process::{Command, Stdio};
+    let mut child = match Command::new("kiro-cli")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Err("no `kiro-cli` on PATH".to_owned()),
+        Err(error) => return Err(format!("`kiro-cli --version` could not be run: {error}")),
+    };
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    // The reader may outlive the deadline when a grandchild keeps the pipe
+    // open; it is not waited for.
+    std::thread::spawn(move || {
+        let mut output = Vec::new();
+        let _ = stdout.take(KIRO_CLI_PROBE_MAX_BYTES).read_to_end(&mut output);
+        let _ = sender.send(output);
+    });
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < KIRO_CLI_PROBE_DEADLINE => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "`kiro-cli --version` did not answer within {} s",
+                    KIRO_CLI_PROBE_DEADLINE.as_secs()
+                ));
+            }
+        }
+    };
+    let remaining = KIRO_CLI_PROBE_DEADLINE.saturating_sub(started.elapsed()).max(Duration::from_millis(100));
+    let output = receiver.recv_timeout(remaining).unwrap_or_default();
+    if !status.success() {
+        return Err(format!("`kiro-cli --version` failed ({status})"));
+    }
+    version_in_output(&output).ok_or_else(|| "`kiro-cli --version` printed no version".to_owned())
 }
 
 fn project(home: &Home, args: &ProjectArgs) -> anyhow::Result<ExitCode> {
@@ -386,14 +541,13 @@ fn project(home: &Home, args: &ProjectArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let built =
-        match projection(home, &args.name, backend, args.dirs.agents_dir.as_deref(), args.dirs.project.as_deref()) {
-            Ok(built) => built,
-            Err(error) => {
-                eprintln!("error: {error:#}");
-                return Ok(ExitCode::FAILURE);
-            }
-        };
+    let built = match projection(home, &args.name, backend, &args.dirs, args.kiro_version) {
+        Ok(built) => built,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     let mut out = io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &built)?;
@@ -583,14 +737,13 @@ fn export(home: &Home, args: &ExportArgs) -> anyhow::Result<ExitCode> {
         ExportTarget::ClaudeCode => AgentBackend::Claude,
         ExportTarget::Kas => AgentBackend::Kas,
     };
-    let built =
-        match projection(home, &args.name, backend, args.dirs.agents_dir.as_deref(), args.dirs.project.as_deref()) {
-            Ok(built) => built,
-            Err(error) => {
-                eprintln!("error: {error:#}");
-                return Ok(ExitCode::FAILURE);
-            }
-        };
+    let built = match projection(home, &args.name, backend, &args.dirs, None) {
+        Ok(built) => built,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     if !built.spec_read {
         for notice in &built.notices {
             eprintln!("notice: {notice}");
@@ -608,6 +761,14 @@ fn export(home: &Home, args: &ExportArgs) -> anyhow::Result<ExitCode> {
     };
     for file in &files {
         write_export(file, args.dry_run)?;
+    }
+    if args.to == ExportTarget::Kas {
+        for file in &files {
+            println!(
+                "note: neither KAS nor kiro-cli reads {}: it is a hand-off document; copy its agents into `_meta.kiro.customAgents` of your own KAS session/new request",
+                file.path.display()
+            );
+        }
     }
     for notice in &built.notices {
         println!("notice: {notice}");

@@ -1,4 +1,5 @@
-//! `cairn agent list | show | pin | check`.
+//! `cairn agent list | show | pin | check | project | export` and the
+//! projection route.
 
 use std::path::{Path, PathBuf};
 
@@ -319,6 +320,13 @@ fn export_to_kas_writes_the_custom_agents_batch_and_refuses_a_spec_the_backend_c
         serde_json::from_str(&std::fs::read_to_string(target.join(".kiro/kas-custom-agents.json")).unwrap()).unwrap();
     assert_eq!(written["customAgents"]["oncall"]["model"], "claude-opus-4.7");
     assert!(written["customAgents"]["oncall"]["tools"].as_array().unwrap().iter().any(|tool| tool == "read_file"));
+    let stdout = String::from_utf8(done.stdout).unwrap();
+    assert!(
+        stdout.contains("note: neither KAS nor kiro-cli reads") && stdout.contains("kas-custom-agents.json"),
+        "the output says the file is a hand-off document: {stdout}"
+    );
+    let help = String::from_utf8(setup.run(&["export", "--help"]).stdout).unwrap();
+    assert!(help.contains("Neither KAS nor kiro-cli reads this file"), "{help}");
 
     let markdown = setup.run(&["export", "notes", "--to", "claude-code", "--dir", dir]);
     assert!(!markdown.status.success());
@@ -341,6 +349,171 @@ fn the_projection_route_answers_per_backend_and_refuses_bad_queries() {
     assert_eq!(reply.body["projection"]["backend"], "codex");
     assert_eq!(reply.body["projection"]["settings"]["config_options"]["mode"], "read-only");
     assert_eq!(gateway.get("/api/agents/oncall/projection").code(), "missing_backend");
+    let stated = gateway.get("/api/agents/oncall/projection?backend=kiro-cli&kiro_version=2.30.0");
+    assert_eq!(stated.status, 200, "{}", stated.body);
+    assert_eq!(
+        stated.body["projection"]["notices"][0], "kiro-cli version: 2.30.0 (as stated with ?kiro_version=)",
+        "{}",
+        stated.body
+    );
+    assert_eq!(
+        gateway.get("/api/agents/oncall/projection?backend=kiro-cli&kiro_version=latest").code(),
+        "bad_kiro_version"
+    );
     assert_eq!(gateway.get("/api/agents/oncall/projection?backend=copilot").code(), "unknown_backend");
     assert_eq!(gateway.get("/api/agents/nobody/projection?backend=kas").code(), "agent_not_found");
+}
+
+/// Phrases naming machinery Cairn does not have (it runs no agent); the
+/// same list the agent-spec crate checks its texts against.
+const RUNTIME_PHRASES: &[&str] =
+    &["turn loop", "spawn gate", "permission request", "broker stub", "launcher", "cairn's gate", "gate tier"];
+
+#[test]
+fn no_projection_text_or_agent_help_describes_a_cairn_runtime() {
+    let setup = setup();
+    let cases = ["hooks-every-event", "managed-tool-policy", "tools-settings", "disabled-tools", "secrets-in-servers"];
+    let mut names = Vec::new();
+    for case in cases {
+        let spec: Value = serde_json::from_str(&projection_fixture(case)).unwrap();
+        let name = spec["name"].as_str().unwrap().to_owned();
+        setup.write(&format!("{name}.json"), &projection_fixture(case));
+        names.push(name);
+    }
+    let mut texts = Vec::new();
+    for name in &names {
+        for backend in
+            ["kiro-cli", "kas", "claude", "codex", "opencode", "mimocode", "goose", "strands", "pi", "deepseek"]
+        {
+            let output = setup.run(&["project", name, "--backend", backend, "--kiro-version", "2.30.0"]);
+            assert!(output.status.success(), "{name} {backend}: {}", String::from_utf8_lossy(&output.stderr));
+            texts.push((format!("cairn agent project {name} --backend {backend}"), output.stdout));
+        }
+    }
+    let subcommands: [&[&str]; 7] = [&[], &["list"], &["show"], &["pin"], &["check"], &["project"], &["export"]];
+    for sub in subcommands {
+        let mut args: Vec<&str> = sub.to_vec();
+        args.push("--help");
+        let output = setup.run(&args);
+        assert!(output.status.success(), "{args:?}");
+        texts.push((format!("cairn agent {}", args.join(" ")), output.stdout));
+    }
+    let mut problems = Vec::new();
+    for (what, text) in &texts {
+        let text = String::from_utf8_lossy(text).to_lowercase();
+        for phrase in RUNTIME_PHRASES {
+            if let Some(at) = text.find(phrase) {
+                let line = text[..at].rsplit('\n').next().unwrap_or_default().to_owned() + &text[at..];
+                problems.push(format!("{what} says {phrase:?}: {}", line.lines().next().unwrap_or_default()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(texts.len(), names.len() * 10 + 7);
+}
+
+/// A fake `kiro-cli` whose `--version` runs `body` (a shell script), alone
+/// on the returned PATH.
+fn fake_kiro_cli(dir: &Path, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let bin = dir.join(format!("bin-{}", dir.read_dir().unwrap().count()));
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("kiro-cli");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[test]
+fn kiro_cli_version_is_probed_once_or_stated_and_an_unknown_one_is_said() {
+    let setup = setup();
+    setup.write("kas-native.json", &projection_fixture("permissions-block"));
+    let fakes = setup.home.join("fakes");
+    std::fs::create_dir_all(&fakes).unwrap();
+    let project = |path: &Path, extra: &[&str]| -> (bool, Vec<String>) {
+        let mut args = vec!["project", "kas-native", "--backend", "kiro-cli", "--json"];
+        args.extend_from_slice(extra);
+        let output = cairn()
+            .env("HOME", &setup.home)
+            .env("CAIRN_HOME", &setup.data_home)
+            .env("PATH", path)
+            .arg("agent")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let projection: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let notices =
+            projection["notices"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect();
+        (projection["spec_read"].as_bool().unwrap(), notices)
+    };
+    let unknown = "the verdict on this block is withheld because the kiro-cli version is unknown";
+    // (what `kiro-cli --version` does, spec read, the version notice, the permissions notice)
+    let cases: &[(&str, bool, &str, &str)] = &[
+        ("echo 'kiro-cli 2.30.1'", true, "kiro-cli version: 2.30.1 (from `kiro-cli --version`)", ""),
+        (
+            "echo 'kiro-cli 2.22.0'",
+            false,
+            "kiro-cli version: 2.22.0 (from `kiro-cli --version`)",
+            "kiro-cli 2.22.0 predates 2.23.0",
+        ),
+        (
+            "echo 'error: license 404 expired'; echo 'kiro-cli 2.30.0'",
+            true,
+            "kiro-cli version: unknown (`kiro-cli --version` printed no version); state it with --kiro-version X.Y.Z",
+            unknown,
+        ),
+        (
+            "printf '\\377\\376 v9999999.1\\n'",
+            true,
+            "kiro-cli version: unknown (`kiro-cli --version` printed no version)",
+            unknown,
+        ),
+        ("echo 'kiro-cli 2.30.0'; exit 3", true, "kiro-cli version: unknown (`kiro-cli --version` failed", unknown),
+        (
+            "exec /bin/sleep 30",
+            true,
+            "kiro-cli version: unknown (`kiro-cli --version` did not answer within 3 s)",
+            unknown,
+        ),
+    ];
+    for (body, read, version_notice, permissions_notice) in cases {
+        let bin = fake_kiro_cli(&fakes, body);
+        let (spec_read, notices) = project(&bin, &[]);
+        assert_eq!(spec_read, *read, "{body}: {notices:?}");
+        assert!(notices.iter().any(|notice| notice.starts_with(version_notice)), "{body}: {notices:?}");
+        if permissions_notice.is_empty() {
+            assert!(!notices.iter().any(|notice| notice.starts_with("permissions")), "{body}: {notices:?}");
+        } else {
+            assert!(notices.iter().any(|notice| notice.contains(permissions_notice)), "{body}: {notices:?}");
+        }
+    }
+    // No kiro-cli on PATH at all.
+    let empty = fakes.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (spec_read, notices) = project(&empty, &[]);
+    assert!(spec_read, "{notices:?}");
+    assert!(
+        notices
+            .iter()
+            .any(|notice| notice
+                == "kiro-cli version: unknown (no `kiro-cli` on PATH); state it with --kiro-version X.Y.Z"),
+        "{notices:?}"
+    );
+    assert!(notices.iter().any(|notice| notice.contains(unknown)), "{notices:?}");
+    // A stated version wins over the installed one, which is not asked.
+    let older = fake_kiro_cli(&fakes, "echo 'kiro-cli 2.22.0'");
+    let (spec_read, notices) = project(&older, &["--kiro-version", "v2.23.0"]);
+    assert!(spec_read, "{notices:?}");
+    assert!(notices.iter().any(|notice| notice == "kiro-cli version: 2.23.0 (as stated with --kiro-version)"));
+    // Another backend does not ask kiro-cli at all.
+    let output = setup.run(&["project", "kas-native", "--backend", "claude", "--json"]);
+    let projection: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(!projection["notices"].to_string().contains("kiro-cli version"), "{projection}");
+    // A stated version that is not one is refused.
+    for bad in ["latest", "2", "2.x.0", "1.2.3.4", ""] {
+        let refused = setup.run(&["project", "kas-native", "--backend", "kiro-cli", "--kiro-version", bad]);
+        assert!(!refused.status.success(), "{bad:?}");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a version like 2.23.0"), "{bad:?}");
+    }
 }

@@ -320,14 +320,17 @@ mod tests {
     }
 }
 
-/// `?backend=` of the projection route.
+/// `?backend=` (and `?kiro_version=`) of the projection route.
 #[derive(Debug, serde::Deserialize)]
 pub(crate) struct ProjectionQuery {
     backend: Option<String>,
+    kiro_version: Option<String>,
 }
 
-/// `GET /api/agents/{name}/projection?backend=B`: what the agent becomes on
-/// that backend (the same value `cairn agent project --json` prints).
+/// `GET /api/agents/{name}/projection?backend=B[&kiro_version=X.Y.Z]`: what
+/// the agent becomes on that backend (the same value `cairn agent project
+/// --json` prints). On kiro-cli the version is the stated one, else asked
+/// of `kiro-cli --version` once per request.
 pub(crate) async fn get_projection(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -339,13 +342,32 @@ pub(crate) async fn get_projection(
         };
         let backend = cairn_agent_spec::projection::AgentBackend::parse(&backend)
             .map_err(|error| ApiError::bad_request("unknown_backend", error.to_string()))?;
+        let stated = match query.kiro_version.as_deref() {
+            None => None,
+            Some(text) => Some(
+                crate::commands::agents::parse_stated_version(text)
+                    .map_err(|error| ApiError::bad_request("bad_kiro_version", error))?,
+            ),
+        };
         let catalog = load(&state)?;
         if !catalog.names().contains(&name) {
             return Err(ApiError::not_found("agent_not_found", format!("no agent named {name:?}")));
         }
-        let projection =
-            crate::commands::agents::project_in(&catalog, &state.live().agents.pins, &context(&state), &name, backend)
-                .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
+        let kiro_cli = crate::commands::agents::KiroCliVersion::for_backend_with(
+            backend,
+            stated.map(|version| (version, "?kiro_version=")),
+            "?kiro_version=X.Y.Z",
+            crate::commands::agents::probe_kiro_cli_version,
+        );
+        let projection = crate::commands::agents::project_in(
+            &catalog,
+            &state.live().agents.pins,
+            &context(&state),
+            &name,
+            backend,
+            kiro_cli,
+        )
+        .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
         Ok(Json(json!({ "ok": true, "projection": projection })))
     })
     .await
