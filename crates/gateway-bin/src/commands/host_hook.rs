@@ -40,6 +40,9 @@ const MAX_INPUT_BYTES: usize = 4 * 1024 * 1024;
 /// Kept back from the deadline for this process's own start and exit, so
 /// the whole process, as the host times it, ends within the deadline.
 const PROCESS_RESERVE: Duration = Duration::from_millis(20);
+/// How long past its deadline a hook with no gateway waits for its
+/// transcript append (the host waits too; losing the message is worse).
+const RECORD_GRACE: Duration = Duration::from_secs(10);
 
 /// `cairn hook <host> <event>`
 #[derive(Debug, clap::Args)]
@@ -131,19 +134,28 @@ fn read_input() -> Result<Value, String> {
 }
 
 /// Answers in this process, without the model, within `left`; nothing
-/// (exit 0) when that takes longer.
+/// (exit 0) when that takes longer. An event that appends to a transcript
+/// waits for its append past the deadline (up to [`RECORD_GRACE`]): a
+/// slow store makes a hook late rather than lose what it records.
 fn fallback(home: &Home, args: &HookArgs, input: Value, left: Duration) -> HookAnswer {
     let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    let (recorded_tx, recorded) = std::sync::mpsc::channel();
     let home = home.clone();
     let (host, event, agent) = (args.host, args.event.clone(), args.agent.clone());
+    let records = EventKind::records(host, &event);
     let spawned = std::thread::Builder::new().name("cairn-hook".to_owned()).spawn(move || {
-        let answer = engine::answer(&LocalBackend::new(&home), host, &event, agent.as_deref(), &input);
+        let backend = LocalBackend::new(&home).notifying(recorded_tx);
+        let answer = engine::answer(&backend, host, &event, agent.as_deref(), &input);
         let _ = sender.send(answer);
     });
     if let Err(error) = spawned {
         return HookAnswer::skip(format!("cannot start the hook's worker: {error}"));
     }
     receiver.recv_timeout(left).unwrap_or_else(|_| {
+        // Returns at the append, or at once when the worker ended without one.
+        if records && recorded.recv_timeout(RECORD_GRACE).is_err() {
+            tracing::warn!("the hook's transcript message was not appended within {RECORD_GRACE:?}");
+        }
         HookAnswer::skip(format!(
             "no gateway answered and memory could not be read within {} ms; no context this time",
             left.as_millis()

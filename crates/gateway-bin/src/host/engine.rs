@@ -243,8 +243,10 @@ fn claude_session_start(
 
 fn claude_prompt(backend: &dyn HookBackend, agent: Option<&AgentContext>, input: &Value) -> anyhow::Result<HookAnswer> {
     let prompt = field(input, "prompt")?;
-    let answer = message_context(backend, HostName::ClaudeCode, agent, prompt)?;
+    // Recorded first, so a context that fails (or a finisher that answers
+    // nothing) still keeps the prompt.
     let warning = record_or_warn(backend, claude_key(input), TranscriptMessage::new("user", prompt));
+    let answer = message_context(backend, HostName::ClaudeCode, agent, prompt)?;
     let stdout = match answer {
         MessageAnswer::Context(text) => claude_context("UserPromptSubmit", text),
         MessageAnswer::AutoReply(reply) => {

@@ -25,11 +25,20 @@ pub(crate) struct LocalBackend<'a> {
     memory: OnceCell<Option<Arc<MemoryDb>>>,
     context: OnceCell<ContextBuilder>,
     hooks: OnceCell<Arc<ConfigHooks>>,
+    /// Told when a transcript message is durably appended.
+    recorded: Option<std::sync::mpsc::Sender<()>>,
 }
 
 impl<'a> LocalBackend<'a> {
     pub(crate) fn new(home: &'a Home) -> Self {
-        Self { home, memory: OnceCell::new(), context: OnceCell::new(), hooks: OnceCell::new() }
+        Self { home, memory: OnceCell::new(), context: OnceCell::new(), hooks: OnceCell::new(), recorded: None }
+    }
+
+    /// The backend, telling `recorded` after each appended message (the
+    /// hook waits for that past its answer's deadline).
+    pub(crate) fn notifying(mut self, recorded: std::sync::mpsc::Sender<()>) -> Self {
+        self.recorded = Some(recorded);
+        self
     }
 
     fn memory(&self) -> anyhow::Result<Arc<MemoryDb>> {
@@ -78,6 +87,9 @@ impl HookBackend for LocalBackend<'_> {
 
     fn record(&self, key: &str, message: TranscriptMessage) -> anyhow::Result<()> {
         self.memory()?.append_transcript(key, &[message])?;
+        if let Some(recorded) = &self.recorded {
+            let _ = recorded.send(());
+        }
         Ok(())
     }
 

@@ -96,6 +96,15 @@ impl EventKind {
     }
 
     /// How long a hook of this kind may take, from the settings.
+    /// Whether the event appends to a transcript (a prompt, a tool call,
+    /// a reply, a session's end).
+    pub(crate) fn records(host: HostName, event: &str) -> bool {
+        match host {
+            HostName::ClaudeCode => matches!(event, "UserPromptSubmit" | "PostToolUse" | "Stop" | "SessionEnd"),
+            HostName::KiroCli => matches!(event, "userPromptSubmit" | "postToolUse" | "stop"),
+        }
+    }
+
     pub(crate) fn deadline(self, settings: &Settings) -> Duration {
         Duration::from_millis(match self {
             EventKind::Context => settings.host.context_deadline_ms,
