@@ -127,7 +127,7 @@ fn a_write_held_open_on_one_key_leaves_other_keys_free_on_every_gateway() {
     // The same key waits, then sees the held write committed and applies the ladder to it.
     let b = Arc::clone(&gateways.b);
     let same_key = std::thread::spawn(move || {
-        b.write_semantic("user.held", &serde_json::json!("later"), 0.6, Source::Consolidation).unwrap()
+        b.write_semantic("user.held", &serde_json::json!("later"), 0.85, Source::Consolidation).unwrap()
     });
     while waiting_behind(&gateways.url, &gateways.schema, HELD) == 0 {
         assert!(!same_key.is_finished(), "a write of the held key went through");
@@ -164,7 +164,7 @@ fn racing_writers_of_one_key_end_as_their_serial_replay() {
                     .map(|n| {
                         // The user outranks consolidation on the ladder: a mix of updates and skips.
                         let (source, confidence) = if (n + usize::from(name == "b")) % 3 == 0 {
-                            (Source::Consolidation, 0.7)
+                            (Source::Consolidation, 0.85)
                         } else {
                             (Source::UserExplicit, 1.0)
                         };
@@ -241,15 +241,20 @@ fn racing_writers_of_one_lesson_topic_keep_one_lesson_per_topic() {
 }
 
 #[test]
-fn racing_writers_of_the_same_episodes_store_each_once() {
+fn racing_writers_of_near_duplicate_episodes_store_each_once() {
     let Some(gateways) = two_gateways() else { return };
     const EPISODES: usize = 15;
-    let writers: Vec<_> = [Arc::clone(&gateways.a), Arc::clone(&gateways.b)]
+    let writers: Vec<_> = [(Arc::clone(&gateways.a), false), (Arc::clone(&gateways.b), true)]
         .into_iter()
-        .map(|db| {
+        .map(|(db, second)| {
             std::thread::spawn(move || {
                 (0..EPISODES)
-                    .map(|n| db.write_episodic(&NewEpisode::new(format!("deploy number {n} went out on time"))).unwrap())
+                    .map(|n| {
+                        // The second writer's text is a near duplicate of the first's (cosine above 0.88).
+                        let extra = if second { format!(" w{n}f") } else { String::new() };
+                        let text = format!("w{n}a w{n}b w{n}c w{n}d w{n}e{extra}");
+                        db.write_episodic(&NewEpisode::new(text)).unwrap()
+                    })
                     .collect::<Vec<_>>()
             })
         })

@@ -45,10 +45,9 @@ use super::{
 use crate::constants::LESSON_PREFIX;
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
-/// The store lock (`"cairn"` in ASCII): every write transaction holds it
-/// shared, a restore and a migration exclusively. Builds that held it
-/// exclusively for every write still exclude, and are excluded by, these.
-const STORE_LOCK: i64 = 0x0063_6169_726e;
+/// The layer name of the store lock ([`lock_id`] of the schema): every
+/// write transaction holds it shared, a restore and a migration exclusively.
+const STORE_LAYER: &str = "store";
 
 /// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
 const MIGRATIONS: &[&str] = &[
@@ -154,6 +153,12 @@ const MIGRATIONS: &[&str] = &[
         ('episodic_revision', 0),
         ('episodic_text_revision', 0),
         ('store_id', 1 + floor(random() * 9.2e18)::bigint);
+    "#,
+    // 3: no new rows: writers take narrow locks from here on. Builds that
+    // serialised every write on one database-wide lock refuse a store at
+    // this version rather than write beside writers that do not take it.
+    r#"
+    COMMENT ON TABLE meta IS 'Writers hold the schema''s store lock shared and a lock per key, lesson set or layer.';
     "#,
 ];
 
@@ -353,7 +358,8 @@ impl PostgresBackend {
             })?;
         let begin = if write {
             // Read committed: a statement after a lock sees every commit made before the lock was granted.
-            format!("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared({STORE_LOCK})")
+            let (class, object) = lock_id(&self.schema, STORE_LAYER, "");
+            format!("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared({class}, {object})")
         } else {
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
         };
@@ -468,7 +474,8 @@ fn quoting_statement(client: &mut Client) -> Result<&'static str> {
 fn migrate(client: &mut Client, schema: &str) -> Result<()> {
     let operation = "migrating the PostgreSQL schema";
     let mut transaction = client.transaction().map_err(storage(operation))?;
-    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&STORE_LOCK]).map_err(storage(operation))?;
+    let (class, object) = lock_id(schema, STORE_LAYER, "");
+    transaction.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &object]).map_err(storage(operation))?;
     transaction
         .batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
         .map_err(storage(operation))?;
@@ -598,7 +605,8 @@ impl PgTx<'_> {
         if !self.write || self.whole_store {
             return Ok(());
         }
-        self.execute("taking the store lock", "SELECT pg_advisory_xact_lock($1)", &[&STORE_LOCK])?;
+        let (class, object) = lock_id(self.schema, STORE_LAYER, "");
+        self.execute("taking the store lock", "SELECT pg_advisory_xact_lock($1, $2)", &[&class, &object])?;
         self.whole_store = true;
         Ok(())
     }
