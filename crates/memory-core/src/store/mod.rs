@@ -19,9 +19,9 @@
 #[cfg(test)]
 pub(crate) mod db_tests;
 #[cfg(test)]
-mod pg_concurrency_tests;
-#[cfg(test)]
 pub(crate) mod memory;
+#[cfg(test)]
+mod pg_concurrency_tests;
 #[cfg(any(test, feature = "postgres"))]
 pub(crate) mod postgres;
 pub(crate) mod sqlite;

@@ -144,8 +144,7 @@ fn a_write_held_open_on_one_key_leaves_other_keys_free_on_every_gateway() {
 /// Every event of `key`, oldest first: the order writers of one key
 /// committed in (they hold its lock from their read to their commit).
 fn events_of(db: &MemoryDb, key: &str) -> Vec<super::StoredEvent> {
-    let mut events =
-        db.rows().read("reading the audit trail", |tx| tx.newest_events(usize::MAX)).unwrap();
+    let mut events = db.rows().read("reading the audit trail", |tx| tx.newest_events(usize::MAX)).unwrap();
     events.retain(|event| event.key.as_deref() == Some(key));
     events.reverse();
     events

@@ -272,9 +272,10 @@ impl PostgresBackend {
                 "PostgreSQL schema {schema:?} must be lower-case letters, digits and '_'"
             )));
         }
-        let pool_size = u32::try_from(pool_size).ok().filter(|size| (1..=MAX_POOL_SIZE).contains(size)).ok_or_else(
-            || MemoryError::InvalidConfig(format!("postgres_pool_size must be from 1 to {MAX_POOL_SIZE}")),
-        )?;
+        let pool_size =
+            u32::try_from(pool_size).ok().filter(|size| (1..=MAX_POOL_SIZE).contains(size)).ok_or_else(|| {
+                MemoryError::InvalidConfig(format!("postgres_pool_size must be from 1 to {MAX_POOL_SIZE}"))
+            })?;
         let connections = Connections { url: url.to_owned(), schema: schema.to_owned() };
         // The first connection is made here, so a bad URL fails the open at once with the server's own error.
         let mut first = r2d2::ManageConnection::connect(&connections).map_err(storage("connecting to PostgreSQL"))?;
@@ -349,13 +350,10 @@ impl PostgresBackend {
         write: bool,
         work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>,
     ) -> Result<()> {
-        let mut connection = self
-            .pool
-            .get()
-            .map_err(|error| MemoryError::Storage {
-                operation,
-                source: StorageError::new(StorageErrorKind::Busy, PoolError(error.to_string())),
-            })?;
+        let mut connection = self.pool.get().map_err(|error| MemoryError::Storage {
+            operation,
+            source: StorageError::new(StorageErrorKind::Busy, PoolError(error.to_string())),
+        })?;
         let begin = if write {
             // Read committed: a statement after a lock sees every commit made before the lock was granted.
             let (class, object) = lock_id(&self.schema, STORE_LAYER, "");
@@ -1092,12 +1090,12 @@ impl EpisodicRows for PgTx<'_> {
         // `embedding_space = NULL` is never true: no vectors count without a space.
         self.lock_episodic()?;
         let row = self.query_one(
-                "counting episodic rows",
-                "SELECT count(*) FILTER (WHERE NOT is_deleted), count(*) FILTER (WHERE is_deleted),
+            "counting episodic rows",
+            "SELECT count(*) FILTER (WHERE NOT is_deleted), count(*) FILTER (WHERE is_deleted),
                         count(*) FILTER (WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL)
                  FROM episodic_memories",
-                &[&space],
-            )?;
+            &[&space],
+        )?;
         Ok(EpisodicCounts { live: row.get(0), deleted: row.get(1), with_vectors: row.get(2) })
     }
 
