@@ -103,7 +103,9 @@ fn start(cairn: &Path, storage_url: Option<&str>) -> anyhow::Result<Server> {
 /// A fresh database beside the one in `url`; its URL.
 fn fresh_database(url: &str, name: &str) -> anyhow::Result<String> {
     let mut client = postgres::Client::connect(url, postgres::NoTls)?;
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"))?;
+    // One statement per call: several in one query string run as one transaction, which these refuse.
+    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))?;
+    client.batch_execute(&format!("CREATE DATABASE {name}"))?;
     let (base, query) = url.split_once('?').map_or((url, None), |(base, query)| (base, Some(query)));
     let (server, _) = base.rsplit_once('/').context("the URL names no database")?;
     Ok(match query {
