@@ -13,8 +13,10 @@
 //! `REPEATABLE READ READ ONLY` transactions (one consistent snapshot) and
 //! never wait for a writer. A revision bump also sends `NOTIFY
 //! cairn_<schema>` (`cairn_cairn` for the default schema), delivered at
-//! commit, to wake other gateways' caches; the semantic counter is bumped in
-//! the same round trip as the `COMMIT`, so its row is held for no longer.
+//! commit, to wake other gateways' caches. The semantic counter is bumped in
+//! the `COMMIT`'s own round trip, on one of 64 shard rows (by server
+//! process) whose sum is the revision, so concurrent commits do not queue
+//! on one row's lock while each flushes.
 //!
 //! Connections come from an `r2d2` pool of a set size, each keeping its
 //! prepared statements, so a statement is one round trip.
@@ -394,7 +396,15 @@ fn commit_statement(counters: &[Counter], channel: &str) -> String {
         return "COMMIT".to_owned();
     }
     // Counter names and the channel are lower-case letters, digits and '_'.
-    let values = counters.iter().map(|counter| format!("('{}', 1)", counter.name())).collect::<Vec<_>>().join(", ");
+    // A counter bumped at commit is spread over shard rows (`<name>.<n>`, by
+    // the server process), summed by [`PgTx::revision`]: a row is locked
+    // until the commit is flushed, and one row for every writer would make
+    // the commits wait on each other's flush.
+    let values = counters
+        .iter()
+        .map(|counter| format!("('{}.' || pg_backend_pid() % {REVISION_SHARDS}, 1)", counter.name()))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "WITH bumped AS (
             INSERT INTO meta (name, value) VALUES {values}
@@ -405,6 +415,9 @@ fn commit_statement(counters: &[Counter], channel: &str) -> String {
          COMMIT"
     )
 }
+
+/// Shard rows of a counter bumped at commit.
+const REVISION_SHARDS: i32 = 64;
 
 /// The most connections a pool may hold.
 pub(crate) const MAX_POOL_SIZE: u32 = 1024;
@@ -924,8 +937,14 @@ impl Revisions for PgTx<'_> {
         if matches!(counter, Counter::Episodic | Counter::EpisodicText) {
             self.lock_episodic()?;
         }
-        let row = self.query_opt("reading a revision", "SELECT value FROM meta WHERE name = $1", &[&counter.name()])?;
-        Ok(row.map_or(0, |row| row.get(0)))
+        // The counter's own row and its shards (see `commit_statement`): the sum
+        // moves with every committed bump.
+        let row = self.query_one(
+            "reading a revision",
+            "SELECT coalesce(sum(value), 0)::BIGINT FROM meta WHERE name = $1 OR starts_with(name, $1 || '.')",
+            &[&counter.name()],
+        )?;
+        Ok(row.get(0))
     }
 
     fn bump_revision(&mut self, counter: Counter) -> Result<i64> {
@@ -947,8 +966,8 @@ impl Revisions for PgTx<'_> {
     }
 
     fn bump_at_commit(&mut self, counter: Counter) -> Result<()> {
-        // The counter's row is locked only from the bump to the commit, which
-        // go in one round trip: writers of different keys barely wait on it.
+        // Bumped with the `COMMIT`, in its round trip, on a shard row of this
+        // server process: writers of different keys do not wait on one row.
         if !self.bump_at_commit.contains(&counter) {
             self.bump_at_commit.push(counter);
         }
