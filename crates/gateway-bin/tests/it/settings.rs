@@ -108,7 +108,8 @@ fn config_set_validates_and_keeps_the_file_on_refusal() {
         ("storage.postgres_pool_size", "0"),
         ("storage.postgres_pool_size", "100000"),
     ] {
-        let output = run(home.path(), &["config", "set", key, value]);
+        // `--`: a negative value is a value, not a flag.
+        let output = run(home.path(), &["config", "set", "--", key, value]);
         assert_eq!(output.status.code(), Some(2), "{key} {value}: {}", stderr(&output));
         assert!(stderr(&output).contains("refused"), "{}", stderr(&output));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original, "{key} = {value}");
