@@ -44,6 +44,10 @@ pub(crate) const DEFAULT_POOL_QUEUE: u64 = 64;
 pub(crate) const DEFAULT_HISTORY_IDLE_HOURS: f64 = 3.0;
 /// Daily history files older than this are pruned.
 pub(crate) const DEFAULT_HISTORY_MAX_DAYS: u64 = 365;
+/// The most active episodic rows `memory.episodic_cap` allows.
+pub(crate) const MAX_EPISODIC_CAP: u64 = 10_000_000;
+/// The most connections `storage.postgres_pool_size` allows.
+pub(crate) const MAX_POSTGRES_POOL_SIZE: u64 = 1024;
 /// Chat-completions request timeout.
 pub(crate) const DEFAULT_LLM_TIMEOUT_SECS: u64 = 60;
 /// Retries of a failed chat-completions request.
@@ -392,6 +396,10 @@ pub(crate) struct Settings {
     /// `storage.url`: the PostgreSQL store shared by many gateways; `None`
     /// keeps the rows in `<home>/memory.db`.
     pub(crate) storage_url: Option<String>,
+    /// `storage.postgres_pool_size`: connections the PostgreSQL store keeps open at most.
+    pub(crate) postgres_pool_size: usize,
+    /// `memory.episodic_cap`: active episodic rows kept before eviction.
+    pub(crate) episodic_cap: usize,
     /// `memory.extra_prefixes`: accepted semantic key prefixes besides the built-in ones.
     pub(crate) extra_prefixes: Vec<String>,
     pub(crate) skills: SkillsSection,
@@ -687,6 +695,13 @@ impl Settings {
             }
         }
         let extra_prefixes = recorder.pick("memory.extra_prefixes", None, None, extra_prefixes, Vec::new());
+        let episodic_cap = recorder.pick(
+            "memory.episodic_cap",
+            None,
+            None,
+            memory_section.u64("episodic_cap", 1, MAX_EPISODIC_CAP)?,
+            cairn_memory_core::constants::EPISODIC_DEFAULT_CAP as u64,
+        );
         let legacy_model_path = memory_section.string("embed_model_path")?;
         let legacy_model_url = memory_section.string("embed_model_url")?;
         if memory_section.get("migrated").is_some() {
@@ -715,6 +730,13 @@ impl Settings {
             "storage.url",
             storage_url.as_deref().map_or(Value::Null, |url| Value::String(redact_url_password(url))),
             storage_source,
+        );
+        let postgres_pool_size = recorder.pick(
+            "storage.postgres_pool_size",
+            None,
+            None,
+            storage_section.u64("postgres_pool_size", 1, MAX_POSTGRES_POOL_SIZE)?,
+            cairn_memory_core::constants::POSTGRES_DEFAULT_POOL_SIZE as u64,
         );
         collect_unknown(&storage_section, &path, &mut warnings);
 
@@ -1002,6 +1024,8 @@ impl Settings {
             path,
             memory,
             storage_url,
+            postgres_pool_size: usize::try_from(postgres_pool_size).expect("at most 1024"),
+            episodic_cap: usize::try_from(episodic_cap).expect("at most 10,000,000"),
             extra_prefixes,
             skills,
             hooks,
@@ -1021,6 +1045,8 @@ impl Settings {
     pub(crate) fn memory_config(&self) -> cairn_memory_core::MemoryConfig {
         cairn_memory_core::MemoryConfig {
             extra_prefixes: self.extra_prefixes.clone(),
+            episodic_cap: self.episodic_cap,
+            postgres_pool_size: self.postgres_pool_size,
             ..cairn_memory_core::MemoryConfig::default()
         }
     }
@@ -1364,6 +1390,17 @@ mod tests {
             (r#"{"storage": {"url": "postgres:///cairn"}}"#, "`storage.url`"),
             (r#"{"storage": {"url": 5432}}"#, "`storage.url`"),
             (r#"{"storage": "postgres://db/cairn"}"#, "`storage`"),
+            (r#"{"storage": {"postgres_pool_size": 0}}"#, "`storage.postgres_pool_size`"),
+            (r#"{"storage": {"postgres_pool_size": -4}}"#, "`storage.postgres_pool_size`"),
+            (r#"{"storage": {"postgres_pool_size": "8"}}"#, "`storage.postgres_pool_size`"),
+            (r#"{"storage": {"postgres_pool_size": 2.5}}"#, "`storage.postgres_pool_size`"),
+            (r#"{"storage": {"postgres_pool_size": 1025}}"#, "`storage.postgres_pool_size`"),
+            (r#"{"memory": {"episodic_cap": 0}}"#, "`memory.episodic_cap`"),
+            (r#"{"memory": {"episodic_cap": -1}}"#, "`memory.episodic_cap`"),
+            (r#"{"memory": {"episodic_cap": "10000"}}"#, "`memory.episodic_cap`"),
+            (r#"{"memory": {"episodic_cap": 1.5}}"#, "`memory.episodic_cap`"),
+            (r#"{"memory": {"episodic_cap": 10000001}}"#, "`memory.episodic_cap`"),
+            (r#"{"memory": {"episodic_cap": 1e30}}"#, "`memory.episodic_cap`"),
             (r#"{"hooks": {"transforms": 5}}"#, "`hooks`"),
             (r#"{"host": {"context_deadline_ms": 49}}"#, "`host.context_deadline_ms`"),
             (r#"{"host": {"context_deadline_ms": 60001}}"#, "`host.context_deadline_ms`"),
@@ -1472,6 +1509,29 @@ mod tests {
         let environment = Environment::from_pairs(&[("CAIRN_STORAGE_URL", "sqlite:///var/cairn/memory.db")]);
         let message = load_with("{}", &Flags::default(), &environment).unwrap_err().to_string();
         assert!(message.contains("CAIRN_STORAGE_URL"), "{message}");
+    }
+
+    #[test]
+    fn the_episodic_cap_and_the_pool_size_default_and_come_from_the_file() {
+        let settings = load("{}").unwrap();
+        assert_eq!((settings.episodic_cap, source(&settings, "memory.episodic_cap")), (10_000, Source::Default));
+        assert_eq!(
+            (settings.postgres_pool_size, source(&settings, "storage.postgres_pool_size")),
+            (8, Source::Default)
+        );
+        let settings =
+            load(r#"{"memory": {"episodic_cap": 10000000}, "storage": {"postgres_pool_size": 1024}}"#).unwrap();
+        assert_eq!(source(&settings, "memory.episodic_cap"), Source::File);
+        assert_eq!(source(&settings, "storage.postgres_pool_size"), Source::File);
+        let config = settings.memory_config();
+        assert_eq!((config.episodic_cap, config.postgres_pool_size), (10_000_000, 1024));
+        for (text, range) in [
+            (r#"{"memory": {"episodic_cap": 0}}"#, "from 1 to 10000000"),
+            (r#"{"storage": {"postgres_pool_size": 2000}}"#, "from 1 to 1024"),
+        ] {
+            let message = error(text);
+            assert!(message.contains(range), "{text}: {message}");
+        }
     }
 
     #[test]

@@ -114,6 +114,8 @@ pub const EPISODIC_MAX_CHARS: usize = 2_000;
 pub const EPISODIC_DEDUP_COSINE: f32 = 0.88;
 /// Active episodic rows kept; a write beyond it evicts the lowest importance, then the oldest.
 pub const EPISODIC_DEFAULT_CAP: usize = 10_000;
+/// Connections a PostgreSQL store keeps open at most, by default.
+pub const POSTGRES_DEFAULT_POOL_SIZE: usize = 8;
 /// Default importance of an episodic row.
 pub const EPISODIC_DEFAULT_IMPORTANCE: f64 = 0.5;
 /// Results rendered into the `[Episodic Memory]` block.

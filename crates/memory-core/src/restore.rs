@@ -538,7 +538,7 @@ fn restore(
             },
         )?;
         tx.set_setting(PENDING_SETTING, &id)?;
-        tx.bump_revision(Counter::Semantic)?;
+        tx.bump_at_commit(Counter::Semantic)?;
         tx.bump_revision(Counter::Episodic)?;
         Ok(())
     });

@@ -152,7 +152,7 @@ pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Re
                 && existing.has_vector_in.as_deref() != Some(space.as_str())
             {
                 tx.set_semantic_vector(write.key, vector, space)?;
-                tx.bump_revision(Counter::Semantic)?;
+                tx.bump_at_commit(Counter::Semantic)?;
             }
             Ok(WriteOutcome::Unchanged { key })
         }
@@ -186,7 +186,7 @@ pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Re
                     detail: None,
                 },
             )?;
-            tx.bump_revision(Counter::Semantic)?;
+            tx.bump_at_commit(Counter::Semantic)?;
             tracing::debug!(key = write.key, action = action.as_str(), "semantic write accepted");
             tracing::trace!(key = write.key, value = write.value_text, "semantic value");
             Ok(if action == MemoryAuditAction::Updated {
@@ -224,7 +224,7 @@ pub(crate) fn apply_delete(
             detail,
         },
     )?;
-    tx.bump_revision(Counter::Semantic)?;
+    tx.bump_at_commit(Counter::Semantic)?;
     tracing::debug!(key, "semantic entry tombstoned");
     Ok(DeleteOutcome::Deleted)
 }

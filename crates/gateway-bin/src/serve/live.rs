@@ -6,8 +6,9 @@
 //! running gateway to reload (`POST /api/config/reload`), and the gateway
 //! also notices an edit of `config.json` by itself within a few seconds.
 //! A request works on the `Live` it started with. `server.*`,
-//! `embedding.*`, `storage.*` and `llm.*` are read once at start (the
-//! listener, the model and pool, the store and the consolidating model);
+//! `embedding.*`, `storage.*`, `llm.*` and `memory.episodic_cap` are read
+//! once at start (the listener, the model and pool, the store and the
+//! consolidating model);
 //! a change to one of them is reported as needing a restart.
 
 use std::path::PathBuf;
@@ -25,6 +26,8 @@ use crate::home::{ContextParts, Home, SkillSources};
 
 /// Sections read once at start.
 const RESTART_SECTIONS: &[&str] = &["server", "embedding", "storage", "llm"];
+/// Keys of the other sections read once at start (the store is opened with them).
+const RESTART_KEYS: &[&str] = &["memory.episodic_cap"];
 /// How often the gateway looks at `config.json`.
 pub(crate) const CONFIG_POLL: Duration = Duration::from_secs(2);
 
@@ -117,7 +120,7 @@ pub(crate) struct ReloadReport {
 
 /// Whether `key` is read only at start.
 pub(crate) fn needs_restart(key: &str) -> bool {
-    key.split_once('.').is_some_and(|(section, _)| RESTART_SECTIONS.contains(&section))
+    RESTART_KEYS.contains(&key) || key.split_once('.').is_some_and(|(section, _)| RESTART_SECTIONS.contains(&section))
 }
 
 impl AppState {

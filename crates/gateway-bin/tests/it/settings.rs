@@ -101,8 +101,15 @@ fn config_set_validates_and_keeps_the_file_on_refusal() {
         ("memory.extra_prefixes", "[\"Team\"]"),
         ("embedding.pool_workers", "0"),
         ("home", "/tmp"),
+        ("memory.episodic_cap", "0"),
+        ("memory.episodic_cap", "-10"),
+        ("memory.episodic_cap", "many"),
+        ("memory.episodic_cap", "99999999999"),
+        ("storage.postgres_pool_size", "0"),
+        ("storage.postgres_pool_size", "100000"),
     ] {
-        let output = run(home.path(), &["config", "set", key, value]);
+        // `--`: a negative value is a value, not a flag.
+        let output = run(home.path(), &["config", "set", "--", key, value]);
         assert_eq!(output.status.code(), Some(2), "{key} {value}: {}", stderr(&output));
         assert!(stderr(&output).contains("refused"), "{}", stderr(&output));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original, "{key} = {value}");
@@ -114,6 +121,21 @@ fn config_set_validates_and_keeps_the_file_on_refusal() {
     let show: Value = serde_json::from_str(&stdout(&run(home.path(), &["config", "show", "--json"]))).unwrap();
     assert_eq!(entry(&show, "server.port")["value"], 9100);
     assert_eq!(entry(&show, "llm.model")["value"], "m");
+    assert_eq!(
+        (&entry(&show, "memory.episodic_cap")["value"], &entry(&show, "memory.episodic_cap")["source"]),
+        (&json!(10_000), &json!("default"))
+    );
+    assert_eq!(entry(&show, "storage.postgres_pool_size")["value"], 8);
+    for (key, value) in [("memory.episodic_cap", "1000000"), ("storage.postgres_pool_size", "16")] {
+        let output = run(home.path(), &["config", "set", key, value]);
+        assert!(output.status.success(), "{key}: {}", stderr(&output));
+    }
+    let show: Value = serde_json::from_str(&stdout(&run(home.path(), &["config", "show", "--json"]))).unwrap();
+    assert_eq!(
+        (&entry(&show, "memory.episodic_cap")["value"], &entry(&show, "memory.episodic_cap")["source"]),
+        (&json!(1_000_000), &json!("file"))
+    );
+    assert_eq!(entry(&show, "storage.postgres_pool_size")["value"], 16);
     // The environment wins over the file, and says so.
     let output = cairn()
         .arg("--home")

@@ -59,6 +59,9 @@ pub struct MemoryConfig {
     pub episodic_fusion: Fusion,
     /// Weight of importance × age in hybrid episodic retrieval, 0 to 1.
     pub episodic_prior_weight: f64,
+    /// Connections a PostgreSQL store keeps open at most (8 by default;
+    /// 1 to 1,024); SQLite ignores it.
+    pub postgres_pool_size: usize,
 }
 
 impl Default for MemoryConfig {
@@ -71,6 +74,7 @@ impl Default for MemoryConfig {
             episodic_mode: RetrievalMode::Hybrid,
             episodic_fusion: Fusion::default(),
             episodic_prior_weight: crate::constants::HYBRID_PRIOR_WEIGHT,
+            postgres_pool_size: crate::constants::POSTGRES_DEFAULT_POOL_SIZE,
         }
     }
 }
@@ -237,7 +241,7 @@ impl MemoryDb {
     #[cfg(any(test, feature = "postgres"))]
     pub(crate) fn open_postgres_schema(url: &str, schema: &str, home: &Path, config: MemoryConfig) -> Result<Self> {
         let _span = tracing::debug_span!("memory_db_open", backend = "postgres").entered();
-        let backend = crate::store::postgres::PostgresBackend::open(url, schema)?;
+        let backend = crate::store::postgres::PostgresBackend::open(url, schema, config.postgres_pool_size)?;
         Self::open_remote(
             home.join(DB_FILE_NAME),
             Arc::new(backend),
@@ -608,6 +612,9 @@ fn validate_config(config: &MemoryConfig) -> Result<(Vec<String>, EpisodicConfig
     }
     if config.episodic_cap == 0 {
         return Err(MemoryError::InvalidConfig("episodic_cap must be at least 1".to_owned()));
+    }
+    if !(1..=1024).contains(&config.postgres_pool_size) {
+        return Err(MemoryError::InvalidConfig("postgres_pool_size must be from 1 to 1024".to_owned()));
     }
     if !(0.0..=1.0).contains(&config.episodic_prior_weight) {
         return Err(MemoryError::InvalidConfig("episodic_prior_weight must be between 0 and 1".to_owned()));

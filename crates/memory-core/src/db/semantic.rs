@@ -195,7 +195,7 @@ impl MemoryDb {
                     }
                 }
                 if updated > 0 {
-                    tx.bump_revision(Counter::Semantic)?;
+                    tx.bump_at_commit(Counter::Semantic)?;
                 }
                 Ok(updated)
             })?;

@@ -1,14 +1,25 @@
 //! The PostgreSQL backend: the same rows in a PostgreSQL schema, shared by
 //! many gateways.
 //!
-//! Every write transaction first takes one transaction-scoped advisory
-//! lock, so writers on every gateway are serialised exactly as SQLite's
-//! `BEGIN IMMEDIATE` serialises processes: the ladder's read-modify-write,
-//! the audit cap and the revision counters need no retry loop and lose no
-//! update. Reads run in `REPEATABLE READ READ ONLY` transactions (one
-//! consistent snapshot) and never wait for a writer. A revision bump also
-//! sends `NOTIFY cairn_<schema>` (`cairn_cairn` for the default schema), delivered at commit, to wake other
-//! gateways' caches.
+//! Writers on every gateway run at once and lose no update: a write
+//! transaction holds one store-wide advisory lock *shared*, and before it
+//! first reads the rows an invariant rests on it takes a transaction-scoped
+//! advisory lock as narrow as that invariant (see [`PgTx`]): the key for
+//! the conflict ladder, all lessons for lesson dedup, the episodic layer for
+//! its dedup, cap and index revision. Writes to different keys therefore
+//! commit concurrently; the same key waits, and then reads the committed
+//! row (read committed), as SQLite's `BEGIN IMMEDIATE` would have it. A
+//! restore or a migration holds the store lock exclusively. Reads run in
+//! `REPEATABLE READ READ ONLY` transactions (one consistent snapshot) and
+//! never wait for a writer. A revision bump also sends `NOTIFY
+//! cairn_<schema>` (`cairn_cairn` for the default schema), delivered at
+//! commit, to wake other gateways' caches. The semantic counter is bumped in
+//! the `COMMIT`'s own round trip, on one of 64 shard rows (by server
+//! process) whose sum is the revision, so concurrent commits do not queue
+//! on one row's lock while each flushes.
+//!
+//! Connections come from an `r2d2` pool of a set size, each keeping its
+//! prepared statements, so a statement is one round trip.
 //!
 //! Keys use the `"C"` collation, so listing order is byte order, as in SQLite.
 //!
@@ -17,6 +28,7 @@
 //! search; the text revision SQLite's triggers bump is bumped here by the
 //! two writes that change the set of active texts.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +36,7 @@ use parking_lot::{Condvar, Mutex};
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
-use postgres::{Client, IsolationLevel, NoTls};
+use postgres::{Client, NoTls, Statement};
 
 use super::{
     AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
@@ -32,12 +44,12 @@ use super::{
     SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
     blob_vector, vector_blob,
 };
+use crate::constants::LESSON_PREFIX;
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
-/// The advisory lock every write transaction holds (`"cairn"` in ASCII).
-const WRITE_LOCK: i64 = 0x0063_6169_726e;
-/// Connections kept open for reuse.
-const MAX_IDLE_CONNECTIONS: usize = 8;
+/// The layer name of the store lock ([`lock_id`] of the schema): every
+/// write transaction holds it shared, a restore and a migration exclusively.
+const STORE_LAYER: &str = "store";
 
 /// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
 const MIGRATIONS: &[&str] = &[
@@ -144,6 +156,12 @@ const MIGRATIONS: &[&str] = &[
         ('episodic_text_revision', 0),
         ('store_id', 1 + floor(random() * 9.2e18)::bigint);
     "#,
+    // 3: no new rows: writers take narrow locks from here on. Builds that
+    // serialised every write on one database-wide lock refuse a store at
+    // this version rather than write beside writers that do not take it.
+    r#"
+    COMMENT ON TABLE meta IS 'Writers hold the schema''s store lock shared and a lock per key, lesson set or layer.';
+    "#,
 ];
 
 /// The schema a gateway's store lives in.
@@ -196,34 +214,92 @@ pub(crate) struct PostgresBackend {
     schema: String,
     /// The `NOTIFY` channel of this store's revision bumps.
     channel: String,
-    idle: Mutex<Vec<Client>>,
+    /// Open connections, each with its prepared statements.
+    pool: r2d2::Pool<Connections>,
     /// Notifications heard, counted by the listener thread.
     changes: Arc<Changes>,
     /// One of the `QUOTING_*` statements, chosen by what `lower()` folds here.
     quoting: &'static str,
 }
 
+/// Connections to one schema for the pool: each selects the schema once
+/// and keeps the statements it prepared, so a statement costs one round
+/// trip after its first use.
+struct Connections {
+    url: String,
+    schema: String,
+}
+
+/// A pooled connection and its prepared statements, by SQL text.
+struct Connection {
+    client: Client,
+    statements: HashMap<String, Statement>,
+    /// Set when a rollback failed: the pool drops the connection.
+    broken: bool,
+}
+
+impl r2d2::ManageConnection for Connections {
+    type Connection = Connection;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> std::result::Result<Connection, postgres::Error> {
+        let mut client = Client::connect(&self.url, NoTls)?;
+        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {0}; SET search_path TO {0}", self.schema))?;
+        Ok(Connection { client, statements: HashMap::new(), broken: false })
+    }
+
+    fn is_valid(&self, connection: &mut Connection) -> std::result::Result<(), postgres::Error> {
+        connection.client.batch_execute("")
+    }
+
+    fn has_broken(&self, connection: &mut Connection) -> bool {
+        connection.broken || connection.client.is_closed()
+    }
+}
+
+/// The pool found no connection in time (the server is down or every
+/// connection is busy).
+#[derive(Debug, thiserror::Error)]
+#[error("no PostgreSQL connection: {0}")]
+struct PoolError(String);
+
 impl PostgresBackend {
-    /// Connects to `url`, creates `schema` when missing and migrates it.
-    /// Two gateways opening a fresh schema at once migrate it exactly once.
-    pub(crate) fn open(url: &str, schema: &str) -> Result<Self> {
+    /// Connects to `url`, creates `schema` when missing and migrates it;
+    /// at most `pool_size` connections are open at once (the listener's
+    /// aside). Two gateways opening a fresh schema at once migrate it
+    /// exactly once.
+    pub(crate) fn open(url: &str, schema: &str, pool_size: usize) -> Result<Self> {
         if schema.is_empty() || !schema.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
             return Err(MemoryError::InvalidConfig(format!(
                 "PostgreSQL schema {schema:?} must be lower-case letters, digits and '_'"
             )));
         }
-        let mut backend = Self {
+        let pool_size =
+            u32::try_from(pool_size).ok().filter(|size| (1..=MAX_POOL_SIZE).contains(size)).ok_or_else(|| {
+                MemoryError::InvalidConfig(format!("postgres_pool_size must be from 1 to {MAX_POOL_SIZE}"))
+            })?;
+        let connections = Connections { url: url.to_owned(), schema: schema.to_owned() };
+        // The first connection is made here, so a bad URL fails the open at once with the server's own error.
+        let mut first = r2d2::ManageConnection::connect(&connections).map_err(storage("connecting to PostgreSQL"))?;
+        migrate(&mut first.client, schema)?;
+        let quoting = quoting_statement(&mut first.client)?;
+        let pool = r2d2::Pool::builder()
+            .max_size(pool_size)
+            .min_idle(Some(0))
+            // A broken connection shows at its next statement, which fails the
+            // transaction as a lost server would; no extra round trip per checkout.
+            .test_on_check_out(false)
+            .connection_timeout(POOL_WAIT)
+            .build_unchecked(connections);
+        let backend = Self {
             url: url.to_owned(),
             schema: schema.to_owned(),
             channel: format!("cairn_{schema}"),
-            idle: Mutex::new(Vec::new()),
+            pool,
             changes: Arc::new(Changes::default()),
-            quoting: QUOTING_ASCII,
+            quoting,
         };
-        let mut client = backend.connect()?;
-        migrate(&mut client, schema)?;
-        backend.quoting = quoting_statement(&mut client)?;
-        backend.idle.lock().push(client);
+        drop(first);
         backend.start_listener();
         Ok(backend)
     }
@@ -267,48 +343,86 @@ impl PostgresBackend {
         }
     }
 
-    fn connect(&self) -> Result<Client> {
-        let mut client = Client::connect(&self.url, NoTls).map_err(storage("connecting to PostgreSQL"))?;
-        client
-            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {0}; SET search_path TO {0}", self.schema))
-            .map_err(storage("selecting the schema"))?;
-        Ok(client)
-    }
-
+    /// Runs `work` in one transaction on a pooled connection. `BEGIN` (with
+    /// a write's shared store lock) goes in one round trip, and a write's
+    /// deferred revision bumps go with its `COMMIT` in another.
     fn transaction(
         &self,
         operation: &'static str,
         write: bool,
         work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>,
     ) -> Result<()> {
-        let pooled = self.idle.lock().pop();
-        let mut client = match pooled {
-            Some(client) if !client.is_closed() => client,
-            _ => self.connect()?,
+        let mut connection = self.pool.get().map_err(|error| MemoryError::Storage {
+            operation,
+            source: StorageError::new(StorageErrorKind::Busy, PoolError(error.to_string())),
+        })?;
+        let begin = if write {
+            // Read committed: a statement after a lock sees every commit made before the lock was granted.
+            let (class, object) = lock_id(&self.schema, STORE_LAYER, "");
+            format!("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared({class}, {object})")
+        } else {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
         };
         let result = (|| {
-            let isolation = if write { IsolationLevel::ReadCommitted } else { IsolationLevel::RepeatableRead };
-            let mut transaction = client
-                .build_transaction()
-                .isolation_level(isolation)
-                .read_only(!write)
-                .start()
-                .map_err(storage(operation))?;
-            if write {
-                // Statements after the lock see every earlier writer's commit (read committed).
-                transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(storage(operation))?;
-            }
-            work(&mut PgTx { tx: &mut transaction, quoting: self.quoting, channel: &self.channel })?;
-            transaction.commit().map_err(storage(operation))
+            connection.client.batch_execute(&begin).map_err(storage(operation))?;
+            let mut tx = PgTx {
+                connection: &mut connection,
+                write,
+                schema: &self.schema,
+                quoting: self.quoting,
+                channel: &self.channel,
+                held: HashSet::new(),
+                whole_store: false,
+                bump_at_commit: Vec::new(),
+            };
+            work(&mut tx)?;
+            let commit = commit_statement(&tx.bump_at_commit, &self.channel);
+            connection.client.batch_execute(&commit).map_err(storage(operation))
         })();
-        let mut idle = self.idle.lock();
-        if idle.len() < MAX_IDLE_CONNECTIONS && !client.is_closed() {
-            idle.push(client);
+        if result.is_err() {
+            // Statements prepared before a schema change would fail again.
+            connection.statements.clear();
+            if !connection.client.is_closed() && connection.client.batch_execute("ROLLBACK").is_err() {
+                connection.broken = true;
+            }
         }
         result
     }
 }
 
+/// `COMMIT`, after bumping `counters` (at most once each) and announcing them.
+fn commit_statement(counters: &[Counter], channel: &str) -> String {
+    if counters.is_empty() {
+        return "COMMIT".to_owned();
+    }
+    // Counter names and the channel are lower-case letters, digits and '_'.
+    // A counter bumped at commit is spread over shard rows (`<name>.<n>`, by
+    // the server process), summed by [`PgTx::revision`]: a row is locked
+    // until the commit is flushed, and one row for every writer would make
+    // the commits wait on each other's flush.
+    let values = counters
+        .iter()
+        .map(|counter| format!("('{}.' || pg_backend_pid() % {REVISION_SHARDS}, 1)", counter.name()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "WITH bumped AS (
+            INSERT INTO meta (name, value) VALUES {values}
+            ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
+            RETURNING name
+         )
+         SELECT pg_notify('{channel}', name) FROM bumped;
+         COMMIT"
+    )
+}
+
+/// Shard rows of a counter bumped at commit.
+const REVISION_SHARDS: i32 = 64;
+
+/// The most connections a pool may hold.
+pub(crate) const MAX_POOL_SIZE: u32 = 1024;
+/// How long a transaction waits for a pooled connection.
+const POOL_WAIT: Duration = Duration::from_secs(30);
 /// How long the listener waits for a notification before checking that
 /// its backend still exists.
 const LISTEN_POLL: Duration = Duration::from_millis(500);
@@ -367,11 +481,12 @@ fn quoting_statement(client: &mut Client) -> Result<&'static str> {
     }
 }
 
-/// Runs the missing migrations in one transaction under the write lock.
+/// Runs the missing migrations in one transaction under the store lock.
 fn migrate(client: &mut Client, schema: &str) -> Result<()> {
     let operation = "migrating the PostgreSQL schema";
     let mut transaction = client.transaction().map_err(storage(operation))?;
-    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(storage(operation))?;
+    let (class, object) = lock_id(schema, STORE_LAYER, "");
+    transaction.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &object]).map_err(storage(operation))?;
     transaction
         .batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
         .map_err(storage(operation))?;
@@ -396,16 +511,53 @@ fn migrate(client: &mut Client, schema: &str) -> Result<()> {
 }
 
 /// The rows of one PostgreSQL transaction.
-struct PgTx<'t, 'c> {
-    tx: &'t mut postgres::Transaction<'c>,
+///
+/// A write transaction holds the store lock shared from its `BEGIN`, and
+/// takes a transaction-scoped advisory lock for each invariant just before
+/// its first read of the rows behind it: the key of a semantic row (the
+/// ladder's read-modify-write), all lessons (a lesson is deduplicated
+/// against every other), the episodic layer (exact and near dedup, the cap
+/// and the index revision), a session's transcript, a setting, an import
+/// source's ledger. A read or write of a whole table (a restore's, a
+/// listing inside a write) takes the store lock exclusively instead. A lock
+/// already held costs nothing; a read transaction takes none.
+struct PgTx<'t> {
+    connection: &'t mut Connection,
+    write: bool,
+    schema: &'t str,
     quoting: &'static str,
     /// Where revision bumps are announced.
     channel: &'t str,
+    /// The narrow locks taken so far.
+    held: HashSet<(i32, i32)>,
+    /// Whether the store lock is held exclusively (every narrow lock is then moot).
+    whole_store: bool,
+    /// Counters bumped with the `COMMIT`.
+    bump_at_commit: Vec<Counter>,
 }
 
 /// A row count or offset as a query parameter (`usize::MAX` means no bound).
 fn bound(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// 32-bit FNV-1a: the same on every gateway, whatever its build.
+fn fnv32(parts: &[&str]) -> i32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for part in parts {
+        for byte in part.bytes().chain(std::iter::once(0)) {
+            hash ^= u32::from(byte);
+            hash = hash.wrapping_mul(0x0100_0193);
+        }
+    }
+    i32::from_ne_bytes(hash.to_ne_bytes())
+}
+
+/// The two-key advisory lock of `key` in `layer` of `schema` (a space apart
+/// from the one-key store lock). Two keys may share a lock: they then
+/// serialise, nothing worse.
+pub(crate) fn lock_id(schema: &str, layer: &str, key: &str) -> (i32, i32) {
+    (fnv32(&[schema, layer]), fnv32(&[key]))
 }
 
 const ROW_COLUMNS: &str =
@@ -426,22 +578,65 @@ fn semantic_row(row: &postgres::Row) -> SemanticRow {
     }
 }
 
-impl PgTx<'_, '_> {
+impl PgTx<'_> {
+    /// The prepared form of `sql` on this connection.
+    fn statement(&mut self, operation: &'static str, sql: &str) -> Result<Statement> {
+        if let Some(statement) = self.connection.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.connection.client.prepare(sql).map_err(storage(operation))?;
+        self.connection.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Takes the lock of `key` in `layer` for the rest of a write transaction.
+    fn lock(&mut self, layer: &str, key: &str) -> Result<()> {
+        if !self.write || self.whole_store {
+            return Ok(());
+        }
+        let id = lock_id(self.schema, layer, key);
+        if self.held.insert(id) {
+            self.execute("taking a write lock", "SELECT pg_advisory_xact_lock($1, $2)", &[&id.0, &id.1])?;
+        }
+        Ok(())
+    }
+
+    /// The lock behind a semantic key: all lessons for a lesson, the key otherwise.
+    fn lock_semantic(&mut self, key: &str) -> Result<()> {
+        if key.starts_with(LESSON_PREFIX) { self.lock("lessons", "") } else { self.lock("semantic", key) }
+    }
+
+    /// The lock of the episodic layer.
+    fn lock_episodic(&mut self) -> Result<()> {
+        self.lock("episodic", "")
+    }
+
+    /// The store lock, exclusively: every other writer of the store waits.
+    fn lock_store(&mut self) -> Result<()> {
+        if !self.write || self.whole_store {
+            return Ok(());
+        }
+        let (class, object) = lock_id(self.schema, STORE_LAYER, "");
+        self.execute("taking the store lock", "SELECT pg_advisory_xact_lock($1, $2)", &[&class, &object])?;
+        self.whole_store = true;
+        Ok(())
+    }
+
     fn store_vector(&mut self, key: &str, vector: Option<&[f32]>) -> Result<()> {
         match vector {
-            Some(vector) => self.tx.execute(
+            Some(vector) => self.execute(
+                "storing a vector",
                 "INSERT INTO semantic_vectors (key, embedding) VALUES ($1, $2)
                  ON CONFLICT (key) DO UPDATE SET embedding = excluded.embedding",
                 &[&key, &vector_blob(vector)],
             ),
-            None => self.tx.execute("DELETE FROM semantic_vectors WHERE key = $1", &[&key]),
-        }
-        .map_err(storage("storing a vector"))?;
+            None => self.execute("storing a vector", "DELETE FROM semantic_vectors WHERE key = $1", &[&key]),
+        }?;
         Ok(())
     }
 
     fn count(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<i64> {
-        self.tx.query_one(sql, params).map(|row| row.get(0)).map_err(storage("counting rows"))
+        self.query_one("counting rows", sql, params).map(|row| row.get(0))
     }
 
     fn query(
@@ -450,7 +645,18 @@ impl PgTx<'_, '_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>> {
-        self.tx.query(sql, params).map_err(storage(operation))
+        let statement = self.statement(operation, sql)?;
+        self.connection.client.query(&statement, params).map_err(storage(operation))
+    }
+
+    fn query_one(
+        &mut self,
+        operation: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<postgres::Row> {
+        let statement = self.statement(operation, sql)?;
+        self.connection.client.query_one(&statement, params).map_err(storage(operation))
     }
 
     fn query_opt(
@@ -459,115 +665,131 @@ impl PgTx<'_, '_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<postgres::Row>> {
-        self.tx.query_opt(sql, params).map_err(storage(operation))
+        let statement = self.statement(operation, sql)?;
+        self.connection.client.query_opt(&statement, params).map_err(storage(operation))
     }
 
     fn execute(&mut self, operation: &'static str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        self.tx.execute(sql, params).map_err(storage(operation))
+        let statement = self.statement(operation, sql)?;
+        self.connection.client.execute(&statement, params).map_err(storage(operation))
     }
 }
 
-impl StoreTx for PgTx<'_, '_> {}
+impl StoreTx for PgTx<'_> {}
 
-impl SemanticRows for PgTx<'_, '_> {
+impl SemanticRows for PgTx<'_> {
     fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
-        let rows = self
-            .tx
-            .query(&format!("SELECT {ROW_COLUMNS} FROM semantic_memory WHERE is_deleted ORDER BY key"), &[])
-            .map_err(storage("listing deleted semantic entries"))?;
+        self.lock_store()?;
+        let rows = self.query(
+            "listing deleted semantic entries",
+            &format!("SELECT {ROW_COLUMNS} FROM semantic_memory WHERE is_deleted ORDER BY key"),
+            &[],
+        )?;
         Ok(rows.iter().map(semantic_row).collect())
     }
 
     fn insert_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
-        self.tx
-            .execute(
-                "INSERT INTO semantic_memory
-                    (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
-                     embedding_space)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)",
-                &[
-                    &row.key,
-                    &row.value,
-                    &row.confidence,
-                    &row.source,
-                    &row.category,
-                    &row.created_at,
-                    &row.updated_at,
-                    &row.is_deleted,
-                    &row.version,
-                ],
-            )
-            .map_err(storage("restoring a semantic entry"))?;
+        self.lock_store()?;
+        self.execute(
+            "restoring a semantic entry",
+            "INSERT INTO semantic_memory
+                (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
+                 embedding_space)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)",
+            &[
+                &row.key,
+                &row.value,
+                &row.confidence,
+                &row.source,
+                &row.category,
+                &row.created_at,
+                &row.updated_at,
+                &row.is_deleted,
+                &row.version,
+            ],
+        )?;
         Ok(())
     }
 
     fn semantic_row(&mut self, key: &str) -> Result<Option<SemanticRow>> {
-        let row = self
-            .tx
-            .query_opt(&format!("SELECT {ROW_COLUMNS} FROM semantic_memory WHERE key = $1"), &[&key])
-            .map_err(storage("reading a semantic entry"))?;
+        self.lock_semantic(key)?;
+        let row = self.query_opt(
+            "reading a semantic entry",
+            &format!("SELECT {ROW_COLUMNS} FROM semantic_memory WHERE key = $1"),
+            &[&key],
+        )?;
         Ok(row.as_ref().map(semantic_row))
     }
 
     fn upsert_semantic(&mut self, write: &SemanticUpsert<'_>) -> Result<()> {
-        let space = write.vector.map(|(_, space)| space);
-        self.tx
-            .execute(
-                "INSERT INTO semantic_memory
-                    (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
-                     embedding_space)
-                 VALUES ($1, $2, $3, $4, $5, $6, $6, FALSE, 1, $7)
-                 ON CONFLICT (key) DO UPDATE SET
-                    value = excluded.value,
-                    confidence = excluded.confidence,
-                    source = excluded.source,
-                    category = excluded.category,
-                    created_at = CASE WHEN semantic_memory.is_deleted
-                                      THEN excluded.created_at ELSE semantic_memory.created_at END,
-                    updated_at = excluded.updated_at,
-                    is_deleted = FALSE,
-                    version = semantic_memory.version + 1,
-                    embedding_space = excluded.embedding_space",
-                &[&write.key, &write.value, &write.confidence, &write.source, &write.category, &write.at, &space],
-            )
-            .map_err(storage("writing a semantic entry"))?;
-        self.store_vector(write.key, write.vector.map(|(vector, _)| vector))
+        self.lock_semantic(write.key)?;
+        let (vector, space) = write.vector.map(|(vector, space)| (vector_blob(vector), space)).unzip();
+        // The row and its vector (stored, or dropped when there is none) in one statement.
+        self.execute(
+            "writing a semantic entry",
+            "WITH stored AS (
+                INSERT INTO semantic_vectors (key, embedding) SELECT $1, $8::BYTEA WHERE $8::BYTEA IS NOT NULL
+                ON CONFLICT (key) DO UPDATE SET embedding = excluded.embedding
+             ), dropped AS (
+                DELETE FROM semantic_vectors WHERE key = $1 AND $8::BYTEA IS NULL
+             )
+             INSERT INTO semantic_memory
+                (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
+                 embedding_space)
+             VALUES ($1, $2, $3, $4, $5, $6, $6, FALSE, 1, $7)
+             ON CONFLICT (key) DO UPDATE SET
+                value = excluded.value,
+                confidence = excluded.confidence,
+                source = excluded.source,
+                category = excluded.category,
+                created_at = CASE WHEN semantic_memory.is_deleted
+                                  THEN excluded.created_at ELSE semantic_memory.created_at END,
+                updated_at = excluded.updated_at,
+                is_deleted = FALSE,
+                version = semantic_memory.version + 1,
+                embedding_space = excluded.embedding_space",
+            &[&write.key, &write.value, &write.confidence, &write.source, &write.category, &write.at, &space, &vector],
+        )?;
+        Ok(())
     }
 
     fn tombstone_semantic(&mut self, key: &str, at: i64) -> Result<()> {
-        self.tx
-            .execute(
-                "UPDATE semantic_memory SET is_deleted = TRUE, updated_at = $2, version = version + 1,
-                 embedding_space = NULL WHERE key = $1",
-                &[&key, &at],
-            )
-            .map_err(storage("tombstoning a semantic entry"))?;
-        self.store_vector(key, None)
+        self.lock_semantic(key)?;
+        self.execute(
+            "tombstoning a semantic entry",
+            "WITH dropped AS (DELETE FROM semantic_vectors WHERE key = $1)
+             UPDATE semantic_memory SET is_deleted = TRUE, updated_at = $2, version = version + 1,
+             embedding_space = NULL WHERE key = $1",
+            &[&key, &at],
+        )?;
+        Ok(())
     }
 
     fn live_semantic(&mut self, prefix: &str) -> Result<Vec<SemanticRow>> {
-        let rows = self
-            .tx
-            .query(
-                &format!(
-                    "SELECT {ROW_COLUMNS} FROM semantic_memory
-                     WHERE NOT is_deleted AND starts_with(key, $1) ORDER BY key"
-                ),
-                &[&prefix],
-            )
-            .map_err(storage("listing semantic entries"))?;
+        if prefix == LESSON_PREFIX {
+            self.lock("lessons", "")?;
+        } else {
+            self.lock_store()?;
+        }
+        let rows = self.query(
+            "listing semantic entries",
+            &format!(
+                "SELECT {ROW_COLUMNS} FROM semantic_memory
+                 WHERE NOT is_deleted AND starts_with(key, $1) ORDER BY key"
+            ),
+            &[&prefix],
+        )?;
         Ok(rows.iter().map(semantic_row).collect())
     }
 
     fn semantic_heads(&mut self) -> Result<Vec<SemanticHead>> {
-        let rows = self
-            .tx
-            .query(
-                "SELECT key, version, embedding_space, updated_at FROM semantic_memory
-                 WHERE NOT is_deleted ORDER BY key",
-                &[],
-            )
-            .map_err(storage("loading the semantic snapshot"))?;
+        self.lock_store()?;
+        let rows = self.query(
+            "loading the semantic snapshot",
+            "SELECT key, version, embedding_space, updated_at FROM semantic_memory
+             WHERE NOT is_deleted ORDER BY key",
+            &[],
+        )?;
         Ok(rows
             .iter()
             .map(|row| SemanticHead {
@@ -580,39 +802,44 @@ impl SemanticRows for PgTx<'_, '_> {
     }
 
     fn semantic_counts(&mut self, space: Option<&str>) -> Result<SemanticCounts> {
-        Ok(SemanticCounts {
-            live: self.count("SELECT count(*) FROM semantic_memory WHERE NOT is_deleted", &[])?,
-            deleted: self.count("SELECT count(*) FROM semantic_memory WHERE is_deleted", &[])?,
-            lessons: self.count(
-                "SELECT count(*) FROM semantic_memory WHERE NOT is_deleted AND starts_with(key, 'lesson.')",
-                &[],
-            )?,
-            missing_vectors: self.count(
-                "SELECT count(*) FROM semantic_memory WHERE NOT is_deleted
-                 AND (embedding_space IS NULL OR embedding_space IS DISTINCT FROM $1)",
-                &[&space],
-            )?,
-        })
+        self.lock_store()?;
+        let row = self.query_one(
+            "counting rows",
+            "SELECT count(*) FILTER (WHERE NOT is_deleted),
+                    count(*) FILTER (WHERE is_deleted),
+                    count(*) FILTER (WHERE NOT is_deleted AND starts_with(key, 'lesson.')),
+                    count(*) FILTER (WHERE NOT is_deleted
+                                     AND (embedding_space IS NULL OR embedding_space IS DISTINCT FROM $1))
+             FROM semantic_memory",
+            &[&space],
+        )?;
+        Ok(SemanticCounts { live: row.get(0), deleted: row.get(1), lessons: row.get(2), missing_vectors: row.get(3) })
     }
 }
 
-impl SemanticVectors for PgTx<'_, '_> {
+impl SemanticVectors for PgTx<'_> {
     fn set_semantic_vector(&mut self, key: &str, vector: &[f32], space: &str) -> Result<()> {
-        self.tx
-            .execute("UPDATE semantic_memory SET embedding_space = $2 WHERE key = $1", &[&key, &space])
-            .map_err(storage("storing a vector"))?;
-        self.store_vector(key, Some(vector))
+        self.lock_semantic(key)?;
+        self.execute(
+            "storing a vector",
+            "WITH stored AS (
+                INSERT INTO semantic_vectors (key, embedding) VALUES ($1, $3)
+                ON CONFLICT (key) DO UPDATE SET embedding = excluded.embedding
+             )
+             UPDATE semantic_memory SET embedding_space = $2 WHERE key = $1",
+            &[&key, &space, &vector_blob(vector)],
+        )?;
+        Ok(())
     }
 
     fn set_semantic_vector_if_version(&mut self, key: &str, version: i64, vector: &[f32], space: &str) -> Result<bool> {
-        let changed = self
-            .tx
-            .execute(
-                "UPDATE semantic_memory SET embedding_space = $3
-                 WHERE key = $1 AND version = $2 AND NOT is_deleted",
-                &[&key, &version, &space],
-            )
-            .map_err(storage("storing backfilled vectors"))?;
+        self.lock_semantic(key)?;
+        let changed = self.execute(
+            "storing backfilled vectors",
+            "UPDATE semantic_memory SET embedding_space = $3
+             WHERE key = $1 AND version = $2 AND NOT is_deleted",
+            &[&key, &version, &space],
+        )?;
         if changed > 0 {
             self.store_vector(key, Some(vector))?;
         }
@@ -620,68 +847,69 @@ impl SemanticVectors for PgTx<'_, '_> {
     }
 
     fn semantic_vector(&mut self, key: &str, space: &str) -> Result<Option<Vec<f32>>> {
-        let row = self
-            .tx
-            .query_opt(
-                "SELECT v.embedding FROM semantic_vectors v JOIN semantic_memory m ON m.key = v.key
-                 WHERE v.key = $1 AND m.embedding_space = $2",
-                &[&key, &space],
-            )
-            .map_err(storage("reading a vector"))?;
+        self.lock_semantic(key)?;
+        let row = self.query_opt(
+            "reading a vector",
+            "SELECT v.embedding FROM semantic_vectors v JOIN semantic_memory m ON m.key = v.key
+             WHERE v.key = $1 AND m.embedding_space = $2",
+            &[&key, &space],
+        )?;
         Ok(row.and_then(|row| blob_vector(row.get::<_, &[u8]>(0))))
     }
 
     fn semantic_missing_vectors(&mut self, space: &str, limit: usize) -> Result<Vec<SemanticRow>> {
-        let rows = self
-            .tx
-            .query(
-                &format!(
-                    "SELECT {ROW_COLUMNS} FROM semantic_memory
-                     WHERE NOT is_deleted AND embedding_space IS DISTINCT FROM $1 ORDER BY key LIMIT $2"
-                ),
-                &[&space, &bound(limit)],
-            )
-            .map_err(storage("finding entries without vectors"))?;
+        self.lock_store()?;
+        let rows = self.query(
+            "finding entries without vectors",
+            &format!(
+                "SELECT {ROW_COLUMNS} FROM semantic_memory
+                 WHERE NOT is_deleted AND embedding_space IS DISTINCT FROM $1 ORDER BY key LIMIT $2"
+            ),
+            &[&space, &bound(limit)],
+        )?;
         Ok(rows.iter().map(semantic_row).collect())
     }
 }
 
-impl AuditLog for PgTx<'_, '_> {
+impl AuditLog for PgTx<'_> {
     fn append_event(&mut self, at: i64, event: &EventRecord<'_>, cap: i64) -> Result<()> {
-        let operation = "writing the audit trail";
-        let id: i64 = self
-            .tx
-            .query_one(
-                "INSERT INTO memory_events
+        // One statement: the row, and the trim of rows `cap` or more behind it.
+        // Rows another open transaction is trimming are left to it (`SKIP
+        // LOCKED`): writers of different keys never wait on each other here.
+        self.execute(
+            "writing the audit trail",
+            "WITH added AS (
+                INSERT INTO memory_events
                     (at, memory_type, action, key, old_value, new_value, source, confidence, detail)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-                &[
-                    &at,
-                    &event.memory_type,
-                    &event.action.as_str(),
-                    &event.key,
-                    &event.old_value,
-                    &event.new_value,
-                    &event.source,
-                    &event.confidence,
-                    &event.detail,
-                ],
-            )
-            .map_err(storage(operation))?
-            .get(0);
-        self.tx.execute("DELETE FROM memory_events WHERE id <= $1", &[&(id - cap)]).map_err(storage(operation))?;
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
+             ), old AS (
+                SELECT e.id FROM memory_events e, added WHERE e.id <= added.id - $10
+                FOR UPDATE OF e SKIP LOCKED
+             )
+             DELETE FROM memory_events WHERE id IN (SELECT id FROM old)",
+            &[
+                &at,
+                &event.memory_type,
+                &event.action.as_str(),
+                &event.key,
+                &event.old_value,
+                &event.new_value,
+                &event.source,
+                &event.confidence,
+                &event.detail,
+                &cap,
+            ],
+        )?;
         Ok(())
     }
 
     fn newest_events(&mut self, limit: usize) -> Result<Vec<StoredEvent>> {
-        let rows = self
-            .tx
-            .query(
-                "SELECT id, at, memory_type, action, key, old_value, new_value, source, confidence, detail
-                 FROM memory_events ORDER BY id DESC LIMIT $1",
-                &[&bound(limit)],
-            )
-            .map_err(storage("reading the audit trail"))?;
+        let rows = self.query(
+            "reading the audit trail",
+            "SELECT id, at, memory_type, action, key, old_value, new_value, source, confidence, detail
+             FROM memory_events ORDER BY id DESC LIMIT $1",
+            &[&bound(limit)],
+        )?;
         Ok(rows
             .iter()
             .map(|row| StoredEvent {
@@ -704,28 +932,46 @@ impl AuditLog for PgTx<'_, '_> {
     }
 }
 
-impl Revisions for PgTx<'_, '_> {
+impl Revisions for PgTx<'_> {
     fn revision(&mut self, counter: Counter) -> Result<i64> {
-        let row = self
-            .tx
-            .query_opt("SELECT value FROM meta WHERE name = $1", &[&counter.name()])
-            .map_err(storage("reading a revision"))?;
-        Ok(row.map_or(0, |row| row.get(0)))
+        if matches!(counter, Counter::Episodic | Counter::EpisodicText) {
+            self.lock_episodic()?;
+        }
+        // The counter's own row and its shards (see `commit_statement`): the sum
+        // moves with every committed bump.
+        let row = self.query_one(
+            "reading a revision",
+            "SELECT coalesce(sum(value), 0)::BIGINT FROM meta WHERE name = $1 OR starts_with(name, $1 || '.')",
+            &[&counter.name()],
+        )?;
+        Ok(row.get(0))
     }
 
     fn bump_revision(&mut self, counter: Counter) -> Result<i64> {
-        self.tx
-            .query_one(
-                "WITH bumped AS (
-                    INSERT INTO meta (name, value) VALUES ($1, 1)
-                    ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
-                    RETURNING name, value
-                 )
-                 SELECT value, pg_notify($2, name) FROM bumped",
-                &[&counter.name(), &self.channel],
-            )
-            .map(|row| row.get(0))
-            .map_err(storage("bumping a revision"))
+        if matches!(counter, Counter::Episodic | Counter::EpisodicText) {
+            self.lock_episodic()?;
+        }
+        let channel = self.channel.to_owned();
+        self.query_one(
+            "bumping a revision",
+            "WITH bumped AS (
+                INSERT INTO meta (name, value) VALUES ($1, 1)
+                ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
+                RETURNING name, value
+             )
+             SELECT value, pg_notify($2, name) FROM bumped",
+            &[&counter.name(), &channel],
+        )
+        .map(|row| row.get(0))
+    }
+
+    fn bump_at_commit(&mut self, counter: Counter) -> Result<()> {
+        // Bumped with the `COMMIT`, in its round trip, on a shard row of this
+        // server process: writers of different keys do not wait on one row.
+        if !self.bump_at_commit.contains(&counter) {
+            self.bump_at_commit.push(counter);
+        }
+        Ok(())
     }
 }
 
@@ -748,12 +994,13 @@ fn episodic_row(row: &postgres::Row) -> EpisodicRow {
     }
 }
 
-impl EpisodicRows for PgTx<'_, '_> {
+impl EpisodicRows for PgTx<'_> {
     fn insert_episodic(&mut self, row: &NewEpisodicRow<'_>) -> Result<i64> {
         let (blob, space) = row.vector.unzip();
+        self.lock_episodic()?;
         let id: i64 = self
-            .tx
             .query_one(
+                "writing an episodic row",
                 "INSERT INTO episodic_memories
                     (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref)
                  VALUES ($1, $2, $3, $4, $5, FALSE, $6, $7, $8) RETURNING id",
@@ -767,14 +1014,14 @@ impl EpisodicRows for PgTx<'_, '_> {
                     &space,
                     &row.source_ref,
                 ],
-            )
-            .map_err(storage("writing an episodic row"))?
+            )?
             .get(0);
         self.bump_revision(Counter::EpisodicText)?;
         Ok(id)
     }
 
     fn tombstone_episodic(&mut self, id: i64) -> Result<Option<String>> {
+        self.lock_episodic()?;
         let text: Option<String> = self
             .query_opt(
                 "tombstoning an episodic row",
@@ -789,6 +1036,7 @@ impl EpisodicRows for PgTx<'_, '_> {
     }
 
     fn episodic_with_text(&mut self, text: &str) -> Result<Option<i64>> {
+        self.lock_episodic()?;
         Ok(self
             .query_opt(
                 "checking for a duplicate",
@@ -799,6 +1047,7 @@ impl EpisodicRows for PgTx<'_, '_> {
     }
 
     fn episodic_is_active(&mut self, id: i64) -> Result<bool> {
+        self.lock_episodic()?;
         let deleted: Option<bool> = self
             .query_opt(
                 "checking for a near duplicate",
@@ -810,6 +1059,7 @@ impl EpisodicRows for PgTx<'_, '_> {
     }
 
     fn episodic_eviction_order(&mut self, limit: usize) -> Result<Vec<i64>> {
+        self.lock_episodic()?;
         let rows = self.query(
             "choosing rows to evict",
             "SELECT id FROM episodic_memories WHERE NOT is_deleted
@@ -820,6 +1070,7 @@ impl EpisodicRows for PgTx<'_, '_> {
     }
 
     fn episodic_row(&mut self, id: i64, vector_space: Option<&str>) -> Result<Option<(EpisodicRow, Option<Vec<u8>>)>> {
+        self.lock_episodic()?;
         let row = self.query_opt(
             "reading an episodic row",
             &format!(
@@ -832,6 +1083,7 @@ impl EpisodicRows for PgTx<'_, '_> {
     }
 
     fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>> {
+        self.lock_episodic()?;
         let rows = self.query(
             "listing episodic rows",
             &format!(
@@ -844,6 +1096,7 @@ impl EpisodicRows for PgTx<'_, '_> {
     }
 
     fn episodic_active_ids(&mut self) -> Result<Vec<i64>> {
+        self.lock_episodic()?;
         let rows = self.query(
             "listing active episodic rows",
             "SELECT id FROM episodic_memories WHERE NOT is_deleted ORDER BY id",
@@ -854,15 +1107,14 @@ impl EpisodicRows for PgTx<'_, '_> {
 
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
         // `embedding_space = NULL` is never true: no vectors count without a space.
-        let row = self
-            .tx
-            .query_one(
-                "SELECT count(*) FILTER (WHERE NOT is_deleted), count(*) FILTER (WHERE is_deleted),
+        self.lock_episodic()?;
+        let row = self.query_one(
+            "counting episodic rows",
+            "SELECT count(*) FILTER (WHERE NOT is_deleted), count(*) FILTER (WHERE is_deleted),
                         count(*) FILTER (WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL)
                  FROM episodic_memories",
-                &[&space],
-            )
-            .map_err(storage("counting episodic rows"))?;
+            &[&space],
+        )?;
         Ok(EpisodicCounts { live: row.get(0), deleted: row.get(1), with_vectors: row.get(2) })
     }
 
@@ -879,8 +1131,9 @@ impl EpisodicRows for PgTx<'_, '_> {
     }
 }
 
-impl EpisodicVectors for PgTx<'_, '_> {
+impl EpisodicVectors for PgTx<'_> {
     fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>> {
+        self.lock_episodic()?;
         let operation = "loading episodic vectors";
         let rows = match only {
             None => self.query(
@@ -902,6 +1155,7 @@ impl EpisodicVectors for PgTx<'_, '_> {
     }
 
     fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>> {
+        self.lock_episodic()?;
         let rows = self.query(
             "listing episodic vector ids",
             "SELECT id FROM episodic_memories
@@ -917,6 +1171,7 @@ impl EpisodicVectors for PgTx<'_, '_> {
         after_id: i64,
         limit: usize,
     ) -> Result<Vec<(i64, String)>> {
+        self.lock_episodic()?;
         let rows = self.query(
             "finding episodic rows without vectors",
             "SELECT id, text FROM episodic_memories
@@ -928,6 +1183,7 @@ impl EpisodicVectors for PgTx<'_, '_> {
     }
 
     fn episodic_missing_count(&mut self, space: Option<&str>) -> Result<i64> {
+        self.lock_episodic()?;
         self.count(
             "SELECT count(*) FROM episodic_memories
              WHERE NOT is_deleted AND (embedding_space IS DISTINCT FROM $1 OR embedding IS NULL)",
@@ -936,6 +1192,7 @@ impl EpisodicVectors for PgTx<'_, '_> {
     }
 
     fn set_episodic_vector(&mut self, id: i64, text: &str, blob: &[u8], space: &str) -> Result<bool> {
+        self.lock_episodic()?;
         let changed = self.execute(
             "storing backfilled vectors",
             "UPDATE episodic_memories SET embedding = $2, embedding_space = $3
@@ -946,8 +1203,9 @@ impl EpisodicVectors for PgTx<'_, '_> {
     }
 }
 
-impl EpisodicText for PgTx<'_, '_> {
+impl EpisodicText for PgTx<'_> {
     fn episodic_documents(&mut self, only: Option<&[i64]>) -> Result<Vec<(i64, String, String)>> {
+        self.lock_episodic()?;
         let operation = "loading episodic texts";
         let rows = match only {
             None => self.query(
@@ -967,6 +1225,7 @@ impl EpisodicText for PgTx<'_, '_> {
     }
 
     fn episodic_quoting(&mut self, needle: &str, _words: &[String]) -> Result<Vec<(i64, String)>> {
+        self.lock_episodic()?;
         let rows = self.query("finding stale episodic rows", self.quoting, &[&needle])?;
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
@@ -976,8 +1235,9 @@ impl EpisodicText for PgTx<'_, '_> {
     }
 }
 
-impl TranscriptRows for PgTx<'_, '_> {
+impl TranscriptRows for PgTx<'_> {
     fn session(&mut self, session_key: &str) -> Result<Option<SessionRow>> {
+        self.lock("session", session_key)?;
         let row = self.query_opt(
             "reading a session's transcript state",
             "SELECT next_seq, history_marker, preferences_marker, last_activity, claim_owner, claim_until,
@@ -997,6 +1257,7 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 
     fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()> {
+        self.lock("session", session_key)?;
         self.execute(
             "creating a session's transcript state",
             "INSERT INTO session_state (session_key, last_activity) VALUES ($1, $2)
@@ -1007,6 +1268,7 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 
     fn insert_transcript(&mut self, session_key: &str, row: &TranscriptRow) -> Result<()> {
+        self.lock("session", session_key)?;
         self.execute(
             "appending to a session transcript",
             "INSERT INTO session_transcripts (session_key, seq, role, content, tool_calls, created_at)
@@ -1017,6 +1279,7 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 
     fn advance_session(&mut self, session_key: &str, next_seq: i64, at: i64) -> Result<()> {
+        self.lock("session", session_key)?;
         self.execute(
             "appending to a session transcript",
             "UPDATE session_state SET next_seq = $2, last_activity = greatest(last_activity, $3)
@@ -1027,6 +1290,7 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 
     fn transcript_rows(&mut self, session_key: &str, from: i64, to: i64) -> Result<Vec<TranscriptRow>> {
+        self.lock("session", session_key)?;
         let rows = self.query(
             "reading a session transcript",
             "SELECT seq, created_at, role, content, tool_calls FROM session_transcripts
@@ -1046,6 +1310,7 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 
     fn delete_transcript_below(&mut self, session_key: &str, seq: i64) -> Result<usize> {
+        self.lock("session", session_key)?;
         let removed = self.execute(
             "pruning a session transcript",
             "DELETE FROM session_transcripts WHERE session_key = $1 AND seq < $2",
@@ -1066,6 +1331,7 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 
     fn set_claim(&mut self, session_key: &str, claim: Option<(i64, i64)>) -> Result<()> {
+        self.lock("session", session_key)?;
         let (owner, until) = claim.unzip();
         self.execute(
             "claiming a session for consolidation",
@@ -1076,6 +1342,7 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 
     fn release_claim(&mut self, session_key: &str, owner: i64) -> Result<()> {
+        self.lock("session", session_key)?;
         self.execute(
             "releasing a consolidation claim",
             "UPDATE session_state SET claim_owner = NULL, claim_until = NULL WHERE session_key = $1 AND claim_owner = $2",
@@ -1085,6 +1352,7 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 
     fn move_marker(&mut self, session_key: &str, marker: MarkerColumn, from: i64, to: i64) -> Result<bool> {
+        self.lock("session", session_key)?;
         let sql = match marker {
             MarkerColumn::History => {
                 "UPDATE session_state SET history_marker = $3 WHERE session_key = $1 AND history_marker = $2"
@@ -1097,8 +1365,9 @@ impl TranscriptRows for PgTx<'_, '_> {
     }
 }
 
-impl LedgerRows for PgTx<'_, '_> {
+impl LedgerRows for PgTx<'_> {
     fn ledger_items(&mut self, source: &str) -> Result<Vec<(String, String)>> {
+        self.lock("ledger", source)?;
         let rows = self.query(
             "reading the import provenance ledger",
             "SELECT path, item_hash FROM import_provenance WHERE source = $1 ORDER BY path, item_hash",
@@ -1112,6 +1381,7 @@ impl LedgerRows for PgTx<'_, '_> {
     }
 
     fn record_ledger(&mut self, entry: &LedgerEntry<'_>) -> Result<()> {
+        self.lock("ledger", entry.source)?;
         self.execute(
             "recording import provenance",
             "INSERT INTO import_provenance (source, path, item_hash, landed_as, outcome, target, recorded_at)
@@ -1131,12 +1401,14 @@ impl LedgerRows for PgTx<'_, '_> {
     }
 
     fn setting(&mut self, name: &str) -> Result<Option<String>> {
+        self.lock("setting", name)?;
         Ok(self
             .query_opt("reading a setting", "SELECT value FROM settings WHERE name = $1", &[&name])?
             .map(|row| row.get(0)))
     }
 
     fn set_setting(&mut self, name: &str, value: &str) -> Result<()> {
+        self.lock("setting", name)?;
         self.execute(
             "recording a setting",
             "INSERT INTO settings (name, value) VALUES ($1, $2)

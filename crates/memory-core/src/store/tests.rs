@@ -59,7 +59,7 @@ fn postgres() -> Option<Fixture> {
         SCHEMAS.fetch_add(1, Ordering::Relaxed),
         crate::clock::now_ms() % 1_000_000
     );
-    let open = move || -> Arc<dyn Backend> { Arc::new(PostgresBackend::open(&url, &schema).unwrap()) };
+    let open = move || -> Arc<dyn Backend> { Arc::new(PostgresBackend::open(&url, &schema, 4).unwrap()) };
     Some(Fixture { backend: open(), reopen: Box::new(open), _home: None })
 }
 
