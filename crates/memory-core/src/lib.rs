@@ -76,8 +76,8 @@ mod validate;
 mod tests;
 
 pub use consolidate::{
-    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, RefusedItem, SkillGate, SkillProposal,
-    SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
+    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, RefusedItem, SkillGate,
+    SkillProposal, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
 };
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{
