@@ -134,8 +134,8 @@ pub enum AutoSkillError {
         /// The threshold.
         threshold: f64,
     },
-    /// A refinement named a skill outside `auto/`, or one not generated.
-    #[error("refusing to refine {name:?}: only generated skills under auto/ are refined")]
+    /// A refinement (or restore) named a skill outside `auto/`, or one not generated.
+    #[error("refusing to change {name:?}: only generated skills (source: auto) under auto/ are refined or restored")]
     NotAuto {
         /// The name given.
         name: String,
