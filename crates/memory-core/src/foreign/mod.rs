@@ -624,7 +624,6 @@ fn run(
                 Landing::Skill { .. } if skills.is_none() => {
                     Some(("no_skill_writer".to_owned(), "skills are imported through the cairn binary".to_owned()))
                 }
-                Landing::Skill { text, .. } => skill_refusal(text),
                 _ => None,
             });
         let item = if let Some((code, message)) = unsupported {
@@ -636,7 +635,11 @@ fn run(
             item.outcome = ItemOutcome::AlreadyImported;
             item
         } else if let (Landing::Skill { name, text }, Some(writer)) = (&raw.landing, skills) {
-            let outcome = if dry_run { writer.check(name, text) } else { writer.write(name, text) };
+            let outcome = match skill_refusal(text) {
+                Some((code, message)) => SkillWriteOutcome::Refused(code, message),
+                None if dry_run => writer.check(name, text),
+                None => writer.write(name, text),
+            };
             let (item, recorded) = skill_item(base, outcome, dry_run);
             if let (Some(outcome), false) = (recorded, dry_run) {
                 pending.push(LedgerRow {
