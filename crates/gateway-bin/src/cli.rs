@@ -34,7 +34,7 @@ pub(crate) enum Command {
     /// Embed JSONL rows (each with `id` and `text`); prints `{"id", "vector"}` per row.
     Embed(EmbedArgs),
     /// The skill catalog: list, show, search, create, delete, seed, lint, set-inject, match; generated
-    /// candidates: pending, approve, reject, archive.
+    /// candidates and refinements: pending, approve, reject, archive, restore; the trail: audit.
     Skills(crate::commands::skills::SkillsArgs),
     /// Long-term memory: semantic facts, lessons, episodic fragments, Markdown files, the audit trail, stats.
     #[command(subcommand)]

@@ -8,7 +8,6 @@
 //! own secrets (`server.token`, `config.json`, the memory database) for
 //! every guarded read in the CLI and in `serve`.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,9 +19,10 @@ use cairn_guard::SensitivePaths;
 use cairn_hooks::{ConfigHooks, HookSet, MergeOptions, MergeReport, merge_user_hooks};
 use cairn_host::compose::Storage;
 use cairn_memory_core::{MemoryDb, MemoryFiles};
-use cairn_skills::{AuditSink, SkillAuditEvent, SkillCatalog, SkillsConfig, SystemSkillClock};
+use cairn_skills::{SkillCatalog, SkillsConfig, SystemSkillClock};
 
 use crate::settings::Settings;
+use crate::skills_audit::JsonlAudit;
 
 /// The skills audit trail inside the home.
 pub(crate) const SKILLS_AUDIT_FILE_NAME: &str = "skills-audit.jsonl";
@@ -32,32 +32,6 @@ pub(crate) const SKILLS_AUDIT_FILE_NAME: &str = "skills-audit.jsonl";
 pub(crate) struct Home {
     settings: Settings,
     sensitive: SensitivePaths,
-}
-
-/// Appends skill audit records to `<home>/skills-audit.jsonl`.
-#[derive(Debug)]
-pub(crate) struct JsonlAudit {
-    path: PathBuf,
-}
-
-impl AuditSink for JsonlAudit {
-    fn record(&self, event: SkillAuditEvent) {
-        let line = match serde_json::to_string(&event) {
-            Ok(line) => line,
-            Err(error) => {
-                tracing::warn!(%error, "cannot encode a skills audit record");
-                return;
-            }
-        };
-        let mut options = std::fs::OpenOptions::new();
-        options.create(true).append(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let result = options.open(&self.path).and_then(|mut file| writeln!(file, "{line}"));
-        if let Err(error) = result {
-            tracing::warn!(%error, path = %self.path.display(), "cannot append a skills audit record");
-        }
-    }
 }
 
 /// Where a skill catalog reads from, beyond the settings.
@@ -157,6 +131,11 @@ impl Home {
     pub(crate) fn skills(&self, sources: &SkillSources) -> SkillCatalog {
         let audit = Arc::new(JsonlAudit { path: self.dir().join(SKILLS_AUDIT_FILE_NAME) });
         SkillCatalog::with_parts(self.skills_config(sources), Arc::new(SystemSkillClock), audit)
+    }
+
+    /// The skills audit trail, `<home>/skills-audit.jsonl`.
+    pub(crate) fn skills_audit_path(&self) -> PathBuf {
+        self.dir().join(SKILLS_AUDIT_FILE_NAME)
     }
 
     /// The auto-skill pipeline over `<home>/skills/auto`, auditing into

@@ -10,6 +10,7 @@ mod logging;
 mod mcp;
 mod serve;
 mod settings;
+mod skills_audit;
 
 use clap::Parser;
 

@@ -77,6 +77,8 @@ pub(crate) mod env {
     pub(crate) const LLM_API_KEY: &str = "CAIRN_LLM_API_KEY";
     pub(crate) const STORAGE_URL: &str = "CAIRN_STORAGE_URL";
     pub(crate) const HOST_START_GATEWAY: &str = "CAIRN_HOST_START_GATEWAY";
+    /// OpenClaw's own workspace variable, read for `import.openclaw_workspace`.
+    pub(crate) const OPENCLAW_WORKSPACE_DIR: &str = "OPENCLAW_WORKSPACE_DIR";
     /// Every variable above.
     pub(crate) const ALL: &[&str] = &[
         HOME,
@@ -91,6 +93,7 @@ pub(crate) mod env {
         LLM_API_KEY,
         STORAGE_URL,
         HOST_START_GATEWAY,
+        OPENCLAW_WORKSPACE_DIR,
     ];
 }
 
@@ -411,6 +414,10 @@ pub(crate) struct Settings {
     pub(crate) server: ServerSection,
     pub(crate) host: HostSection,
     pub(crate) context: ContextSection,
+    /// `import.openclaw_workspace` (or `OPENCLAW_WORKSPACE_DIR`): the
+    /// OpenClaw workspace `cairn import` reads when no flag names one; an
+    /// absolute path.
+    pub(crate) openclaw_workspace: Option<PathBuf>,
     /// One line per unknown or ignored key.
     pub(crate) warnings: Vec<String>,
     /// Every effective value, in resolution order.
@@ -658,8 +665,20 @@ impl Settings {
         let root = parse_root(&path, text)?;
         let mut warnings = Vec::new();
         for key in root.keys() {
-            if !["memory", "storage", "skills", "hooks", "agent", "embedding", "llm", "server", "host", "context"]
-                .contains(&key.as_str())
+            if ![
+                "memory",
+                "storage",
+                "skills",
+                "hooks",
+                "agent",
+                "embedding",
+                "llm",
+                "server",
+                "host",
+                "context",
+                "import",
+            ]
+            .contains(&key.as_str())
             {
                 warnings.push(format!("{}: unknown section `{key}` (ignored)", path.display()));
             }
@@ -1018,8 +1037,25 @@ impl Settings {
         };
         collect_unknown(&context_section, &path, &mut warnings);
 
+        let mut import_section = Section::of(&path, &root, "import")?;
+        let openclaw_file = import_section.string("openclaw_workspace")?.map(PathBuf::from);
+        if openclaw_file.as_ref().is_some_and(|dir| !dir.is_absolute()) {
+            return Err(invalid(&path, "import.openclaw_workspace", "must be an absolute path"));
+        }
+        let openclaw_env = environment.get(env::OPENCLAW_WORKSPACE_DIR).map(PathBuf::from);
+        if openclaw_env.as_ref().is_some_and(|dir| !dir.is_absolute()) {
+            return Err(ConfigError::Env {
+                name: env::OPENCLAW_WORKSPACE_DIR,
+                reason: "must be an absolute path".to_owned(),
+            });
+        }
+        let openclaw_workspace =
+            recorder.pick("import.openclaw_workspace", None, openclaw_env.map(Some), openclaw_file.map(Some), None);
+        collect_unknown(&import_section, &path, &mut warnings);
+
         let agent = AgentSection { agents_dir, project_dir, spec_pins, kiro_hooks };
         Ok(Self {
+            openclaw_workspace,
             home,
             path,
             memory,

@@ -76,8 +76,8 @@ mod validate;
 mod tests;
 
 pub use consolidate::{
-    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, RefusedItem, SkillGate, SkillProposal,
-    SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
+    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, RefusedItem, SkillGate,
+    SkillProposal, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
 };
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{
@@ -96,8 +96,9 @@ pub use files::{
     ZonedClock,
 };
 pub use foreign::{
-    ForeignCounts, ForeignItem, ForeignReport, ForeignRoots, ForeignSource, ImportDiagnostic, ItemOutcome,
-    apply_foreign, scan_foreign,
+    ForeignCategory, ForeignCounts, ForeignItem, ForeignReport, ForeignRoots, ForeignSelection, ForeignSkillWriter,
+    ForeignSource, ImportDiagnostic, ItemOutcome, SkillWriteOutcome, apply_foreign, apply_foreign_with, scan_foreign,
+    scan_foreign_with,
 };
 pub use integrity::{RepairReport, TableSalvage, checkpoint_wal, repair_database};
 pub use jsonl::{JsonlLessonStore, LessonBook};

@@ -41,6 +41,8 @@ pub enum SkillAuditAction {
     AutoSkillStale,
     /// A generated skill was archived.
     AutoSkillArchive,
+    /// A generated skill's previous version was put back.
+    AutoSkillRestore,
 }
 
 /// One audit record.

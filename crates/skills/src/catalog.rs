@@ -533,6 +533,18 @@ impl SkillCatalog {
         result
     }
 
+    /// What [`create`](Self::create) would decide, writing nothing: the
+    /// sanitised name, or the refusal (name rules, size, credentials,
+    /// frontmatter, a skill already there).
+    pub fn check_create(&self, name: &str, content: &str) -> Result<String> {
+        let name = sanitize_name(name)?;
+        Self::check_content(&name, content)?;
+        if fs::symlink_metadata(self.config.owned_dir().join(&name)).is_ok() {
+            return Err(SkillsError::AlreadyExists { name });
+        }
+        Ok(name)
+    }
+
     fn create_inner(&self, name: &str, content: &str) -> Result<String> {
         let name = sanitize_name(name)?;
         Self::check_content(&name, content)?;

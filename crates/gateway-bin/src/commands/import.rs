@@ -10,6 +10,11 @@
 //!
 //! Exit status 0 whatever individual entries met (they are reported); a
 //! flag naming a directory that does not exist is an error.
+//!
+//! `--only lessons,facts,episodic,skills` narrows both to categories and
+//! `--item ID` (repeatable) to the entries a scan listed under that id.
+//! Skill folders (`skills/<name>/SKILL.md`) are imported as
+//! `imported/<source>/<name>` through the catalog's own create path.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -20,12 +25,68 @@ use std::time::Instant;
 use anyhow::Context as _;
 use cairn_embedder::{EmbeddingBackend, ModelInfo, ModelManager};
 use cairn_memory_core::{
-    ForeignReport, ForeignRoots, ForeignSource, ItemOutcome, MemoryDb, apply_foreign, scan_foreign,
+    ForeignCategory, ForeignReport, ForeignRoots, ForeignSelection, ForeignSkillWriter, ForeignSource, ItemOutcome,
+    MemoryDb, SkillWriteOutcome, apply_foreign_with, scan_foreign_with,
 };
+use cairn_skills::{SkillCatalog, SkillsError};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use crate::home::Home;
+use crate::home::{Home, SkillSources};
+
+/// Imported skills go through the catalog's own create path (name rules,
+/// size cap, credential refusal, staged atomic write) into the home.
+pub(crate) struct CatalogSkillWriter<'a>(pub(crate) &'a SkillCatalog);
+
+fn skill_outcome(result: Result<String, SkillsError>) -> SkillWriteOutcome {
+    match result {
+        Ok(name) => SkillWriteOutcome::Written(name),
+        Err(SkillsError::AlreadyExists { name }) => SkillWriteOutcome::Exists(name),
+        Err(error) => {
+            let code = match &error {
+                SkillsError::Credentials { .. } => "credential",
+                SkillsError::TooLarge { .. } => "too_large",
+                SkillsError::MalformedFrontmatter { .. } => "malformed_frontmatter",
+                SkillsError::InvalidName { .. } => "invalid_skill_name",
+                SkillsError::Symlink { .. } => "symlink",
+                _ => "skill_write_failed",
+            };
+            SkillWriteOutcome::Refused(code.to_owned(), error.to_string())
+        }
+    }
+}
+
+impl ForeignSkillWriter for CatalogSkillWriter<'_> {
+    fn check(&self, name: &str, text: &str) -> SkillWriteOutcome {
+        skill_outcome(self.0.check_create(name, text))
+    }
+
+    fn write(&self, name: &str, text: &str) -> SkillWriteOutcome {
+        skill_outcome(self.0.create(name, text))
+    }
+}
+
+/// The home's own skill catalog (no project, no extra roots), for imports.
+pub(crate) fn import_catalog(home: &Home) -> anyhow::Result<SkillCatalog> {
+    home.ensure_dir()?;
+    Ok(home.skills(&SkillSources { record_usage: false, ..SkillSources::default() }))
+}
+
+/// Parses `--only` / `"only"` and `--item` / `"items"` into a selection.
+pub(crate) fn selection(only: &[String], items: &[String]) -> Result<ForeignSelection, String> {
+    let mut selection = ForeignSelection::default();
+    for part in only.iter().flat_map(|list| list.split(',')).filter(|part| !part.trim().is_empty()) {
+        selection.categories.insert(part.parse::<ForeignCategory>().map_err(|error| error.to_string())?);
+    }
+    for id in items {
+        let id = id.trim();
+        if id.len() != 12 || !id.bytes().all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte)) {
+            return Err(format!("item id {id:?} is not one a scan lists (12 lower-case hex digits)"));
+        }
+        selection.items.insert(id.to_owned());
+    }
+    Ok(selection)
+}
 
 /// `cairn import ...`
 #[derive(Debug, clap::Subcommand)]
@@ -61,12 +122,19 @@ pub(crate) struct SourceArgs {
     /// Hermes's home (default: ~/.hermes).
     #[arg(long, value_name = "DIR")]
     pub(crate) hermes_home: Option<PathBuf>,
-    /// An OpenClaw workspace (default: ~/.openclaw/workspace).
+    /// An OpenClaw workspace (default: the setting import.openclaw_workspace or
+    /// OPENCLAW_WORKSPACE_DIR, else ~/.openclaw/workspace).
     #[arg(long, value_name = "DIR")]
     pub(crate) openclaw_workspace: Option<PathBuf>,
-    /// A project whose CLAUDE.md, CLAUDE.local.md, AGENTS.md and .claude/rules are read (repeatable).
+    /// A project whose CLAUDE.md, CLAUDE.local.md, AGENTS.md, .claude/rules and .claude/skills are read (repeatable).
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Vec<PathBuf>,
+    /// Only these categories, comma-separated: lessons, facts, episodic, skills.
+    #[arg(long, value_name = "LIST")]
+    pub(crate) only: Vec<String>,
+    /// Only the item with this id, as `scan` lists it (repeatable).
+    #[arg(long = "item", value_name = "ID")]
+    pub(crate) items: Vec<String>,
     /// Print the whole report as JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -99,11 +167,25 @@ impl SourceArgs {
         }
     }
 
-    pub(crate) fn roots(&self) -> anyhow::Result<ForeignRoots> {
+    pub(crate) fn selection(&self) -> anyhow::Result<ForeignSelection> {
+        selection(&self.only, &self.items).map_err(anyhow::Error::msg)
+    }
+
+    /// The roots: flags first, then `configured_openclaw` (the resolved
+    /// `import.openclaw_workspace`), then the documented defaults.
+    pub(crate) fn roots(&self, configured_openclaw: Option<&std::path::Path>) -> anyhow::Result<ForeignRoots> {
         let mut roots = match dirs::home_dir() {
             Some(home) => ForeignRoots::under_user_home(&home),
             None => ForeignRoots::default(),
         };
+        if self.openclaw_workspace.is_none()
+            && let Some(dir) = configured_openclaw
+        {
+            if !dir.is_dir() {
+                anyhow::bail!("import.openclaw_workspace {}: not a directory", dir.display());
+            }
+            roots.openclaw_workspace = Some(dir.to_path_buf());
+        }
         if let Some(dir) = &self.claude_home {
             roots.claude_home = Some(dir.clone());
         }
@@ -142,9 +224,12 @@ pub(crate) fn run(home: &Home, command: &ImportCommand) -> anyhow::Result<ExitCo
 }
 
 fn scan(home: &Home, args: &ScanArgs) -> anyhow::Result<ExitCode> {
-    let roots = args.sources.roots()?;
+    let roots = args.sources.roots(home.settings().openclaw_workspace.as_deref())?;
+    let selection = args.sources.selection()?;
     let db = home.open_memory()?;
-    let report = scan_foreign(&db, &roots, &args.sources.selected())?;
+    let catalog = import_catalog(home)?;
+    let writer = CatalogSkillWriter(&catalog);
+    let report = scan_foreign_with(&db, &roots, &args.sources.selected(), &selection, Some(&writer))?;
     print_report(&report, args.sources.json, None)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -163,8 +248,11 @@ fn bar(total: u64, message: &'static str) -> Option<ProgressBar> {
 }
 
 fn apply(home: &Home, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
-    let roots = args.sources.roots()?;
+    let roots = args.sources.roots(home.settings().openclaw_workspace.as_deref())?;
+    let selection = args.sources.selection()?;
     let db = home.open_memory()?;
+    let catalog = import_catalog(home)?;
+    let writer = CatalogSkillWriter(&catalog);
     let started = Instant::now();
     let import_bar = std::cell::RefCell::new(None::<ProgressBar>);
     let progress = |done: usize, total: usize| {
@@ -176,7 +264,7 @@ fn apply(home: &Home, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
             bar.set_position(done as u64);
         }
     };
-    let report = apply_foreign(&db, &roots, &args.sources.selected(), Some(&progress))?;
+    let report = apply_foreign_with(&db, &roots, &args.sources.selected(), &selection, Some(&writer), Some(&progress))?;
     if let Some(bar) = import_bar.into_inner() {
         bar.finish_and_clear();
     }
@@ -253,11 +341,12 @@ fn print_report(report: &ForeignReport, json: bool, timing: Option<Value>) -> an
     let counts = &report.counts;
     let verb = if report.dry_run { "would import" } else { "imported" };
     println!(
-        "{verb} {} lessons, {} semantic, {} episodic from {} files; {} exist, {} already imported, {} refused, \
-         {} unsupported, {} over the lesson cap, {} refused by the store cap",
+        "{verb} {} lessons, {} semantic, {} episodic, {} skills from {} files; {} exist, {} already imported, \
+         {} refused, {} unsupported, {} over the lesson cap, {} refused by the store cap, {} not selected",
         counts.lessons,
         counts.semantic,
         counts.episodic,
+        counts.skills,
         report.files_read,
         counts.exists,
         counts.already_imported,
@@ -265,16 +354,18 @@ fn print_report(report: &ForeignReport, json: bool, timing: Option<Value>) -> an
         counts.unsupported,
         counts.lesson_cap,
         counts.store_full,
+        counts.not_selected,
     );
     for item in &report.items {
-        let target = match (&item.key, &item.target) {
-            (_, Some(target)) => format!(" {target}"),
-            (Some(key), None) => format!(" {key}"),
-            (None, None) => String::new(),
+        let target = match (&item.key, &item.skill, &item.target) {
+            (_, _, Some(target)) => format!(" {target}"),
+            (Some(key), _, None) | (None, Some(key), None) => format!(" {key}"),
+            (None, None, None) => String::new(),
         };
         let reason = item.message.as_deref().map(|message| format!(" ({message})")).unwrap_or_default();
         println!(
-            "{:<16} {:<9}{target} {} [{}]{reason}: {}",
+            "{} {:<16} {:<9}{target} {} [{}]{reason}: {}",
+            item.id,
             outcome_name(item.outcome),
             item.lands_as,
             item.path,

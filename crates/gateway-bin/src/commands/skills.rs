@@ -1,6 +1,7 @@
 //! `cairn skills`: list, show, search, create, delete, lint, set-inject and
-//! match over the skill catalog in `<home>/skills`, and the review of
-//! generated skills: pending, approve, reject, archive.
+//! match over the skill catalog in `<home>/skills`, the review of
+//! generated skills (pending, approve, reject, archive, restore), and the
+//! skills audit trail (audit).
 
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
@@ -92,15 +93,16 @@ pub(crate) enum SkillsCommand {
         /// The message text.
         message: String,
     },
-    /// List generated skill candidates waiting for review
-    /// (`skills/auto/.pending/`).
+    /// List generated skill candidates and refinements (updates of a live
+    /// generated skill) waiting for review (`skills/auto/.pending/`).
     Pending {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Promote a pending candidate to `auto/<slug>` (its script is
-    /// validated again first).
+    /// validated again first), or apply a pending update to the live skill
+    /// (the replaced file is kept under `skills/auto/.versions/<slug>/`).
     Approve {
         /// The candidate's slug (`auto/` prefix optional).
         name: String,
@@ -114,6 +116,23 @@ pub(crate) enum SkillsCommand {
     Archive {
         /// The skill's slug (`auto/` prefix optional).
         name: String,
+    },
+    /// Put the previous version of a generated skill back (the newest file
+    /// under `skills/auto/.versions/<slug>/`); the one it replaces is kept,
+    /// so restoring again undoes it.
+    Restore {
+        /// The skill's slug (`auto/` prefix optional).
+        name: String,
+    },
+    /// Print the skills audit trail (`skills-audit.jsonl`), newest first;
+    /// malformed lines are skipped and counted.
+    Audit {
+        /// Most records to print (1 to 1000).
+        #[arg(long, default_value_t = crate::skills_audit::DEFAULT_LIMIT)]
+        limit: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -288,9 +307,13 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
                 writeln!(out)?;
             } else {
                 for candidate in &pending {
+                    let kind = match candidate.kind {
+                        cairn_skills::auto::PendingKind::New => "new",
+                        cairn_skills::auto::PendingKind::Update => "update",
+                    };
                     writeln!(
                         out,
-                        "{}	session {}	{}	{}{}",
+                        "{}	{kind}	session {}	{}	{}{}",
                         candidate.name,
                         candidate.session_key,
                         candidate.created_at,
@@ -319,6 +342,39 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
         SkillsCommand::Archive { name } => {
             let archived = home.auto_skills().archive(slug(name))?;
             writeln!(out, "{}", json!({ "archived": archived }))?;
+        }
+        SkillsCommand::Restore { name } => {
+            let restored = home.auto_skills().restore(slug(name))?;
+            writeln!(out, "{}", json!({ "restored": restored }))?;
+        }
+        SkillsCommand::Audit { limit, json } => {
+            let max = crate::skills_audit::MAX_LIMIT;
+            anyhow::ensure!((1..=max).contains(limit), "--limit must be 1 to {max}");
+            let path = home.skills_audit_path();
+            let log = crate::skills_audit::read(&path, *limit)
+                .with_context(|| format!("reading the skills audit trail {}", path.display()))?;
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &log)?;
+                writeln!(out)?;
+            } else {
+                for event in &log.events {
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}\t{}\t{}",
+                        event.at.as_deref().unwrap_or("-"),
+                        event.action,
+                        if event.ok { "ok" } else { "refused" },
+                        event.skills.join(","),
+                        event.detail
+                    )?;
+                }
+                eprintln!(
+                    "{} records{}{}",
+                    log.events.len(),
+                    if log.skipped > 0 { format!(", {} malformed lines skipped", log.skipped) } else { String::new() },
+                    if log.truncated { ", older lines not read" } else { "" }
+                );
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

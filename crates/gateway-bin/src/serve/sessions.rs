@@ -15,6 +15,10 @@
 //! calls, none touching a sensitive location); the proposal is redacted
 //! and handed to the skills crate's auto-skill pipeline
 //! ([`AutoSkillReceiver`]), which stages it under `skills/auto/.pending/`.
+//! With `skills.auto_refine_on_deviation`, the prompt also shows the
+//! current procedures of the generated skills the session used (by name
+//! or trigger phrase, redacted and screened), and a refinement of one is
+//! staged as a pending update when approval is required.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,8 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_memory_core::{
-    ConsolidationReport, Consolidator, ConsolidatorConfig, MemoryDb, MemoryFiles, Result, SkillGate, SkillProposal,
-    SkillProposalKind, SkillProposer, TranscriptMessage,
+    ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, MemoryDb, MemoryFiles, Result, SkillGate,
+    SkillProposal, SkillProposalKind, SkillProposer, TranscriptMessage,
 };
 use cairn_skills::SkillCatalog;
 use cairn_skills::auto::{AutoSkills, ProposalKind};
@@ -109,6 +113,14 @@ impl SkillProposer for AutoSkillReceiver {
                 Err(format!("{}: {error}", error.code()))
             }
         }
+    }
+
+    fn current_skills(&self, transcript: &str) -> Vec<CurrentSkill> {
+        self.auto
+            .refinable(transcript)
+            .into_iter()
+            .map(|skill| CurrentSkill { name: skill.name, procedure: skill.procedure })
+            .collect()
     }
 }
 

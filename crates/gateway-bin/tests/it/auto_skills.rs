@@ -76,6 +76,8 @@ fn reply_for(prompt: &str) -> Value {
             "import sys\nfrom pathlib import Path\nprint(sum(p.read_text().count('TODO') for p in Path(sys.argv[1]).rglob('*.py')))\n"
         );
         ("new_skill", skill)
+    } else if prompt.contains("MARKER-LIVE") {
+        ("refined_skill", json!({"name": "auto/compress-logs", "procedure": "1. tar czf, then verify with tar tzf."}))
     } else if prompt.contains("MARKER-REFINE") {
         ("refined_skill", json!({"name": "release-notes", "procedure": "1. Overwritten by the model."}))
     } else {
@@ -313,6 +315,122 @@ fn idle_sessions_stage_reviewed_skills_that_then_trigger() {
         body["heartbeat"]["jobs"]["auto_skill_lifecycle"]["runs"].as_u64().unwrap_or(0) >= 1
     });
     assert_eq!(health["heartbeat"]["jobs"]["auto_skill_lifecycle"]["last_ok"], true, "{health}");
+}
+
+/// A hand-written skill placed under auto/: never shown as a procedure to
+/// refine, never managed by the lifecycle.
+const HAND_PLACED: &str = "---\nname: auto/hand-placed\ndescription: Notes on compressing logs\n\
+                           triggers: [\"compress the logs\"]\n---\nHAND-PLACED BODY.\n";
+
+#[test]
+fn a_refinement_waits_for_review_with_the_current_procedure_shown_and_can_be_restored() {
+    let llm = ScriptedLlm::start();
+    let home = tempfile::tempdir().unwrap();
+    let config = json!({
+        "llm": {"base_url": llm.base_url, "model": "scripted", "max_retries": 0},
+        "memory": {"history_idle_hours": 0.01},
+        "skills": {"auto_create_from_sessions": true, "auto_refine_on_deviation": true, "approval_required": true},
+    });
+    write(&home.path().join("config.json"), &config.to_string());
+    let live_file = home.path().join("skills/auto/compress-logs/SKILL.md");
+    write(&live_file, GENERATED);
+    write(&home.path().join("skills/auto/hand-placed/SKILL.md"), HAND_PLACED);
+    let gateway = start_in(home, &["--heartbeat-secs", "1"], &[]);
+    let mut messages = session("MARKER-LIVE", None);
+    messages["messages"][0]["content"] = json!("MARKER-LIVE: run auto/compress-logs again, and compress the logs");
+    assert_eq!(gateway.send("POST", "/api/sessions/auto-live/messages", &messages).status, 200);
+    wait_until(
+        "the session's history consolidation",
+        || gateway.get("/api/sessions/auto-live").body["session"]["history_marker"] == json!(7),
+        &gateway,
+    );
+
+    // The model was shown the live procedure, and only the generated skill's.
+    let prompt = llm.history_prompt("MARKER-LIVE").unwrap();
+    assert!(prompt.contains("auto/compress-logs:\n<<<\n1. tar czf.\n>>>"), "{prompt}");
+    assert!(!prompt.contains("HAND-PLACED BODY"), "{prompt}");
+    // Not live: a pending update, reviewable beside the current procedure.
+    assert_eq!(std::fs::read_to_string(&live_file).unwrap(), GENERATED);
+    let pending = gateway.get("/api/skills/-/pending").body;
+    let update = &pending["pending"][0];
+    assert_eq!(
+        (&update["name"], &update["kind"], &update["session_key"]),
+        (&json!("auto/compress-logs"), &json!("update"), &json!("auto-live")),
+        "{pending}"
+    );
+    assert_eq!(update["current_procedure"], "1. tar czf.");
+    assert_eq!(update["procedure"], "1. tar czf, then verify with tar tzf.");
+    let (ok, out, all) = cli(gateway.home(), &["skills", "pending"]);
+    assert!(ok && out.contains("auto/compress-logs\tupdate\tsession auto-live"), "{all}");
+
+    let approved = gateway.send("POST", "/api/skills/-/pending/compress-logs/approve", &json!({}));
+    assert_eq!((approved.status, &approved.body), (200, &json!({"approved": "auto/compress-logs"})));
+    let refined = std::fs::read_to_string(&live_file).unwrap();
+    assert!(
+        refined.contains("refined_at: ") && refined.ends_with("---\n1. tar czf, then verify with tar tzf.\n"),
+        "{refined}"
+    );
+    let versions: Vec<_> =
+        std::fs::read_dir(gateway.home().join("skills/auto/.versions/compress-logs")).unwrap().collect();
+    assert_eq!(versions.len(), 1);
+    let skill = gateway.get("/api/skills/auto/compress-logs").body;
+    assert!(skill["content"].as_str().unwrap().contains("verify with tar tzf"), "{skill}");
+
+    // Restore through the CLI, then undo it over HTTP.
+    let (ok, out, all) = cli(gateway.home(), &["skills", "restore", "auto/compress-logs"]);
+    assert!(ok && out.contains("\"restored\":\"auto/compress-logs\""), "{all}");
+    assert_eq!(std::fs::read_to_string(&live_file).unwrap(), GENERATED);
+    let undone = gateway.send("POST", "/api/skills/-/auto/compress-logs/restore", &json!({}));
+    assert_eq!((undone.status, &undone.body), (200, &json!({"restored": "auto/compress-logs"})));
+    assert_eq!(std::fs::read_to_string(&live_file).unwrap(), refined);
+    let refused = gateway.send("POST", "/api/skills/-/auto/hand-placed/restore", &json!({}));
+    assert_eq!((refused.status, refused.code()), (409, "not_auto"), "{}", refused.body);
+    let missing = gateway.send("POST", "/api/skills/-/auto/no-such-skill/restore", &json!({}));
+    assert_eq!((missing.status, missing.code()), (404, "not_found"));
+    let (ok, _, all) = cli(gateway.home(), &["skills", "restore", "hand-placed"]);
+    assert!(!ok && all.contains("only generated skills"), "{all}");
+
+    // The audit trail, read back over HTTP and the CLI; a bad line is skipped and counted.
+    use std::io::Write as _;
+    let mut trail = std::fs::OpenOptions::new().append(true).open(gateway.home().join("skills-audit.jsonl")).unwrap();
+    writeln!(trail, "{{not json").unwrap();
+    drop(trail);
+    let trail = gateway.get("/api/skills/-/audit?limit=1000");
+    assert_eq!(trail.status, 200, "{}", trail.body);
+    assert_eq!((&trail.body["skipped"], &trail.body["truncated"]), (&json!(1), &json!(false)), "{}", trail.body);
+    let events = trail.body["events"].as_array().unwrap();
+    let actions: Vec<&str> = events
+        .iter()
+        .map(|event| event["action"].as_str().unwrap())
+        .filter(|action| action.starts_with("auto_skill"))
+        .collect();
+    let expected = [["auto_skill_restore"; 5].as_slice(), &["auto_skill_approve", "auto_skill_refine"]].concat();
+    assert_eq!(actions, expected, "{}", trail.body);
+    let refine = events.iter().find(|event| event["action"] == "auto_skill_refine").unwrap();
+    assert_eq!((&refine["skills"], &refine["ok"]), (&json!(["auto/compress-logs"]), &json!(true)));
+    assert!(refine["detail"].as_str().unwrap().contains("staged for review"), "{refine}");
+    assert!(refine["at"].as_str().unwrap().parse::<jiff::Timestamp>().is_ok(), "{refine}");
+    assert_eq!(gateway.get("/api/skills/-/audit?limit=2").body["events"].as_array().unwrap().len(), 2);
+    for bad in ["0", "1001", "many"] {
+        assert_eq!(gateway.get(&format!("/api/skills/-/audit?limit={bad}")).status, 400, "{bad}");
+    }
+    let (ok, out, all) = cli(gateway.home(), &["skills", "audit", "--limit", "3", "--json"]);
+    assert!(ok, "{all}");
+    let log: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!((log["events"].as_array().unwrap().len(), &log["skipped"]), (3, &json!(1)));
+    let (ok, out, all) = cli(gateway.home(), &["skills", "audit"]);
+    assert!(
+        ok && out.contains("\tauto_skill_approve\tok\tauto/compress-logs\t")
+            && all.contains("1 malformed lines skipped"),
+        "{all}"
+    );
+    let (ok, _, all) = cli(gateway.home(), &["skills", "audit", "--limit", "0"]);
+    assert!(!ok && all.contains("--limit must be 1 to 1000"), "{all}");
+    // The hand-placed skill is not a generated one: no lifecycle mark.
+    let (_, out, _) = cli(gateway.home(), &["skills", "list", "--json"]);
+    let rows: Value = serde_json::from_str(out.trim()).unwrap();
+    let auto_of = |name: &str| rows.as_array().unwrap().iter().find(|row| row["name"] == name).unwrap()["auto"].clone();
+    assert_eq!((auto_of("auto/compress-logs"), auto_of("auto/hand-placed")), (json!("active"), Value::Null));
 }
 
 fn event_count(home: &Path, action: &str) -> usize {

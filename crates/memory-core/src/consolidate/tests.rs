@@ -38,6 +38,7 @@ impl Summarizer for ScriptedSummarizer {
 #[derive(Default)]
 struct RecordingProposer {
     proposals: Mutex<Vec<SkillProposal>>,
+    current: Vec<crate::CurrentSkill>,
 }
 
 impl SkillProposer for RecordingProposer {
@@ -47,6 +48,10 @@ impl SkillProposer for RecordingProposer {
         }
         self.proposals.lock().push(proposal.clone());
         Ok(())
+    }
+
+    fn current_skills(&self, _transcript: &str) -> Vec<crate::CurrentSkill> {
+        self.current.clone()
     }
 }
 
@@ -278,7 +283,15 @@ fn tool_messages(count: usize, with_tools: usize, command: &str) -> Vec<Transcri
 }
 
 fn skill_consolidator(f: &Fixture, gate: SkillGate) -> (Consolidator, Arc<RecordingProposer>) {
-    let proposer = Arc::new(RecordingProposer::default());
+    skill_consolidator_with(f, gate, RecordingProposer::default())
+}
+
+fn skill_consolidator_with(
+    f: &Fixture,
+    gate: SkillGate,
+    proposer: RecordingProposer,
+) -> (Consolidator, Arc<RecordingProposer>) {
+    let proposer = Arc::new(proposer);
     let consolidator = Consolidator::new(
         f.home.path(),
         f.db.clone(),
@@ -311,6 +324,34 @@ fn skill_proposals_reach_the_receiver_when_enabled() {
     assert!(prompt.contains("\"new_skill\"") && prompt.contains("\"refined_skill\"") && prompt.contains("\"script\""));
     let proposals = proposer.proposals.lock();
     assert_eq!((proposals[0].kind, proposals[0].session_key.as_str()), (SkillProposalKind::New, "s1"));
+}
+
+#[test]
+fn a_refinement_prompt_shows_the_current_procedures_or_asks_for_null() {
+    let f = fixture(ConsolidatorConfig::default());
+    let current = vec![crate::CurrentSkill {
+        name: "auto/cut-release".to_owned(),
+        procedure: "1. Tag the commit.\n2. Push the tag.".to_owned(),
+    }];
+    let (consolidator, _) = skill_consolidator_with(
+        &f,
+        SkillGate { refine: true, ..SkillGate::default() },
+        RecordingProposer { current, ..RecordingProposer::default() },
+    );
+    consolidator.maybe_consolidate("s1", &tool_messages(6, 5, "cargo test"), 0).unwrap();
+    f.summarizer.push("{}".to_owned());
+    consolidator.check_idle_sessions(4 * HOUR_MS);
+    let prompt = &f.summarizer.prompts()[0];
+    assert!(prompt.contains("auto/cut-release:\n<<<\n1. Tag the commit.\n2. Push the tag.\n>>>"), "{prompt}");
+    assert!(prompt.contains("Only a listed skill can be refined"), "{prompt}");
+    // Nothing used: the model is told to answer null rather than guess.
+    let g = fixture(ConsolidatorConfig::default());
+    let (consolidator, _) = skill_consolidator(&g, SkillGate { refine: true, ..SkillGate::default() });
+    consolidator.maybe_consolidate("s1", &tool_messages(6, 5, "cargo test"), 0).unwrap();
+    g.summarizer.push("{}".to_owned());
+    consolidator.check_idle_sessions(4 * HOUR_MS);
+    let prompt = &g.summarizer.prompts()[0];
+    assert!(prompt.contains("\"refined_skill\": null (no generated skill") && !prompt.contains("Current procedures"));
 }
 
 #[test]

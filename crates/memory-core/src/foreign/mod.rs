@@ -18,6 +18,12 @@
 //! | Hermes | `memories/MEMORY.md`, `memories/USER.md` of the home and of each profile (≤ 50) | `MEMORY.md` entries → episodic; `USER.md` entries → `user.*` fact, lesson (a preference) or episodic |
 //! | OpenClaw | a workspace's `MEMORY.md`, `USER.md`, `memory/YYYY-MM-DD.md` | daily entries → episodic dated by the day; `MEMORY.md` → episodic; `USER.md` as Hermes |
 //! | persona | OpenClaw's `SOUL.md` | directive paragraphs → lessons; identity paragraphs are reported, never imported |
+//! | skills | `skills/<name>/SKILL.md` of `~/.claude`, a project's `.claude/`, Hermes's home, an OpenClaw workspace | the skill `imported/<source>/<name>`, through the host's [`ForeignSkillWriter`] (Cairn's own skill write path); refused when it sets `always` or `triggers` (an untrusted skill may not put itself into every context) or trips the injection screen; other files of the folder are reported, never copied |
+//!
+//! A [`ForeignSelection`] narrows a scan or an apply to categories
+//! (`lessons`, `facts`, `episodic`, `skills`) and to items by their `id`
+//! (stable while the entry's file, place and text stay the same), so a
+//! dry run can list the items and an apply take only the chosen ones.
 //!
 //! Never imported, always reported: a foreign system prompt (OpenClaw's
 //! `AGENTS.md`, `BOOTSTRAP.md`), persona (`IDENTITY.md`), runtime records
@@ -130,6 +136,7 @@ pub(crate) enum Landing {
     Lesson { rule: String },
     Fact { key: String, value: String },
     Episode { text: String, created_at: Option<i64> },
+    Skill { name: String, text: String },
     None,
 }
 
@@ -139,6 +146,7 @@ impl Landing {
             Landing::Lesson { .. } => "lesson",
             Landing::Fact { .. } => "semantic",
             Landing::Episode { .. } => "episodic",
+            Landing::Skill { .. } => "skill",
             Landing::None => "none",
         }
     }
@@ -148,9 +156,112 @@ impl Landing {
             Landing::Lesson { rule } => rule,
             Landing::Fact { value, .. } => value,
             Landing::Episode { text, .. } => text,
+            Landing::Skill { text, .. } => text,
             Landing::None => "",
         }
     }
+
+    fn category(&self) -> Option<ForeignCategory> {
+        match self {
+            Landing::Lesson { .. } => Some(ForeignCategory::Lessons),
+            Landing::Fact { .. } => Some(ForeignCategory::Facts),
+            Landing::Episode { .. } => Some(ForeignCategory::Episodic),
+            Landing::Skill { .. } => Some(ForeignCategory::Skills),
+            Landing::None => None,
+        }
+    }
+}
+
+/// A kind of entry an import may be narrowed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ForeignCategory {
+    /// Instruction documents and feedback: lessons.
+    Lessons,
+    /// `user.*` facts.
+    Facts,
+    /// Memory entries and daily logs: episodic rows.
+    Episodic,
+    /// Skill folders: skills under `imported/<source>/`.
+    Skills,
+}
+
+impl FromStr for ForeignCategory {
+    type Err = MemoryError;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match name.trim() {
+            "lessons" => Ok(ForeignCategory::Lessons),
+            "facts" => Ok(ForeignCategory::Facts),
+            "episodic" => Ok(ForeignCategory::Episodic),
+            "skills" => Ok(ForeignCategory::Skills),
+            other => Err(MemoryError::InvalidImport(format!(
+                "unknown category {other:?} (expected lessons, facts, episodic or skills)"
+            ))),
+        }
+    }
+}
+
+/// Which entries a scan lists and an apply takes. Empty sets mean "all".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ForeignSelection {
+    /// Only entries of these categories (an unsupported entry belongs to none).
+    pub categories: std::collections::BTreeSet<ForeignCategory>,
+    /// Only the entries with these ids (as a scan lists them).
+    pub items: std::collections::BTreeSet<String>,
+}
+
+impl ForeignSelection {
+    fn takes(&self, raw: &RawItem, id: &str) -> bool {
+        let category_ok = self.categories.is_empty()
+            || raw.landing.category().is_some_and(|category| self.categories.contains(&category));
+        category_ok && (self.items.is_empty() || self.items.contains(id))
+    }
+}
+
+/// What the host's skill write path decided for an imported skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkillWriteOutcome {
+    /// Written (or, for a check, would be) under this catalog name.
+    Written(String),
+    /// A skill of this name exists; it wins.
+    Exists(String),
+    /// The write path refused it: (code, message).
+    Refused(String, String),
+}
+
+/// The host's skill write path, which memory-core does not own: the
+/// binary implements it over its skill catalog (name rules, size cap,
+/// credential refusal, atomic write).
+pub trait ForeignSkillWriter {
+    /// Whether `text` would be accepted as the skill `name` (nothing written).
+    fn check(&self, name: &str, text: &str) -> SkillWriteOutcome;
+    /// Writes `text` as the skill `name`.
+    fn write(&self, name: &str, text: &str) -> SkillWriteOutcome;
+}
+
+/// The screen an imported skill passes before the write path sees it: no
+/// `always` or `triggers` in its frontmatter (an untrusted skill may not
+/// put itself into every context or onto chosen words) and nothing the
+/// injection screen flags.
+fn skill_refusal(text: &str) -> Option<(String, String)> {
+    if let (Some(Ok(frontmatter)), _) = parse::split_frontmatter(text) {
+        for key in ["always", "triggers"] {
+            if frontmatter.get(key).is_some_and(|value| !value.is_null()) {
+                return Some((
+                    "skill_self_injecting".to_owned(),
+                    format!("sets `{key}`; an imported skill is offered on request only"),
+                ));
+            }
+        }
+    }
+    cairn_guard::screen(text).map(|finding| {
+        (
+            Rejected::Injection { rule: finding.rule }.code().to_owned(),
+            format!("trips the injection screen ({})", finding.rule),
+        )
+    })
 }
 
 /// One entry found in a foreign file, before any store decision.
@@ -190,14 +301,20 @@ pub enum ItemOutcome {
 /// One entry of a report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ForeignItem {
+    /// A short stable id (`--item`), the same while the entry's source,
+    /// file, place and text are.
+    pub id: String,
     /// Which agent.
     pub source: ForeignSource,
     /// The file it came from.
     pub path: String,
     /// Which entry of the file (`entry 3`, `block 2`, `feedback`).
     pub locator: String,
-    /// `lesson`, `semantic`, `episodic`, or `none` for an unsupported entry.
+    /// `lesson`, `semantic`, `episodic`, `skill`, or `none` for an unsupported entry.
     pub lands_as: &'static str,
+    /// The skill name (`imported/<source>/<name>`), for a skill.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
     /// The semantic key, for a fact.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
@@ -242,6 +359,10 @@ pub struct ForeignCounts {
     pub semantic: usize,
     /// Episodic rows offered or written.
     pub episodic: usize,
+    /// Skills offered or written.
+    pub skills: usize,
+    /// Entries left out by the selection (category or item).
+    pub not_selected: usize,
     /// Entries existing memory already holds.
     pub exists: usize,
     /// Entries decided by an earlier import.
@@ -339,13 +460,28 @@ fn collect(roots: &ForeignRoots, sources: &[ForeignSource]) -> Collector {
     collector
 }
 
-fn new_item(raw: &RawItem, outcome: ItemOutcome) -> ForeignItem {
+fn item_id(raw: &RawItem, hash: &str) -> String {
+    let mut digest = Sha256::new();
+    for part in [raw.source.as_str(), &raw.path, &raw.locator, hash] {
+        digest.update(part.as_bytes());
+        digest.update([0]);
+    }
+    hex::encode(digest.finalize())[..12].to_owned()
+}
+
+fn new_item(raw: &RawItem, id: String, outcome: ItemOutcome) -> ForeignItem {
     let (key, created_at) = match &raw.landing {
         Landing::Fact { key, .. } => (Some(key.clone()), None),
         Landing::Episode { created_at, .. } => (None, *created_at),
         _ => (None, None),
     };
+    let skill = match &raw.landing {
+        Landing::Skill { name, .. } => Some(name.clone()),
+        _ => None,
+    };
     ForeignItem {
+        id,
+        skill,
         source: raw.source,
         path: raw.path.clone(),
         locator: raw.locator.clone(),
@@ -391,6 +527,7 @@ fn count(counts: &mut ForeignCounts, item: &ForeignItem) {
         ItemOutcome::Offered | ItemOutcome::Written => match item.lands_as {
             "lesson" => counts.lessons += 1,
             "semantic" => counts.semantic += 1,
+            "skill" => counts.skills += 1,
             _ => counts.episodic += 1,
         },
         ItemOutcome::Exists => counts.exists += 1,
@@ -404,9 +541,22 @@ fn count(counts: &mut ForeignCounts, item: &ForeignItem) {
 
 /// The dry run: what each source holds and what would land where, with
 /// every entry screened and checked against the writers' rules and the
-/// ledger. Writes nothing.
+/// ledger. Writes nothing. Skills are reported unsupported (no skill
+/// writer): see [`scan_foreign_with`].
 pub fn scan_foreign(db: &MemoryDb, roots: &ForeignRoots, sources: &[ForeignSource]) -> Result<ForeignReport> {
-    run(db, roots, sources, None)
+    run(db, roots, sources, &ForeignSelection::default(), None, None)
+}
+
+/// [`scan_foreign`] narrowed by `selection`, with skills checked against
+/// the host's skill write path.
+pub fn scan_foreign_with(
+    db: &MemoryDb,
+    roots: &ForeignRoots,
+    sources: &[ForeignSource],
+    selection: &ForeignSelection,
+    skills: Option<&dyn ForeignSkillWriter>,
+) -> Result<ForeignReport> {
+    run(db, roots, sources, selection, skills, None)
 }
 
 /// Imports every acceptable entry through Cairn's writers (see the module
@@ -419,13 +569,28 @@ pub fn apply_foreign(
     sources: &[ForeignSource],
     progress: Option<&dyn Fn(usize, usize)>,
 ) -> Result<ForeignReport> {
-    run(db, roots, sources, Some(progress))
+    run(db, roots, sources, &ForeignSelection::default(), None, Some(progress))
+}
+
+/// [`apply_foreign`] narrowed by `selection`, writing skills through the
+/// host's skill write path.
+pub fn apply_foreign_with(
+    db: &MemoryDb,
+    roots: &ForeignRoots,
+    sources: &[ForeignSource],
+    selection: &ForeignSelection,
+    skills: Option<&dyn ForeignSkillWriter>,
+    progress: Option<&dyn Fn(usize, usize)>,
+) -> Result<ForeignReport> {
+    run(db, roots, sources, selection, skills, Some(progress))
 }
 
 fn run(
     db: &MemoryDb,
     roots: &ForeignRoots,
     sources: &[ForeignSource],
+    selection: &ForeignSelection,
+    skills: Option<&dyn ForeignSkillWriter>,
     apply: Option<Option<&dyn Fn(usize, usize)>>,
 ) -> Result<ForeignReport> {
     let dry_run = apply.is_none();
@@ -448,8 +613,19 @@ fn run(
     let mut pending: Vec<LedgerRow> = Vec::new();
     for (index, raw) in collector.items.iter().enumerate() {
         let hash = item_hash(raw.source, &raw.landing);
-        let base = new_item(raw, ItemOutcome::Offered);
-        let unsupported = raw.unsupported.clone().or_else(|| guard_unsupported(&raw.landing));
+        let id = item_id(raw, &hash);
+        if !selection.takes(raw, &id) {
+            report.counts.not_selected += 1;
+            continue;
+        }
+        let base = new_item(raw, id, ItemOutcome::Offered);
+        let unsupported =
+            raw.unsupported.clone().or_else(|| guard_unsupported(&raw.landing)).or_else(|| match &raw.landing {
+                Landing::Skill { .. } if skills.is_none() => {
+                    Some(("no_skill_writer".to_owned(), "skills are imported through the cairn binary".to_owned()))
+                }
+                _ => None,
+            });
         let item = if let Some((code, message)) = unsupported {
             let mut item = with_reason(base, &code, message);
             item.outcome = ItemOutcome::Unsupported;
@@ -457,6 +633,24 @@ fn run(
         } else if ledger.contains(raw.source.as_str(), &raw.path, &hash) {
             let mut item = with_reason(base, "already_imported", "an earlier import decided this entry");
             item.outcome = ItemOutcome::AlreadyImported;
+            item
+        } else if let (Landing::Skill { name, text }, Some(writer)) = (&raw.landing, skills) {
+            let outcome = match skill_refusal(text) {
+                Some((code, message)) => SkillWriteOutcome::Refused(code, message),
+                None if dry_run => writer.check(name, text),
+                None => writer.write(name, text),
+            };
+            let (item, recorded) = skill_item(base, outcome, dry_run);
+            if let (Some(outcome), false) = (recorded, dry_run) {
+                pending.push(LedgerRow {
+                    source: raw.source.as_str(),
+                    path: raw.path.clone(),
+                    item_hash: hash,
+                    landed_as: raw.landing.kind(),
+                    outcome,
+                    target: item.target.clone(),
+                });
+            }
             item
         } else if dry_run {
             check(db, raw, base, &mut lesson_budget)?
@@ -531,8 +725,28 @@ fn check(db: &MemoryDb, raw: &RawItem, item: ForeignItem, lesson_budget: &mut us
             Err(rejected) => refused(item, &rejected),
             Ok(()) => item,
         },
-        Landing::None => item,
+        Landing::None | Landing::Skill { .. } => item,
     })
+}
+
+/// The report entry (and ledger outcome) of a skill the write path decided.
+fn skill_item(item: ForeignItem, outcome: SkillWriteOutcome, dry_run: bool) -> (ForeignItem, Option<&'static str>) {
+    match outcome {
+        SkillWriteOutcome::Written(name) => {
+            let mut item = item;
+            if !dry_run {
+                item.outcome = ItemOutcome::Written;
+            }
+            item.target = Some(name);
+            (item, Some("written"))
+        }
+        SkillWriteOutcome::Exists(name) => (exists(item, "a skill of this name exists and wins", name), Some("exists")),
+        SkillWriteOutcome::Refused(code, message) => {
+            let mut item = with_reason(item, &code, message);
+            item.outcome = ItemOutcome::Refused;
+            (item, Some("refused"))
+        }
+    }
 }
 
 fn exists(item: ForeignItem, message: &str, target: String) -> ForeignItem {
@@ -645,7 +859,7 @@ fn write(
                 Err(error) => rule_refusal(item, error),
             }
         }
-        Landing::None => Ok((item, None)),
+        Landing::None | Landing::Skill { .. } => Ok((item, None)),
     }
 }
 

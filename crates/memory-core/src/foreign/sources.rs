@@ -220,6 +220,7 @@ pub(crate) fn claude_code(collector: &mut Collector, roots: &ForeignRoots) {
         }
         rules_dir(collector, home, &home.join("rules"));
         auto_memory(collector, home, &home.join("projects"));
+        skills_dir(collector, source, home, &home.join("skills"));
     }
     for project in &roots.projects {
         for relative in ["CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md", "AGENTS.md"] {
@@ -229,6 +230,53 @@ pub(crate) fn claude_code(collector: &mut Collector, roots: &ForeignRoots) {
             }
         }
         rules_dir(collector, project, &project.join(".claude").join("rules"));
+        skills_dir(collector, source, project, &project.join(".claude").join("skills"));
+    }
+}
+
+/// Skill folders (`<dir>/<name>/SKILL.md`): each `SKILL.md` is offered as
+/// the skill `imported/<source>/<name>`. Only the `SKILL.md` is read;
+/// other files of the folder (scripts, assets) are reported, never copied.
+pub(crate) fn skills_dir(collector: &mut Collector, source: ForeignSource, root: &Path, dir: &Path) {
+    for entry in collector.list(source, root, dir, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
+        match entry.kind {
+            EntryKind::Dir => {}
+            EntryKind::Symlink => {
+                collector.refused(source, &entry.path, &Refusal::Symlink);
+                continue;
+            }
+            _ => continue,
+        }
+        let valid = entry.name.len() <= 64
+            && entry.name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && entry.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !valid {
+            collector.diagnose(
+                source,
+                &entry.path,
+                "skill_name",
+                "a skill folder's name must be 1-64 of a-z 0-9 - _; the folder was not read",
+            );
+            continue;
+        }
+        let file = entry.path.join("SKILL.md");
+        let Some(text) = collector.read_optional(source, root, &file) else { continue };
+        let extras: Vec<String> = collector
+            .list(source, root, &entry.path, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries")
+            .into_iter()
+            .filter(|inner| inner.name != "SKILL.md")
+            .map(|inner| inner.name)
+            .collect();
+        if !extras.is_empty() {
+            collector.diagnose(
+                source,
+                &entry.path,
+                "skill_files_not_imported",
+                format!("only SKILL.md is imported; not copied: {}", extras.join(", ")),
+            );
+        }
+        let name = format!("imported/{}/{}", source.as_str(), entry.name.replace('_', "-"));
+        collector.item(source, &file, "skill".to_owned(), Landing::Skill { name, text });
     }
 }
 
@@ -373,6 +421,7 @@ pub(crate) fn hermes(collector: &mut Collector, roots: &ForeignRoots) {
     let source = ForeignSource::Hermes;
     let Some(home) = &roots.hermes_home else { return };
     hermes_home(collector, home, home);
+    skills_dir(collector, source, home, &home.join("skills"));
     let profiles = home.join("profiles");
     match read::kind_of(home, &profiles) {
         Ok(None) => return,
@@ -504,6 +553,7 @@ pub(crate) fn openclaw(collector: &mut Collector, roots: &ForeignRoots) {
             collector.diagnose(source, &path, code, message);
         }
     }
+    skills_dir(collector, source, workspace, &workspace.join("skills"));
     let memory_dir = workspace.join("memory");
     for entry in collector.list(source, workspace, &memory_dir, MAX_FOREIGN_DIR_ENTRIES, "too_many_entries") {
         let date = parse_day_file_name(&entry.name);

@@ -111,10 +111,21 @@ impl AutoSkills {
         Ok(())
     }
 
-    /// The lifecycle state of every live auto skill (catalog name → state).
+    /// Slugs of the live skills under auto/ whose frontmatter says
+    /// `source: auto` (the ones Cairn generated).
+    pub fn live_generated(&self) -> Vec<String> {
+        self.live()
+            .into_iter()
+            .filter(|slug| {
+                Parsed::read(&self.root().join(slug).join("SKILL.md")).is_ok_and(|parsed| parsed.is_generated())
+            })
+            .collect()
+    }
+
+    /// The lifecycle state of every live generated skill (catalog name → state).
     pub fn states(&self) -> BTreeMap<String, AutoSkillState> {
         let states = self.load_states();
-        self.live()
+        self.live_generated()
             .into_iter()
             .map(|slug| {
                 let state = states.skills.get(&slug).copied().unwrap_or_default();
@@ -136,7 +147,9 @@ impl AutoSkills {
         let mut report = LifecycleReport::default();
         self.expire_pending(now, &mut report)?;
 
-        let live = self.live();
+        // Only skills Cairn generated (`source: auto`) are managed: a
+        // hand-written skill placed under auto/ is never staled or archived.
+        let live = self.live_generated();
         if live.is_empty() && !self.state_path().exists() {
             // Nothing generated is live: write nothing (the feature may be off).
             return Ok(report);
@@ -218,9 +231,10 @@ impl AutoSkills {
         let ttl = self.config.pending_ttl_days.saturating_mul(DAY_MS);
         let dir = self.root().join(PENDING_DIR);
         for slug in slugs_in(&dir) {
+            // A pending update counts from when it was staged.
             let created = Parsed::read(&dir.join(&slug).join("SKILL.md"))
                 .ok()
-                .and_then(|parsed| parsed.text("created_at"))
+                .and_then(|parsed| parsed.text("staged_at").or_else(|| parsed.text("created_at")))
                 .and_then(|text| parse_rfc3339(&text));
             // Undated (edited by hand): the file's modification time stands in.
             let created = created.or_else(|| {

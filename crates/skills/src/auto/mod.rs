@@ -10,6 +10,9 @@
 //! - `auto/.pending/<slug>/`: candidates waiting for review (hidden, so the
 //!   catalog never offers them);
 //! - `auto/.archived/<slug>/`: retired skills (hidden: not offered);
+//! - `auto/.versions/<slug>/<millis>.md`: the `SKILL.md` a refinement
+//!   (or a restore) replaced, newest [`MAX_KEPT_VERSIONS`] kept, so
+//!   [`AutoSkills::restore`] can put the previous procedure back;
 //! - `auto/.lifecycle.json`: when each live skill went live, was last
 //!   used, and whether it is stale.
 //!
@@ -19,8 +22,13 @@
 //! generated skill, pending ones included (Jaccard overlap of description
 //! words, [`description_similarity`]), and written under `auto/.pending/`
 //! unless approval is off and it has no script. A refinement only ever
-//! rewrites an existing `auto/` skill whose frontmatter says `source: auto`,
+//! targets an existing `auto/` skill whose frontmatter says `source: auto`,
 //! carrying every frontmatter line it does not model forward byte for byte.
+//! With approval required, a refinement is staged as a *pending update*
+//! under `auto/.pending/<slug>/` (its frontmatter names the skill it
+//! `refines`) and reviewed, approved or rejected like a new candidate;
+//! approving it snapshots the live file into `auto/.versions/` first.
+//! Without approval the refinement goes live at once, snapshot first too.
 //! Every create, refine, duplicate refusal, approval, rejection, expiry and
 //! archive is an audit record.
 
@@ -43,8 +51,8 @@ pub use script::validate_script;
 use crate::audit::{AuditSink, SkillAuditAction, SkillAuditEvent};
 use crate::clock::SkillClock;
 use crate::constants::{
-    AUTO_ARCHIVE_AFTER_DAYS, AUTO_MAX_SCRIPT_BYTES, AUTO_PENDING_TTL_DAYS, AUTO_SIMILARITY_THRESHOLD,
-    AUTO_STALE_AFTER_DAYS, MAX_AUTO_SKILLS, MAX_SKILL_FILE_BYTES,
+    AUTO_ARCHIVE_AFTER_DAYS, AUTO_MAX_PROCEDURE_CHARS, AUTO_MAX_SCRIPT_BYTES, AUTO_PENDING_TTL_DAYS,
+    AUTO_SIMILARITY_THRESHOLD, AUTO_STALE_AFTER_DAYS, MAX_AUTO_SKILLS, MAX_SKILL_FILE_BYTES,
 };
 use crate::error::SkillsError;
 use crate::frontmatter::{SkillMeta, lines_with_endings, parse_mapping, split};
@@ -58,6 +66,14 @@ pub const PENDING_DIR: &str = ".pending";
 pub const ARCHIVE_DIR: &str = ".archived";
 /// The helper script's path inside a skill directory.
 pub const SCRIPT_PATH: &str = "scripts/helper.py";
+/// Replaced versions of live skills, inside [`AUTO_DIR`].
+pub const VERSIONS_DIR: &str = ".versions";
+/// Replaced versions kept per skill (the oldest beyond are deleted).
+pub const MAX_KEPT_VERSIONS: usize = 10;
+/// Live generated skills whose current procedure a refinement prompt shows.
+pub const MAX_REFINABLE_SHOWN: usize = 3;
+/// The frontmatter key of a pending update naming the skill it replaces.
+const REFINES_KEY: &str = "refines";
 
 /// Why a candidate, review action or refinement was refused.
 #[derive(Debug, thiserror::Error)]
@@ -118,8 +134,8 @@ pub enum AutoSkillError {
         /// The threshold.
         threshold: f64,
     },
-    /// A refinement named a skill outside `auto/`, or one not generated.
-    #[error("refusing to refine {name:?}: only generated skills under auto/ are refined")]
+    /// A refinement (or restore) named a skill outside `auto/`, or one not generated.
+    #[error("refusing to change {name:?}: only generated skills (source: auto) under auto/ are refined or restored")]
     NotAuto {
         /// The name given.
         name: String,
@@ -158,6 +174,12 @@ pub enum AutoSkillError {
         /// The link.
         path: PathBuf,
     },
+    /// No earlier version of the skill is kept.
+    #[error("no earlier version of auto skill {slug:?} is kept")]
+    NoVersion {
+        /// The slug.
+        slug: String,
+    },
     /// A filesystem failure.
     #[error(transparent)]
     Skills(#[from] SkillsError),
@@ -181,6 +203,7 @@ impl AutoSkillError {
             Self::Exists { .. } => "exists",
             Self::AtCapacity { .. } => "at_capacity",
             Self::Symlink { .. } => "symlink_refused",
+            Self::NoVersion { .. } => "no_version",
             Self::Skills(_) => "io",
         }
     }
@@ -237,11 +260,37 @@ pub enum AutoOutcome {
         /// The catalog name.
         name: String,
     },
-    /// An existing `auto/<slug>` was rewritten.
+    /// An existing `auto/<slug>` was rewritten (approval off; the
+    /// replaced file is kept under `auto/.versions/`).
     Refined {
         /// The catalog name.
         name: String,
     },
+    /// A refinement of `auto/<slug>` waits for review under
+    /// `auto/.pending/<slug>/` (approval on); the live skill is unchanged.
+    UpdateStaged {
+        /// The catalog name of the live skill.
+        name: String,
+    },
+}
+
+/// What a pending entry would do when approved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingKind {
+    /// A new skill.
+    New,
+    /// A refinement replacing the procedure of a live skill.
+    Update,
+}
+
+/// A live generated skill's current procedure, as a refinement prompt shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefinableSkill {
+    /// `auto/<slug>`.
+    pub name: String,
+    /// The body, redacted, at most the procedure cap.
+    pub procedure: String,
 }
 
 /// A candidate waiting for review (the `GET /api/skills/-/pending` shape).
@@ -251,6 +300,8 @@ pub struct PendingSkill {
     pub slug: String,
     /// `auto/<slug>`.
     pub name: String,
+    /// `new`, or `update` for a refinement of the live skill `name`.
+    pub kind: PendingKind,
     /// The description.
     pub description: String,
     /// Trigger phrases.
@@ -268,6 +319,9 @@ pub struct PendingSkill {
     pub procedure: String,
     /// The helper script.
     pub script: Option<String>,
+    /// For an update: the live skill's procedure it would replace (so a
+    /// reviewer sees both); `None` for a new skill or a live skill gone.
+    pub current_procedure: Option<String>,
 }
 
 /// Which proposal key a proposal came from.
@@ -492,7 +546,7 @@ impl AutoSkills {
             ProposalKind::Refined => {
                 let result = self.refine(skill, session_key);
                 let detail = match &result {
-                    Ok(_) => format!("session {session_key}: refined"),
+                    Ok(outcome) => format!("session {session_key}: {}", describe(outcome)),
                     Err(error) => format!("session {session_key}: {} ({error})", error.code()),
                 };
                 // The name as the model gave it: a refused one may be outside auto/.
@@ -587,6 +641,7 @@ impl AutoSkills {
         if !parsed.is_generated() {
             return Err(AutoSkillError::NotAuto { name });
         }
+        let now = self.clock.now_millis();
         let mut updates: Vec<(&str, Option<String>)> = Vec::new();
         if !candidate.description.is_empty() {
             updates.push(("description", Some(quoted(&candidate.description))));
@@ -594,10 +649,157 @@ impl AutoSkills {
         if !candidate.triggers.is_empty() {
             updates.push(("triggers", Some(triggers_yaml(&candidate.triggers))));
         }
-        updates.push(("refined_at", Some(rfc3339(self.clock.now_millis()))));
+        if self.config.approval_required {
+            // Staged beside new candidates; the live file is not touched.
+            let pending = self.pending_dir().join(&candidate.slug);
+            if fs::symlink_metadata(&pending).is_ok() {
+                let is_update =
+                    Parsed::read(&pending.join("SKILL.md")).is_ok_and(|staged| staged.text(REFINES_KEY).is_some());
+                if !is_update {
+                    return Err(AutoSkillError::Exists { slug: candidate.slug });
+                }
+                // A newer refinement of the same skill replaces the one waiting.
+                fs::remove_dir_all(&pending).map_err(|source| SkillsError::io("removing", &pending, source))?;
+            }
+            updates.push((REFINES_KEY, Some(quoted(&name))));
+            updates.push(("refined_by", Some(quoted(session_key))));
+            updates.push(("staged_at", Some(rfc3339(now))));
+            let staged = carry_forward(&text, &updates, Some(&candidate.procedure))?;
+            self.ensure_dir(&self.pending_dir())?;
+            write_skill_dir(&self.pending_dir(), &candidate.slug, &staged, None)?;
+            return Ok(AutoOutcome::UpdateStaged { name });
+        }
+        updates.push(("refined_at", Some(rfc3339(now))));
         let rewritten = carry_forward(&text, &updates, Some(&candidate.procedure))?;
+        self.keep_version(&candidate.slug, &text)?;
         atomic_write(&file, rewritten.as_bytes())?;
         Ok(AutoOutcome::Refined { name })
+    }
+
+    fn versions_dir(&self, slug: &str) -> PathBuf {
+        self.root().join(VERSIONS_DIR).join(slug)
+    }
+
+    /// Saves `text` (the live `SKILL.md` about to be replaced) as
+    /// `auto/.versions/<slug>/<millis>.md`, deleting the oldest beyond
+    /// [`MAX_KEPT_VERSIONS`].
+    fn keep_version(&self, slug: &str, text: &str) -> Result<(), AutoSkillError> {
+        let dir = self.versions_dir(slug);
+        self.ensure_dir(&dir)?;
+        let mut stamp = self.clock.now_millis();
+        while dir.join(format!("{stamp}.md")).exists() {
+            stamp += 1;
+        }
+        atomic_write(&dir.join(format!("{stamp}.md")), text.as_bytes())?;
+        let versions = self.versions(slug);
+        for old in versions.iter().take(versions.len().saturating_sub(MAX_KEPT_VERSIONS)) {
+            let path = dir.join(format!("{old}.md"));
+            fs::remove_file(&path).map_err(|source| SkillsError::io("removing", &path, source))?;
+        }
+        Ok(())
+    }
+
+    /// The kept versions of `auto/<slug>` (Unix milliseconds they were
+    /// replaced at, oldest first).
+    pub fn versions(&self, slug: &str) -> Vec<u64> {
+        let Ok(entries) = fs::read_dir(self.versions_dir(slug)) else { return Vec::new() };
+        let mut stamps: Vec<u64> = entries
+            .flatten()
+            .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+            .filter_map(|entry| entry.file_name().to_str()?.strip_suffix(".md")?.parse().ok())
+            .collect();
+        stamps.sort_unstable();
+        stamps
+    }
+
+    /// Puts the newest kept version of `auto/<slug>` back live; the file it
+    /// replaces is kept as a version in turn (a second restore undoes the
+    /// first). Returns the catalog name.
+    pub fn restore(&self, slug: &str) -> Result<String, AutoSkillError> {
+        let _write = self.write_lock.lock();
+        let result = (|| {
+            validate_slug(slug)?;
+            let file = self.root().join(slug).join("SKILL.md");
+            let live = self.read_live_generated(slug)?;
+            let newest = *self.versions(slug).last().ok_or(AutoSkillError::NoVersion { slug: slug.to_owned() })?;
+            let version = self.versions_dir(slug).join(format!("{newest}.md"));
+            let text = cairn_guard::safe_read_file_bounded(&version, MAX_SKILL_FILE_BYTES as u64).map_err(|error| {
+                SkillsError::io(
+                    "reading",
+                    &version,
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, error.to_string()),
+                )
+            })?;
+            if !Parsed::parse(&text, &version)?.is_generated() {
+                return Err(AutoSkillError::NotAuto { name: format!("{AUTO_DIR}/{slug}") });
+            }
+            fs::remove_file(&version).map_err(|source| SkillsError::io("removing", &version, source))?;
+            self.keep_version(slug, &live)?;
+            atomic_write(&file, text.as_bytes())?;
+            Ok(format!("{AUTO_DIR}/{slug}"))
+        })();
+        let detail = match &result {
+            Ok(_) => "restored the previous version".to_owned(),
+            Err(error) => format!("{} ({error})", error.code()),
+        };
+        self.record(SkillAuditAction::AutoSkillRestore, slug, result.is_ok(), detail);
+        result
+    }
+
+    /// The text of the live `auto/<slug>/SKILL.md`, refused when it is a
+    /// link, missing, or not generated.
+    fn read_live_generated(&self, slug: &str) -> Result<String, AutoSkillError> {
+        let dir = self.root().join(slug);
+        if fs::symlink_metadata(&dir).is_ok_and(|metadata| metadata.file_type().is_symlink()) {
+            return Err(AutoSkillError::Symlink { path: dir });
+        }
+        let file = dir.join("SKILL.md");
+        if !file.is_file() {
+            return Err(AutoSkillError::NotFound { slug: slug.to_owned() });
+        }
+        let text = cairn_guard::safe_read_file_bounded(&file, MAX_SKILL_FILE_BYTES as u64).map_err(|error| {
+            SkillsError::io("reading", &file, std::io::Error::new(std::io::ErrorKind::InvalidData, error.to_string()))
+        })?;
+        if !Parsed::parse(&text, &file)?.is_generated() {
+            return Err(AutoSkillError::NotAuto { name: format!("{AUTO_DIR}/{slug}") });
+        }
+        Ok(text)
+    }
+
+    /// The live generated skills a conversation used, with their current
+    /// procedures, for a refinement prompt: those whose name
+    /// (`auto/<slug>`) or one of whose trigger phrases appears in
+    /// `transcript` (case-insensitive), at most [`MAX_REFINABLE_SHOWN`].
+    /// Bodies are redacted; one that trips the injection screen is left
+    /// out (it is not shown to a model as its own procedure).
+    pub fn refinable(&self, transcript: &str) -> Vec<RefinableSkill> {
+        let lowered = transcript.to_lowercase();
+        let mut out = Vec::new();
+        for slug in self.live() {
+            if out.len() >= MAX_REFINABLE_SHOWN {
+                break;
+            }
+            let name = format!("{AUTO_DIR}/{slug}");
+            let Ok(parsed) = Parsed::read(&self.root().join(&slug).join("SKILL.md")) else { continue };
+            if !parsed.is_generated() {
+                continue;
+            }
+            let used = lowered.contains(&name)
+                || parsed.meta.triggers.iter().any(|trigger| {
+                    let trigger = trigger.trim().to_lowercase();
+                    !trigger.is_empty() && lowered.contains(&trigger)
+                });
+            if !used {
+                continue;
+            }
+            let procedure = cairn_guard::redact_all(parsed.body.trim()).into_owned();
+            if let Some(finding) = cairn_guard::screen(&procedure) {
+                tracing::debug!(%name, rule = %finding.rule, "a live auto skill's body is not shown for refinement");
+                continue;
+            }
+            out.push(RefinableSkill { name, procedure: procedure.chars().take(AUTO_MAX_PROCEDURE_CHARS).collect() });
+        }
+        out
     }
 
     /// Candidates waiting for review, by slug.
@@ -641,6 +843,9 @@ impl AutoSkills {
         if !pending.unexpected_files.is_empty() {
             return Err(AutoSkillError::UnexpectedFiles { slug: slug.to_owned(), files: pending.unexpected_files });
         }
+        if pending.kind == PendingKind::Update {
+            return self.apply_update(slug, &pending);
+        }
         if let Some(script) = &pending.script {
             validate_script(&self.config.python, script)?;
         }
@@ -652,6 +857,29 @@ impl AutoSkills {
         let from = self.pending_dir().join(slug);
         fs::rename(&from, &target).map_err(|source| SkillsError::io("renaming into place", &target, source))?;
         self.mark_live(slug, self.clock.now_millis())?;
+        Ok(format!("{AUTO_DIR}/{slug}"))
+    }
+
+    /// Applies a reviewed refinement to the live skill as it is now (lines
+    /// the lifecycle wrote since, such as `reuse_count`, stay), keeping the
+    /// replaced file as a version.
+    fn apply_update(&self, slug: &str, pending: &PendingSkill) -> Result<String, AutoSkillError> {
+        let live = self.read_live_generated(slug)?;
+        let current = Parsed::parse(&live, &self.root().join(slug).join("SKILL.md"))?.meta;
+        // Only what the refinement changed is rewritten; other lines stay in place.
+        let mut updates: Vec<(&str, Option<String>)> = Vec::new();
+        if !pending.description.is_empty() && current.description.as_deref() != Some(pending.description.as_str()) {
+            updates.push(("description", Some(quoted(&pending.description))));
+        }
+        if !pending.triggers.is_empty() && current.triggers != pending.triggers {
+            updates.push(("triggers", Some(triggers_yaml(&pending.triggers))));
+        }
+        updates.push(("refined_at", Some(rfc3339(self.clock.now_millis()))));
+        let rewritten = carry_forward(&live, &updates, Some(&pending.procedure))?;
+        self.keep_version(slug, &live)?;
+        atomic_write(&self.root().join(slug).join("SKILL.md"), rewritten.as_bytes())?;
+        let from = self.pending_dir().join(slug);
+        fs::remove_dir_all(&from).map_err(|source| SkillsError::io("removing", &from, source))?;
         Ok(format!("{AUTO_DIR}/{slug}"))
     }
 
@@ -718,7 +946,8 @@ fn describe(outcome: &AutoOutcome) -> String {
     match outcome {
         AutoOutcome::Staged { slug } => format!("staged {AUTO_DIR}/{PENDING_DIR}/{slug} for review"),
         AutoOutcome::Live { name } => format!("{name} is live"),
-        AutoOutcome::Refined { name } => format!("{name} refined"),
+        AutoOutcome::Refined { name } => format!("{name} refined (previous version kept)"),
+        AutoOutcome::UpdateStaged { name } => format!("refinement of {name} staged for review"),
     }
 }
 
@@ -831,18 +1060,28 @@ fn read_pending(dir: &Path, slug: &str) -> Result<PendingSkill, AutoSkillError> 
     } else {
         None
     };
-    let created_at = parsed.text("created_at").unwrap_or_default();
+    let update = parsed.text(REFINES_KEY).is_some();
+    let (session_key, created_at, current_procedure) = if update {
+        // The live skill's body, for the reviewer to compare.
+        let live = dir.parent().and_then(Path::parent).map(|root| root.join(slug).join("SKILL.md"));
+        let current = live.and_then(|file| Parsed::read(&file).ok()).map(|live| live.body.trim().to_owned());
+        (parsed.text("refined_by"), parsed.text("staged_at"), current)
+    } else {
+        (parsed.text("session_key"), parsed.text("created_at"), None)
+    };
     Ok(PendingSkill {
         slug: slug.to_owned(),
         name: format!("{AUTO_DIR}/{slug}"),
+        kind: if update { PendingKind::Update } else { PendingKind::New },
         description: parsed.meta.description.clone().unwrap_or_default(),
         triggers: parsed.meta.triggers.clone(),
-        session_key: parsed.text("session_key").unwrap_or_default(),
-        created_at,
+        session_key: session_key.unwrap_or_default(),
+        created_at: created_at.unwrap_or_default(),
         has_script: script.is_some(),
         unexpected_files: unexpected_files(dir),
         procedure: parsed.body.trim().to_owned(),
         script,
+        current_procedure,
     })
 }
 

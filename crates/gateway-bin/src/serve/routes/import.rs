@@ -5,8 +5,11 @@
 //! The body names the sources and, optionally, where they are:
 //! `{"from": "all" | "claude-code" | "hermes" | "openclaw",
 //!   "claude_home": DIR, "hermes_home": DIR, "openclaw_workspace": DIR,
-//!   "projects": [DIR, ...]}`; roots default to the documented locations
-//! under the user's home. A scan reads files on a blocking thread; an
+//!   "projects": [DIR, ...], "only": ["lessons" | "facts" | "episodic" | "skills", ...],
+//!   "items": [ID, ...]}`; roots default to the documented locations
+//! under the user's home; `only` and `items` narrow the scan or apply to
+//! categories and to the items a scan listed (each has an `id`). Skill
+//! folders land as `imported/<source>/<name>` through the catalog's create. A scan reads files on a blocking thread; an
 //! apply runs on the embed pool (lesson and fact writers embed), one
 //! migration or import at a time (409 `transfer_in_progress`). Episodic
 //! rows are written without vectors; the apply answers at once and the
@@ -19,7 +22,9 @@ use std::sync::{Arc, LazyLock};
 
 use axum::Json;
 use axum::extract::State;
-use cairn_memory_core::{ForeignRoots, ForeignSource, MemoryDb, apply_foreign, scan_foreign};
+use cairn_memory_core::{
+    ForeignRoots, ForeignSelection, ForeignSource, MemoryDb, apply_foreign_with, scan_foreign_with,
+};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -38,6 +43,10 @@ pub(crate) struct ImportRequest {
     openclaw_workspace: Option<PathBuf>,
     #[serde(default)]
     projects: Vec<PathBuf>,
+    #[serde(default)]
+    only: Vec<String>,
+    #[serde(default)]
+    items: Vec<String>,
 }
 
 impl ImportRequest {
@@ -51,8 +60,18 @@ impl ImportRequest {
         }
     }
 
-    fn roots(&self) -> Result<ForeignRoots, ApiError> {
+    fn selection(&self) -> Result<ForeignSelection, ApiError> {
+        crate::commands::import::selection(&self.only, &self.items)
+            .map_err(|message| ApiError::bad_request("invalid_selection", message))
+    }
+
+    /// The roots: the body's, then `configured_openclaw` (the resolved
+    /// `import.openclaw_workspace`), then the documented defaults.
+    fn roots(&self, configured_openclaw: Option<&std::path::Path>) -> Result<ForeignRoots, ApiError> {
         let mut roots = dirs::home_dir().map(|home| ForeignRoots::under_user_home(&home)).unwrap_or_default();
+        if let Some(dir) = configured_openclaw {
+            roots.openclaw_workspace = Some(dir.to_path_buf());
+        }
         for (field, dir, slot) in [
             ("claude_home", &self.claude_home, &mut roots.claude_home),
             ("hermes_home", &self.hermes_home, &mut roots.hermes_home),
@@ -95,9 +114,15 @@ static BACKFILL: LazyLock<Mutex<BackfillStatus>> =
 /// `POST /api/import/scan`: the dry run; nothing is written.
 pub(crate) async fn scan(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ImportRequest>) -> ApiResult {
     let sources = body.sources()?;
-    let roots = body.roots()?;
+    let roots = body.roots(state.live().home.settings().openclaw_workspace.as_deref())?;
+    let selection = body.selection()?;
     let memory = Arc::clone(&state.memory);
-    let report = blocking(move || scan_foreign(&memory, &roots, &sources).map_err(memory_error)).await?;
+    let catalog = Arc::clone(&state.live().skills);
+    let report = blocking(move || {
+        let writer = crate::commands::import::CatalogSkillWriter(&catalog);
+        scan_foreign_with(&memory, &roots, &sources, &selection, Some(&writer)).map_err(memory_error)
+    })
+    .await?;
     Ok(Json(json!({"ok": true, "report": report})))
 }
 
@@ -105,14 +130,20 @@ pub(crate) async fn scan(State(state): State<Arc<AppState>>, JsonBody(body): Jso
 /// the backfill of the new episodic rows.
 pub(crate) async fn apply(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ImportRequest>) -> ApiResult {
     let sources = body.sources()?;
-    let roots = body.roots()?;
+    let roots = body.roots(state.live().home.settings().openclaw_workspace.as_deref())?;
+    let selection = body.selection()?;
     let guard = Arc::clone(&state.transfer_lock).try_lock_owned().map_err(|_| {
         ApiError::conflict("transfer_in_progress", "a migration or import is already running; retry when it is done")
     })?;
     let memory = Arc::clone(&state.memory);
+    let catalog = Arc::clone(&state.live().skills);
     let report = pooled(&state, move || {
         let _guard = guard;
-        apply_foreign(&memory, &roots, &sources, None).map_err(memory_error)
+        let writer = crate::commands::import::CatalogSkillWriter(&catalog);
+        let report =
+            apply_foreign_with(&memory, &roots, &sources, &selection, Some(&writer), None).map_err(memory_error);
+        catalog.invalidate();
+        report
     })
     .await?;
     let scheduled = report.deferred_episodic() > 0;

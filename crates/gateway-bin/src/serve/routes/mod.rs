@@ -175,6 +175,8 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/skills/-/pending", get(skills::pending))
         .route("/api/skills/-/pending/{slug}/approve", post(skills::approve))
         .route("/api/skills/-/pending/{slug}/reject", post(skills::reject))
+        .route("/api/skills/-/auto/{slug}/restore", post(skills::restore))
+        .route("/api/skills/-/audit", get(skills::audit))
         .route("/api/skills/-/lint", get(skills::lint))
         .route("/api/skills/{*name}", get(skills::get).put(skills::replace).delete(skills::delete))
         .route("/api/agents", get(agents::list))

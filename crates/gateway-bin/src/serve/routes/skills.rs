@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use cairn_skills::auto::AutoSkillError;
 use cairn_skills::{SkillsError, lint_skill_dir};
@@ -154,14 +154,17 @@ fn auto_error(error: AutoSkillError) -> ApiError {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "script_rejected", message)
         }
         AutoSkillError::Exists { .. } => ApiError::conflict("skill_exists", message),
+        AutoSkillError::NotAuto { .. } => ApiError::conflict("not_auto", message),
+        AutoSkillError::NoVersion { .. } => ApiError::not_found("no_version", message),
         AutoSkillError::UnexpectedFiles { .. } => ApiError::conflict("unexpected_files", message),
         AutoSkillError::Symlink { .. } => ApiError::new(StatusCode::FORBIDDEN, "symlink_refused", message),
         _ => ApiError::internal(message),
     }
 }
 
-/// `GET /api/skills/-/pending`: the auto-skill candidates waiting for
-/// review, read from `<home>/skills/auto/.pending/`.
+/// `GET /api/skills/-/pending`: the auto-skill candidates and pending
+/// updates (`"kind": "update"`, with the live `current_procedure`) waiting
+/// for review, read from `<home>/skills/auto/.pending/`.
 pub(crate) async fn pending(State(state): State<Arc<AppState>>) -> ApiResult {
     let auto = state.sessions.auto_skills();
     let pending = blocking(move || auto.pending().map_err(auto_error)).await?;
@@ -170,7 +173,9 @@ pub(crate) async fn pending(State(state): State<Arc<AppState>>) -> ApiResult {
 
 /// `POST /api/skills/-/pending/{slug}/approve`: promotes the candidate to
 /// `auto/<slug>` after validating its script again (422
-/// `script_rejected` naming the rule when it fails; 404 `not_found`).
+/// `script_rejected` naming the rule when it fails; 404 `not_found`), or
+/// applies a pending update, keeping the replaced file as a version (409
+/// `not_auto` when the live skill is no longer a generated one).
 pub(crate) async fn approve(State(state): State<Arc<AppState>>, Path(slug): Path<String>) -> ApiResult {
     let auto = state.sessions.auto_skills();
     let catalog = Arc::clone(&state.live().skills);
@@ -189,4 +194,40 @@ pub(crate) async fn reject(State(state): State<Arc<AppState>>, Path(slug): Path<
     let label = slug.clone();
     blocking(move || auto.reject(&slug).map_err(auto_error)).await?;
     Ok(Json(json!({"rejected": label})))
+}
+
+/// `POST /api/skills/-/auto/{slug}/restore`: puts the newest kept version
+/// of `auto/<slug>` back live, keeping the replaced file (404 `not_found`,
+/// 404 `no_version`).
+pub(crate) async fn restore(State(state): State<Arc<AppState>>, Path(slug): Path<String>) -> ApiResult {
+    let auto = state.sessions.auto_skills();
+    let catalog = Arc::clone(&state.live().skills);
+    let name = blocking(move || {
+        let name = auto.restore(&slug).map_err(auto_error)?;
+        catalog.invalidate();
+        Ok(name)
+    })
+    .await?;
+    Ok(Json(json!({"restored": name})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AuditQuery {
+    limit: Option<usize>,
+}
+
+/// `GET /api/skills/-/audit?limit=N`: the newest records of
+/// `<home>/skills-audit.jsonl`, newest first, as
+/// `{"events": [{"at", "action", "skills", "ok", "detail"}], "skipped", "truncated"}`
+/// (400 `invalid_limit` outside 1 to 1000; default 50).
+pub(crate) async fn audit(State(state): State<Arc<AppState>>, Query(query): Query<AuditQuery>) -> ApiResult {
+    let max = crate::skills_audit::MAX_LIMIT;
+    let limit = query.limit.unwrap_or(crate::skills_audit::DEFAULT_LIMIT);
+    if !(1..=max).contains(&limit) {
+        return Err(ApiError::bad_request("invalid_limit", format!("limit must be 1 to {max}")));
+    }
+    let path = state.home.join(crate::home::SKILLS_AUDIT_FILE_NAME);
+    let log = blocking(move || crate::skills_audit::read(&path, limit).map_err(ApiError::internal)).await?;
+    Ok(Json(serde_json::to_value(log).map_err(ApiError::internal)?))
 }
