@@ -249,6 +249,7 @@ function showView(view) {
   else if (view === 'skills') {
     loadSkills();
     loadPending();
+    loadSkillAudit();
   }
   else if (view === 'agents') loadAgents();
   else if (view === 'mcp') loadMcp();
@@ -974,16 +975,37 @@ function pendingItem(candidate) {
   ];
   if (candidate.triggers.length) meta.push(el('span', { text: 'triggers: ' + candidate.triggers.join(', ') }));
   if (candidate.has_script) meta.push(el('span', { class: 'chip warn', text: 'helper script' }));
-  return el('li', { data: { slug: candidate.slug } },
+  const update = candidate.kind === 'update';
+  meta.unshift(el('span', { class: update ? 'chip warn pending-kind' : 'chip pending-kind', text: update ? 'update of the live skill' : 'new skill' }));
+  return el('li', { data: { slug: candidate.slug, kind: candidate.kind } },
     el('div', { class: 'row-text', text: candidate.description }),
     el('div', { class: 'row-meta' }, meta),
-    el('h3', { text: 'Procedure' }),
+    update && candidate.current_procedure !== null ? el('h3', { text: 'Live procedure (replaced on approval, kept as a version)' }) : null,
+    update && candidate.current_procedure !== null ? el('pre', { class: 'assembled pending-current', text: candidate.current_procedure }) : null,
+    el('h3', { text: update ? 'Proposed procedure' : 'Procedure' }),
     el('pre', { class: 'assembled pending-procedure', text: candidate.procedure }),
     candidate.script === null ? null : el('h3', { text: 'scripts/helper.py' }),
     candidate.script === null ? null : el('pre', { class: 'assembled pending-script', text: candidate.script }),
     el('div', { class: 'row-meta' },
       el('button', { type: 'button', class: 'small', text: 'Approve', onclick: () => reviewPending(candidate.slug, 'approve') }),
       el('button', { type: 'button', class: 'small danger', text: 'Reject', onclick: () => reviewPending(candidate.slug, 'reject') })));
+}
+
+async function loadSkillAudit() {
+  await guarded('skill-audit-msg', async () => {
+    const data = await api('GET', '/api/skills/-/audit?limit=50');
+    clear($('skill-audit-list')).append(...data.events.map((event) => el('tr', {},
+      cell('When', event.at || '—'),
+      cell('Action', el('code', { text: event.action })),
+      cell('Skills', event.skills.join(', ') || '—'),
+      cell('Outcome', el('span', { class: event.ok ? 'chip' : 'chip bad', text: event.ok ? 'ok' : 'refused' })),
+      cell('Detail', event.detail || ''))));
+    const notes = [];
+    if (data.events.length === 0) notes.push('No auto-skill event yet.');
+    if (data.skipped) notes.push(plural(data.skipped, 'unreadable line', 'unreadable lines') + ' skipped.');
+    if (data.truncated) notes.push('Older events are not shown.');
+    say('skill-audit-msg', notes.join(' '));
+  });
 }
 
 async function loadPending() {
@@ -999,7 +1021,7 @@ async function reviewPending(slug, action) {
     const data = await api('POST', pendingPath(slug, action));
     if (action === 'approve') say('pending-msg', 'Approved: ' + data.approved + ' is a live skill now.', 'ok');
     else say('pending-msg', 'Rejected ' + data.rejected + '; its files were removed.', 'ok');
-    await Promise.all([loadPending(), loadSkills()]);
+    await Promise.all([loadPending(), loadSkills(), loadSkillAudit()]);
   });
 }
 
@@ -1454,6 +1476,7 @@ function wire() {
   $('ctx-form').addEventListener('submit', previewContext);
   $('skill-form').addEventListener('submit', createSkill);
   $('skill-edit').addEventListener('click', editSkill);
+  $('skill-audit-refresh').addEventListener('click', loadSkillAudit);
   $('skill-edit-form').addEventListener('submit', saveSkill);
   $('skill-edit-cancel').addEventListener('click', () => {
     $('skill-edit-form').hidden = true;

@@ -1162,6 +1162,17 @@ fn dashboard_pending_auto_skills_are_shown_as_text_and_approved_or_rejected() {
     assert!(std::fs::read_to_string(live.join("SKILL.md")).unwrap().ends_with(&format!("{procedure}\n")));
     assert_eq!(browser.text("#pending-list"), "No candidates waiting for review.");
     assert_eq!(gateway.get("/api/skills/-/pending").body["pending"], json!([]));
+
+    // The audit trail shows the review, newest first.
+    browser.click("#skill-audit-card summary");
+    browser.wait("the audit trail", "document.querySelectorAll('#skill-audit-list tr').length >= 2");
+    let newest = browser.text("#skill-audit-list tr:first-child");
+    assert!(
+        newest.contains("auto_skill_approve") && newest.contains("rotate-logs") && newest.contains("ok"),
+        "{newest}"
+    );
+    let trail = browser.text("#skill-audit-list");
+    assert!(trail.contains("auto_skill_reject"), "{trail}");
     browser.finish("pending_reviewed");
 }
 
