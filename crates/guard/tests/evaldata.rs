@@ -76,7 +76,12 @@ fn injection_dev_benign_rows_do_not_regress() {
     eprintln!("benign rows flagged:\n{}", flagged_benign.join("\n"));
     assert!(flagged_benign.len() <= MAX_BENIGN_FLAGGED, "{} benign rows flagged", flagged_benign.len());
     assert!(injections >= MIN_INJECTIONS_FLAGGED, "{injections} injection rows flagged");
+    let indirect = by_type.get("indirect").map_or(0, |counts| counts.0);
+    assert!(indirect >= MIN_INDIRECT_FLAGGED, "{indirect} indirect rows flagged");
 }
 
 const MAX_BENIGN_FLAGGED: usize = 2;
-const MIN_INJECTIONS_FLAGGED: usize = 149;
+const MIN_INJECTIONS_FLAGGED: usize = 156;
+/// Instructions hidden in an email (BIPIA); the rules for them were written
+/// from BIPIA's attack families and the literature, not from these rows.
+const MIN_INDIRECT_FLAGGED: usize = 6;
