@@ -1307,6 +1307,22 @@ inj("indirect-instructions-multilingual", [], [
     "Ta réponse est arrivée hier soir.",
 ])
 
+# Issue 46: values that only name what goes there (documentation writes
+# them where a real value belongs) are not credentials; the same keys with
+# real-looking values still are.
+near_misses("skill-documentation", "secrets", [
+    "to add `ANTHROPIC_API_KEY=\"my-anthropic-api-key\"` to your `.env` file",
+    "OPENAI_API_KEY=\"my-openai-api-key\"",
+    "export STRIPE_SECRET=super-secret-token",
+    "db.password = \"database-password\"",
+    "Set `GITHUB_TOKEN: personal-access-token` in the workflow.",
+    "api_key: 'the-api-key'",
+])
+positives("generic-config", [
+    ("ANTHROPIC_API_KEY=\"my-anthropic-api-key-7Qz9Lk2Vx\"", "my-anthropic-api-key-7Qz9Lk2Vx"),
+    ("db.password = \"Database-Password-2024\"", "Database-Password-2024"),
+])
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus.jsonl")
 with open(out, "w", encoding="utf-8") as f:
     for row in rows:
