@@ -291,17 +291,29 @@ const RULES: &[Rule] = &[
             download_and_run!(),
         ),
     ),
-    // Indirect injection: a directive hidden in data (an email, a web page,
-    // a tool result) that tells the model reading it what to put in its
-    // answer to someone else. After BIPIA's attack families (Yi et al.
-    // 2023: task-irrelevant, targeted and malicious instructions inserted
-    // into emails, tables and web pages), Greshake et al. 2023 ("Not what
-    // you've signed up for") and the "indirect" category of the public
-    // guard models. A human correspondent is asked to *send* a reply; only
-    // the reading model is asked to *modify* its answer, to put something
-    // into it, or to encode it. Objects that start with "your" ("include
-    // your order number in your reply") are left alone: that is a request
-    // to a person for their own details.
+    rule(
+        "secrecy-demand",
+        C::SecrecyDemand,
+        r"\b(?:do not|don't|never|without) (?:tell|telling|inform|informing|mention|mentioning|alert|alerting|notify|notifying|reveal|revealing|let) (?:the |your )?(?:user|human|operator|owner|admin)s?\b|\b(?:keep|keeping) (?:this|these instructions|it) (?:a )?secret from (?:the )?(?:user|human)\b",
+    ),
+];
+
+/// Indirect injection: a directive hidden in data (an email, a web page,
+/// a tool result) that tells the model reading it what to put in its
+/// answer to someone else. After BIPIA's attack families (Yi et al.
+/// 2023: task-irrelevant, targeted and malicious instructions inserted
+/// into emails, tables and web pages), Greshake et al. 2023 ("Not what
+/// you've signed up for") and the "indirect" category of the public
+/// guard models. A human correspondent is asked to *send* a reply; only
+/// the reading model is asked to *modify* its answer, to put something
+/// into it, or to encode it. Objects that start with "your" ("include
+/// your order number in your reply") are left alone: that is a request
+/// to a person for their own details.
+///
+/// These rules sit in a set of their own that runs only over views that
+/// hold one of [`INDIRECT_TRIGGER`]'s words, so texts that name no
+/// answer, reply, response, summary or assistant do not pay for them.
+const INDIRECT_RULES: &[Rule] = &[
     rule(
         "answer-modification",
         C::HiddenInstruction,
@@ -371,12 +383,23 @@ const RULES: &[Rule] = &[
             r"|(?:답변|응답|대답|요약)(?:을|를) (?:수정|변경|조정)(?:하여|해서|하고|하세요)|(?:답변|응답|대답|요약)에 [^.\n]*?(?:포함|추가|언급)(?:하세요|하십시오|해야|해 주세요|하라)|어시스턴트는 반드시",
         ),
     ),
-    rule(
-        "secrecy-demand",
-        C::SecrecyDemand,
-        r"\b(?:do not|don't|never|without) (?:tell|telling|inform|informing|mention|mentioning|alert|alerting|notify|notifying|reveal|revealing|let) (?:the |your )?(?:user|human|operator|owner|admin)s?\b|\b(?:keep|keeping) (?:this|these instructions|it) (?:a )?secret from (?:the )?(?:user|human)\b",
-    ),
 ];
+
+/// Words every [`INDIRECT_RULES`] pattern needs one of (answer, reply,
+/// response, summary, assistant, AI, the encodings, and their counterparts
+/// in the screen's other languages). One literal search, which the regex
+/// engine runs with its SIMD prefilter.
+const INDIRECT_TRIGGER: &str = r"answer|repl[yi]|respon|summar|recap|write-?up|assistant|\bai\b|chatbot|\bbot\b|llm|language model|base ?64|backward|emoji|homophon|revers|rot ?-?13|morse|respuesta|contestacion|resumen|asistente|reponse|resume|antwort|zusammenfassung|assistent|risposta|riassunto|resposta|resumo|antwoord|reactie|samenvatting|ответ|пересказ|резюме|ассистент|回答|回复|回覆|答案|摘要|总结|總結|助手|助理|人工智能|返答|返信|要約|応答|アシスタント|답변|응답|대답|요약|어시스턴트";
+
+static INDIRECT_SCREENER: LazyLock<(regex::Regex, RegexSet)> = LazyLock::new(|| {
+    let trigger = regex::Regex::new(&ascii_pattern(&fold_pattern(INDIRECT_TRIGGER))).expect("trigger compiles");
+    let set = RegexSetBuilder::new(INDIRECT_RULES.iter().map(|r| ascii_pattern(&fold_pattern(r.pattern))))
+        .size_limit(64 << 20)
+        .dfa_size_limit(64 << 20)
+        .build()
+        .expect("built-in indirect-injection patterns compile");
+    (trigger, set)
+});
 
 /// Name of the composite rule that fires when several weak signal families
 /// (persona set-up, rule-free framing, model reference, format control)
@@ -443,8 +466,9 @@ const SPLIT_INDEX: usize = ROT13_INDEX + 1;
 const LEET_INDEX: usize = ROT13_INDEX + 2;
 const ENCODED_INDEX: usize = ROT13_INDEX + 3;
 
-/// Which patterns of [`SCREENER`] matched, over every view of one text.
-struct Hits([u64; 2]);
+/// Which patterns of [`SCREENER`] (and, in `indirect`, of
+/// [`INDIRECT_RULES`]) matched, over every view of one text.
+struct Hits([u64; 2], u64);
 
 impl Hits {
     fn insert(&mut self, index: usize) {
@@ -462,6 +486,12 @@ impl Hits {
         if screener.is_match(view) {
             for index in screener.matches(view).iter() {
                 self.insert(index);
+            }
+        }
+        let (trigger, indirect) = &*INDIRECT_SCREENER;
+        if trigger.is_match(view) {
+            for index in indirect.matches(view).iter() {
+                self.1 |= 1 << index;
             }
         }
     }
@@ -504,7 +534,7 @@ pub fn screen(text: &str) -> Option<InjectionFinding> {
 /// text. A rule fires when it matches any view.
 pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     let normalized = normalize(text);
-    let mut hits = Hits([0; 2]);
+    let mut hits = Hits([0; 2], 0);
     hits.scan(&normalized);
     if hits.contains(SPLIT_INDEX) || hits.contains(LEET_INDEX) {
         for view in deobfuscated(&normalized) {
@@ -531,6 +561,13 @@ pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     let mut findings: Vec<InjectionFinding> = (0..RULES.len())
         .filter(|&index| hits.contains(index))
         .map(|index| InjectionFinding { rule: RULES[index].name, category: RULES[index].category })
+        .chain(
+            INDIRECT_RULES
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| hits.1 & (1 << index) != 0)
+                .map(|(_, rule)| InjectionFinding { rule: rule.name, category: rule.category }),
+        )
         .collect();
     // The run-together rule is a fallback for text whose spaces a disguise
     // removed: it names a finding only when no other rule does.
@@ -554,7 +591,7 @@ pub fn contains_injection(text: &str) -> bool {
 
 /// The names of every rule the screen can report, the composite included.
 pub fn rule_names() -> impl Iterator<Item = &'static str> {
-    RULES.iter().map(|r| r.name).chain(std::iter::once(PERSONA_JAILBREAK_RULE))
+    RULES.iter().chain(INDIRECT_RULES).map(|r| r.name).chain(std::iter::once(PERSONA_JAILBREAK_RULE))
 }
 
 /// Compiles a single rule on its own; used by tests to show which rule a
@@ -563,6 +600,7 @@ pub fn rule_names() -> impl Iterator<Item = &'static str> {
 pub(crate) fn rule_regex(name: &str) -> Option<regex::Regex> {
     RULES
         .iter()
+        .chain(INDIRECT_RULES)
         .find(|r| r.name == name)
         .map(|r| regex::Regex::new(&ascii_pattern(&fold_pattern(r.pattern))).expect("rule compiles"))
 }
