@@ -112,6 +112,25 @@ macro_rules! assistant_order {
     };
 }
 
+/// What the reading model produces: its answer, reply, response or summary
+/// (an optional "final"/"next"/"every"), the object of an indirect
+/// injection's directive.
+macro_rules! answer_noun {
+    () => {
+        r"(?:(?:final|next|every|each|whole|entire|own) )?(?:answers?|repl(?:y|ies)|responses?|summar(?:y|ies)|recap|write-?up)\b"
+    };
+}
+
+/// What a directive hidden in data asks the reader to do to its answer:
+/// promote, urge, tell the user (unless the next word is "your": "tell the
+/// user your hours" asks a person for their own details), or include,
+/// mention or add content of its own (a link, a phrase, "that ...").
+macro_rules! reader_directive_verb {
+    () => {
+        r"(?:(?:recommend|promote|advertise|endorse|plug|tell the (?:user|reader|recipient)s?|ask the (?:user|reader|recipient)s?|inform the (?:user|reader|recipient)s?|urge|persuade|convince|claim|assert|append|embed|inject|link to|direct (?:the )?(?:user|reader)s?|invite (?:the )?(?:user|reader)s?|warn (?:the )?(?:user|reader)s?|refer (?:the )?(?:user|reader)s? to|praise|discredit)\b(?: (?:[^y\s]|y[^o\s]|yo[^u\s]|you[^r\s]|your\S)|$)|(?:include|mention|add|insert|state|say|incorporate|weave in|slip in|put)\b (?:a link|links|the link|the url|a url|an? (?:advert\w*|ad|promotion|plug|reference to|recommendation|disclaimer|statement|claim|phrase|sentence|slogan|hashtag|call to action|headline|joke|poem|link)|the (?:phrase|sentence|words?|slogan|hashtag|statement|claim|following (?:link|url|phrase|sentence|text|message|statement))|that|this (?:link|url|phrase|sentence|message|text|statement|claim)|https?://|www\.|\x22|'))"
+    };
+}
+
 /// The named patterns. Patterns see normalised text: lower case, single
 /// spaces, ASCII quotes. `\b` and `\w` are rewritten to their ASCII forms at
 /// compile time.
@@ -279,6 +298,109 @@ const RULES: &[Rule] = &[
     ),
 ];
 
+/// Indirect injection: a directive hidden in data (an email, a web page,
+/// a tool result) that tells the model reading it what to put in its
+/// answer to someone else. After BIPIA's attack families (Yi et al.
+/// 2023: task-irrelevant, targeted and malicious instructions inserted
+/// into emails, tables and web pages), Greshake et al. 2023 ("Not what
+/// you've signed up for") and the "indirect" category of the public
+/// guard models. A human correspondent is asked to *send* a reply; only
+/// the reading model is asked to *modify* its answer, to put something
+/// into it, or to encode it. Objects that start with "your" ("include
+/// your order number in your reply") are left alone: that is a request
+/// to a person for their own details.
+///
+/// These rules sit in a set of their own that runs only over views that
+/// hold one of [`INDIRECT_TRIGGER`]'s words, so texts that name no
+/// answer, reply, response, summary or assistant do not pay for them.
+const INDIRECT_RULES: &[Rule] = &[
+    rule(
+        "answer-modification",
+        C::HiddenInstruction,
+        concat!(
+            r"\b(?:modify|modifying|alter|altering|augment|augmenting|amend|amending|tailor|enrich|supplement|slant|skew|bias|tweak|append to|add to|infuse|spice up|inject into)\b (?:all of |each of |every one of )?your ",
+            answer_noun!(),
+            r" (?:(?:so as |in order )?to\b|with\b|by\b|so (?:that|it)\b|such that\b|[:,;-])|\b(?:change|adjust|rewrite|revise|edit|update|extend|expand|rephrase|reformulate|restructure|reshape|frame|pad|fill) (?:all of |each of |every one of )?your ",
+            answer_noun!(),
+            r" (?:(?:so as |in order )?to (?:include|mention|add|say|state|promote|recommend|advertise|reflect|contain|emphasi[sz]e|highlight|incorporate|feature|suggest|claim|encourage|urge|push|favou?r|praise|criticize|discredit|link|direct|invite|warn|persuade|convince|sound|read|appear|look)\b|with\b|so (?:that|it)\b|such that\b|by (?:adding|including|mentioning|inserting|stating|saying|recommending|promoting|claiming|telling|asking|urging|linking|appending)\b)",
+        ),
+    ),
+    rule(
+        "answer-content-directive",
+        C::HiddenInstruction,
+        concat!(
+            // "In your reply, mention ...", "At the end of your summary, add ...".
+            r"\b(?:in|within|throughout|into|at the (?:end|start|beginning|top|bottom|close) of|as part of|when (?:writing|giving|composing|drafting|generating|formulating|preparing|crafting|producing)) (?:all of |each of |every one of |any of )?your ",
+            answer_noun!(),
+            r",? (?:(?:please|also|kindly|always|definitely|subtly|casually|naturally|be sure to|make sure (?:to|that you)|remember to|don't forget to|do not forget to|you (?:must|should|need to|have to|will|shall)(?: also| always)?) )*",
+            reader_directive_verb!(),
+            // "When you respond, include ...", "When summarizing this email, mention ...".
+            r"|\b(?:when|whenever|while|as|before|after) (?:you (?:respond|reply|answer|summari[sz]e|paraphrase|generate|compose|draft|write|produce|give|form)|responding|replying|answering|summari[sz]ing|generating|composing)\b(?: \S+){0,5}?,? (?:(?:please|also|kindly|always|definitely|subtly|be sure to|make sure (?:to|that you)|remember to|don't forget to|you (?:must|should|need to|have to|will|shall)(?: also| always)?) )*",
+            reader_directive_verb!(),
+            // "Include a link to … in your reply", "mention that … in your answer".
+            r"|\b(?:include|insert|embed|inject|put|append|place|add|mention|incorporate|weave|slip|sneak|work)\b (?:a link|links|the link|the url|a url|an? (?:advert|advertisement|ad|promotion|plug|mention|reference|recommendation|disclaimer|warning|note|statement|claim|phrase|sentence|slogan|hashtag|call to action|headline|joke|poem|emoji|emojis)|the (?:phrase|sentence|words?|slogan|hashtag|statement|claim|text|message|following)|that|these words|this (?:link|url|phrase|sentence|message|text|statement|claim)|https?://|www\.|\x22)[^.?\n]*? (?:in|into|within|to|at the (?:end|start|beginning|top|bottom) of|throughout) (?:(?:all|each|every one|any) of your |your |every |each |all |any )",
+            answer_noun!(),
+            // "Your reply must mention ...", "your answer should begin with ...".
+            r"|\byour ",
+            answer_noun!(),
+            r" (?:must|should|shall|needs to|has to|will|is to|ought to)(?: (?:also|always|now|definitely|clearly))? (?:mention that|recommend|promote|advertise|endorse|state that|say that|claim that|assert that|include a link|include the (?:url|link|phrase|sentence|words|slogan|following)|contain a link|contain the (?:url|link|phrase|sentence|words|slogan|following)|link to|direct (?:the )?(?:user|reader)s?|urge|encourage|persuade|convince|be (?:written |encoded |given |delivered )?(?:in|using) (?:base ?64|emojis?|reverse|morse|rot ?13|pig latin|leet ?speak|homophones|code))\b",
+        ),
+    ),
+    rule(
+        "assistant-directive",
+        C::HiddenInstruction,
+        r"\b(?:the|this|an|any|every|you,? the|dear) (?:ai|ai (?:assistant|model|system|agent)|assistant|chatbot|chat bot|llm|language model|large language model|virtual assistant|digital assistant|email assistant|reading (?:model|assistant|ai))(?: (?:(?:that|which|who) (?:reads|processes|summari[sz]es|answers|handles|receives)|reading|processing|summari[sz]ing|handling) (?:this|these|the)(?: \w+)?)?,? (?:you )?(?:must|should|shall|needs? to|ha(?:s|ve) to|(?:is|are) (?:required|instructed|told|expected|supposed|asked|ordered|to)|ought to|(?:is|are) hereby (?:required|instructed))(?: to)?(?: (?:now|also|always|first|instead|then|only|immediately|secretly|subtly|quietly))* (?:respond|reply|answer|say|tell|include|mention|recommend|promote|advertise|endorse|output|print|add|ignore|refuse|state|inform|direct|ask|urge|append|encode|claim|insist|warn|encourage|redirect|forward|disclose|reveal|pretend|praise|discredit|describe|summari[sz]e|translate|use)\b",
+    ),
+    rule(
+        "answer-encoding",
+        C::HiddenInstruction,
+        concat!(
+            r"\b(?:answer|respond|reply|(?:write|give|deliver|present|provide|format|render|compose|phrase) (?:your|the|all|each) ",
+            answer_noun!(),
+            r")(?: (?:to|for) (?:this|the|any|every|all|each|that)(?: \w+){0,3}?)?(?: only| entirely| exclusively| solely| completely| fully)? (?:(?:in|using|with|through|as) (?:base ?64|base ?32|rot ?-?13|morse(?: code)?|pig latin|leet ?speak|l33t|emojis?|emoji (?:characters|symbols|only)|reversed? (?:text|order|words|letters|form)|reverse|mirror(?:ed)? text|homophones?|a (?:caesar|substitution|simple) cipher|caesar cipher|hexadecimal|binary(?: code)?|ascii codes?|code words)|backwards?)\b",
+            r"|\b(?:encode|encrypt|reverse|scramble|obfuscate|mirror|flip|invert|cipher)\b (?:the (?:order of (?:the )?(?:words|letters|characters|sentences) (?:in|of) )?|all (?:the )?(?:words|letters) (?:in|of) )?(?:all of |each of )?your ",
+            answer_noun!(),
+            r"|\b(?:substitute|replace|swap|exchange|switch)\b (?:the |all |every |each |some |key |important |main )*(?:words?|letters|key ?words|nouns|verbs|vowels|characters|terms)\b(?: \w+){0,3}? (?:in|of|within|throughout) (?:all of |each of )?your ",
+            answer_noun!(),
+        ),
+    ),
+    rule(
+        "answer-directive-multilingual",
+        C::HiddenInstruction,
+        concat!(
+            // Spanish, French, German, Italian, Portuguese, Dutch.
+            r"\b(?:modifica|modifique|cambia|cambie|altera|altere|ajusta|ajuste|amplia|complementa|complemente|enriquece|adapta|adapte|edita|reescribe|reescriba)\b (?:tu|su) (?:respuesta|contestacion|resumen|respuestas)\b (?:para|con|de modo|de forma|y|:|,)|\ben (?:tu|su) (?:respuesta|contestacion|resumen),? (?:por favor |tambien |siempre |debes |asegurate de )*(?:incluye|incluya|menciona|mencione|anade|añade|agrega|agregue|di|diga|recomienda|recomiende|promociona|inserta|escribe|afirma|indica)\b",
+            r"|\b(?:modifie|modifiez|change|changez|altere|alterez|adapte|adaptez|complete|completez|enrichis|enrichissez|reformule|reformulez|augmente|augmentez|ajuste|ajustez|retouche|retouchez)\b (?:ta|votre|tes|vos) (?:reponse|reponses|resume)\b (?:pour|avec|de (?:sorte|facon|maniere)|afin|en y|:|,)|\bdans (?:ta|votre|tes|vos) (?:reponse|reponses|resume),? (?:s'il (?:te|vous) plait |aussi |toujours |tu dois |vous devez |n'oublie pas de |n'oubliez pas de )*(?:inclus|incluez|inclure|mentionne|mentionnez|mentionner|ajoute|ajoutez|ajouter|dis|dites|recommande|recommandez|insere|inserez|precise|precisez|indique|indiquez|affirme|affirmez)\b",
+            r"|\b(?:andere|andern sie|ergänze|erganze|ergänzen sie|erweitere|erweitern sie|passe|passen sie|überarbeite|uberarbeite|bearbeite|formuliere)\b (?:deine|ihre) (?:antwort|antworten|zusammenfassung)\b|\bin (?:deiner|ihrer|deinen|ihren) (?:antwort|antworten|zusammenfassung),? (?:bitte |auch |immer |musst du |mussen sie )*(?:erwähne|erwahne|erwähnen sie|erwahnen sie|füge|fuge|fügen sie|fugen sie|nenne|nennen sie|schreibe|schreiben sie|empfiehl|empfehlen sie|sage|sagen sie|behaupte|weise|verlinke)\b",
+            r"|\b(?:modifica|modificate|cambia|altera|integra|arricchisci|riscrivi|adatta|amplia)\b (?:la tua|la sua|le tue|il tuo) (?:risposta|risposte|riassunto)\b|\bnella (?:tua|sua) risposta,? (?:per favore |anche |sempre |devi )*(?:includi|includa|menziona|menzioni|aggiungi|aggiunga|di|dica|consiglia|raccomanda|inserisci|scrivi|afferma)\b",
+            r"|\b(?:modifique|modifica|altere|altera|mude|muda|ajuste|ajusta|complemente|complementa|amplie|amplia|adapte|adapta|reescreva)\b (?:a )?(?:sua|tua|seu|teu) (?:resposta|respostas|resumo)\b|\bna (?:sua|tua) resposta,? (?:por favor |tambem |sempre |voce deve )*(?:inclua|inclui|mencione|menciona|adicione|adiciona|acrescente|diga|diz|recomende|recomenda|insira|escreva|afirme)\b",
+            r"|\b(?:pas|wijzig|verander|vul|herschrijf)\b (?:je|uw) (?:antwoord|antwoorden|reactie|samenvatting)\b (?:aan|zodat|met|om)|\bin (?:je|uw) (?:antwoord|reactie|samenvatting),? (?:altijd |ook |moet je )*(?:vermeld|noem|voeg|zeg|schrijf|raad|beveel)\b",
+            r"|(?:\bel |\bl'|\bder |\bil |\bo |\bde )(?:asistente|assistant|assistent|assistente)(?: (?:de ia|ia|ki))? (?:debe|deberia|doit|devra|muss|soll|deve|dovrebbe|moet)\b (?:\S+ ){0,2}?(?:responder|incluir|mencionar|decir|recomendar|repondre|inclure|mentionner|dire|recommander|antworten|erwahnen|nennen|sagen|empfehlen|rispondere|includere|menzionare|dire|consigliare|dizer|recomendar|antwoorden|vermelden|noemen|zeggen|aanbevelen)\b",
+            // Russian, Chinese, Japanese, Korean.
+            r"|(?:измени|измените|дополни|дополните|поменяй|поменяйте|перепиши|перепишите|скорректируй|скорректируйте|подправь|адаптируй) (?:свой|ваш|твой|свои|ваши|твои) (?:ответ|ответы|пересказ|резюме)|в (?:своём|своем|твоём|твоем|вашем) (?:ответе|пересказе|резюме),? (?:обязательно |пожалуйста |также |всегда )*(?:укажи|укажите|упомяни|упомяните|добавь|добавьте|напиши|напишите|скажи|скажите|порекомендуй|порекомендуйте|вставь|вставьте)|ассистент (?:должен|обязан)",
+            r"|(?:修改|更改|改写|改寫|补充|補充|调整|調整|扩展|擴展)(?:一下)?(?:你的|您的)(?:回答|回复|回覆|答案|摘要|总结|總結)|在(?:你的|您的)(?:回答|回复|回覆|答案|摘要|总结|總結)(?:中|里|裡|末尾|结尾|結尾|开头|開頭)[,，]?(?:请|請|务必|務必|一定要|必须|必須)?(?:加入|加上|包含|提到|提及|添加|推荐|推薦|说明|說明|插入|附上|写上|寫上|声称|聲稱)|(?:助手|助理|ai|人工智能)(?:必须|必須|应该|應該|需要)(?:在回答中|在回复中)?(?:回答|回复|提到|包含|推荐|推薦|告诉|告訴|说|說)|(?:回答|回复|回覆)(?:时|時)(?:请|請|务必|務必)?(?:加入|加上|包含|提到|提及|附上|推荐|推薦)",
+            r"|(?:回答|返答|返信|要約|応答)(?:を|の内容を)(?:修正|変更|書き換え|調整)して|(?:回答|返答|返信|要約|応答)(?:に|の(?:中|最後|冒頭)に)[^。\n]*?(?:を)?(?:含め|追加し|加え|入れ|記載し|書き添え|言及し)(?:て|なさい|ること|てください)|アシスタントは(?:必ず)?[^。\n]*?(?:しなければならない|すること|してください)",
+            r"|(?:답변|응답|대답|요약)(?:을|를) (?:수정|변경|조정)(?:하여|해서|하고|하세요)|(?:답변|응답|대답|요약)에 [^.\n]*?(?:포함|추가|언급)(?:하세요|하십시오|해야|해 주세요|하라)|어시스턴트는 반드시",
+        ),
+    ),
+];
+
+/// Words every [`INDIRECT_RULES`] pattern needs one of (answer, reply,
+/// response, summary, assistant, AI, the encodings, and their counterparts
+/// in the screen's other languages). One literal search, which the regex
+/// engine runs with its SIMD prefilter.
+const INDIRECT_TRIGGER: &str = r"answer|repl[yi]|respon|summar|recap|write-?up|assistant|\bai\b|chatbot|\bbot\b|llm|language model|base ?64|backward|emoji|homophon|revers|rot ?-?13|morse|respuesta|contestacion|resumen|asistente|reponse|resume|antwort|zusammenfassung|assistent|risposta|riassunto|resposta|resumo|antwoord|reactie|samenvatting|ответ|пересказ|резюме|ассистент|回答|回复|回覆|答案|摘要|总结|總結|助手|助理|人工智能|返答|返信|要約|応答|アシスタント|답변|응답|대답|요약|어시스턴트";
+
+static INDIRECT_SCREENER: LazyLock<(regex::Regex, RegexSet)> = LazyLock::new(|| {
+    let trigger = regex::Regex::new(&ascii_pattern(&fold_pattern(INDIRECT_TRIGGER))).expect("trigger compiles");
+    let set = RegexSetBuilder::new(INDIRECT_RULES.iter().map(|r| ascii_pattern(&fold_pattern(r.pattern))))
+        .size_limit(64 << 20)
+        .dfa_size_limit(64 << 20)
+        .build()
+        .expect("built-in indirect-injection patterns compile");
+    (trigger, set)
+});
+
 /// Name of the composite rule that fires when several weak signal families
 /// (persona set-up, rule-free framing, model reference, format control)
 /// co-occur.
@@ -344,8 +466,9 @@ const SPLIT_INDEX: usize = ROT13_INDEX + 1;
 const LEET_INDEX: usize = ROT13_INDEX + 2;
 const ENCODED_INDEX: usize = ROT13_INDEX + 3;
 
-/// Which patterns of [`SCREENER`] matched, over every view of one text.
-struct Hits([u64; 2]);
+/// Which patterns of [`SCREENER`] (and, in `indirect`, of
+/// [`INDIRECT_RULES`]) matched, over every view of one text.
+struct Hits([u64; 2], u64);
 
 impl Hits {
     fn insert(&mut self, index: usize) {
@@ -363,6 +486,12 @@ impl Hits {
         if screener.is_match(view) {
             for index in screener.matches(view).iter() {
                 self.insert(index);
+            }
+        }
+        let (trigger, indirect) = &*INDIRECT_SCREENER;
+        if trigger.is_match(view) {
+            for index in indirect.matches(view).iter() {
+                self.1 |= 1 << index;
             }
         }
     }
@@ -405,7 +534,7 @@ pub fn screen(text: &str) -> Option<InjectionFinding> {
 /// text. A rule fires when it matches any view.
 pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     let normalized = normalize(text);
-    let mut hits = Hits([0; 2]);
+    let mut hits = Hits([0; 2], 0);
     hits.scan(&normalized);
     if hits.contains(SPLIT_INDEX) || hits.contains(LEET_INDEX) {
         for view in deobfuscated(&normalized) {
@@ -432,6 +561,13 @@ pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     let mut findings: Vec<InjectionFinding> = (0..RULES.len())
         .filter(|&index| hits.contains(index))
         .map(|index| InjectionFinding { rule: RULES[index].name, category: RULES[index].category })
+        .chain(
+            INDIRECT_RULES
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| hits.1 & (1 << index) != 0)
+                .map(|(_, rule)| InjectionFinding { rule: rule.name, category: rule.category }),
+        )
         .collect();
     // The run-together rule is a fallback for text whose spaces a disguise
     // removed: it names a finding only when no other rule does.
@@ -455,7 +591,7 @@ pub fn contains_injection(text: &str) -> bool {
 
 /// The names of every rule the screen can report, the composite included.
 pub fn rule_names() -> impl Iterator<Item = &'static str> {
-    RULES.iter().map(|r| r.name).chain(std::iter::once(PERSONA_JAILBREAK_RULE))
+    RULES.iter().chain(INDIRECT_RULES).map(|r| r.name).chain(std::iter::once(PERSONA_JAILBREAK_RULE))
 }
 
 /// Compiles a single rule on its own; used by tests to show which rule a
@@ -464,6 +600,7 @@ pub fn rule_names() -> impl Iterator<Item = &'static str> {
 pub(crate) fn rule_regex(name: &str) -> Option<regex::Regex> {
     RULES
         .iter()
+        .chain(INDIRECT_RULES)
         .find(|r| r.name == name)
         .map(|r| regex::Regex::new(&ascii_pattern(&fold_pattern(r.pattern))).expect("rule compiles"))
 }

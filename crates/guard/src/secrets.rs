@@ -591,6 +591,7 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
         || lower.starts_with("enter-")
         || lower.contains("redacted")
         || lower.starts_with("{%")
+        || names_itself(&lower)
         || matches!(
             lower.as_str(),
             "example"
@@ -633,6 +634,22 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
                 | "notset"
                 | "unset"
         )
+}
+
+/// A value that only names what belongs there: lower-case words joined by
+/// `-`, `_` or `.`, one of them a credential word (`my-anthropic-api-key`,
+/// `super-secret-token`, `db.password`). Documentation writes these where a
+/// real value goes; a real secret has digits, capitals or random letters.
+fn names_itself(lower: &str) -> bool {
+    let mut words = lower.split(['-', '_', '.']);
+    lower.bytes().all(|b| b.is_ascii_lowercase() || matches!(b, b'-' | b'_' | b'.'))
+        && lower.bytes().any(|b| matches!(b, b'-' | b'_' | b'.'))
+        && words.any(|word| {
+            matches!(
+                word,
+                "key" | "apikey" | "token" | "secret" | "password" | "passwd" | "pass" | "credential" | "credentials"
+            )
+        })
 }
 
 pub(crate) fn looks_like_code(value: &str) -> bool {

@@ -52,6 +52,55 @@ fn secrets_dev_recall_does_not_drop() {
     }
 }
 
+/// Recall per rule file: the secrets split is grouped by the scanner's rule
+/// file, and no rule here was fitted to a row, so each file is a held-out
+/// fold of its own. Floors on the worst file and on the macro average.
+#[test]
+fn secrets_dev_recall_per_rule_file() {
+    let mut by_file: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    for file in ["secrets-dev/gitleaks.jsonl", "secrets-dev/detect_secrets.jsonl"] {
+        let Some(rows) = evaldata(file) else { return };
+        for row in rows.iter().filter(|row| row["label"] == "tp") {
+            let text = row["text"].as_str().unwrap();
+            let entry = by_file.entry(row["source_file"].as_str().unwrap().to_owned()).or_default();
+            entry.1 += 1;
+            entry.0 += usize::from(cairn_guard::redact_all(text) != text);
+        }
+    }
+    let mut worst = 1.0f64;
+    for (file, (found, positives)) in &by_file {
+        let recall = *found as f64 / *positives as f64;
+        worst = worst.min(recall);
+        eprintln!("{file}: {found}/{positives} ({:.1} %)", 100.0 * recall);
+    }
+    let macro_recall = by_file.values().map(|(f, p)| *f as f64 / *p as f64).sum::<f64>() / by_file.len() as f64;
+    eprintln!(
+        "{} rule files, macro-average recall {:.1} %, worst {:.1} %",
+        by_file.len(),
+        100.0 * macro_recall,
+        100.0 * worst
+    );
+    assert!(worst >= MIN_RULE_FILE_RECALL, "a rule file's recall fell to {:.1} %", 100.0 * worst);
+    assert!(macro_recall >= MIN_MACRO_RECALL, "macro-average recall fell to {:.1} %", 100.0 * macro_recall);
+}
+
+/// Benign conversation (LoCoMo dev memories): neither flagged by the screen
+/// nor changed by redaction.
+#[test]
+fn benign_prose_is_left_alone() {
+    let Some(rows) = evaldata("locomo-dev/memories.jsonl") else { return };
+    let touched: Vec<&str> = rows
+        .iter()
+        .map(|row| row["text"].as_str().unwrap())
+        .filter(|text| cairn_guard::screen(text).is_some() || cairn_guard::redact_all(text) != *text)
+        .collect();
+    eprintln!("locomo-dev memories: {}/{} touched", touched.len(), rows.len());
+    for text in &touched {
+        eprintln!("  {text}");
+    }
+    assert!(touched.len() * 200 <= rows.len(), "{} of {} benign memories touched", touched.len(), rows.len());
+}
+
 #[test]
 fn injection_dev_benign_rows_do_not_regress() {
     let Some(rows) = evaldata("injection-dev/injection.jsonl") else { return };
@@ -76,7 +125,16 @@ fn injection_dev_benign_rows_do_not_regress() {
     eprintln!("benign rows flagged:\n{}", flagged_benign.join("\n"));
     assert!(flagged_benign.len() <= MAX_BENIGN_FLAGGED, "{} benign rows flagged", flagged_benign.len());
     assert!(injections >= MIN_INJECTIONS_FLAGGED, "{injections} injection rows flagged");
+    let indirect = by_type.get("indirect").map_or(0, |counts| counts.0);
+    assert!(indirect >= MIN_INDIRECT_FLAGGED, "{indirect} indirect rows flagged");
 }
 
 const MAX_BENIGN_FLAGGED: usize = 2;
-const MIN_INJECTIONS_FLAGGED: usize = 149;
+/// Measured when written: 27 rule files, macro-average recall 95.9 %, the
+/// worst files (gcp.go, messagebird.go) 1 of 2.
+const MIN_RULE_FILE_RECALL: f64 = 0.5;
+const MIN_MACRO_RECALL: f64 = 0.95;
+const MIN_INJECTIONS_FLAGGED: usize = 156;
+/// Instructions hidden in an email (BIPIA); the rules for them were written
+/// from BIPIA's attack families and the literature, not from these rows.
+const MIN_INDIRECT_FLAGGED: usize = 6;

@@ -129,9 +129,27 @@ fn placeholders_and_prose_are_left_alone() {
         "https://example.com/path?page=2",
         "https://user:${PASSWORD}@example.com/",
         "mailto:someone@example.com and ssh://git@github.com/org/repo",
+        "ANTHROPIC_API_KEY=\"my-anthropic-api-key\"",
+        "export STRIPE_SECRET=super-secret-token",
     ];
     for text in benign {
         assert_eq!(redact_credentials(text), text, "false positive");
+    }
+}
+
+/// A value that names itself is a placeholder; give it digits or capitals
+/// and it is a value again.
+#[test]
+fn values_that_name_themselves_are_placeholders_until_they_look_random() {
+    for (value, placeholder) in [
+        ("my-anthropic-api-key", true),
+        ("super-secret-token", true),
+        ("database.password", true),
+        ("correct-horse-battery", false),
+        ("my-anthropic-api-key-7Qz9Lk2Vx", false),
+        ("Database-Password-2024", false),
+    ] {
+        assert_eq!(is_placeholder(value), placeholder, "{value}");
     }
 }
 
