@@ -36,7 +36,7 @@ pub const MINILM_LONG_TEXT_RELEVANCE_THRESHOLD: f32 = 0.26;
 /// leave-one-conversation-out cross-validation over LoCoMo-dev and
 /// longchat-dev (the highest floor that costs at most 0.01 of on-topic
 /// context recall@8 on the training conversations; `BENCHMARKS.md`).
-pub const MINILM_ABSTAIN_BELOW: f32 = 0.0;
+pub const MINILM_ABSTAIN_BELOW: f32 = 0.275;
 
 /// Default MMR trade-off between relevance (1.0) and diversity (0.0).
 pub const MMR_LAMBDA: f32 = 0.6;
