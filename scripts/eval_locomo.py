@@ -191,7 +191,9 @@ def word_set(text):
 
 def speaker(text):
     """The `Name:` prefix of a row (1 to 3 alphanumeric words, ≤ 40 characters), lower case."""
-    head, sep, _ = text.partition(":")
+    head, sep, rest = text.partition(":")
+    if not rest[:1].isspace():
+        return None
     head = head.strip()
     parts = head.split()
     if not sep or not head or len(head) > 40 or len(parts) > 3 or not all(part.isalnum() for part in parts):

@@ -54,9 +54,13 @@ pub(crate) fn words(text: &str) -> BTreeSet<String> {
 }
 
 /// The speaker of a row written `Name: text` (1 to 3 alphanumeric words
-/// before the first colon, at most 40 characters), lower-cased.
+/// before the first colon, at most 40 characters, then white space),
+/// lower-cased.
 pub(crate) fn speaker(text: &str) -> Option<String> {
-    let (head, _) = text.split_once(':')?;
+    let (head, rest) = text.split_once(':')?;
+    if !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
     let head = head.trim();
     let parts: Vec<&str> = head.split_whitespace().collect();
     if head.is_empty()
