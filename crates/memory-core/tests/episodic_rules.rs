@@ -765,11 +765,18 @@ fn the_gate_abstains_when_nothing_stored_is_relevant() {
         // everything the gate admits, also rows under the floor.
         (
             "When did Caroline go to the support group?",
-            &[("Caroline: I went to a LGBTQ support group yesterday", floor + 0.05), ("Caroline: the group met again", gate + 0.01)],
+            &[
+                ("Caroline: I went to a LGBTQ support group yesterday", floor + 0.05),
+                ("Caroline: the group met again", gate + 0.01),
+            ],
             &["Caroline: I went to a LGBTQ support group yesterday", "Caroline: the group met again"],
         ),
         // Off topic: rows the gate alone would admit, none at the floor.
-        ("what's 2+2", &[("Melanie: we painted a sunrise together", floor - 0.01), ("Caroline: two dogs and a cat", gate + 0.01)], &[]),
+        (
+            "what's 2+2",
+            &[("Melanie: we painted a sunrise together", floor - 0.01), ("Caroline: two dogs and a cat", gate + 0.01)],
+            &[],
+        ),
         // Off topic with a strong keyword match ("fix", "regex" ...): still nothing.
         ("fix this regex please", &[("Melanie: can you fix this regex please, it fails", 0.1)], &[]),
     ];
@@ -797,7 +804,9 @@ fn a_model_without_a_floor_and_rows_without_vectors_never_abstain() {
     assert_eq!(cairn_memory_vector::RelevanceGate::SPECIFICATION.abstain_below, 0.0);
     // Rows whose vectors are still pending: nothing to judge by, keywords answer.
     let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&[("x", at_cosine(1.0, 1))]).named("all-MiniLM-L6-v2"))));
-    inserted(db.write_episodic(&NewEpisode::new("Caroline joined the LGBTQ support group").defer_embedding(true)).unwrap());
+    inserted(
+        db.write_episodic(&NewEpisode::new("Caroline joined the LGBTQ support group").defer_embedding(true)).unwrap(),
+    );
     let hits = db.episodic_context_for(&EpisodicQuery::new("Caroline LGBTQ support group"), 3_000).unwrap();
     assert_eq!(hits.hits.len(), 1, "{hits:?}");
 }
@@ -864,7 +873,12 @@ fn neighbouring_turns_are_lifted_only_when_asked_and_only_within_a_session() {
     inserted(db.write_episodic(&NewEpisode::new(AFTER).created_at(NOW + 2 * 3_600_000)).unwrap());
     let context = |weight: f64| {
         let query = EpisodicQuery::new(QUERY).now(NOW).neighbour_weight(weight);
-        db.episodic_context_for(&query, 3_000).unwrap().hits.iter().map(|hit| (hit.id, hit.score.admitted)).collect::<Vec<_>>()
+        db.episodic_context_for(&query, 3_000)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|hit| (hit.id, hit.score.admitted))
+            .collect::<Vec<_>>()
     };
     assert_eq!(context(0.0), vec![(hike, Some(Admission::Cosine))]);
     assert_eq!(context(0.6), vec![(hike, Some(Admission::Cosine)), (before, Some(Admission::Neighbour))]);

@@ -18,12 +18,15 @@
 //! Search ([`MemoryDb::search_episodic`]) runs one of three modes:
 //! [`RetrievalMode::Hybrid`] (default: the union of the vector top-N and
 //! the bm25 top-N, fused by a weighted sum of the cosine and the
-//! best-normalised bm25, then MMR; importance × age is available with a
-//! weight that defaults to 0),
+//! best-normalised bm25, lifted for a speaker or a time window the query
+//! names, then MMR; importance × age and neighbouring turns are available
+//! with weights that default to 0),
 //! [`RetrievalMode::PureVector`] (the specification's pipeline exactly) and
 //! [`RetrievalMode::Keyword`]. Without a query vector every mode answers
 //! from keywords, so search never stops working while a model loads or
-//! changes.
+//! changes. Under the relevance filter (the context block) the embedding
+//! model's gate may abstain: nothing is admitted when no candidate reaches
+//! its floor ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
 
 pub(crate) mod context;
 pub(crate) mod index;

@@ -130,8 +130,7 @@ pub(crate) fn rank(
         if query.relevance_filter { keywords::stems(&query.text) } else { BTreeSet::new() };
     let signals = query.mode != RetrievalMode::PureVector;
     let query_words = if signals && query.speaker_boost > 0.0 { signals::words(&query.text) } else { BTreeSet::new() };
-    let window =
-        if signals && query.time_boost > 0.0 { signals::time_window(&query.text, now) } else { None };
+    let window = if signals && query.time_boost > 0.0 { signals::time_window(&query.text, now) } else { None };
     let best_bm25 = candidates.iter().filter_map(|c| c.bm25).fold(0.0f64, f64::max);
     let mut scored: Vec<(Candidate, ScoreBreakdown)> = Vec::with_capacity(candidates.len());
     for candidate in candidates {
@@ -234,12 +233,7 @@ pub(crate) fn rank(
 }
 
 /// The speaker and time-window factor of a row's score.
-fn signal_factor(
-    query: &EpisodicQuery,
-    query_words: &BTreeSet<String>,
-    window: Option<(i64, i64)>,
-    row: &Row,
-) -> f64 {
+fn signal_factor(query: &EpisodicQuery, query_words: &BTreeSet<String>, window: Option<(i64, i64)>, row: &Row) -> f64 {
     let mut factor = 1.0;
     if query.speaker_boost > 0.0
         && signals::speaker(&row.text).is_some_and(|speaker| signals::names_speaker(query_words, &speaker))

@@ -99,7 +99,8 @@ pub(crate) fn time_window(question: &str, now: i64) -> Option<(i64, i64)> {
     }
     if let Some((month, day)) = month_day {
         let (now_year, now_month, now_day) = civil_from_days(now.div_euclid(MS_PER_DAY));
-        let year = year.unwrap_or(if (month, day.unwrap_or(1)) <= (now_month, now_day) { now_year } else { now_year - 1 });
+        let year =
+            year.unwrap_or(if (month, day.unwrap_or(1)) <= (now_month, now_day) { now_year } else { now_year - 1 });
         let slack = WINDOW_SLACK_DAYS * MS_PER_DAY;
         return match day {
             Some(day) => {

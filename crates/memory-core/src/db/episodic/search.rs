@@ -6,7 +6,9 @@ use crate::clock::now_ms;
 use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK};
 use crate::db::MemoryDb;
 use crate::episodic::index::IndexAccess;
-use crate::episodic::search::{Candidate, FILTERED_PROBES, ListPositions, fetch_row, rank, read_neighbours, sanitize_fts_query, scan};
+use crate::episodic::search::{
+    Candidate, FILTERED_PROBES, ListPositions, fetch_row, rank, read_neighbours, sanitize_fts_query, scan,
+};
 use crate::episodic::{EpisodicHit, EpisodicQuery, RetrievalMode};
 use crate::error::{MemoryError, Result};
 use crate::store::Counter;
