@@ -165,6 +165,9 @@ fn bench_size(c: &mut Criterion, rows: usize, postgres_server: Option<&str>) -> 
     home
 }
 
+/// What a bench variant changes in the default query.
+type Adjust = fn(EpisodicQuery) -> EpisodicQuery;
+
 /// Pure-vector and hybrid `episodic_context` on `db` under `group_name`.
 fn bench_store(c: &mut Criterion, group_name: &str, db: &MemoryDb, queries: &[(String, Vec<f32>)]) {
     let mut group = c.benchmark_group(group_name);
@@ -172,7 +175,7 @@ fn bench_store(c: &mut Criterion, group_name: &str, db: &MemoryDb, queries: &[(S
     // `hybrid` is the default; `hybrid_previous` the previous default in the
     // same run (no speaker or time signal, no abstention floor);
     // `hybrid_neighbours` the default with neighbouring turns on (opt-in).
-    let variants: [(&str, RetrievalMode, fn(EpisodicQuery) -> EpisodicQuery); 4] = [
+    let variants: [(&str, RetrievalMode, Adjust); 4] = [
         ("pure_vector", RetrievalMode::PureVector, |query| query),
         ("hybrid", RetrievalMode::Hybrid, |query| query),
         ("hybrid_previous", RetrievalMode::Hybrid, |query| query.speaker_boost(0.0).time_boost(0.0).abstain_below(0.0)),

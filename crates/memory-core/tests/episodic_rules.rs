@@ -754,13 +754,16 @@ fn store_at_cosines(query: &str, rows: &[(&str, f32)]) -> (tempfile::TempDir, Me
     (home, db, ids)
 }
 
+/// A prompt, the rows with their cosine to it, and the rows in its block.
+type AbstentionCase<'a> = (&'a str, &'a [(&'a str, f32)], &'a [&'a str]);
+
 #[test]
 fn the_gate_abstains_when_nothing_stored_is_relevant() {
     let floor = cairn_memory_vector::RelevanceGate::ALL_MINILM_L6_V2.abstain_below;
     let gate = cairn_memory_vector::RelevanceGate::ALL_MINILM_L6_V2.short;
     assert!(floor > gate, "the floor sits above the admission gate");
     // (prompt, rows with their cosine to it, rows in the block)
-    let cases: &[(&str, &[(&str, f32)], &[&str])] = &[
+    let cases: &[AbstentionCase<'_>] = &[
         // On topic: the best row reaches the floor, so the block holds
         // everything the gate admits, also rows under the floor.
         (
