@@ -14,8 +14,13 @@
 //! pre-gate: the worst case, where each search fetches the whole pool.
 //!
 //! `EPISODIC_BENCH_GATE=minilm` names the embedder all-MiniLM-L6-v2, so the
-//! searches run under that model's relevance gate (0.24 / 0.26): more rows
-//! clear the cosine pre-gate and are read.
+//! searches run under that model's relevance gate (0.24 / 0.26) and
+//! abstention floor (0.275): more rows clear the cosine pre-gate and are read.
+//!
+//! Each store runs `pure_vector`, `hybrid` (the default), `hybrid_previous`
+//! (the previous default: no speaker or time signal, no abstention) and
+//! `hybrid_neighbours` (neighbouring turns on), so a change is measured
+//! against the previous ranking in the same run.
 //!
 //! With `CAIRN_BENCH_POSTGRES_URL` set (a libpq URL of a server where the
 //! role may create databases), every store size is also run on
@@ -160,16 +165,28 @@ fn bench_size(c: &mut Criterion, rows: usize, postgres_server: Option<&str>) -> 
     home
 }
 
+/// What a bench variant changes in the default query.
+type Adjust = fn(EpisodicQuery) -> EpisodicQuery;
+
 /// Pure-vector and hybrid `episodic_context` on `db` under `group_name`.
 fn bench_store(c: &mut Criterion, group_name: &str, db: &MemoryDb, queries: &[(String, Vec<f32>)]) {
     let mut group = c.benchmark_group(group_name);
     group.sample_size(50).measurement_time(Duration::from_secs(8));
-    for (name, mode) in [("pure_vector", RetrievalMode::PureVector), ("hybrid", RetrievalMode::Hybrid)] {
+    // `hybrid` is the default; `hybrid_previous` the previous default in the
+    // same run (no speaker or time signal, no abstention floor);
+    // `hybrid_neighbours` the default with neighbouring turns on (opt-in).
+    let variants: [(&str, RetrievalMode, Adjust); 4] = [
+        ("pure_vector", RetrievalMode::PureVector, |query| query),
+        ("hybrid", RetrievalMode::Hybrid, |query| query),
+        ("hybrid_previous", RetrievalMode::Hybrid, |query| query.speaker_boost(0.0).time_boost(0.0).abstain_below(0.0)),
+        ("hybrid_neighbours", RetrievalMode::Hybrid, |query| query.neighbour_weight(0.6)),
+    ];
+    for (name, mode, adjust) in variants {
         let mut n = 0usize;
         let admitted: usize = queries
             .iter()
             .map(|(text, vector)| {
-                let query = EpisodicQuery::new(text.clone()).vector(vector.clone()).mode(mode);
+                let query = adjust(EpisodicQuery::new(text.clone()).vector(vector.clone()).mode(mode));
                 db.episodic_context_for(&query, 3_000).unwrap().hits.len()
             })
             .sum();
@@ -178,7 +195,7 @@ fn bench_store(c: &mut Criterion, group_name: &str, db: &MemoryDb, queries: &[(S
             b.iter(|| {
                 let (text, vector) = &queries[n % queries.len()];
                 n += 1;
-                let query = EpisodicQuery::new(text.clone()).vector(vector.clone()).mode(mode);
+                let query = adjust(EpisodicQuery::new(text.clone()).vector(vector.clone()).mode(mode));
                 black_box(db.episodic_context_for(&query, 3_000).unwrap())
             })
         });

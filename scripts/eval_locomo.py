@@ -1,35 +1,59 @@
 #!/usr/bin/env python3
-"""Evidence recall of Cairn's episodic search on LoCoMo-style data, by
-leave-one-conversation-out cross-validation.
+"""Retrieval report of Cairn's episodic search in LongMemEval's terms, with
+leave-one-conversation-out cross-validation over one or more dev sets.
 
-Drives the `cairn` binary: one fresh home per conversation, `cairn memory
-import-episodic` (text "Speaker: text", created_at = the turn's timestamp,
-source_ref = the turn id), then `cairn memory search --queries FILE --json`
-with `--now` one day after the conversation's last turn, once per ranking
-configuration of the grid below. In the same run, on the same rows, it
-computes the baselines itself: plain top-k cosine with the same model
-(vectors from `cairn embed`), Okapi BM25 (k1 1.5, b 0.75, lower-cased word
-tokens, as rank_bm25's BM25Okapi), and reciprocal-rank fusion of the two
-(k 60, full lists).
+Data sets (`--data`, repeatable) have LoCoMo-dev's layout: `memories.jsonl`
+(id, conversation_id, session, timestamp, speaker, text) and
+`queries.jsonl` (id, conversation_id, question, evidence_ids). The first is
+LoCoMo's dev split; the second is normally `longchat-dev` from
+`scripts/gen_longchat.py` (synthetic: long assistant turns, sessions over
+months).
 
-Recall@k of a question = share of its evidence turns among the first k
-results. Every number is reported per conversation ("fold") and as the mean
-over the folds with the spread (lowest and highest fold).
+Per conversation: a fresh home, `cairn memory import-episodic` of
+"Speaker: text" rows (created_at = the turn's timestamp, source_ref = the
+turn id), then `cairn memory search --queries FILE --json --now <last turn
++ 1 day>`:
 
-Cross-validation: for each conversation, the configuration of the grid with
-the best mean of R@8 and R@20 over the questions of the *other*
-conversations is chosen and measured on the held-out one ("CV-selected").
-Fixed systems (the build's default, the baselines) are measured the same way,
-so every row of the table is a held-out number. `--context` rows count what
-the `[Episodic Memory]` block admits (limit 8, block cap 3,000 characters).
+- the fixed Cairn systems (this build's default, the previous default,
+  `--mode vector`, `--mode keyword`, the `--context` block);
+- the candidate dump: this build's candidates with their score breakdown
+  (`--limit 1000 --no-mmr` and the ranking additions off), from which the
+  grid of ranking choices below is re-scored here, exactly as
+  `crates/memory-core/src/episodic/search.rs` scores them (fusion,
+  importance × age, speaker match, time window, neighbour propagation,
+  MMR λ 0.6 on word sets);
+- the baselines, computed here on the same rows: plain top-k cosine with
+  the same model (`cairn embed`), Okapi BM25 (k1 1.5, b 0.75, lower-cased
+  word tokens, as rank_bm25's BM25Okapi) and RRF of the two (k 60);
+- the off-topic prompts (`--offtopic`, and the benign rows of
+  `--benign`): `--context` against the same store, for abstention.
 
+Metrics (LongMemEval's), for k in 1, 3, 5, 8, 10, 20, at turn level (the
+ranked turns) and session level (the sessions of the ranked turns, first
+occurrence kept, from the top 50 turns): recall@k (share of the evidence
+in the top k, the figure of earlier rounds), recall_any@k (some evidence
+in the top k), recall_all@k (all of it), NDCG@k (binary relevance).
+
+Cross-validation: every conversation of every set is one fold. For a held
+out conversation the grid point with the best training score is chosen on
+all *other* conversations of *both* sets (training score: the mean over the
+sets of the set's mean turn-level (recall@8 + recall@20) / 2) and measured
+on it. The abstention floor is chosen the same way: the highest floor whose
+on-topic context recall@8 on the training conversations drops by at most
+0.01 in each set, scored for off-topic abstention on the even-numbered
+prompts; the held-out figures use the odd-numbered prompts.
+
+    cargo build --release --bin cairn
+    python3 scripts/gen_longchat.py --out /tmp/longchat-dev
     python3 scripts/eval_locomo.py --cairn target/release/cairn \\
-        --data ../shared/evaldata/locomo-dev --model ~/.local/share/cairn/models/all-MiniLM-L6-v2
+        --data ../shared/evaldata/locomo-dev --data /tmp/longchat-dev \\
+        --benign ../shared/evaldata/injection-dev/injection.jsonl --json /tmp/retrieval.json
 """
 
 import argparse
 import collections
 import datetime as dt
+import itertools
 import json
 import math
 import os
@@ -39,30 +63,35 @@ import subprocess
 import sys
 import tempfile
 
-KS = (8, 20)
+KS = (1, 3, 5, 8, 10, 20)
+DEPTH = 50
 RRF_K = 60
+MMR_LAMBDA = 0.6
 
-# The ranking choices cross-validated: fusion (with its one constant),
-# the importance × age weight, and MMR.
-GRID = [
-    (f"{fusion} prior {prior} mmr {'on' if mmr else 'off'}",
-     ["--fusion", fusion, "--prior-weight", str(prior)] + ([] if mmr else ["--no-mmr"]))
-    for fusion in ("rrf:10", "rrf:30", "rrf:60", "weighted:0.5", "weighted:0.6", "weighted:0.7", "weighted:0.8")
-    for prior in (0, 0.25)
-    for mmr in (True, False)
-]
+# The ranking grid re-scored from the candidate dump.
+FUSIONS = ("weighted:0.6", "weighted:0.7", "weighted:0.8", "rrf:10")
+PRIORS = (0.0, 0.25)
+MMRS = (True, False)
+SPEAKER_BOOSTS = (0.0, 0.15)
+NEIGHBOUR_WEIGHTS = (0.0, 0.6, 0.85)
+TIME_BOOSTS = (0.0, 0.25)
+GRID = list(itertools.product(FUSIONS, PRIORS, MMRS, SPEAKER_BOOSTS, NEIGHBOUR_WEIGHTS, TIME_BOOSTS))
+PREVIOUS = ("weighted:0.7", 0.0, True, 0.0, 0.0, 0.0)
+FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
+
+ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0"]
 DEFAULT = "cairn hybrid, this build's default"
+PREVIOUS_NAME = "cairn hybrid, previous default (weighted 0.7, prior 0, MMR)"
 FIXED = {
-    DEFAULT: ["--mode", "hybrid"],
-    "cairn hybrid, previous default (RRF k 60, prior 0.25, MMR)": ["--fusion", "rrf:60", "--prior-weight", "0.25"],
+    DEFAULT: [],
+    PREVIOUS_NAME: ["--fusion", "weighted:0.7", "--prior-weight", "0"] + ADDITIONS_OFF,
     "cairn --mode vector (the specification's pipeline)": ["--mode", "vector"],
     "cairn --mode keyword": ["--mode", "keyword"],
 }
-CONTEXT = {
-    "cairn --context, default (model's gate + keyword path)": ["--mode", "hybrid"],
-    "cairn --context, --mode vector (specification's gate)": ["--mode", "vector"],
-}
-PLAIN_RRF = "baseline: RRF(cosine, BM25), k 60"
+CONTEXT = "cairn --context, this build's default (limit 8)"
+CONTEXT_PREVIOUS = "cairn --context, previous default (limit 8, no abstention)"
+COSINE, BM25, PLAIN_RRF = "baseline: plain cosine (same model)", "baseline: BM25 (Okapi)", "baseline: RRF(cosine, BM25), k 60"
+CV = "CV-selected grid point (re-scored candidates)"
 
 
 def read_jsonl(path):
@@ -99,7 +128,6 @@ class Bm25:
         n = len(docs)
         idf = {term: math.log(n - freq + 0.5) - math.log(freq + 0.5) for term, freq in df.items()}
         average = sum(idf.values()) / max(len(idf), 1)
-        # rank_bm25's BM25Okapi floors negative idf at epsilon × mean idf.
         self.idf = {term: (value if value >= 0 else epsilon * average) for term, value in idf.items()}
 
     def scores(self, query):
@@ -115,8 +143,7 @@ class Bm25:
 
 
 def ranking(scores, ids):
-    order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))
-    return [ids[i] for i in order]
+    return [ids[i] for i in sorted(range(len(ids)), key=lambda i: (-scores[i], i))]
 
 
 def rrf(*rankings):
@@ -127,8 +154,398 @@ def rrf(*rankings):
     return [item for item, _ in sorted(fused.items(), key=lambda kv: -kv[1])]
 
 
-def recall(ranked, evidence, k):
-    return len(set(ranked[:k]) & evidence) / len(evidence)
+def metrics(ranked, evidence, session_of):
+    """LongMemEval's metrics of one question, turn and session level."""
+    out = {}
+    sessions, seen = [], set()
+    for turn in ranked:
+        if session_of[turn] not in seen:
+            seen.add(session_of[turn])
+            sessions.append(session_of[turn])
+    for level, items, relevant in (("turn", ranked, evidence), ("session", sessions, {session_of[e] for e in evidence})):
+        for k in KS:
+            top = items[:k]
+            found = len(set(top) & relevant)
+            dcg = sum(1 / math.log2(i + 2) for i, item in enumerate(top) if item in relevant)
+            idcg = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), k)))
+            out[f"{level} recall@{k}"] = found / len(relevant)
+            out[f"{level} recall_any@{k}"] = float(found > 0)
+            out[f"{level} recall_all@{k}"] = float(found == len(relevant))
+            out[f"{level} ndcg@{k}"] = dcg / idcg
+    return out
+
+
+def objective(rows):
+    return sum((row["turn recall@8"] + row["turn recall@20"]) / 2 for row in rows) / len(rows)
+
+
+# ---- re-scoring, as crates/memory-core/src/episodic/search.rs does ----
+
+MONTHS = {name: i + 1 for i, name in enumerate(
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"])}
+
+
+def word_set(text):
+    return frozenset(w.lower() for w in re.split(r"[^\w]|_", text) if w)
+
+
+def speaker(text):
+    """The `Name:` prefix of a row (1 to 3 alphanumeric words, ≤ 40 characters), lower case."""
+    head, sep, rest = text.partition(":")
+    if not rest[:1].isspace():
+        return None
+    head = head.strip()
+    parts = head.split()
+    if not sep or not head or len(head) > 40 or len(parts) > 3 or not all(part.isalnum() for part in parts):
+        return None
+    return " ".join(parts).lower()
+
+
+MONTH_NAMES = "|".join(MONTHS)
+
+
+def time_window(question, now):
+    """(start, end) datetimes a question names, or None, as signals.rs's
+    `time_window`: a day ± 3 days, a month ± 3 days (without a year the
+    last such month before now), a year, `last week/month/year`."""
+    text = question.lower()
+    year_match = re.search(r"\b(?:19|20)\d\d\b", text)
+    year = int(year_match.group(0)) if year_match else None
+    month = day = None
+    m = re.search(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(" + MONTH_NAMES + r")\b", text)
+    if m:
+        day, month = int(m.group(1)), MONTHS[m.group(2)]
+    else:
+        m = re.search(r"\b(" + MONTH_NAMES + r")\b(?:\s+(\d{1,2})(?:st|nd|rd|th)?\b)?", text)
+        if m and (m.group(1) != "may" or re.search(r"\b(?:in|of|on|last|since|during|early|late|mid)\s+may\b|\bmay\s+(?:\d|20)", text)):
+            month = MONTHS[m.group(1)]
+            day = int(m.group(2)) if m.group(2) and int(m.group(2)) <= 31 else None
+    if month:
+        if year is None:
+            year = now.year if (month, day or 1) <= (now.month, now.day) else now.year - 1
+        if day is not None:
+            try:
+                start = dt.datetime(year, month, day) - dt.timedelta(days=3)
+            except ValueError:
+                return None
+            return start, start + dt.timedelta(days=7)
+        start = dt.datetime(year, month, 1)
+        end = dt.datetime(year + (month == 12), month % 12 + 1, 1)
+        return start - dt.timedelta(days=3), end + dt.timedelta(days=3)
+    if year:
+        return dt.datetime(year, 1, 1), dt.datetime(year + 1, 1, 1)
+    m = re.search(r"\blast (week|month|year)\b", text)
+    if m:
+        span = {"week": 7, "month": 31, "year": 366}[m.group(1)]
+        return now - dt.timedelta(days=2 * span), now
+    return None
+
+
+def mmr(pool, limit, cache):
+    """MMR (λ 0.6, word-set Jaccard) over pool = [(score, ref, words)] sorted by score, descending."""
+    picks = []
+    sims = [0.0] * len(pool)
+    taken = [False] * len(pool)
+    while len(picks) < min(limit, len(pool)):
+        best = None
+        for p, (score, _, _) in enumerate(pool):
+            if taken[p]:
+                continue
+            if best is not None and MMR_LAMBDA * score <= best[1]:
+                break
+            value = MMR_LAMBDA * score - (1 - MMR_LAMBDA) * sims[p]
+            if best is None or value > best[1]:
+                best = (p, value)
+        taken[best[0]] = True
+        picks.append(best[0])
+        chosen_ref, chosen = pool[best[0]][1], pool[best[0]][2]
+        for p, (_, ref, words) in enumerate(pool):
+            if not taken[p]:
+                key = (ref, chosen_ref) if ref < chosen_ref else (chosen_ref, ref)
+                similarity = cache.get(key)
+                if similarity is None:
+                    union = len(words | chosen)
+                    similarity = cache[key] = len(words & chosen) / union if union else 0.0
+                if similarity > sims[p]:
+                    sims[p] = similarity
+    return [pool[p][1] for p in picks]
+
+
+def rescore(candidates, config, query, store, cache):
+    """The ranking of `config` over one question's candidate dump."""
+    fusion, prior_weight, use_mmr, speaker_boost, neighbour_weight, time_boost = config
+    best_bm25 = max((c["bm25"] or 0.0 for c in candidates), default=0.0)
+    names = set(tokens(query["question"]))
+    window = time_window(query["question"], store["now_dt"]) if time_boost else None
+    scores = {}
+    for c in candidates:
+        if fusion.startswith("weighted"):
+            w = float(fusion.split(":")[1])
+            keyword = (c["bm25"] / best_bm25) if c["bm25"] and best_bm25 > 0 else 0.0
+            fused = w * max(c["cosine"] or 0.0, 0.0) + (1 - w) * keyword
+        else:
+            k = float(fusion.split(":")[1])
+            fused = sum(1 / (k + r) for r in (c["vector_rank"], c["keyword_rank"]) if r) / (2 / (k + 1))
+        prior = (1 - prior_weight) + prior_weight * (0.7 + 0.3 * c["importance"]) * math.exp(-0.03 * c["age_days"])
+        score = fused * prior
+        who = store["speaker"].get(c["ref"])
+        if speaker_boost and who and all(part in names for part in who.split()):
+            score *= 1 + speaker_boost
+        if window and window[0] <= store["time"][c["ref"]] < window[1]:
+            score *= 1 + time_boost
+        scores[c["ref"]] = score
+    if neighbour_weight:
+        top = sorted(scores.items(), key=lambda kv: -kv[1])[:DEPTH]
+        for ref, score in top:
+            for neighbour in store["neighbours"].get(ref, ()):
+                if scores.get(neighbour, 0.0) < neighbour_weight * score:
+                    scores[neighbour] = neighbour_weight * score
+    order = sorted(scores.items(), key=lambda kv: (-kv[1], store["position"][kv[0]]))[:1000]
+    if use_mmr:
+        return mmr([(score, ref, store["words"][ref]) for ref, score in order], DEPTH, cache)
+    return [ref for ref, _ in order[:DEPTH]]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cairn", default="target/release/cairn")
+    parser.add_argument("--data", action="append", help="a dev set folder (repeatable)")
+    parser.add_argument("--model", default=os.path.expanduser("~/.local/share/cairn/models/all-MiniLM-L6-v2"))
+    parser.add_argument("--offtopic", default=os.path.join(os.path.dirname(__file__), "data", "offtopic_prompts.txt"))
+    parser.add_argument("--benign", help="injection-dev's injection.jsonl: its benign rows are off-topic prompts too")
+    parser.add_argument("--json", help="write every number to this file")
+    parser.add_argument("--no-grid", action="store_true", help="skip the re-scored grid")
+    args = parser.parse_args()
+    datasets = args.data or ["../shared/evaldata/locomo-dev"]
+    env = dict(os.environ, CAIRN_EMBED_MODEL_PATH=args.model, CAIRN_SKIP_MODEL_DOWNLOAD="1")
+    env.pop("CAIRN_HOME", None)
+    with open(args.offtopic, encoding="utf-8") as handle:
+        offtopic = [line.strip() for line in handle if line.strip() and not line.startswith("#")]
+    benign = [row["text"] for row in read_jsonl(args.benign) if row["label"] == 0] if args.benign else []
+
+    # per_q[system][conversation] = list of metric dicts; grid_q[config][conversation] likewise
+    per_q = collections.defaultdict(dict)
+    grid_q = collections.defaultdict(dict)
+    # context: on-topic max-cosine and recall@8 of the block; off-topic max-cosine (None = empty block)
+    context_rows = {}
+    set_of = {}
+    imports = {}
+    for data in datasets:
+        set_name = os.path.basename(os.path.normpath(data))
+        memories = read_jsonl(os.path.join(data, "memories.jsonl"))
+        queries = read_jsonl(os.path.join(data, "queries.jsonl"))
+        by_conversation = collections.defaultdict(list)
+        for row in memories:
+            by_conversation[row["conversation_id"]].append(row)
+        for conversation, rows in sorted(by_conversation.items()):
+            conv_queries = [q for q in queries if q["conversation_id"] == conversation and q.get("evidence_ids")]
+            if not conv_queries:
+                continue
+            set_of[conversation] = set_name
+            last = max(dt.datetime.fromisoformat(row["timestamp"]) for row in rows)
+            now_dt = last + dt.timedelta(days=1)
+            now = now_dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+            texts = [f"{row['speaker']}: {row['text']}" for row in rows]
+            ids = [row["id"] for row in rows]
+            session_of = {row["id"]: f"{conversation}:{row['session']}" for row in rows}
+            evidence = {q["id"]: set(q["evidence_ids"]) for q in conv_queries}
+            store = {
+                "now_dt": now_dt,
+                "speaker": {i: speaker(t) for i, t in zip(ids, texts)},
+                "time": {row["id"]: dt.datetime.fromisoformat(row["timestamp"]) for row in rows},
+                "words": {i: word_set(t) for i, t in zip(ids, texts)},
+                "position": {i: n for n, i in enumerate(ids)},
+                "neighbours": collections.defaultdict(list),
+            }
+            for a, b in zip(rows, rows[1:]):
+                gap = abs((dt.datetime.fromisoformat(b["timestamp"]) - dt.datetime.fromisoformat(a["timestamp"])).total_seconds())
+                if gap <= 30 * 60:
+                    store["neighbours"][a["id"]].append(b["id"])
+                    store["neighbours"][b["id"]].append(a["id"])
+            with tempfile.TemporaryDirectory() as workdir:
+                home = os.path.join(workdir, "home")
+                import_path = os.path.join(workdir, "rows.jsonl")
+                write_jsonl(import_path, [{"text": text, "created_at": row["timestamp"], "source_ref": row["id"]}
+                                          for text, row in zip(texts, rows)])
+                summary = json.loads(run([args.cairn, "--home", home, "memory", "import-episodic", import_path, "--json"], env))
+                imports[conversation] = summary
+                print(f"{set_name}/{conversation}: {len(rows)} turns, {len(conv_queries)} questions, import {summary}",
+                      file=sys.stderr)
+
+                def search(extra, limit, prompts, context=False):
+                    path = os.path.join(workdir, "queries.jsonl")
+                    write_jsonl(path, prompts)
+                    cmd = [args.cairn, "--home", home, "memory", "search", "--queries", path, "--now", now,
+                           "--limit", str(limit), "--json"] + extra + (["--context"] if context else [])
+                    return {json.loads(line)["id"]: json.loads(line)["hits"] for line in run(cmd, env).splitlines()}
+
+                prompts = [{"id": q["id"], "question": q["question"]} for q in conv_queries]
+
+                def score(ranked_by_id):
+                    return [metrics(ranked_by_id[q["id"]], evidence[q["id"]], session_of) for q in conv_queries]
+
+                def refs(hits):
+                    return {qid: [hit["source_ref"] for hit in h] for qid, h in hits.items()}
+
+                for name, extra in FIXED.items():
+                    per_q[name][conversation] = score(refs(search(extra, DEPTH, prompts)))
+                # Context blocks: previous rule (no abstention) with cosines, this build's default.
+                open_block = search(["--abstain-below", "0"] + ADDITIONS_OFF + ["--fusion", "weighted:0.7"], 8, prompts, context=True)
+                per_q[CONTEXT_PREVIOUS][conversation] = score(refs(open_block))
+                default_block = search([], 8, prompts, context=True)
+                per_q[CONTEXT][conversation] = score(refs(default_block))
+                dump = search(["--no-mmr"] + ADDITIONS_OFF, 1000, prompts)
+                off_prompts = [{"id": f"off{i}", "question": text} for i, text in enumerate(offtopic)]
+                off_prompts += [{"id": f"benign{i}", "question": text} for i, text in enumerate(benign)]
+                off_default = search([], 8, off_prompts, context=True)
+                # Weighted fusion at 1 without a prior: the first hit is the best cosine.
+                off_dump = search(["--fusion", "weighted:1", "--prior-weight", "0", "--no-mmr"] + ADDITIONS_OFF, 1, off_prompts)
+
+                def max_cosine(hits):
+                    return max((h["score"]["cosine"] or 0.0 for h in hits), default=0.0)
+
+                context_rows[conversation] = {
+                    "on": [{"max_cosine": max_cosine(dump[q["id"]]),
+                            "recall8": metrics(refs(open_block)[q["id"]], evidence[q["id"]], session_of)["turn recall@8"]}
+                           for q in conv_queries],
+                    "off": [{"id": p["id"], "max_cosine": max_cosine(off_dump[p["id"]]),
+                             "open_block_empty": False, "default_empty": not off_default[p["id"]]} for p in off_prompts],
+                    "default_on_empty": sum(1 for q in conv_queries if not default_block[q["id"]]),
+                }
+
+                memory_vectors = embed(args.cairn, texts, env, workdir, "memories")
+                query_vectors = embed(args.cairn, [q["question"] for q in conv_queries], env, workdir, "queries")
+                bm25 = Bm25([tokens(text) for text in texts])
+                baselines = collections.defaultdict(dict)
+                for q, qv in zip(conv_queries, query_vectors):
+                    cosine = ranking([sum(x * y for x, y in zip(qv, mv)) for mv in memory_vectors], ids)
+                    keyword = ranking(bm25.scores(tokens(q["question"])), ids)
+                    baselines[COSINE][q["id"]] = cosine[:DEPTH]
+                    baselines[BM25][q["id"]] = keyword[:DEPTH]
+                    baselines[PLAIN_RRF][q["id"]] = rrf(cosine, keyword)[:DEPTH]
+                for name, ranked_by_id in baselines.items():
+                    per_q[name][conversation] = score(ranked_by_id)
+
+                if not args.no_grid:
+                    candidates = {}
+                    for q in conv_queries:
+                        candidates[q["id"]] = [{
+                            "ref": h["source_ref"], "cosine": h["score"]["cosine"], "bm25": h["score"]["bm25"],
+                            "vector_rank": h["score"]["vector_rank"], "keyword_rank": h["score"]["keyword_rank"],
+                            "importance": h["score"]["importance"], "age_days": h["score"]["age_days"],
+                        } for h in dump[q["id"]]]
+                    caches = {q["id"]: {} for q in conv_queries}
+                    for config in GRID:
+                        grid_q[config][conversation] = score(
+                            {q["id"]: rescore(candidates[q["id"]], config, q, store, caches[q["id"]]) for q in conv_queries})
+                    print(f"  grid re-scored ({len(GRID)} points)", file=sys.stderr)
+
+    conversations = list(set_of)
+    sets = sorted(set(set_of.values()), key=lambda s: [set_of[c] for c in conversations].index(s))
+
+    def training_score(table, held_out):
+        per_set = []
+        for s in sets:
+            rows = [row for c in conversations if c != held_out and set_of[c] == s for row in table[c]]
+            if rows:
+                per_set.append(objective(rows))
+        return sum(per_set) / len(per_set)
+
+    chosen = {}
+    if grid_q:
+        for held_out in conversations:
+            best = max(GRID, key=lambda config: training_score(grid_q[config], held_out))
+            chosen[held_out] = best
+            per_q[CV][held_out] = grid_q[best][held_out]
+        per_q["grid point of the previous default (re-scored)"] = grid_q[PREVIOUS]
+        all_best = max(GRID, key=lambda config: training_score(grid_q[config], None))
+
+    # Abstention floor, chosen per fold.
+    def context_drop(convs, floor):
+        """Per set: mean on-topic context recall@8 lost by abstaining below `floor`."""
+        out = {}
+        for s in sets:
+            rows = [row for c in convs if set_of[c] == s for row in context_rows[c]["on"]]
+            if rows:
+                out[s] = sum(row["recall8"] for row in rows if row["max_cosine"] < floor) / len(rows)
+        return out
+
+    def abstention(convs, floor, parity=None, prefix="off"):
+        rows = [row for c in convs for row in context_rows[c]["off"] if row["id"].startswith(prefix)
+                and (parity is None or int(row["id"][len(prefix):]) % 2 == parity)]
+        return sum(1 for row in rows if row["max_cosine"] < floor) / len(rows) if rows else float("nan")
+
+    floor_choice = {}
+    for held_out in conversations + [None]:
+        training = [c for c in conversations if c != held_out]
+        allowed = [f for f in FLOORS if all(drop <= 0.01 for drop in context_drop(training, f).values())]
+        floor_choice[held_out] = max(allowed, key=lambda f: (abstention(training, f, parity=0), -f))
+
+    def fold_mean(name, metric):
+        return {c: statistics.mean(row[metric] for row in per_q[name][c]) for c in per_q[name]}
+
+    order = ([CV] if grid_q else []) + list(FIXED) + [CONTEXT, CONTEXT_PREVIOUS, COSINE, BM25, PLAIN_RRF] \
+        + (["grid point of the previous default (re-scored)"] if grid_q else [])
+    report = {"sets": {}, "chosen": {c: list(v) for c, v in chosen.items()},
+              "shipped_choice_on_all": list(all_best) if grid_q else None, "imports": imports,
+              "abstention": {}, "floor_choice": {str(k): v for k, v in floor_choice.items()}}
+    for s in sets:
+        convs = [c for c in conversations if set_of[c] == s]
+        nq = sum(len(per_q[PLAIN_RRF][c]) for c in convs)
+        print(f"\n## {s}: {len(convs)} conversations, {nq} questions (mean of per-conversation means; each conversation held out)\n")
+        for level in ("turn", "session"):
+            print(f"### {level} level\n")
+            header = ["system"] + [f"R@{k}" for k in KS] + [f"any@{k}" for k in KS] + [f"all@{k}" for k in KS] \
+                + [f"NDCG@{k}" for k in KS]
+            print("| " + " | ".join(header) + " |")
+            print("|---" * len(header) + "|")
+            for name in order:
+                if not all(c in per_q[name] for c in convs):
+                    continue
+                cells = []
+                for family in ("recall", "recall_any", "recall_all", "ndcg"):
+                    for k in KS:
+                        folds = fold_mean(name, f"{level} {family}@{k}")
+                        value = statistics.mean(folds[c] for c in convs)
+                        cells.append(f"{value:.3f}")
+                        report["sets"].setdefault(s, {}).setdefault(name, {})[f"{level} {family}@{k}"] = {
+                            "mean": value, "folds": {c: folds[c] for c in convs}}
+                print(f"| {name} | " + " | ".join(cells) + " |")
+            print()
+        for name in (DEFAULT, CV) if grid_q else (DEFAULT,):
+            for k in (8, 20):
+                a = fold_mean(name, f"turn recall@{k}")
+                b = fold_mean(PREVIOUS_NAME, f"turn recall@{k}")
+                print(f"{name} minus previous default, turn R@{k}, per fold: "
+                      + ", ".join(f"{c} {a[c] - b[c]:+.3f}" for c in convs)
+                      + f"; mean {statistics.mean(a[c] - b[c] for c in convs):+.3f}")
+        held = {c: floor_choice[c] for c in convs}
+        drop = {c: context_drop([c], floor_choice[c])[s] for c in convs}
+        rate = {c: abstention([c], floor_choice[c], parity=1) for c in convs}
+        rate_all = {c: abstention([c], floor_choice[c]) for c in convs}
+        benign_rate = {c: abstention([c], floor_choice[c], prefix="benign") for c in convs}
+        default_rate = {c: sum(1 for row in context_rows[c]["off"] if row["id"].startswith("off") and row["default_empty"])
+                        / sum(1 for row in context_rows[c]["off"] if row["id"].startswith("off")) for c in convs}
+        print(f"\nabstention, floor chosen on the other conversations: {held}")
+        print(f"  held-out on-topic context R@8 drop: {drop}; mean {statistics.mean(drop.values()):.4f}")
+        print(f"  held-out off-topic abstention (odd prompts): {rate}; mean {statistics.mean(rate.values()):.3f}")
+        print(f"  (all {len(offtopic)} own prompts: mean {statistics.mean(rate_all.values()):.3f}; "
+              f"benign injection-dev prompts: mean {statistics.mean(benign_rate.values()):.3f})")
+        print(f"  this build's default block, own prompts, abstained: mean {statistics.mean(default_rate.values()):.3f}; "
+              f"on-topic questions left empty: {sum(context_rows[c]['default_on_empty'] for c in convs)}/{nq}")
+        report["abstention"][s] = {"floor": held, "drop": drop, "offtopic_odd": rate, "offtopic_all": rate_all,
+                                   "benign": benign_rate, "default_offtopic_empty": default_rate}
+    if grid_q:
+        print("\nchosen per held-out conversation: " + ", ".join(f"{c}: {chosen[c]}" for c in conversations))
+        print(f"choice on all conversations: {all_best}; abstention floor on all: {floor_choice[None]}")
+        print("training score on all conversations of the previous default: "
+              f"{training_score(grid_q[PREVIOUS], None):.4f}, of the choice: {training_score(grid_q[all_best], None):.4f}")
+    if args.json:
+        if grid_q:
+            report["grid"] = {" ".join(map(str, config)): {c: objective(grid_q[config][c]) for c in conversations}
+                              for config in GRID}
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=1)
 
 
 def embed(cairn, texts, env, workdir, name):
@@ -136,144 +553,6 @@ def embed(cairn, texts, env, workdir, name):
     write_jsonl(path, [{"id": i, "text": text} for i, text in enumerate(texts)])
     rows = [json.loads(line) for line in run([cairn, "embed", "--jsonl", path], env).splitlines() if line.strip()]
     return [row["vector"] for row in rows]
-
-
-def dot(a, b):
-    return sum(x * y for x, y in zip(a, b))
-
-
-def mean_recall(rows):
-    """Mean (R@8, R@20) over a list of per-question {k: recall} dicts."""
-    return tuple(sum(row[k] for row in rows) / len(rows) for k in KS)
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cairn", default="target/release/cairn")
-    parser.add_argument("--data", default="../shared/evaldata/locomo-dev")
-    parser.add_argument("--model", default=os.path.expanduser("~/.local/share/cairn/models/all-MiniLM-L6-v2"))
-    parser.add_argument("--json", help="also write all numbers to this file")
-    args = parser.parse_args()
-
-    memories = read_jsonl(os.path.join(args.data, "memories.jsonl"))
-    queries = read_jsonl(os.path.join(args.data, "queries.jsonl"))
-    env = dict(os.environ, CAIRN_EMBED_MODEL_PATH=args.model, CAIRN_SKIP_MODEL_DOWNLOAD="1")
-    env.pop("CAIRN_HOME", None)
-
-    # results[system][conversation] = list of {k: recall}, one per question
-    results = collections.defaultdict(dict)
-    admitted = collections.defaultdict(dict)
-    by_conversation = collections.defaultdict(list)
-    for row in memories:
-        by_conversation[row["conversation_id"]].append(row)
-    conversations = []
-    for conversation, rows in sorted(by_conversation.items()):
-        conv_queries = [q for q in queries if q["conversation_id"] == conversation]
-        if not conv_queries:
-            continue
-        conversations.append(conversation)
-        last = max(dt.datetime.fromisoformat(row["timestamp"]) for row in rows)
-        now = (last + dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        texts = [f"{row['speaker']}: {row['text']}" for row in rows]
-        ids = [row["id"] for row in rows]
-        evidence = {q["id"]: set(q["evidence_ids"]) for q in conv_queries}
-        with tempfile.TemporaryDirectory() as workdir:
-            home = os.path.join(workdir, "home")
-            import_path = os.path.join(workdir, "rows.jsonl")
-            write_jsonl(
-                import_path,
-                [{"text": text, "created_at": row["timestamp"], "source_ref": row["id"]} for text, row in zip(texts, rows)],
-            )
-            summary = json.loads(run([args.cairn, "--home", home, "memory", "import-episodic", import_path, "--json"], env))
-            print(f"{conversation}: {len(rows)} turns, {len(conv_queries)} questions, import {summary}", file=sys.stderr)
-            query_path = os.path.join(workdir, "queries.jsonl")
-            write_jsonl(query_path, [{"id": q["id"], "question": q["question"]} for q in conv_queries])
-
-            def search(extra, limit, context=False):
-                cmd = [args.cairn, "--home", home, "memory", "search", "--queries", query_path, "--now", now,
-                       "--limit", str(limit), "--json"] + extra + (["--context"] if context else [])
-                out = {}
-                for line in run(cmd, env).splitlines():
-                    row = json.loads(line)
-                    out[row["id"]] = [hit["source_ref"] for hit in row["hits"]]
-                return out
-
-            def score(ranked_by_id):
-                return [{k: recall(ranked_by_id[q["id"]], evidence[q["id"]], k) for k in KS} for q in conv_queries]
-
-            for name, extra in list(GRID) + list(FIXED.items()):
-                results[name][conversation] = score(search(extra, max(KS)))
-            for name, extra in CONTEXT.items():
-                hits = search(extra, KS[0], context=True)
-                results[name][conversation] = score(hits)
-                admitted[name][conversation] = [len(hits[q["id"]]) for q in conv_queries]
-
-            memory_vectors = embed(args.cairn, texts, env, workdir, "memories")
-            query_vectors = embed(args.cairn, [q["question"] for q in conv_queries], env, workdir, "queries")
-            bm25 = Bm25([tokens(text) for text in texts])
-            baselines = collections.defaultdict(dict)
-            for q, qv in zip(conv_queries, query_vectors):
-                cosine = ranking([dot(qv, mv) for mv in memory_vectors], ids)
-                keyword = ranking(bm25.scores(tokens(q["question"])), ids)
-                baselines["baseline: plain cosine top-k (same model)"][q["id"]] = cosine
-                baselines["baseline: BM25 (Okapi)"][q["id"]] = keyword
-                baselines[PLAIN_RRF][q["id"]] = rrf(cosine, keyword)
-            for name, ranked_by_id in baselines.items():
-                results[name][conversation] = score(ranked_by_id)
-
-    # Leave one conversation out: choose on the others, measure on it.
-    chosen = {}
-    for held_out in conversations:
-        training = [c for c in conversations if c != held_out]
-
-        def training_score(name):
-            return sum(mean_recall([row for c in training for row in results[name][c]])) / len(KS)
-
-        best = max((name for name, _ in GRID), key=training_score)  # first of equals in grid order
-        chosen[held_out] = best
-        results["CV-selected (grid choice on the other two)"][held_out] = results[best][held_out]
-
-    def fold_means(name):
-        return {c: mean_recall(results[name][c]) for c in conversations}
-
-    def cell(values):
-        return " / ".join(f"{v:.3f}" for v in values)
-
-    order = (["CV-selected (grid choice on the other two)"] + list(FIXED) + list(CONTEXT)
-             + ["baseline: plain cosine top-k (same model)", "baseline: BM25 (Okapi)", PLAIN_RRF])
-    print("| system | " + " | ".join(f"{c} R@8 / R@20" for c in conversations)
-          + " | mean R@8 [min, max] | mean R@20 [min, max] |")
-    print("|---|" + "---|" * (len(conversations) + 2))
-    table = {}
-    for name in order:
-        folds = fold_means(name)
-        summary = []
-        for i, k in enumerate(KS):
-            values = [folds[c][i] for c in conversations]
-            summary.append(f"{statistics.mean(values):.3f} [{min(values):.3f}, {max(values):.3f}]")
-        print(f"| {name} | " + " | ".join(cell(folds[c]) for c in conversations) + " | " + " | ".join(summary) + " |")
-        table[name] = folds
-    print()
-    plain = fold_means(PLAIN_RRF)
-    for name in ("CV-selected (grid choice on the other two)", DEFAULT):
-        folds = fold_means(name)
-        deltas = {c: tuple(folds[c][i] - plain[c][i] for i in range(len(KS))) for c in conversations}
-        print(f"{name} minus plain RRF, per fold (R@8 / R@20): "
-              + ", ".join(f"{c} {deltas[c][0]:+.3f} / {deltas[c][1]:+.3f}" for c in conversations))
-    print("chosen per held-out conversation: " + ", ".join(f"{c}: {chosen[c]}" for c in conversations))
-    default_folds = fold_means(DEFAULT)
-    context_name = next(iter(CONTEXT))
-    context_folds = fold_means(context_name)
-    print("admitted-context R@8 minus search R@8 (default): "
-          + ", ".join(f"{c} {context_folds[c][0] - default_folds[c][0]:+.3f}" for c in conversations))
-    for name, per_conversation in admitted.items():
-        counts = [n for c in conversations for n in per_conversation[c]]
-        print(f"{name}: mean admitted rows at limit 8 = {sum(counts) / len(counts):.2f}, "
-              f"questions with nothing admitted = {sum(1 for n in counts if n == 0)}/{len(counts)}")
-    if args.json:
-        grid_table = {name: fold_means(name) for name, _ in GRID}
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"table": table, "grid": grid_table, "chosen": chosen}, handle, indent=1)
 
 
 if __name__ == "__main__":

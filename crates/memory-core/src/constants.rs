@@ -151,6 +151,21 @@ pub const WEIGHTED_FUSION_VECTOR_WEIGHT: f64 = 0.7;
 /// leave-one-conversation-out evaluation a weight of 0.25 did not beat 0,
 /// so importance and age do not reorder hybrid results unless asked to.
 pub const HYBRID_PRIOR_WEIGHT: f64 = 0.0;
+/// Speaker match: a row whose `Name:` prefix is a name the query contains
+/// scores `× (1 + this)` in hybrid and keyword modes. Chosen by
+/// leave-one-conversation-out cross-validation over LoCoMo-dev and
+/// longchat-dev (`BENCHMARKS.md`).
+pub const EPISODIC_SPEAKER_BOOST: f64 = 0.15;
+/// Neighbouring turns: a row next to one of the top `limit` rows (row id
+/// ± 1, written within [`EPISODIC_NEIGHBOUR_MAX_GAP_MS`]) scores at least
+/// this share of that row's score. Off: no fold of the cross-validation
+/// chose 0.6 or 0.85 (`BENCHMARKS.md`); `--neighbour-weight` turns it on.
+pub const EPISODIC_NEIGHBOUR_WEIGHT: f64 = 0.0;
+/// Largest gap between the creation times of two neighbouring rows (30 minutes).
+pub const EPISODIC_NEIGHBOUR_MAX_GAP_MS: i64 = 30 * 60 * 1_000;
+/// Time expressions: a row created inside the window the query names
+/// scores `× (1 + this)`. Chosen by the same cross-validation.
+pub const EPISODIC_TIME_BOOST: f64 = 0.25;
 /// Keyword admission into the context block, for a hit under the cosine
 /// gate: it must be among this many best bm25 hits...
 pub const KEYWORD_ADMISSION_MAX_RANK: usize = 3;

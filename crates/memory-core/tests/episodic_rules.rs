@@ -742,3 +742,147 @@ fn the_outgoing_model_answers_until_the_reembed_is_complete_and_is_then_released
     let status = db.build_episodic_index().unwrap();
     assert_eq!((status.active_with_vectors, status.space.as_deref()), (20, Some("hash-24#24")));
 }
+
+/// A store whose embedder (named all-MiniLM-L6-v2, so its gate and
+/// abstention floor apply) puts each row at a chosen cosine to `query`.
+fn store_at_cosines(query: &str, rows: &[(&str, f32)]) -> (tempfile::TempDir, MemoryDb, Vec<i64>) {
+    let mut table: Vec<(&str, Vec<f32>)> =
+        rows.iter().enumerate().map(|(i, (text, cosine))| (*text, at_cosine(*cosine, 1 + i % 3))).collect();
+    table.push((query, at_cosine(1.0, 1)));
+    let (home, db) = open(Some(Arc::new(TableEmbedder::new(&table).named("all-MiniLM-L6-v2"))));
+    let ids = rows.iter().map(|(text, _)| inserted(db.write_episodic(&NewEpisode::new(*text)).unwrap())).collect();
+    (home, db, ids)
+}
+
+/// A prompt, the rows with their cosine to it, and the rows in its block.
+type AbstentionCase<'a> = (&'a str, &'a [(&'a str, f32)], &'a [&'a str]);
+
+#[test]
+fn the_gate_abstains_when_nothing_stored_is_relevant() {
+    let floor = cairn_memory_vector::RelevanceGate::ALL_MINILM_L6_V2.abstain_below;
+    let gate = cairn_memory_vector::RelevanceGate::ALL_MINILM_L6_V2.short;
+    assert!(floor > gate, "the floor sits above the admission gate");
+    // (prompt, rows with their cosine to it, rows in the block)
+    let cases: &[AbstentionCase<'_>] = &[
+        // On topic: the best row reaches the floor, so the block holds
+        // everything the gate admits, also rows under the floor.
+        (
+            "When did Caroline go to the support group?",
+            &[
+                ("Caroline: I went to a LGBTQ support group yesterday", floor + 0.05),
+                ("Caroline: the group met again", gate + 0.01),
+            ],
+            &["Caroline: I went to a LGBTQ support group yesterday", "Caroline: the group met again"],
+        ),
+        // Off topic: rows the gate alone would admit, none at the floor.
+        (
+            "what's 2+2",
+            &[("Melanie: we painted a sunrise together", floor - 0.01), ("Caroline: two dogs and a cat", gate + 0.01)],
+            &[],
+        ),
+        // Off topic with a strong keyword match ("fix", "regex" ...): still nothing.
+        ("fix this regex please", &[("Melanie: can you fix this regex please, it fails", 0.1)], &[]),
+    ];
+    for (prompt, rows, expected) in cases {
+        let (_home, db, _ids) = store_at_cosines(prompt, rows);
+        let hits = db.episodic_context_for(&EpisodicQuery::new(*prompt), 3_000).unwrap();
+        let mut texts: Vec<&str> = hits.hits.iter().map(|hit| hit.text.as_str()).collect();
+        texts.sort_unstable();
+        let mut expected = expected.to_vec();
+        expected.sort_unstable();
+        assert_eq!(texts, expected, "{prompt:?}");
+        assert_eq!(hits.block.is_empty(), expected.is_empty(), "{prompt:?}");
+        // A floor of 0 never abstains: the gate's own admissions come back.
+        let open = db.episodic_context_for(&EpisodicQuery::new(*prompt).abstain_below(0.0), 3_000).unwrap();
+        let admitted_by_gate = rows.iter().filter(|(_, cosine)| *cosine >= gate).count();
+        assert!(open.hits.len() >= admitted_by_gate, "{prompt:?}: {open:?}");
+        // Plain search (no relevance filter) never abstains.
+        assert_eq!(db.search_episodic(&EpisodicQuery::new(*prompt).limit(10)).unwrap().len(), rows.len(), "{prompt:?}");
+    }
+}
+
+#[test]
+fn a_model_without_a_floor_and_rows_without_vectors_never_abstain() {
+    // The specification's gate has no floor.
+    assert_eq!(cairn_memory_vector::RelevanceGate::SPECIFICATION.abstain_below, 0.0);
+    // Rows whose vectors are still pending: nothing to judge by, keywords answer.
+    let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&[("x", at_cosine(1.0, 1))]).named("all-MiniLM-L6-v2"))));
+    inserted(
+        db.write_episodic(&NewEpisode::new("Caroline joined the LGBTQ support group").defer_embedding(true)).unwrap(),
+    );
+    let hits = db.episodic_context_for(&EpisodicQuery::new("Caroline LGBTQ support group"), 3_000).unwrap();
+    assert_eq!(hits.hits.len(), 1, "{hits:?}");
+}
+
+#[test]
+fn a_speaker_or_a_time_the_query_names_lifts_the_rows_it_names() {
+    const JUNE_15: i64 = 1_686_830_400_000;
+    const AUGUST_15: i64 = 1_692_100_800_000;
+    const LAKE: &str = "Melanie: we went camping by the lake with the kids";
+    const HILLS: &str = "Caroline: camping in the hills was cold and wet";
+    let both = (1.0 + cairn_memory_core::constants::EPISODIC_SPEAKER_BOOST)
+        * (1.0 + cairn_memory_core::constants::EPISODIC_TIME_BOOST);
+    let speaker = 1.0 + cairn_memory_core::constants::EPISODIC_SPEAKER_BOOST;
+    let time = 1.0 + cairn_memory_core::constants::EPISODIC_TIME_BOOST;
+    // (query, signals on, factor of LAKE, factor of HILLS); "now" is 2023-11-14.
+    let cases: &[(&str, bool, f64, f64)] = &[
+        ("When did Melanie go camping in June?", true, both, 1.0),
+        ("Where did Caroline go camping?", true, 1.0, speaker),
+        ("What happened in August 2023 on the camping trip?", true, 1.0, time),
+        ("Did anyone go camping in 2022?", true, 1.0, 1.0),
+        ("Who went camping?", true, 1.0, 1.0),
+        ("When did Melanie go camping in June?", false, 1.0, 1.0),
+    ];
+    for (query_text, on, lake, hills) in cases {
+        let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&[
+            (LAKE, at_cosine(0.5, 1)),
+            (HILLS, at_cosine(0.5, 2)),
+            (query_text, at_cosine(1.0, 3)),
+        ]))));
+        inserted(db.write_episodic(&NewEpisode::new(LAKE).created_at(JUNE_15)).unwrap());
+        inserted(db.write_episodic(&NewEpisode::new(HILLS).created_at(AUGUST_15)).unwrap());
+        let mut query = EpisodicQuery::new(*query_text).now(NOW).limit(10).mmr(false);
+        if !on {
+            query = query.speaker_boost(0.0).time_boost(0.0);
+        }
+        let hits = db.search_episodic(&query).unwrap();
+        let factor = |text: &str| {
+            let hit = hits.iter().find(|hit| hit.text == text).expect("both rows are candidates");
+            hit.score.score / hit.score.fused
+        };
+        assert!((factor(LAKE) - lake).abs() < 1e-9, "{query_text:?}: lake {}", factor(LAKE));
+        assert!((factor(HILLS) - hills).abs() < 1e-9, "{query_text:?}: hills {}", factor(HILLS));
+    }
+}
+
+#[test]
+fn neighbouring_turns_are_lifted_only_when_asked_and_only_within_a_session() {
+    const HIKE: &str = "Caroline: I hiked up Mount Tam with my brother on Saturday";
+    const BEFORE: &str = "Melanie: what did you get up to at the weekend?";
+    const AFTER: &str = "Melanie: that sounds wonderful, was it foggy?";
+    const QUERY: &str = "Where did Caroline hike?";
+    let (_home, db) = open(Some(Arc::new(
+        TableEmbedder::new(&[
+            (BEFORE, at_cosine(0.05, 2)),
+            (HIKE, at_cosine(0.8, 1)),
+            (AFTER, at_cosine(0.05, 3)),
+            (QUERY, at_cosine(1.0, 1)),
+        ])
+        .named("all-MiniLM-L6-v2"),
+    )));
+    let before = inserted(db.write_episodic(&NewEpisode::new(BEFORE).created_at(NOW - 60_000)).unwrap());
+    let hike = inserted(db.write_episodic(&NewEpisode::new(HIKE).created_at(NOW - 60_000)).unwrap());
+    // Written two hours later: another session, not a neighbour.
+    inserted(db.write_episodic(&NewEpisode::new(AFTER).created_at(NOW + 2 * 3_600_000)).unwrap());
+    let context = |weight: f64| {
+        let query = EpisodicQuery::new(QUERY).now(NOW).neighbour_weight(weight);
+        db.episodic_context_for(&query, 3_000)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|hit| (hit.id, hit.score.admitted))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(context(0.0), vec![(hike, Some(Admission::Cosine))]);
+    assert_eq!(context(0.6), vec![(hike, Some(Admission::Cosine)), (before, Some(Admission::Neighbour))]);
+}

@@ -31,6 +31,12 @@ pub const MINILM_RELEVANCE_THRESHOLD: f32 = 0.24;
 /// generic content with a query, where the specification's model loses
 /// cosine on long texts.
 pub const MINILM_LONG_TEXT_RELEVANCE_THRESHOLD: f32 = 0.26;
+/// all-MiniLM-L6-v2's abstention floor: a prompt none of whose candidates
+/// reaches this raw cosine gets an empty context block. Chosen by
+/// leave-one-conversation-out cross-validation over LoCoMo-dev and
+/// longchat-dev (the highest floor that costs at most 0.01 of on-topic
+/// context recall@8 on the training conversations; `BENCHMARKS.md`).
+pub const MINILM_ABSTAIN_BELOW: f32 = 0.275;
 
 /// Default MMR trade-off between relevance (1.0) and diversity (0.0).
 pub const MMR_LAMBDA: f32 = 0.6;

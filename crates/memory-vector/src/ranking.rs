@@ -8,7 +8,8 @@ use std::cmp::Ordering;
 
 use crate::constants::{
     DECAY_RATE_PER_DAY, IMPORTANCE_BASE, IMPORTANCE_WEIGHT, LONG_TEXT_CHARS, LONG_TEXT_RELEVANCE_THRESHOLD,
-    MINILM_LONG_TEXT_RELEVANCE_THRESHOLD, MINILM_RELEVANCE_THRESHOLD, MMR_MAX_POOL, RELEVANCE_THRESHOLD,
+    MINILM_ABSTAIN_BELOW, MINILM_LONG_TEXT_RELEVANCE_THRESHOLD, MINILM_RELEVANCE_THRESHOLD, MMR_MAX_POOL,
+    RELEVANCE_THRESHOLD,
 };
 
 /// Decay-adjusted score `cos × (0.7 + 0.3 × importance) × exp(−0.03 × age_days)`.
@@ -77,6 +78,9 @@ pub struct RelevanceGate {
     pub long: f32,
     /// Length (characters) above which `long` applies.
     pub long_text_chars: usize,
+    /// Abstention: when no stored text reaches this raw cosine, nothing is
+    /// relevant and the caller admits nothing at all (0 never abstains).
+    pub abstain_below: f32,
 }
 
 impl RelevanceGate {
@@ -86,6 +90,7 @@ impl RelevanceGate {
         short: RELEVANCE_THRESHOLD,
         long: LONG_TEXT_RELEVANCE_THRESHOLD,
         long_text_chars: LONG_TEXT_CHARS,
+        abstain_below: 0.0,
     };
 
     /// all-MiniLM-L6-v2: the cosine that only 1 % of human-rated unrelated
@@ -95,6 +100,7 @@ impl RelevanceGate {
         short: MINILM_RELEVANCE_THRESHOLD,
         long: MINILM_LONG_TEXT_RELEVANCE_THRESHOLD,
         long_text_chars: LONG_TEXT_CHARS,
+        abstain_below: MINILM_ABSTAIN_BELOW,
     };
 
     /// The gate of the model named `model_id` (the model folder's name, as
@@ -113,6 +119,12 @@ impl RelevanceGate {
     /// Whether a raw cosine reaches the threshold for a text of `text_chars` characters.
     pub fn admit(&self, cosine: f32, text_chars: usize) -> bool {
         cosine >= self.threshold(text_chars)
+    }
+
+    /// Whether a query whose best raw cosine to any stored text is
+    /// `best_cosine` should get nothing at all ([`Self::abstain_below`]).
+    pub fn abstains(&self, best_cosine: f32) -> bool {
+        self.abstain_below > 0.0 && best_cosine < self.abstain_below
     }
 
     /// The lower of the two thresholds: no cosine under it can be admitted.

@@ -110,6 +110,18 @@ pub(crate) struct SearchArgs {
     /// Turn MMR diversification off.
     #[arg(long)]
     pub(crate) no_mmr: bool,
+    /// Score factor `1 + B` for rows whose `Name:` speaker the query names (0 is off).
+    #[arg(long)]
+    pub(crate) speaker_boost: Option<f64>,
+    /// Rows next to a top hit in its session score at least this share of its score (0 is off).
+    #[arg(long)]
+    pub(crate) neighbour_weight: Option<f64>,
+    /// Score factor `1 + B` for rows inside the time window the query names (0 is off).
+    #[arg(long)]
+    pub(crate) time_boost: Option<f64>,
+    /// With `--context`: abstain when no row reaches this raw cosine (0 never abstains; default: the model's).
+    #[arg(long)]
+    pub(crate) abstain_below: Option<f32>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -266,6 +278,18 @@ fn build_query(args: &SearchArgs, text: &str, now: Option<i64>) -> anyhow::Resul
     if !(0.0..=1.0).contains(&args.prior_weight) {
         bail!("--prior-weight must be between 0 and 1");
     }
+    let nonnegative = |name: &str, value: Option<f64>| -> anyhow::Result<()> {
+        if value.is_some_and(|value| !(value.is_finite() && value >= 0.0)) {
+            bail!("--{name} must be a number of at least 0");
+        }
+        Ok(())
+    };
+    nonnegative("speaker-boost", args.speaker_boost)?;
+    nonnegative("time-boost", args.time_boost)?;
+    nonnegative("abstain-below", args.abstain_below.map(f64::from))?;
+    if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
+        bail!("--neighbour-weight must be between 0 and 1");
+    }
     let mut query = EpisodicQuery::new(text)
         .limit(args.limit)
         .mode(mode)
@@ -275,6 +299,18 @@ fn build_query(args: &SearchArgs, text: &str, now: Option<i64>) -> anyhow::Resul
         .relevance_filter(args.context);
     if let Some(now) = now {
         query = query.now(now);
+    }
+    if let Some(boost) = args.speaker_boost {
+        query = query.speaker_boost(boost);
+    }
+    if let Some(weight) = args.neighbour_weight {
+        query = query.neighbour_weight(weight);
+    }
+    if let Some(boost) = args.time_boost {
+        query = query.time_boost(boost);
+    }
+    if let Some(floor) = args.abstain_below {
+        query = query.abstain_below(floor);
     }
     Ok(query)
 }

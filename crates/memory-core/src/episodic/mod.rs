@@ -18,17 +18,21 @@
 //! Search ([`MemoryDb::search_episodic`]) runs one of three modes:
 //! [`RetrievalMode::Hybrid`] (default: the union of the vector top-N and
 //! the bm25 top-N, fused by a weighted sum of the cosine and the
-//! best-normalised bm25, then MMR; importance × age is available with a
-//! weight that defaults to 0),
+//! best-normalised bm25, lifted for a speaker or a time window the query
+//! names, then MMR; importance × age and neighbouring turns are available
+//! with weights that default to 0),
 //! [`RetrievalMode::PureVector`] (the specification's pipeline exactly) and
 //! [`RetrievalMode::Keyword`]. Without a query vector every mode answers
 //! from keywords, so search never stops working while a model loads or
-//! changes.
+//! changes. Under the relevance filter (the context block) the embedding
+//! model's gate may abstain: nothing is admitted when no candidate reaches
+//! its floor ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
 
 pub(crate) mod context;
 pub(crate) mod index;
 pub(crate) mod keyword;
 pub(crate) mod search;
+pub(crate) mod signals;
 pub(crate) mod write;
 
 #[cfg(test)]
@@ -40,7 +44,10 @@ pub use search::sanitize_fts_query;
 
 use serde::Serialize;
 
-use crate::constants::{EPISODIC_CONTEXT_LIMIT, EPISODIC_DEFAULT_IMPORTANCE, RRF_K, WEIGHTED_FUSION_VECTOR_WEIGHT};
+use crate::constants::{
+    EPISODIC_CONTEXT_LIMIT, EPISODIC_DEFAULT_IMPORTANCE, EPISODIC_NEIGHBOUR_WEIGHT, EPISODIC_SPEAKER_BOOST,
+    EPISODIC_TIME_BOOST, RRF_K, WEIGHTED_FUSION_VECTOR_WEIGHT,
+};
 use crate::types::Source;
 
 /// One episodic row to write. Built with [`NewEpisode::new`] and the
@@ -282,6 +289,21 @@ pub struct EpisodicQuery {
     pub prior_weight: f64,
     /// Record `last_accessed` on the returned rows.
     pub touch: bool,
+    /// Hybrid and keyword modes: a row whose `Name:` prefix names a speaker
+    /// the query names scores `× (1 + speaker_boost)` (see
+    /// [`crate::constants::EPISODIC_SPEAKER_BOOST`]).
+    pub speaker_boost: f64,
+    /// Hybrid and keyword modes: a row written within 30 minutes of a
+    /// top-`limit` hit and next to it (row id ± 1) scores at least this
+    /// share of the hit's score (see [`crate::constants::EPISODIC_NEIGHBOUR_WEIGHT`]).
+    pub neighbour_weight: f64,
+    /// Hybrid and keyword modes: a row created inside the time window the
+    /// query names ("in May", "October 13, 2023", "last year") scores
+    /// `× (1 + time_boost)` (see [`crate::constants::EPISODIC_TIME_BOOST`]).
+    pub time_boost: f64,
+    /// Under the relevance filter: the abstention floor, overriding the
+    /// embedding model's ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
+    pub abstain_below: Option<f32>,
 }
 
 impl EpisodicQuery {
@@ -298,6 +320,10 @@ impl EpisodicQuery {
             fusion: Fusion::default(),
             prior_weight: crate::constants::HYBRID_PRIOR_WEIGHT,
             touch: true,
+            speaker_boost: EPISODIC_SPEAKER_BOOST,
+            neighbour_weight: EPISODIC_NEIGHBOUR_WEIGHT,
+            time_boost: EPISODIC_TIME_BOOST,
+            abstain_below: None,
         }
     }
 
@@ -354,6 +380,30 @@ impl EpisodicQuery {
         self.touch = on;
         self
     }
+
+    /// Sets the speaker boost (0 turns it off).
+    pub fn speaker_boost(mut self, boost: f64) -> Self {
+        self.speaker_boost = boost;
+        self
+    }
+
+    /// Sets the neighbour weight (0 turns neighbours off).
+    pub fn neighbour_weight(mut self, weight: f64) -> Self {
+        self.neighbour_weight = weight;
+        self
+    }
+
+    /// Sets the time-window boost (0 turns it off).
+    pub fn time_boost(mut self, boost: f64) -> Self {
+        self.time_boost = boost;
+        self
+    }
+
+    /// Overrides the abstention floor of the model's gate (0 never abstains).
+    pub fn abstain_below(mut self, floor: f32) -> Self {
+        self.abstain_below = Some(floor);
+        self
+    }
 }
 
 /// Why a hit was let into a prompt.
@@ -367,6 +417,9 @@ pub enum Admission {
     Cosine,
     /// Under the cosine gate, but a top bm25 hit holding most query terms.
     Keyword,
+    /// Written next to an admitted hit in the same session (see
+    /// [`EpisodicQuery::neighbour_weight`]).
+    Neighbour,
 }
 
 /// Why a hit ranked where it did.

@@ -1,14 +1,17 @@
 //! Episodic search: candidates (vector index or exact scan, FTS5 bm25),
-//! fusion, admission (the embedding model's [`RelevanceGate`]),
-//! importance × age, MMR, the limit.
+//! admission (the embedding model's [`RelevanceGate`], which may abstain),
+//! fusion, importance × age, speaker and time signals, neighbouring
+//! turns, MMR, the limit.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use cairn_memory_vector::constants::MMR_LAMBDA;
 use cairn_memory_vector::{Hit, MmrCandidate, RelevanceGate, decay_score, mmr};
 
-use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown};
-use crate::constants::{FTS_MAX_QUERY_TERMS, KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE};
+use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown, signals};
+use crate::constants::{
+    EPISODIC_NEIGHBOUR_MAX_GAP_MS, FTS_MAX_QUERY_TERMS, KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE,
+};
 use crate::error::Result;
 use crate::keywords;
 use crate::keywords::OnlyStopwords;
@@ -95,16 +98,39 @@ pub(crate) struct Candidate {
     pub(crate) bm25: Option<f64>,
 }
 
-/// Admission, scoring, MMR and the limit over the fetched candidates.
+/// Reads the rows written next to a row (its neighbours in a session),
+/// each with its raw cosine to the query when known.
+pub(crate) type NeighbourReader<'a> = dyn FnMut(&Row) -> Result<Vec<(Row, Option<f32>)>> + 'a;
+
+/// Admission (with abstention), scoring, speaker and time signals,
+/// neighbour propagation, MMR and the limit over the fetched candidates.
 pub(crate) fn rank(
     candidates: Vec<Candidate>,
     query: &EpisodicQuery,
     gate: &RelevanceGate,
     have_vector: bool,
     now: i64,
-) -> Vec<EpisodicHit> {
+    neighbours: &mut NeighbourReader<'_>,
+) -> Result<Vec<EpisodicHit>> {
+    let mut gate = *gate;
+    if let Some(floor) = query.abstain_below {
+        gate.abstain_below = floor;
+    }
+    if query.relevance_filter && have_vector {
+        // Rows still without a vector carry no cosine: with none at all there is nothing to judge by.
+        let best_cosine = candidates.iter().filter_map(|c| c.cosine).reduce(f32::max);
+        if let Some(best_cosine) = best_cosine
+            && gate.abstains(best_cosine)
+        {
+            tracing::debug!(best_cosine, floor = gate.abstain_below, "nothing relevant stored: abstaining");
+            return Ok(Vec::new());
+        }
+    }
     let query_stems: BTreeSet<String> =
         if query.relevance_filter { keywords::stems(&query.text) } else { BTreeSet::new() };
+    let signals = query.mode != RetrievalMode::PureVector;
+    let query_words = if signals && query.speaker_boost > 0.0 { signals::words(&query.text) } else { BTreeSet::new() };
+    let window = if signals && query.time_boost > 0.0 { signals::time_window(&query.text, now) } else { None };
     let best_bm25 = candidates.iter().filter_map(|c| c.bm25).fold(0.0f64, f64::max);
     let mut scored: Vec<(Candidate, ScoreBreakdown)> = Vec::with_capacity(candidates.len());
     for candidate in candidates {
@@ -127,7 +153,7 @@ pub(crate) fn rank(
         };
         let age_days = (now - candidate.row.created_at) as f64 / MS_PER_DAY;
         let importance = candidate.row.importance;
-        let (fused, score) = match (query.mode, have_vector) {
+        let (fused, mut score) = match (query.mode, have_vector) {
             (RetrievalMode::PureVector, true) => {
                 let cosine = candidate.cosine.unwrap_or(0.0);
                 (f64::from(cosine), f64::from(decay_score(cosine, importance as f32, age_days as f32)))
@@ -158,6 +184,9 @@ pub(crate) fn rank(
                 (fused, fused * prior(query.prior_weight, importance, age_days))
             }
         };
+        if signals {
+            score *= signal_factor(query, &query_words, window, &candidate.row);
+        }
         let breakdown = ScoreBreakdown {
             cosine: candidate.cosine,
             vector_rank: candidate.vector_rank,
@@ -170,6 +199,9 @@ pub(crate) fn rank(
             admitted,
         };
         scored.push((candidate, breakdown));
+    }
+    if signals && query.neighbour_weight > 0.0 && query.limit > 0 {
+        propagate_to_neighbours(&mut scored, query, now, neighbours)?;
     }
     let order: Vec<usize> = if query.mmr {
         let texts: Vec<MmrCandidate<'_>> = scored
@@ -186,7 +218,7 @@ pub(crate) fn rank(
         order
     };
     let mut slots: Vec<Option<(Candidate, ScoreBreakdown)>> = scored.into_iter().map(Some).collect();
-    order
+    Ok(order
         .into_iter()
         .filter_map(|position| slots[position].take())
         .map(|(candidate, score)| EpisodicHit {
@@ -197,7 +229,105 @@ pub(crate) fn rank(
             created_at: candidate.row.created_at,
             score,
         })
-        .collect()
+        .collect())
+}
+
+/// The speaker and time-window factor of a row's score.
+fn signal_factor(query: &EpisodicQuery, query_words: &BTreeSet<String>, window: Option<(i64, i64)>, row: &Row) -> f64 {
+    let mut factor = 1.0;
+    if query.speaker_boost > 0.0
+        && signals::speaker(&row.text).is_some_and(|speaker| signals::names_speaker(query_words, &speaker))
+    {
+        factor *= 1.0 + query.speaker_boost;
+    }
+    if let Some((start, end)) = window
+        && (start..end).contains(&row.created_at)
+    {
+        factor *= 1.0 + query.time_boost;
+    }
+    factor
+}
+
+/// Each of the top `limit` rows lifts the rows written next to it to at
+/// least `neighbour_weight ×` its score (the rows not yet candidates are
+/// read and added, admitted as [`Admission::Neighbour`]). Only the top
+/// `limit` can lift anything into the top `limit`: the weight is below 1.
+fn propagate_to_neighbours(
+    scored: &mut Vec<(Candidate, ScoreBreakdown)>,
+    query: &EpisodicQuery,
+    now: i64,
+    neighbours: &mut NeighbourReader<'_>,
+) -> Result<()> {
+    let weight = query.neighbour_weight.clamp(0.0, 1.0);
+    let mut order: Vec<usize> = (0..scored.len()).collect();
+    order.sort_by(|&a, &b| {
+        scored[b].1.score.total_cmp(&scored[a].1.score).then(scored[a].0.row.id.cmp(&scored[b].0.row.id))
+    });
+    order.truncate(query.limit);
+    let sources: Vec<(i64, f64, f64)> =
+        order.iter().map(|&i| (scored[i].0.row.id, scored[i].1.score, scored[i].1.fused)).collect();
+    let mut position: HashMap<i64, usize> =
+        scored.iter().enumerate().map(|(i, (candidate, _))| (candidate.row.id, i)).collect();
+    for (source_id, source_score, source_fused) in sources {
+        let lifted = weight * source_score;
+        let source_row = &scored[position[&source_id]].0.row;
+        let source_row = Row {
+            id: source_row.id,
+            text: String::new(),
+            tags: String::new(),
+            importance: source_row.importance,
+            created_at: source_row.created_at,
+            source_ref: None,
+            vector: None,
+        };
+        for (row, cosine) in neighbours(&source_row)? {
+            if let Some(&i) = position.get(&row.id) {
+                if scored[i].1.score < lifted {
+                    scored[i].1.score = lifted;
+                }
+                continue;
+            }
+            let breakdown = ScoreBreakdown {
+                cosine,
+                vector_rank: None,
+                keyword_rank: None,
+                bm25: None,
+                fused: weight * source_fused,
+                importance: row.importance,
+                age_days: (now - row.created_at) as f64 / MS_PER_DAY,
+                score: lifted,
+                admitted: query.relevance_filter.then_some(Admission::Neighbour),
+            };
+            position.insert(row.id, scored.len());
+            scored.push((Candidate { row, cosine, vector_rank: None, keyword_rank: None, bm25: None }, breakdown));
+        }
+    }
+    Ok(())
+}
+
+/// The rows written next to `row`: ids `row.id ± 1`, active, created
+/// within [`EPISODIC_NEIGHBOUR_MAX_GAP_MS`] of it.
+pub(crate) fn read_neighbours(
+    tx: &mut dyn StoreTx,
+    row: &Row,
+    space: Option<&str>,
+    query_vector: Option<&[f32]>,
+) -> Result<Vec<(Row, Option<f32>)>> {
+    let mut out = Vec::new();
+    for id in [row.id - 1, row.id + 1] {
+        let Some(neighbour) = fetch_row(tx, id, space, query_vector.is_some())? else { continue };
+        if (neighbour.created_at - row.created_at).abs() > EPISODIC_NEIGHBOUR_MAX_GAP_MS {
+            continue;
+        }
+        let cosine = match (&neighbour.vector, query_vector) {
+            (Some(stored), Some(vector)) if stored.len() == vector.len() => {
+                Some(cairn_memory_vector::dot(vector, stored))
+            }
+            _ => None,
+        };
+        out.push((neighbour, cosine));
+    }
+    Ok(out)
 }
 
 /// RRF over `ranks`, scaled so a row ranked first in all `lists` lists scores 1.

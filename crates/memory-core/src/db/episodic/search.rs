@@ -6,7 +6,9 @@ use crate::clock::now_ms;
 use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK};
 use crate::db::MemoryDb;
 use crate::episodic::index::IndexAccess;
-use crate::episodic::search::{Candidate, FILTERED_PROBES, ListPositions, fetch_row, rank, sanitize_fts_query, scan};
+use crate::episodic::search::{
+    Candidate, FILTERED_PROBES, ListPositions, fetch_row, rank, read_neighbours, sanitize_fts_query, scan,
+};
 use crate::episodic::{EpisodicHit, EpisodicQuery, RetrievalMode};
 use crate::error::{MemoryError, Result};
 use crate::store::Counter;
@@ -163,10 +165,11 @@ impl MemoryDb {
                     bm25: keyword_hit.map(|(_, bm25)| bm25),
                 });
             }
-            Ok(out)
+            let vector = query_vector.as_deref();
+            let space = space.as_deref();
+            rank(out, query, &gate, vector.is_some(), now, &mut |row| read_neighbours(tx, row, space, vector))
         })?;
-
-        let hits = rank(candidates, query, &gate, query_vector.is_some(), now);
+        let hits = candidates;
         if query.touch && !hits.is_empty() {
             self.touch_episodic(&hits, now_ms());
         }
