@@ -382,7 +382,7 @@ fn mcp_enable_refuses_specs_it_must_not_edit() {
         (&["mcp", "enable", "time", "--agent", "md"], "markdown_spec_readonly"),
         (&["mcp", "enable", "time", "--agent", "odd"], "spec_unreadable"),
         (&["mcp", "enable", "nope", "--agent", "dev"], "unknown_server"),
-        (&["mcp", "enable", "time"], "--agent NAME"),
+        (&["mcp", "enable", "time"], "name the agent whose spec to edit: one of dev, md, odd (agent_required)"),
         (&["mcp", "disable", "time", "--agent", "ghost"], "no agent named"),
     ];
     for (args, expected) in cases {
