@@ -532,6 +532,34 @@ fn mcp_enable_clears_the_disabled_flag_import_and_sync_wrote() {
     assert_eq!(loaded["tools"], json!(["fs_read"]));
 }
 
+/// The order a user may take as well: import, enable, then sync. The
+/// grant came first, so the synced entry arrives enabled.
+#[test]
+fn mcp_import_enable_then_sync_leaves_the_server_enabled_for_kiro_cli() {
+    let env = Env::new();
+    let spec = env.write("user/.kiro/agents/dev.json", DEV_SPEC);
+    env.write_json(
+        "user/.claude.json",
+        &json!({"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}, "other": {"command": "o"}}}),
+    );
+    let imported = env.json(&["mcp", "import", "--from", "claude-code", "--json"]);
+    assert_eq!(by_name(&imported["decisions"], "fetch")["decision"], "imported", "{imported}");
+    let enabled = env.json(&["mcp", "enable", "fetch", "--agent", "dev", "--json"]);
+    assert_eq!(enabled["changed"], true, "{enabled}");
+    let synced = env.json(&["mcp", "sync", "--agent", "dev", "--json"]);
+    assert_eq!(synced["added"], json!(["fetch", "other"]), "{synced}");
+    // The spec as kiro-cli's loader reads it: plain JSON, the granted server
+    // unmuted; the one not granted keeps the import's flag.
+    let loaded: Value = serde_json::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+    assert_eq!(loaded["mcpServers"]["fetch"], json!({"command": "uvx", "args": ["mcp-server-fetch"]}), "{loaded}");
+    assert_eq!(loaded["mcpServers"]["other"], json!({"command": "o", "disabled": true}), "{loaded}");
+    assert_eq!(loaded["tools"], json!(["fs_read", "@fetch"]));
+    let listed = env.json(&["mcp", "list", "--json", "--agent", "dev"]);
+    let fetch = by_name(&listed["servers"], "fetch");
+    assert_eq!((fetch["enabled"].clone(), fetch["disabled"].clone()), (json!(true), json!(false)), "{fetch}");
+    assert!(fetch.get("warning").is_none_or(Value::is_null), "{fetch}");
+}
+
 #[test]
 fn mcp_list_does_not_call_a_granted_server_enabled_while_it_is_disabled() {
     let env = Env::new();

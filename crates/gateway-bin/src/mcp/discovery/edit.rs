@@ -392,7 +392,8 @@ pub(crate) struct SyncOutcome {
 }
 
 /// Adds the servers of the `mcp.json` files to the selected agent's
-/// `mcpServers`; a name the spec already defines keeps its definition.
+/// `mcpServers`; a name the spec already defines keeps its definition, and
+/// a server the agent already grants is copied without `disabled: true`.
 /// The spec is re-read and rewritten under its edit lock.
 pub(crate) fn sync(discovery: &Discovery, dry_run: bool) -> Result<SyncOutcome, EditRefused> {
     let agent = discovery.agent.as_ref().ok_or_else(|| EditRefused::new("agent_required", "name the agent to edit"))?;
@@ -414,6 +415,13 @@ pub(crate) fn sync(discovery: &Discovery, dry_run: bool) -> Result<SyncOutcome, 
                 ));
             }
         };
+        // Servers the agent already grants (`@name` in `tools`): enabled
+        // before the sync, so an import's `disabled: true` is not copied
+        // with them (kiro-cli would start none of them).
+        let granted: Vec<String> = match spec.get("tools") {
+            Some(Value::Array(tools)) => tools.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+            _ => Vec::new(),
+        };
         let mut wanted: Vec<(String, Value)> = Vec::new();
         let mut kept = Vec::new();
         for definition in &discovery.definitions {
@@ -431,7 +439,13 @@ pub(crate) fn sync(discovery: &Discovery, dry_run: bool) -> Result<SyncOutcome, 
             if wanted.iter().any(|(known, _)| known == name) {
                 continue;
             }
-            wanted.push((name.clone(), definition.raw.clone()));
+            let mut entry = definition.raw.clone();
+            if granted.iter().any(|tool| super::names_server(tool, name))
+                && let Some(fields) = entry.as_object_mut()
+            {
+                fields.remove("disabled");
+            }
+            wanted.push((name.clone(), entry));
         }
         Ok((wanted, kept))
     };
