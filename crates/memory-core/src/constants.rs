@@ -226,3 +226,8 @@ pub const MAX_FOREIGN_DIR_ENTRIES: usize = 1_000;
 pub const MAX_HERMES_PROFILES: usize = 50;
 /// Confidence of a `user.*` fact carried over from another agent's files.
 pub const FOREIGN_FACT_CONFIDENCE: f64 = MIGRATION_SEMANTIC_CONFIDENCE;
+
+/// How much wider a search's candidate pools are when it reads some scopes
+/// only: rows of other projects are dropped after the indexes answer, so
+/// a project among many still fills its results.
+pub const SCOPE_POOL_FACTOR: usize = 4;

@@ -379,6 +379,18 @@ pub enum Rejected {
         /// The highest version a row may hold.
         max: i64,
     },
+    /// The text would bring back something a forget removed.
+    #[error("this was forgotten (a {kind}) and is not stored again")]
+    Forgotten {
+        /// What was forgotten: `fact`, `lesson` or `episode`.
+        kind: String,
+    },
+    /// A forget that names nothing to forget.
+    #[error("a forget needs ids, keys, a query, a date range or one project")]
+    NothingSelected,
+    /// A scope name no scope can have.
+    #[error("{0:?} is not a scope (global, or a project name)")]
+    InvalidScope(String),
 }
 
 impl Rejected {
@@ -403,6 +415,9 @@ impl Rejected {
             Rejected::InvalidSessionKey { .. } => "invalid_session_key",
             Rejected::CreatedAtOutOfRange { .. } => "created_at_out_of_range",
             Rejected::VersionExhausted { .. } => "version_exhausted",
+            Rejected::Forgotten { .. } => "forgotten",
+            Rejected::NothingSelected => "nothing_selected",
+            Rejected::InvalidScope(_) => "invalid_scope",
         }
     }
 }

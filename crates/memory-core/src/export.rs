@@ -15,6 +15,7 @@
 //! consolidator replaces them wholesale); history day files are restored
 //! only where the home has none for that day.
 
+use crate::scope::{Scope, split_stored_key};
 use std::collections::{BTreeMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -73,6 +74,9 @@ pub struct ExportDocument {
 pub struct ExportedSemantic {
     /// Key.
     pub key: String,
+    /// Where it belongs (global when absent).
+    #[serde(default, skip_serializing_if = "Scope::is_global")]
+    pub scope: Scope,
     /// Value.
     pub value: Value,
     /// Confidence.
@@ -123,6 +127,9 @@ pub struct ExportedLesson {
 pub struct ExportedEpisode {
     /// The fragment.
     pub text: String,
+    /// Where it belongs (global when absent).
+    #[serde(default, skip_serializing_if = "Scope::is_global")]
+    pub scope: Scope,
     /// Importance.
     pub importance: f64,
     /// Tags.
@@ -146,6 +153,9 @@ pub struct ExportedEpisode {
 pub struct ExportedTombstone {
     /// Key.
     pub key: String,
+    /// Where it belongs (global when absent).
+    #[serde(default, skip_serializing_if = "Scope::is_global")]
+    pub scope: Scope,
     /// Source name of the last write before the deletion.
     pub source: String,
     /// Confidence of that write.
@@ -190,6 +200,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
         let (created_at, version) = (row.created_at, row.version);
         let entry = entry_from_row(row, None)?;
         semantic.push(ExportedSemantic {
+            scope: entry.scope,
             key: entry.key,
             value: entry.value,
             confidence: entry.confidence,
@@ -219,8 +230,13 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
     }
     let deleted = deleted
         .into_iter()
-        .map(|row| ExportedTombstone {
-            key: row.key,
+        .map(|row| {
+            let (key, scope) = split_stored_key(&row.key);
+            (key.to_owned(), scope, row)
+        })
+        .map(|(key, scope, row)| ExportedTombstone {
+            key,
+            scope,
             source: row.source,
             confidence: row.confidence,
             created_at: row.created_at,
@@ -232,6 +248,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
         .into_iter()
         .map(|row| record_from_row(row, None))
         .map(|row| ExportedEpisode {
+            scope: row.scope,
             tags: row.tags,
             text: row.text,
             importance: row.importance,

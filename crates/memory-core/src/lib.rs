@@ -57,6 +57,7 @@ mod error;
 mod export;
 mod files;
 mod foreign;
+mod forget;
 mod integrity;
 mod jsonl;
 mod keywords;
@@ -64,6 +65,7 @@ mod lessons;
 mod migrate;
 mod restore;
 mod schema;
+mod scope;
 mod search;
 mod semantic;
 mod store;
@@ -100,6 +102,9 @@ pub use foreign::{
     ForeignSource, ImportDiagnostic, ItemOutcome, SkillWriteOutcome, apply_foreign, apply_foreign_with, scan_foreign,
     scan_foreign_with,
 };
+pub use forget::{
+    FORGOTTEN_CONTAINMENT, ForgetCounts, ForgetReport, ForgetRequest, ForgottenItem, MIN_CONTAINMENT_SHINGLES,
+};
 pub use integrity::{RepairReport, TableSalvage, checkpoint_wal, repair_database};
 pub use jsonl::{JsonlLessonStore, LessonBook};
 pub use lessons::{
@@ -108,6 +113,7 @@ pub use lessons::{
 pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_at_start, migrate_from_markdown};
 pub use restore::{RESTORE_STAGING_DIR, RestoreStep, restore_memory, restore_memory_interrupted};
 pub use schema::SCHEMA_VERSION;
+pub use scope::{GLOBAL_SCOPE, PROJECT_KEY_PREFIX, ProjectRule, Scope, ScopeFilter, project_named, project_of};
 pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{
     DeleteOutcome, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source,

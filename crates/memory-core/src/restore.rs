@@ -26,6 +26,7 @@
 #[cfg(test)]
 mod tests;
 
+use crate::scope::{Scope, stored_key};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -48,6 +49,7 @@ use crate::{LessonCategory, MemoryDb};
 
 /// One episodic row ready to insert.
 struct Episode {
+    scope: Scope,
     checked: Checked,
     source: String,
     created_at: i64,
@@ -156,11 +158,12 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
         };
         let created_at = row.created_at.unwrap_or(row.updated_at);
         let version = row.version.unwrap_or(1);
-        if !plan.check_history(kind, &row.key, created_at, row.updated_at, version) || !plan.claim_key(kind, &row.key) {
+        let stored = stored_key(&row.key, &row.scope);
+        if !plan.check_history(kind, &row.key, created_at, row.updated_at, version) || !plan.claim_key(kind, &stored) {
             continue;
         }
         plan.semantic.push(SemanticRow {
-            key: row.key.clone(),
+            key: stored,
             value: value_text,
             confidence: row.confidence,
             source: source.as_str().to_owned(),
@@ -240,14 +243,15 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
             plan.reject(kind, &row.key, rejected);
             continue;
         }
+        let stored = stored_key(&row.key, &row.scope);
         if !plan.check_history(kind, &row.key, row.created_at, row.deleted_at, row.version)
-            || !plan.claim_key(kind, &row.key)
+            || !plan.claim_key(kind, &stored)
         {
             continue;
         }
         plan.deleted += 1;
         plan.semantic.push(SemanticRow {
-            key: row.key.clone(),
+            key: stored,
             value: "null".to_owned(),
             confidence: row.confidence,
             source: source.as_str().to_owned(),
@@ -287,11 +291,16 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
             plan.reject(kind, &id, rejected);
             continue;
         }
+        if let Ok(Err(rejected)) = db.refuse_forgotten(&checked.text, None) {
+            plan.reject(kind, &id, rejected);
+            continue;
+        }
         if !seen_texts.insert(checked.text.clone()) {
             plan.refuse(kind, &id, "duplicate_text", "another active row of the document has this text");
             continue;
         }
         plan.episodes.push(Episode {
+            scope: row.scope.clone(),
             checked,
             source: source.as_str().to_owned(),
             created_at: row.created_at,
@@ -518,6 +527,7 @@ fn restore(
                 source: &episode.source,
                 created_at: episode.created_at,
                 source_ref: episode.source_ref.as_deref(),
+                scope: episode.scope.as_str(),
                 vector: None,
             })?;
             if let Some(at) = episode.last_accessed {

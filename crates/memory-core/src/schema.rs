@@ -194,6 +194,26 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (source, path, item_hash)
     ) WITHOUT ROWID;
     "#,
+    // 7: scopes and forgetting. Every episodic row and session carries the
+    // scope it belongs to (`global`, or a project's name); what a home held
+    // before is global. A semantic row's scope is in its stored key (see
+    // `scope.rs`). `forgotten` holds what a forget removed, as fingerprints
+    // only (a hash of the normalised text and hashed word shingles, never
+    // the text), so a later write of the same thing is refused.
+    r#"
+    ALTER TABLE episodic_memories ADD COLUMN scope TEXT NOT NULL DEFAULT 'global';
+    ALTER TABLE session_state ADD COLUMN scope TEXT NOT NULL DEFAULT 'global';
+    CREATE TABLE forgotten (
+        id          INTEGER PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        scope       TEXT NOT NULL,
+        key         TEXT,
+        fingerprint TEXT NOT NULL,
+        shingles    BLOB NOT NULL,
+        at          INTEGER NOT NULL
+    );
+    CREATE INDEX forgotten_fingerprint ON forgotten(fingerprint);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -20,7 +20,12 @@ use crate::keywords;
 use crate::validate;
 
 pub(crate) struct SnapshotEntry {
+    /// The stored key (`<key>@<project>` for a project's row).
     pub(super) key: String,
+    /// The key as written, without its scope.
+    pub(super) plain_key: String,
+    /// The row's scope.
+    pub(super) scope: crate::scope::Scope,
     /// Identifies the row content this entry was derived from: a change
     /// bumps the version, a backfill changes the space.
     pub(super) version: i64,
@@ -89,12 +94,16 @@ pub(super) fn derive_entry(
         (Some(space), Some(entry_space), Some(vector)) if space == entry_space => Some(unit(vector)),
         _ => None,
     };
-    let key_forms = keywords::forms(&key).into_iter().map(Arc::from).collect();
+    let (plain_key, scope) = crate::scope::split_stored_key(&key);
+    let (plain_key, scope) = (plain_key.to_owned(), scope);
+    let key_forms = keywords::forms(&plain_key).into_iter().map(Arc::from).collect();
     let value_forms = keywords::forms(&validate::screen_text(&value)).into_iter().map(Arc::from).collect();
     let shown = validate::display_value(&value).replace(['\n', '\r'], " ");
-    let line = cairn_guard::redact_all(&format!("{key}: {shown}")).into_owned();
+    let line = cairn_guard::redact_all(&format!("{plain_key}: {shown}")).into_owned();
     Ok(SnapshotEntry {
         is_lesson: key.starts_with(LESSON_PREFIX),
+        plain_key,
+        scope,
         line_chars: line.chars().count(),
         key,
         version,

@@ -235,9 +235,12 @@ pub(crate) fn entry_from_row(row: SemanticRow, space: Option<&str>) -> Result<Se
         table: "semantic_memory",
         reason: format!("value of {} is not JSON: {error}", row.key),
     })?;
+    let (key, scope) = crate::scope::split_stored_key(&row.key);
+    let (key, scope) = (key.to_owned(), scope);
     Ok(SemanticEntry {
         has_vector: row.embedding_space.is_some() && row.embedding_space.as_deref() == space,
-        key: row.key,
+        key,
+        scope,
         value,
         confidence: row.confidence,
         source: row.source.parse().unwrap_or(Source::Other(row.source)),

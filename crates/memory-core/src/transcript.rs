@@ -115,6 +115,8 @@ pub struct TranscriptState {
     pub last_activity_ms: i64,
     /// Rows stored now.
     pub stored: usize,
+    /// Where the session ran (its episodes and project facts go there).
+    pub scope: crate::scope::Scope,
 }
 
 /// Which consolidation marker.
@@ -198,6 +200,7 @@ pub(crate) fn load_state(tx: &mut dyn StoreTx, session_key: &str) -> Result<Opti
         preferences_marker: row.preferences_marker as u64,
         last_activity_ms: row.last_activity,
         stored: row.stored as usize,
+        scope: crate::scope::Scope::parse(&row.scope).unwrap_or_default(),
     }))
 }
 
@@ -264,7 +267,12 @@ pub(crate) fn prune(tx: &mut dyn StoreTx, session_key: &str) -> Result<usize> {
     tx.delete_transcript_below(session_key, below as i64)
 }
 
-pub(crate) fn ensure_session(tx: &mut dyn StoreTx, session_key: &str, at_ms: i64) -> Result<TranscriptState> {
-    tx.ensure_session(session_key, at_ms)?;
+pub(crate) fn ensure_session(
+    tx: &mut dyn StoreTx,
+    session_key: &str,
+    at_ms: i64,
+    scope: &crate::scope::Scope,
+) -> Result<TranscriptState> {
+    tx.ensure_session(session_key, at_ms, scope.as_str())?;
     Ok(load_state(tx, session_key)?.expect("the session row was just ensured"))
 }

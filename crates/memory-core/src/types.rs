@@ -90,6 +90,8 @@ impl Serialize for Source {
 /// A live semantic entry.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SemanticEntry {
+    /// Where the entry belongs.
+    pub scope: crate::scope::Scope,
     /// The key, e.g. `pref.editor`.
     pub key: String,
     /// The value.
@@ -293,6 +295,8 @@ pub struct MemoryAuditEvent {
 /// A semantic search result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SemanticHit {
+    /// Where the entry belongs.
+    pub scope: crate::scope::Scope,
     /// The key.
     pub key: String,
     /// The value.

@@ -54,6 +54,7 @@ use crate::constants::{
 use crate::error::{MemoryError, Result};
 use crate::files::MemoryFiles;
 use crate::lessons::LessonCategory;
+use crate::scope::Scope;
 use crate::{EpisodicOutcome, MemoryDb, NewEpisode, Source, WriteOutcome};
 use state::StateFile;
 
@@ -557,7 +558,8 @@ impl Consolidator {
 
         let mut report = ConsolidationReport::new(ConsolidationPath::Preferences, session_key, messages.len());
         note_dropped(&mut report, "semantic", dropped);
-        self.write_semantic_items(&mut report, &semantic);
+        let scope = self.session_scope(session_key)?;
+        self.write_semantic_items(&mut report, &semantic, &scope);
         if !migrated {
             if let Some(text) = preferences_update {
                 match self.files.write_preferences(&text) {
@@ -601,14 +603,17 @@ impl Consolidator {
         report.skills_skipped = skipped;
         note_dropped(&mut report, "episodic", episodic_dropped);
         note_dropped(&mut report, "lessons", lessons_dropped);
-        if let Some(history) = history {
+        let scope = self.session_scope(session_key)?;
+        // The Markdown history is read by every project: a project's
+        // session keeps its history in its own episodes instead.
+        if let Some(history) = history.filter(|_| scope.is_global()) {
             match self.files.append_history(&history) {
                 Ok(_) => report.history_appended = true,
                 Err(error) => report.refuse("history", &error),
             }
         }
         for item in &episodic {
-            self.write_episodic_item(&mut report, session_key, item);
+            self.write_episodic_item(&mut report, session_key, &scope, item);
         }
         for item in &lessons {
             self.write_lesson_item(&mut report, item);
@@ -640,7 +645,12 @@ impl Consolidator {
         Ok(report)
     }
 
-    fn write_semantic_items(&self, report: &mut ConsolidationReport, items: &[Value]) {
+    /// Where the session ran: its episodes and `project.` facts go there.
+    fn session_scope(&self, session_key: &str) -> Result<Scope> {
+        Ok(self.db.transcript_state(session_key)?.map(|state| state.scope).unwrap_or_default())
+    }
+
+    fn write_semantic_items(&self, report: &mut ConsolidationReport, items: &[Value], scope: &Scope) {
         for item in items {
             let key = item.get("key").and_then(Value::as_str);
             let value = item.get("value");
@@ -649,7 +659,8 @@ impl Consolidator {
                 report.malformed("semantic", "a semantic item needs \"key\", \"value\" and a numeric \"confidence\"");
                 continue;
             };
-            match self.db.write_semantic(key, value, confidence, Source::Consolidation) {
+            let scope = Scope::for_fact(key, Some(scope));
+            match self.db.write_semantic_in(&scope, key, value, confidence, Source::Consolidation) {
                 Ok(outcome) if outcome.is_change() => report.semantic_written += 1,
                 Ok(_) => report.semantic_kept += 1,
                 Err(error) => report.refuse("semantic", &error),
@@ -657,7 +668,7 @@ impl Consolidator {
         }
     }
 
-    fn write_episodic_item(&self, report: &mut ConsolidationReport, session_key: &str, item: &Value) {
+    fn write_episodic_item(&self, report: &mut ConsolidationReport, session_key: &str, scope: &Scope, item: &Value) {
         let Some(text) = item.get("text").and_then(Value::as_str) else {
             report.malformed("episodic", "an episodic item needs a \"text\"");
             return;
@@ -672,7 +683,8 @@ impl Consolidator {
             .importance(importance)
             .tags(tags)
             .source_ref(format!("session:{session_key}"))
-            .source(Source::Consolidation);
+            .source(Source::Consolidation)
+            .scope(scope.clone());
         match self.db.write_episodic(&episode) {
             Ok(EpisodicOutcome::Inserted { .. }) => report.episodic_written += 1,
             Ok(_) => report.episodic_kept += 1,

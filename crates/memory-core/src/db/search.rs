@@ -5,6 +5,7 @@ use crate::constants::{KEY_MATCH_WEIGHT, SEMANTIC_BLOCK_HEADER, SEMANTIC_KEYWORD
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Result};
 use crate::keywords;
+use crate::scope::ScopeFilter;
 use crate::search::{Snapshot, SnapshotEntry, derive_entry, dot, unit};
 use crate::store::Counter;
 use crate::types::SemanticHit;
@@ -142,10 +143,18 @@ impl MemoryDb {
     /// the key three times as much as those found in the value. Entries
     /// scoring 0 are left out.
     pub fn search_semantic(&self, query: &str, limit: usize) -> Result<Vec<SemanticHit>> {
+        self.search_semantic_in(query, limit, &ScopeFilter::All)
+    }
+
+    /// [`search_semantic`](Self::search_semantic) over the rows `scopes` admits.
+    pub fn search_semantic_in(&self, query: &str, limit: usize, scopes: &ScopeFilter) -> Result<Vec<SemanticHit>> {
         let _span = tracing::debug_span!("search_semantic", limit).entered();
         let snapshot = self.snapshot()?;
-        let mut scored: Vec<_> =
-            self.score(&snapshot, query).into_iter().filter(|(_, score, ..)| *score > 0.0).collect();
+        let mut scored: Vec<_> = self
+            .score(&snapshot, query)
+            .into_iter()
+            .filter(|(index, score, ..)| *score > 0.0 && scopes.admits(snapshot.entries[*index].scope.as_str()))
+            .collect();
         scored.sort_by(|a, b| {
             b.1.total_cmp(&a.1).then_with(|| snapshot.entries[a.0].key.cmp(&snapshot.entries[b.0].key))
         });
@@ -154,7 +163,14 @@ impl MemoryDb {
             .into_iter()
             .map(|(index, score, keyword_score, vector_score)| {
                 let entry = &snapshot.entries[index];
-                SemanticHit { key: entry.key.clone(), value: entry.value.clone(), score, keyword_score, vector_score }
+                SemanticHit {
+                    key: entry.plain_key.clone(),
+                    scope: entry.scope.clone(),
+                    value: entry.value.clone(),
+                    score,
+                    keyword_score,
+                    vector_score,
+                }
             })
             .collect())
     }
@@ -165,12 +181,20 @@ impl MemoryDb {
     /// line. Lowest-scored lines are dropped until the block fits
     /// `cap_chars`; an empty string when nothing fits or nothing is stored.
     pub fn semantic_context(&self, query: &str, cap_chars: usize) -> Result<String> {
+        self.semantic_context_in(query, cap_chars, &ScopeFilter::All)
+    }
+
+    /// [`semantic_context`](Self::semantic_context) over the rows `scopes` admits.
+    pub fn semantic_context_in(&self, query: &str, cap_chars: usize, scopes: &ScopeFilter) -> Result<String> {
         let _span = tracing::debug_span!("semantic_context", cap_chars).entered();
         let snapshot = self.snapshot()?;
         let mut scored: Vec<_> = self
             .score(&snapshot, query)
             .into_iter()
-            .filter(|(index, ..)| !snapshot.entries[*index].is_lesson)
+            .filter(|(index, ..)| {
+                let entry = &snapshot.entries[*index];
+                !entry.is_lesson && scopes.admits(entry.scope.as_str())
+            })
             .collect();
         scored.sort_by(|a, b| {
             let (left, right) = (&snapshot.entries[a.0], &snapshot.entries[b.0]);

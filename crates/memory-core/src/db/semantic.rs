@@ -3,6 +3,7 @@
 
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
+use crate::scope::{Scope, ScopeFilter, stored_key, stored_key_scope};
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, embed_text, entry_from_row, memory_type};
 use crate::store::Counter;
 use crate::types::{DeleteOutcome, SemanticEntry, Source, WriteOutcome};
@@ -43,7 +44,24 @@ impl MemoryDb {
         confidence: f64,
         source: Source,
     ) -> Result<WriteOutcome> {
+        self.write_semantic_in(&Scope::Global, key, value, confidence, source)
+    }
+
+    /// [`write_semantic`](Self::write_semantic) into `scope`: the key names
+    /// one row per scope, so two projects keep their own `project.` facts.
+    pub fn write_semantic_in(
+        &self,
+        scope: &Scope,
+        key: &str,
+        value: &serde_json::Value,
+        confidence: f64,
+        source: Source,
+    ) -> Result<WriteOutcome> {
         let _span = tracing::debug_span!("write_semantic", key = %validate::cut(key, 100)).entered();
+        if Scope::parse(scope.as_str()).is_none() {
+            let rejected = Rejected::InvalidScope(validate::cut(scope.as_str(), 100));
+            return Err(self.refuse(memory_type(key), key, "", source.as_str(), Some(confidence), rejected));
+        }
         let stored = match self.check_write(key, value, confidence, &source) {
             Ok(stored) => stored,
             Err(rejected) => {
@@ -62,7 +80,8 @@ impl MemoryDb {
         let (value, value_text) = (&stored.value, stored.text);
         // Embed before taking the write lock; skip building the text when there is no embedder.
         let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, value)) } else { None };
-        let previous = self.get_semantic(key)?.map(|entry| validate::display_value(&entry.value));
+        let previous = self.get_semantic_in(scope, key)?.map(|entry| validate::display_value(&entry.value));
+        let key = &stored_key(key, scope);
         let outcome = self.rows().write("writing a semantic entry", |tx| {
             apply_write(
                 tx,
@@ -122,6 +141,11 @@ impl MemoryDb {
         let text = validate::value(value)?;
         validate::confidence(confidence, source)?;
         validate::injection(value)?;
+        match self.refuse_forgotten(&validate::display_value(value), Some(key)) {
+            Ok(verdict) => verdict?,
+            // The write that follows meets the same store and reports its failure.
+            Err(error) => tracing::warn!(%error, "could not read the forgotten items"),
+        }
         Ok(match validate::scrub_value(value) {
             Some(scrubbed) => {
                 let text = validate::value(&scrubbed)?;
@@ -134,23 +158,53 @@ impl MemoryDb {
     /// Tombstones `key` and records a `deleted` event; the row stays (so
     /// the audit trail and later writes can see it was deleted).
     pub fn delete_semantic(&self, key: &str, source: Source) -> Result<DeleteOutcome> {
+        self.delete_semantic_in(&Scope::Global, key, source)
+    }
+
+    /// [`delete_semantic`](Self::delete_semantic) of the row of `key` in `scope`.
+    pub fn delete_semantic_in(&self, scope: &Scope, key: &str, source: Source) -> Result<DeleteOutcome> {
         let _span = tracing::debug_span!("delete_semantic", key = %validate::cut(key, 100)).entered();
         source.validate()?;
+        let key = &stored_key(key, scope);
         self.rows().write("deleting a semantic entry", |tx| apply_delete(tx, key, &source, None))
     }
 
-    /// The live value under `key`.
+    /// The live value under `key` (the global row).
     pub fn get_semantic(&self, key: &str) -> Result<Option<SemanticEntry>> {
+        self.get_semantic_in(&Scope::Global, key)
+    }
+
+    /// The live value under `key` in `scope`.
+    pub fn get_semantic_in(&self, scope: &Scope, key: &str) -> Result<Option<SemanticEntry>> {
         let space = self.space();
+        let key = &stored_key(key, scope);
         let row = self.rows().read("reading a semantic entry", |tx| tx.semantic_row(key))?;
         row.filter(|row| !row.is_deleted).map(|row| entry_from_row(row, space.as_deref())).transpose()
     }
 
-    /// Live entries whose key starts with `prefix` (all of them for `""`), by key.
+    /// The live value a reader seeing `scopes` finds under `key`: its
+    /// project's row before the global one.
+    pub fn find_semantic(&self, scopes: &ScopeFilter, key: &str) -> Result<Option<SemanticEntry>> {
+        let mut found = self.list_semantic_in(key, scopes)?;
+        found.retain(|entry| entry.key == key);
+        found.sort_by_key(|entry| entry.scope.is_global());
+        Ok(found.into_iter().next())
+    }
+
+    /// Live entries whose key starts with `prefix` (all of them for `""`),
+    /// by stored key (every scope).
     pub fn list_semantic(&self, prefix: &str) -> Result<Vec<SemanticEntry>> {
+        self.list_semantic_in(prefix, &ScopeFilter::All)
+    }
+
+    /// [`list_semantic`](Self::list_semantic) of the rows `scopes` admits.
+    pub fn list_semantic_in(&self, prefix: &str, scopes: &ScopeFilter) -> Result<Vec<SemanticEntry>> {
         let space = self.space();
         let rows = self.rows().read("listing semantic entries", |tx| tx.live_semantic(prefix))?;
-        rows.into_iter().map(|row| entry_from_row(row, space.as_deref())).collect()
+        rows.into_iter()
+            .filter(|row| scopes.admits(stored_key_scope(&row.key)))
+            .map(|row| entry_from_row(row, space.as_deref()))
+            .collect()
     }
 
     /// Computes vectors for live entries that have none in the current

@@ -4,6 +4,7 @@
 use crate::clock::now_ms;
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Result};
+use crate::scope::Scope;
 use crate::transcript::{
     Claim, Marker, StoredMessage, TranscriptAppend, TranscriptMessage, TranscriptState, ensure_session,
     insert_messages, load_state, prune, read_messages, redacted, validate_session_key,
@@ -27,11 +28,23 @@ impl MemoryDb {
         messages: &[TranscriptMessage],
         at_ms: i64,
     ) -> Result<TranscriptAppend> {
+        self.append_transcript_in(&Scope::Global, session_key, messages, at_ms)
+    }
+
+    /// [`append_transcript_at`](Self::append_transcript_at) for a session
+    /// that runs in `scope` (a session keeps the scope of its first append).
+    pub fn append_transcript_in(
+        &self,
+        scope: &Scope,
+        session_key: &str,
+        messages: &[TranscriptMessage],
+        at_ms: i64,
+    ) -> Result<TranscriptAppend> {
         let _span = tracing::debug_span!("append_transcript", messages = messages.len()).entered();
         validate_session_key(session_key)?;
         let stored: Vec<TranscriptMessage> = messages.iter().map(redacted).collect();
         self.rows().write("appending to a session transcript", |tx| {
-            let state = ensure_session(tx, session_key, at_ms)?;
+            let state = ensure_session(tx, session_key, at_ms, scope)?;
             let next_seq = insert_messages(tx, session_key, state.next_seq, &stored, at_ms)?;
             let pruned = prune(tx, session_key)?;
             Ok(TranscriptAppend { first_seq: state.next_seq, next_seq, pruned })
@@ -108,7 +121,7 @@ impl MemoryDb {
     ) -> Result<()> {
         let extra: Vec<TranscriptMessage> = extra.iter().map(redacted).collect();
         self.rows().write("recording a consolidation run", |tx| {
-            let state = ensure_session(tx, session_key, at_ms)?;
+            let state = ensure_session(tx, session_key, at_ms, &Scope::Global)?;
             let mut moves = moves.to_vec();
             if !extra.is_empty() {
                 // The extra messages are stored as consolidated only when no

@@ -71,6 +71,8 @@ pub struct NewEpisode {
     pub preserve: bool,
     /// Who is writing.
     pub source: Source,
+    /// Where the row belongs (global unless set).
+    pub scope: crate::scope::Scope,
 }
 
 impl NewEpisode {
@@ -85,7 +87,14 @@ impl NewEpisode {
             defer_embedding: false,
             preserve: false,
             source: Source::Consolidation,
+            scope: crate::scope::Scope::Global,
         }
+    }
+
+    /// Sets where the row belongs.
+    pub fn scope(mut self, scope: crate::scope::Scope) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// Sets the importance.
@@ -163,6 +172,8 @@ pub enum EpisodicOutcome {
 /// A stored episodic row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EpisodicRecord {
+    /// Where the row belongs.
+    pub scope: crate::scope::Scope,
     /// Row id.
     pub id: i64,
     /// The fragment.
@@ -267,6 +278,8 @@ impl Fusion {
 /// relevance filter, MMR on, `now` = the clock.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpisodicQuery {
+    /// Which scopes the search sees (every scope unless set).
+    pub scopes: crate::scope::ScopeFilter,
     /// The query text (keywords are taken from it; it is embedded unless
     /// `vector` is given).
     pub text: String,
@@ -310,6 +323,7 @@ impl EpisodicQuery {
     /// The defaults for `text`.
     pub fn new(text: impl Into<String>) -> Self {
         EpisodicQuery {
+            scopes: crate::scope::ScopeFilter::All,
             text: text.into(),
             vector: None,
             limit: EPISODIC_CONTEXT_LIMIT,
@@ -325,6 +339,12 @@ impl EpisodicQuery {
             time_boost: EPISODIC_TIME_BOOST,
             abstain_below: None,
         }
+    }
+
+    /// Sets which scopes the search sees.
+    pub fn scopes(mut self, scopes: crate::scope::ScopeFilter) -> Self {
+        self.scopes = scopes;
+        self
     }
 
     /// Sets the limit.
@@ -448,6 +468,8 @@ pub struct ScoreBreakdown {
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EpisodicHit {
+    /// Where the row belongs.
+    pub scope: crate::scope::Scope,
     /// Row id.
     pub id: i64,
     /// The fragment.

@@ -56,6 +56,7 @@ pub(crate) struct Row {
     pub(crate) created_at: i64,
     pub(crate) source_ref: Option<String>,
     pub(crate) vector: Option<Vec<f32>>,
+    pub(crate) scope: String,
 }
 
 pub(crate) fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with_vector: bool) -> Result<Option<Row>> {
@@ -68,6 +69,7 @@ pub(crate) fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with
         created_at: row.created_at,
         source_ref: row.source_ref,
         vector: blob.as_deref().and_then(blob_vector),
+        scope: row.scope,
     }))
 }
 
@@ -222,6 +224,7 @@ pub(crate) fn rank(
         .into_iter()
         .filter_map(|position| slots[position].take())
         .map(|(candidate, score)| EpisodicHit {
+            scope: crate::scope::Scope::parse(&candidate.row.scope).unwrap_or_default(),
             id: candidate.row.id,
             tags: serde_json::from_str(&candidate.row.tags).unwrap_or_default(),
             text: candidate.row.text,
@@ -279,6 +282,7 @@ fn propagate_to_neighbours(
             created_at: source_row.created_at,
             source_ref: None,
             vector: None,
+            scope: String::new(),
         };
         for (row, cosine) in neighbours(&source_row)? {
             if let Some(&i) = position.get(&row.id) {

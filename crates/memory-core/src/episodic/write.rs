@@ -171,6 +171,7 @@ pub(crate) fn tombstone(tx: &mut dyn StoreTx, id: i64, source: &str, detail: &st
 
 pub(crate) fn record_from_row(row: EpisodicRow, space: Option<&str>) -> EpisodicRecord {
     EpisodicRecord {
+        scope: crate::scope::Scope::parse(&row.scope).unwrap_or_default(),
         has_vector: row.has_vector && space.is_some() && row.embedding_space.as_deref() == space,
         id: row.id,
         tags: serde_json::from_str(&row.tags_json).unwrap_or_default(),

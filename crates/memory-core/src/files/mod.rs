@@ -376,6 +376,88 @@ impl MemoryFiles {
         }
     }
 
+    /// Forgets the daily-history entries that contain `query` (case and
+    /// spacing ignored) and were written in `[from, until)` (Unix
+    /// milliseconds, local entry times); every entry when both are open
+    /// and there is no query is refused by the caller, not here. Each day
+    /// file is rewritten in place under the same lock appends take, so no
+    /// appended entry is lost. Answers `(date, entry text)` of each entry,
+    /// and changes nothing with `dry_run`.
+    pub fn forget_history(
+        &self,
+        query: Option<&str>,
+        from: Option<i64>,
+        until: Option<i64>,
+        dry_run: bool,
+    ) -> Result<Vec<(String, String)>> {
+        let normalise = |text: &str| {
+            text.split(|c: char| !c.is_alphanumeric())
+                .filter(|word| !word.is_empty())
+                .map(str::to_lowercase)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let query = query.map(normalise).filter(|query| !query.is_empty());
+        let zone = self.clock.now().time_zone().clone();
+        let mut forgotten = Vec::new();
+        for date in self.history_days()? {
+            let name = day_file_name(date);
+            let path = self.history_dir.join(&name);
+            let io = |operation: &'static str| {
+                let path = path.clone();
+                move |source| MemoryError::Io { operation, path, source }
+            };
+            let mut file = OpenOptions::new().read(true).write(true).open(&path).map_err(io("opening"))?;
+            file.lock().map_err(io("locking"))?;
+            let rewritten = (|| {
+                let mut content = String::new();
+                std::io::Read::read_to_string(&mut file, &mut content)?;
+                let mut kept = String::with_capacity(content.len());
+                let mut dropped = Vec::new();
+                let mut last = 0usize;
+                for entry in history::split_entries(&content) {
+                    let at = entry.time().and_then(|time| {
+                        let (hour, minute) = time.split_once(':')?;
+                        let time = jiff::civil::time(hour.parse().ok()?, minute.parse().ok()?, 0, 0);
+                        date.to_datetime(time)
+                            .to_zoned_datetime(zone.clone())
+                            .ok()
+                            .map(|zoned| zoned.timestamp().as_millisecond())
+                    });
+                    let in_range = match at {
+                        Some(at) => from.is_none_or(|from| at >= from) && until.is_none_or(|until| at < until),
+                        None => from.is_none() && until.is_none(),
+                    };
+                    let matches = query.as_ref().is_none_or(|query| normalise(entry.text).contains(query.as_str()));
+                    if in_range && matches {
+                        let start = content[last..].find(entry.text).map_or(last, |offset| last + offset);
+                        let end = start + entry.text.len();
+                        kept.push_str(&content[last..start]);
+                        last = end;
+                        dropped.push(entry.text.to_owned());
+                    }
+                }
+                kept.push_str(&content[last..]);
+                if !dropped.is_empty() && !dry_run {
+                    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0))?;
+                    file.set_len(0)?;
+                    file.write_all(kept.as_bytes())?;
+                    file.sync_all()?;
+                }
+                Ok::<_, std::io::Error>(dropped)
+            })();
+            let unlocked = file.unlock();
+            let dropped = rewritten.map_err(io("rewriting"))?;
+            unlocked.map_err(io("unlocking"))?;
+            if !dropped.is_empty() && !dry_run {
+                self.invalidate_history_cache();
+                self.index_after_write(&format!("{HISTORY_DIR}/{name}"));
+            }
+            forgotten.extend(dropped.into_iter().map(|text| (date.to_string(), text)));
+        }
+        Ok(forgotten)
+    }
+
     /// Dates of every day file, oldest first.
     pub fn history_days(&self) -> Result<Vec<Date>> {
         let entries = std::fs::read_dir(&self.history_dir).map_err(|source| MemoryError::Io {

@@ -9,8 +9,9 @@ use parking_lot::Mutex;
 
 use super::{
     AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow,
-    SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
+    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
+    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
+    StoredEvent, TranscriptRow, TranscriptRows,
 };
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
@@ -31,6 +32,7 @@ struct State {
     /// Ledger rows by `(source, path, item hash)`.
     ledger: BTreeMap<(String, String, String), Recorded>,
     settings: BTreeMap<String, String>,
+    forgotten: Vec<ForgottenRow>,
 }
 
 /// An episodic row and its vector blob (`row.has_vector` says whether there is one).
@@ -58,7 +60,7 @@ impl Episode {
 }
 
 /// The consolidation state of a session (the message count is derived).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Session {
     next_seq: i64,
     history_marker: i64,
@@ -66,6 +68,7 @@ struct Session {
     last_activity: i64,
     claim_owner: Option<i64>,
     claim_until: Option<i64>,
+    scope: String,
 }
 
 /// What the ledger keeps of a recorded item besides its key.
@@ -118,6 +121,34 @@ impl Backend for MemoryBackend {
 }
 
 impl StoreTx for MemoryTx<'_> {}
+
+impl ForgetRows for MemoryTx<'_> {
+    fn record_forgotten(&mut self, row: &ForgottenRow) -> Result<()> {
+        self.state.forgotten.push(row.clone());
+        Ok(())
+    }
+
+    fn forgotten_rows(&mut self) -> Result<Vec<ForgottenRow>> {
+        Ok(self.state.forgotten.clone())
+    }
+
+    fn session_messages(&mut self) -> Result<Vec<SessionMessage>> {
+        Ok(self
+            .state
+            .transcripts
+            .iter()
+            .map(|((session_key, _), row)| SessionMessage {
+                session_key: session_key.clone(),
+                scope: self.state.sessions.get(session_key).map_or_else(|| "global".to_owned(), |s| s.scope.clone()),
+                row: row.clone(),
+            })
+            .collect())
+    }
+
+    fn delete_session_messages(&mut self, messages: &[(String, i64)]) -> Result<usize> {
+        Ok(messages.iter().filter(|(key, seq)| self.state.transcripts.remove(&(key.clone(), *seq)).is_some()).count())
+    }
+}
 
 impl SemanticRows for MemoryTx<'_> {
     fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
@@ -356,6 +387,7 @@ impl EpisodicRows for MemoryTx<'_> {
                     embedding_space: space,
                     has_vector: embedding.is_some(),
                     is_deleted: false,
+                    scope: row.scope.to_owned(),
                 },
                 embedding,
             },
@@ -513,7 +545,7 @@ fn transcript_range(session_key: &str, from: i64, to: i64) -> std::ops::Range<(S
 
 impl TranscriptRows for MemoryTx<'_> {
     fn session(&mut self, session_key: &str) -> Result<Option<SessionRow>> {
-        let Some(session) = self.state.sessions.get(session_key).copied() else { return Ok(None) };
+        let Some(session) = self.state.sessions.get(session_key).cloned() else { return Ok(None) };
         Ok(Some(SessionRow {
             next_seq: session.next_seq,
             history_marker: session.history_marker,
@@ -521,6 +553,7 @@ impl TranscriptRows for MemoryTx<'_> {
             last_activity: session.last_activity,
             claim_owner: session.claim_owner,
             claim_until: session.claim_until,
+            scope: session.scope,
             stored: self
                 .state
                 .transcripts
@@ -529,8 +562,9 @@ impl TranscriptRows for MemoryTx<'_> {
         }))
     }
 
-    fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()> {
+    fn ensure_session(&mut self, session_key: &str, at: i64, scope: &str) -> Result<()> {
         self.state.sessions.entry(session_key.to_owned()).or_insert(Session {
+            scope: scope.to_owned(),
             next_seq: 0,
             history_marker: 0,
             preferences_marker: 0,

@@ -211,6 +211,8 @@ pub(crate) struct NewEpisodicRow<'a> {
     pub(crate) source: &'a str,
     pub(crate) created_at: i64,
     pub(crate) source_ref: Option<&'a str>,
+    /// The scope's stored name.
+    pub(crate) scope: &'a str,
     /// The stored vector blob ([`vector_blob`]) and its space.
     pub(crate) vector: Option<(&'a [u8], &'a str)>,
 }
@@ -229,6 +231,8 @@ pub(crate) struct EpisodicRow {
     pub(crate) embedding_space: Option<String>,
     pub(crate) has_vector: bool,
     pub(crate) is_deleted: bool,
+    /// The scope's stored name.
+    pub(crate) scope: String,
 }
 
 /// Counts of the episodic table.
@@ -303,7 +307,7 @@ pub(crate) trait EpisodicText {
 }
 
 /// The consolidation state of one session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SessionRow {
     pub(crate) next_seq: i64,
     pub(crate) history_marker: i64,
@@ -313,6 +317,8 @@ pub(crate) struct SessionRow {
     pub(crate) claim_until: Option<i64>,
     /// Messages stored for the session.
     pub(crate) stored: i64,
+    /// The scope's stored name (the project the session ran in).
+    pub(crate) scope: String,
 }
 
 /// One stored transcript message.
@@ -336,8 +342,9 @@ pub(crate) enum MarkerColumn {
 pub(crate) trait TranscriptRows {
     /// The state of `session_key`.
     fn session(&mut self, session_key: &str) -> Result<Option<SessionRow>>;
-    /// Creates the session's state row (last activity `at`) unless it exists.
-    fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()>;
+    /// Creates the session's state row (last activity `at`, in `scope`)
+    /// unless it exists (an existing session keeps its scope).
+    fn ensure_session(&mut self, session_key: &str, at: i64, scope: &str) -> Result<()>;
     /// Stores one message.
     fn insert_transcript(&mut self, session_key: &str, row: &TranscriptRow) -> Result<()>;
     /// Sets `next_seq` and raises `last_activity` to at least `at`.
@@ -382,6 +389,43 @@ pub(crate) trait LedgerRows {
     fn set_setting(&mut self, name: &str, value: &str) -> Result<()>;
 }
 
+/// What a forget removed, as fingerprints (never the text).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ForgottenRow {
+    /// `fact` or `episode`.
+    pub(crate) kind: String,
+    /// The scope's stored name.
+    pub(crate) scope: String,
+    /// A fact's stored key.
+    pub(crate) key: Option<String>,
+    /// SHA-256 (hex) of the normalised text.
+    pub(crate) fingerprint: String,
+    /// Sorted little-endian `u64` hashes of the text's word shingles.
+    pub(crate) shingles: Vec<u8>,
+    pub(crate) at: i64,
+}
+
+/// One stored transcript message with its session (a forget's view).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SessionMessage {
+    pub(crate) session_key: String,
+    pub(crate) scope: String,
+    pub(crate) row: TranscriptRow,
+}
+
+/// Forgetting: the fingerprints of what was forgotten, and the transcript
+/// messages a forget may remove.
+pub(crate) trait ForgetRows {
+    /// Records one forgotten item.
+    fn record_forgotten(&mut self, row: &ForgottenRow) -> Result<()>;
+    /// Every forgotten item, oldest first.
+    fn forgotten_rows(&mut self) -> Result<Vec<ForgottenRow>>;
+    /// Every stored transcript message, by session and seq.
+    fn session_messages(&mut self) -> Result<Vec<SessionMessage>>;
+    /// Deletes the messages `(session_key, seq)`; answers how many went.
+    fn delete_session_messages(&mut self, messages: &[(String, i64)]) -> Result<usize>;
+}
+
 /// Everything a transaction of a backend offers (each backend declares it
 /// for its transaction type once the row traits are in place).
 pub(crate) trait StoreTx:
@@ -394,6 +438,7 @@ pub(crate) trait StoreTx:
     + EpisodicText
     + TranscriptRows
     + LedgerRows
+    + ForgetRows
 {
 }
 

@@ -40,9 +40,9 @@ use postgres::{Client, NoTls, Statement};
 
 use super::{
     AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow,
-    SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
-    blob_vector, vector_blob,
+    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
+    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
+    StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
 };
 use crate::constants::LESSON_PREFIX;
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
@@ -161,6 +161,21 @@ const MIGRATIONS: &[&str] = &[
     // this version rather than write beside writers that do not take it.
     r#"
     COMMENT ON TABLE meta IS 'Writers hold the schema''s store lock shared and a lock per key, lesson set or layer.';
+    "#,
+    // 4: scopes and forgetting (the SQLite schema's migration 7 says why).
+    r#"
+    ALTER TABLE episodic_memories ADD COLUMN scope TEXT NOT NULL DEFAULT 'global';
+    ALTER TABLE session_state ADD COLUMN scope TEXT NOT NULL DEFAULT 'global';
+    CREATE TABLE forgotten (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        scope       TEXT NOT NULL,
+        key         TEXT,
+        fingerprint TEXT NOT NULL,
+        shingles    BYTEA NOT NULL,
+        at          BIGINT NOT NULL
+    );
+    CREATE INDEX forgotten_fingerprint ON forgotten (fingerprint);
     "#,
 ];
 
@@ -677,6 +692,74 @@ impl PgTx<'_> {
 
 impl StoreTx for PgTx<'_> {}
 
+impl ForgetRows for PgTx<'_> {
+    fn record_forgotten(&mut self, row: &ForgottenRow) -> Result<()> {
+        self.lock("forgotten", "")?;
+        self.execute(
+            "recording a forgotten item",
+            "INSERT INTO forgotten (kind, scope, key, fingerprint, shingles, at) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&row.kind, &row.scope, &row.key, &row.fingerprint, &row.shingles, &row.at],
+        )?;
+        Ok(())
+    }
+
+    fn forgotten_rows(&mut self) -> Result<Vec<ForgottenRow>> {
+        let rows = self.query(
+            "reading forgotten items",
+            "SELECT kind, scope, key, fingerprint, shingles, at FROM forgotten ORDER BY id",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| ForgottenRow {
+                kind: row.get(0),
+                scope: row.get(1),
+                key: row.get(2),
+                fingerprint: row.get(3),
+                shingles: row.get(4),
+                at: row.get(5),
+            })
+            .collect())
+    }
+
+    fn session_messages(&mut self) -> Result<Vec<SessionMessage>> {
+        let rows = self.query(
+            "reading session transcripts",
+            "SELECT t.session_key, s.scope, t.seq, t.created_at, t.role, t.content, t.tool_calls
+             FROM session_transcripts t JOIN session_state s ON s.session_key = t.session_key
+             ORDER BY t.session_key, t.seq",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| SessionMessage {
+                session_key: row.get(0),
+                scope: row.get(1),
+                row: TranscriptRow {
+                    seq: row.get(2),
+                    created_at: row.get(3),
+                    role: row.get(4),
+                    content: row.get(5),
+                    tool_calls_json: row.get(6),
+                },
+            })
+            .collect())
+    }
+
+    fn delete_session_messages(&mut self, messages: &[(String, i64)]) -> Result<usize> {
+        let mut deleted = 0;
+        for (session_key, seq) in messages {
+            self.lock("session", session_key)?;
+            deleted += self.execute(
+                "forgetting a transcript message",
+                "DELETE FROM session_transcripts WHERE session_key = $1 AND seq = $2",
+                &[session_key, seq],
+            )? as usize;
+        }
+        Ok(deleted)
+    }
+}
+
 impl SemanticRows for PgTx<'_> {
     fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
         self.lock_store()?;
@@ -976,7 +1059,7 @@ impl Revisions for PgTx<'_> {
 }
 
 const EPISODIC_COLUMNS: &str = "id, text, tags, importance, created_at, last_accessed, source_ref, source, \
-                                embedding_space, embedding IS NOT NULL, is_deleted";
+                                embedding_space, embedding IS NOT NULL, is_deleted, scope";
 
 fn episodic_row(row: &postgres::Row) -> EpisodicRow {
     EpisodicRow {
@@ -991,6 +1074,7 @@ fn episodic_row(row: &postgres::Row) -> EpisodicRow {
         embedding_space: row.get(8),
         has_vector: row.get(9),
         is_deleted: row.get(10),
+        scope: row.get(11),
     }
 }
 
@@ -1002,8 +1086,8 @@ impl EpisodicRows for PgTx<'_> {
             .query_one(
                 "writing an episodic row",
                 "INSERT INTO episodic_memories
-                    (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref)
-                 VALUES ($1, $2, $3, $4, $5, FALSE, $6, $7, $8) RETURNING id",
+                    (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref, scope)
+                 VALUES ($1, $2, $3, $4, $5, FALSE, $6, $7, $8, $9) RETURNING id",
                 &[
                     &row.text,
                     &row.tags_json,
@@ -1013,6 +1097,7 @@ impl EpisodicRows for PgTx<'_> {
                     &blob,
                     &space,
                     &row.source_ref,
+                    &row.scope,
                 ],
             )?
             .get(0);
@@ -1079,7 +1164,7 @@ impl EpisodicRows for PgTx<'_> {
             ),
             &[&id, &vector_space],
         )?;
-        Ok(row.map(|row| (episodic_row(&row), row.get(11))))
+        Ok(row.map(|row| (episodic_row(&row), row.get(12))))
     }
 
     fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>> {
@@ -1241,7 +1326,7 @@ impl TranscriptRows for PgTx<'_> {
         let row = self.query_opt(
             "reading a session's transcript state",
             "SELECT next_seq, history_marker, preferences_marker, last_activity, claim_owner, claim_until,
-                    (SELECT count(*) FROM session_transcripts t WHERE t.session_key = s.session_key)
+                    (SELECT count(*) FROM session_transcripts t WHERE t.session_key = s.session_key), scope
              FROM session_state s WHERE session_key = $1",
             &[&session_key],
         )?;
@@ -1253,16 +1338,17 @@ impl TranscriptRows for PgTx<'_> {
             claim_owner: row.get(4),
             claim_until: row.get(5),
             stored: row.get(6),
+            scope: row.get(7),
         }))
     }
 
-    fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()> {
+    fn ensure_session(&mut self, session_key: &str, at: i64, scope: &str) -> Result<()> {
         self.lock("session", session_key)?;
         self.execute(
             "creating a session's transcript state",
-            "INSERT INTO session_state (session_key, last_activity) VALUES ($1, $2)
+            "INSERT INTO session_state (session_key, last_activity, scope) VALUES ($1, $2, $3)
              ON CONFLICT (session_key) DO NOTHING",
-            &[&session_key, &at],
+            &[&session_key, &at, &scope],
         )?;
         Ok(())
     }

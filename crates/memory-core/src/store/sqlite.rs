@@ -6,9 +6,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow,
-    SemanticRows, SemanticUpsert, SemanticVectors, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
-    blob_vector, vector_blob,
+    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
+    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
+    StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result};
 
@@ -72,6 +72,70 @@ impl SqliteTx<'_> {
 }
 
 impl StoreTx for SqliteTx<'_> {}
+
+impl ForgetRows for SqliteTx<'_> {
+    fn record_forgotten(&mut self, row: &ForgottenRow) -> Result<()> {
+        self.execute(
+            "recording a forgotten item",
+            "INSERT INTO forgotten (kind, scope, key, fingerprint, shingles, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![row.kind, row.scope, row.key, row.fingerprint, row.shingles, row.at],
+        )?;
+        Ok(())
+    }
+
+    fn forgotten_rows(&mut self) -> Result<Vec<ForgottenRow>> {
+        self.collect(
+            "reading forgotten items",
+            "SELECT kind, scope, key, fingerprint, shingles, at FROM forgotten ORDER BY id",
+            [],
+            |row| {
+                Ok(ForgottenRow {
+                    kind: row.get(0)?,
+                    scope: row.get(1)?,
+                    key: row.get(2)?,
+                    fingerprint: row.get(3)?,
+                    shingles: row.get(4)?,
+                    at: row.get(5)?,
+                })
+            },
+        )
+    }
+
+    fn session_messages(&mut self) -> Result<Vec<SessionMessage>> {
+        self.collect(
+            "reading session transcripts",
+            "SELECT t.session_key, s.scope, t.seq, t.created_at, t.role, t.content, t.tool_calls
+             FROM session_transcripts t JOIN session_state s ON s.session_key = t.session_key
+             ORDER BY t.session_key, t.seq",
+            [],
+            |row| {
+                Ok(SessionMessage {
+                    session_key: row.get(0)?,
+                    scope: row.get(1)?,
+                    row: TranscriptRow {
+                        seq: row.get(2)?,
+                        created_at: row.get(3)?,
+                        role: row.get(4)?,
+                        content: row.get(5)?,
+                        tool_calls_json: row.get(6)?,
+                    },
+                })
+            },
+        )
+    }
+
+    fn delete_session_messages(&mut self, messages: &[(String, i64)]) -> Result<usize> {
+        let mut deleted = 0;
+        for (session_key, seq) in messages {
+            deleted += self.execute(
+                "forgetting a transcript message",
+                "DELETE FROM session_transcripts WHERE session_key = ?1 AND seq = ?2",
+                params![session_key, seq],
+            )?;
+        }
+        Ok(deleted)
+    }
+}
 
 impl SemanticRows for SqliteTx<'_> {
     fn deleted_semantic(&mut self) -> Result<Vec<SemanticRow>> {
@@ -341,7 +405,7 @@ impl Revisions for SqliteTx<'_> {
 }
 
 const EPISODIC_COLUMNS: &str = "id, text, tags, importance, created_at, last_accessed, source_ref, source, \
-                                embedding_space, embedding IS NOT NULL, is_deleted";
+                                embedding_space, embedding IS NOT NULL, is_deleted, scope";
 
 fn episodic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EpisodicRow> {
     Ok(EpisodicRow {
@@ -356,6 +420,7 @@ fn episodic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EpisodicRow> {
         embedding_space: row.get(8)?,
         has_vector: row.get(9)?,
         is_deleted: row.get::<_, i64>(10)? != 0,
+        scope: row.get(11)?,
     })
 }
 
@@ -390,9 +455,19 @@ impl EpisodicRows for SqliteTx<'_> {
         self.execute(
             "writing an episodic row",
             "INSERT INTO episodic_memories
-                (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref)
-             VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?8)",
-            params![row.text, row.tags_json, row.importance, row.source, row.created_at, blob, space, row.source_ref],
+                (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, source_ref, scope)
+             VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?8, ?9)",
+            params![
+                row.text,
+                row.tags_json,
+                row.importance,
+                row.source,
+                row.created_at,
+                blob,
+                space,
+                row.source_ref,
+                row.scope
+            ],
         )?;
         Ok(self.connection.last_insert_rowid())
     }
@@ -439,7 +514,7 @@ impl EpisodicRows for SqliteTx<'_> {
                  FROM episodic_memories WHERE id = ?1"
             ))
             .and_then(|mut statement| {
-                statement.query_row(params![id, vector_space], |row| Ok((episodic_row(row)?, row.get(11)?))).optional()
+                statement.query_row(params![id, vector_space], |row| Ok((episodic_row(row)?, row.get(12)?))).optional()
             })
             .map_err(MemoryError::sqlite("reading an episodic row"))
     }
@@ -634,7 +709,7 @@ impl TranscriptRows for SqliteTx<'_> {
         self.connection
             .prepare_cached(
                 "SELECT next_seq, history_marker, preferences_marker, last_activity, claim_owner, claim_until,
-                        (SELECT count(*) FROM session_transcripts t WHERE t.session_key = s.session_key)
+                        (SELECT count(*) FROM session_transcripts t WHERE t.session_key = s.session_key), scope
                  FROM session_state s WHERE session_key = ?1",
             )
             .and_then(|mut statement| {
@@ -648,6 +723,7 @@ impl TranscriptRows for SqliteTx<'_> {
                             claim_owner: row.get(4)?,
                             claim_until: row.get(5)?,
                             stored: row.get(6)?,
+                            scope: row.get(7)?,
                         })
                     })
                     .optional()
@@ -655,11 +731,11 @@ impl TranscriptRows for SqliteTx<'_> {
             .map_err(MemoryError::sqlite("reading a session's transcript state"))
     }
 
-    fn ensure_session(&mut self, session_key: &str, at: i64) -> Result<()> {
+    fn ensure_session(&mut self, session_key: &str, at: i64, scope: &str) -> Result<()> {
         self.execute(
             "creating a session's transcript state",
-            "INSERT OR IGNORE INTO session_state (session_key, last_activity) VALUES (?1, ?2)",
-            params![session_key, at],
+            "INSERT OR IGNORE INTO session_state (session_key, last_activity, scope) VALUES (?1, ?2, ?3)",
+            params![session_key, at, scope],
         )?;
         Ok(())
     }

@@ -500,6 +500,7 @@ fn insert_episode(backend: &dyn Backend, (text, importance, created_at, space): 
                 source: "consolidation",
                 created_at,
                 source_ref: None,
+                scope: "global",
                 vector,
             })
         })
@@ -590,6 +591,7 @@ fn episodic_row_and_page(fixture: &Fixture) {
                 source: "user_explicit",
                 created_at: 1_000,
                 source_ref: Some("session:42"),
+                scope: "global",
                 vector: Some((&test_blob("model#3"), "model#3")),
             })
         })
@@ -849,6 +851,7 @@ fn failed_episodic_write_leaves_nothing(fixture: &Fixture) {
             source: "consolidation",
             created_at: 200,
             source_ref: None,
+            scope: "global",
             vector: Some((&blob, "s1")),
         })?);
         tx.bump_revision(Counter::Episodic)?;
@@ -880,10 +883,10 @@ fn session_of(backend: &dyn Backend, key: &str) -> Option<SessionRow> {
 fn transcripts_append_read_and_delete(fixture: &Fixture) {
     let backend = &*fixture.backend;
     assert_eq!(session_of(backend, "chat:1"), None);
-    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 100)).unwrap();
-    let fresh = SessionRow { last_activity: 100, ..SessionRow::default() };
-    assert_eq!(session_of(backend, "chat:1"), Some(fresh));
-    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 900)).unwrap();
+    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 100, "global")).unwrap();
+    let fresh = SessionRow { last_activity: 100, scope: "global".to_owned(), ..SessionRow::default() };
+    assert_eq!(session_of(backend, "chat:1"), Some(fresh.clone()));
+    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 900, "global")).unwrap();
     assert_eq!(session_of(backend, "chat:1"), Some(fresh), "ensuring again changes nothing");
 
     let messages: Vec<TranscriptRow> = (0..5)
@@ -894,7 +897,7 @@ fn transcripts_append_read_and_delete(fixture: &Fixture) {
         .collect();
     backend
         .write("appending", |tx| {
-            tx.ensure_session("chat:2", 100)?;
+            tx.ensure_session("chat:2", 100, "global")?;
             tx.insert_transcript("chat:2", &message(0, "user", "another session", None))?;
             tx.advance_session("chat:2", 1, 100)?;
             for row in &messages {
@@ -963,7 +966,7 @@ fn idle_sessions_least_recent_first(fixture: &Fixture) {
     backend
         .write("seeding", |tx| {
             for (key, at, next_seq, history) in sessions {
-                tx.ensure_session(key, *at)?;
+                tx.ensure_session(key, *at, "global")?;
                 tx.advance_session(key, *next_seq, *at)?;
                 if *history > 0 {
                     assert!(tx.move_marker(key, MarkerColumn::History, 0, *history)?);
@@ -993,7 +996,7 @@ type MarkerMove<'a> = (&'a str, MarkerColumn, i64, i64, bool, (i64, i64));
 
 fn claims_and_markers(fixture: &Fixture) {
     let backend = &*fixture.backend;
-    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 100)).unwrap();
+    backend.write("ensuring", |tx| tx.ensure_session("chat:1", 100, "global")).unwrap();
     let claim = || {
         let session = session_of(backend, "chat:1").unwrap();
         (session.claim_owner, session.claim_until)

@@ -3,7 +3,7 @@
 
 use crate::bm25;
 use crate::clock::now_ms;
-use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK};
+use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
 use crate::db::MemoryDb;
 use crate::episodic::index::IndexAccess;
 use crate::episodic::search::{
@@ -77,6 +77,7 @@ impl MemoryDb {
                     }
                 };
                 let pool = if query.mode == RetrievalMode::Hybrid { HYBRID_CANDIDATES } else { MMR_MAX_POOL };
+                let pool = if query.scopes.narrows() { pool * SCOPE_POOL_FACTOR } else { pool };
                 let hits = if query.relevance_filter {
                     // Hits come in cosine order: once a probe ends below the
                     // lowest gate, a wider one adds nothing admissible.
@@ -103,6 +104,7 @@ impl MemoryDb {
                 } else {
                     query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
                 };
+                let k = if query.scopes.narrows() { k * SCOPE_POOL_FACTOR } else { k };
                 let hits = match self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)? {
                     Some(index) => index
                         .search(&bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS), k)
@@ -150,6 +152,9 @@ impl MemoryDb {
                 }
                 let need_vector = known_cosine.is_none() && query_vector.is_some();
                 let Some(row) = fetch_row(tx, id, space.as_deref(), need_vector)? else { continue };
+                if !query.scopes.admits(&row.scope) {
+                    continue;
+                }
                 let cosine = match (known_cosine, &row.vector, &query_vector) {
                     (Some(cosine), _, _) => Some(cosine),
                     (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
@@ -167,7 +172,11 @@ impl MemoryDb {
             }
             let vector = query_vector.as_deref();
             let space = space.as_deref();
-            rank(out, query, &gate, vector.is_some(), now, &mut |row| read_neighbours(tx, row, space, vector))
+            rank(out, query, &gate, vector.is_some(), now, &mut |row| {
+                let mut neighbours = read_neighbours(tx, row, space, vector)?;
+                neighbours.retain(|(neighbour, _)| query.scopes.admits(&neighbour.scope));
+                Ok(neighbours)
+            })
         })?;
         let hits = candidates;
         if query.touch && !hits.is_empty() {

@@ -67,6 +67,10 @@ impl MemoryDb {
                 ));
             }
         };
+        if let Err(rejected) = self.refuse_forgotten(&checked.text, None)? {
+            return Err(self.refuse(MEMORY_TYPE, "episodic", &checked.text, episode.source.as_str(), None, rejected));
+        }
+        let scope = episode.scope.as_str();
         // Embed first, outside every lock, remembering the space generation.
         let (embedder, generation) = self.embedder_with_generation();
         let mut embedded: Option<(Vec<f32>, String, usize)> = None;
@@ -104,6 +108,14 @@ impl MemoryDb {
                 (Some(id), _, _) => Some((id, 1.0)),
                 (None, Some((vector, space, _)), Some(access)) => find_near_duplicate(tx, access, vector, space)?,
                 _ => None,
+            };
+            // A row of another scope is not a duplicate: its readers are others.
+            let duplicate = match duplicate {
+                Some((of, cosine)) => {
+                    let same_scope = tx.episodic_row(of, None)?.is_some_and(|(row, _)| row.scope == scope);
+                    same_scope.then_some((of, cosine))
+                }
+                None => None,
             };
             if let Some((of, cosine)) = duplicate {
                 audit(
@@ -158,6 +170,7 @@ impl MemoryDb {
                 source,
                 created_at,
                 source_ref: episode.source_ref.as_deref(),
+                scope,
                 vector,
             })?;
             audit(
