@@ -1,5 +1,6 @@
 //! Session and message assembly.
 
+use cairn_memory_core::ScopeFilter;
 use std::sync::Arc;
 
 use cairn_hooks::{ConfigHooks, MessageOutcome};
@@ -191,6 +192,9 @@ pub struct SessionRequest<'a> {
     /// buttons or diff blocks. `None`: the runtime identity's surface, else
     /// a chat surface (every rule).
     pub surface: Option<Surface>,
+    /// Which memory scopes the context reads (a project and global);
+    /// `None` reads every scope.
+    pub scopes: Option<&'a ScopeFilter>,
 }
 
 /// What one message's context is built from, besides the builder's sources.
@@ -219,6 +223,9 @@ pub struct MessageRequest<'a> {
     /// Where the context is shown: an agent host never gets the OPTIONS
     /// hint. `None`: the runtime identity's surface, else a chat surface.
     pub surface: Option<Surface>,
+    /// Which memory scopes the context reads (a project and global);
+    /// `None` reads every scope.
+    pub scopes: Option<&'a ScopeFilter>,
 }
 
 /// Whether the context goes to an agent host: the request's surface, else
@@ -608,7 +615,7 @@ impl ContextBuilder {
         }
 
         if let Some(semantic) = &self.semantic {
-            match semantic.semantic_block(request.query, caps.semantic) {
+            match semantic.semantic_block(request.query, caps.semantic, request.scopes.unwrap_or(&ScopeFilter::All)) {
                 Ok(block) => {
                     // The store drops whole entries to fit; a stray over-cap
                     // block from another implementation is cut here.
@@ -700,7 +707,12 @@ impl ContextBuilder {
         }
 
         if let Some(episodic) = &self.episodic {
-            let query = RecallQuery { text: request.message, vector: request.query_vector, limit: EPISODIC_LIMIT };
+            let query = RecallQuery {
+                text: request.message,
+                vector: request.query_vector,
+                limit: EPISODIC_LIMIT,
+                scopes: request.scopes,
+            };
             match episodic.recall(&query) {
                 Ok(fragments) => {
                     let cap = caps.episodic_inject();

@@ -1,6 +1,7 @@
 //! Where the builder's inputs come from: small traits, each with a plain
 //! data implementation and an implementation over the memory stores.
 
+use cairn_memory_core::ScopeFilter;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -88,12 +89,13 @@ impl MarkdownMemory for MemoryFiles {
 pub trait SemanticMemory: Send + Sync {
     /// The block for `query`, at most `cap_chars` characters, lowest
     /// scoring entries left out first; empty when nothing fits.
-    fn semantic_block(&self, query: &str, cap_chars: usize) -> Result<String>;
+    /// Only rows `scopes` admits are shown.
+    fn semantic_block(&self, query: &str, cap_chars: usize, scopes: &ScopeFilter) -> Result<String>;
 }
 
 impl SemanticMemory for MemoryDb {
-    fn semantic_block(&self, query: &str, cap_chars: usize) -> Result<String> {
-        self.semantic_context(query, cap_chars)
+    fn semantic_block(&self, query: &str, cap_chars: usize, scopes: &ScopeFilter) -> Result<String> {
+        self.semantic_context_in(query, cap_chars, scopes)
             .map_err(|source| ContextError::Memory { section: "semantic memory", source })
     }
 }
@@ -153,6 +155,8 @@ pub struct RecallQuery<'a> {
     pub vector: Option<&'a [f32]>,
     /// Fragments wanted at most.
     pub limit: usize,
+    /// Which memory scopes are read; `None` reads every scope.
+    pub scopes: Option<&'a ScopeFilter>,
 }
 
 /// One recalled conversation fragment.
@@ -186,7 +190,10 @@ impl EpisodicMemory for RecalledFragments {
 /// cited with its date (UTC) and the caller's reference.
 impl EpisodicMemory for MemoryDb {
     fn recall(&self, query: &RecallQuery<'_>) -> Result<Vec<EpisodicFragment>> {
-        let mut search = cairn_memory_core::EpisodicQuery::new(query.text).limit(query.limit).relevance_filter(true);
+        let mut search = cairn_memory_core::EpisodicQuery::new(query.text)
+            .limit(query.limit)
+            .relevance_filter(true)
+            .scopes(query.scopes.cloned().unwrap_or_default());
         search.vector = query.vector.map(<[f32]>::to_vec);
         let hits = self
             .search_episodic(&search)

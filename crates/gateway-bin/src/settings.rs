@@ -403,6 +403,9 @@ pub(crate) struct Settings {
     pub(crate) postgres_pool_size: usize,
     /// `memory.episodic_cap`: active episodic rows kept before eviction.
     pub(crate) episodic_cap: usize,
+    /// `memory.separate_worktrees`: each linked worktree of a repository is
+    /// its own project (by default they share the repository's).
+    pub(crate) project_rule: cairn_memory_core::ProjectRule,
     /// `memory.extra_prefixes`: accepted semantic key prefixes besides the built-in ones.
     pub(crate) extra_prefixes: Vec<String>,
     pub(crate) skills: SkillsSection,
@@ -721,6 +724,13 @@ impl Settings {
             memory_section.u64("episodic_cap", 1, MAX_EPISODIC_CAP)?,
             cairn_memory_core::constants::EPISODIC_DEFAULT_CAP as u64,
         );
+        let separate_worktrees =
+            recorder.pick("memory.separate_worktrees", None, None, memory_section.bool("separate_worktrees")?, false);
+        let project_rule = if separate_worktrees {
+            cairn_memory_core::ProjectRule::Worktree
+        } else {
+            cairn_memory_core::ProjectRule::Repository
+        };
         let legacy_model_path = memory_section.string("embed_model_path")?;
         let legacy_model_url = memory_section.string("embed_model_url")?;
         if memory_section.get("migrated").is_some() {
@@ -1062,6 +1072,7 @@ impl Settings {
             storage_url,
             postgres_pool_size: usize::try_from(postgres_pool_size).expect("at most 1024"),
             episodic_cap: usize::try_from(episodic_cap).expect("at most 10,000,000"),
+            project_rule,
             extra_prefixes,
             skills,
             hooks,

@@ -104,6 +104,7 @@ pub use foreign::{
 };
 pub use forget::{
     FORGOTTEN_CONTAINMENT, ForgetCounts, ForgetReport, ForgetRequest, ForgottenItem, MIN_CONTAINMENT_SHINGLES,
+    forget_memory,
 };
 pub use integrity::{RepairReport, TableSalvage, checkpoint_wal, repair_database};
 pub use jsonl::{JsonlLessonStore, LessonBook};

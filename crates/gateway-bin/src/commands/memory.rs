@@ -51,6 +51,9 @@ pub(crate) enum MemoryCommand {
     ImportEpisodic(super::memory_episodic::ImportArgs),
     /// Embed episodic rows stored without a vector.
     Backfill(super::memory_episodic::BackfillArgs),
+    /// Forget for good: by id, key, text, date range or a whole project, from
+    /// every layer; lists what would go unless `--yes`.
+    Forget(super::memory_forget::ForgetArgs),
     /// Rebuild a damaged memory.db: copy it aside, salvage every readable
     /// row into a new file, re-index, and report what was lost. Stop
     /// `cairn serve` first.
@@ -116,6 +119,8 @@ pub(crate) struct SetArgs {
     #[arg(long, default_value = "user_explicit")]
     pub(crate) source: String,
     #[command(flatten)]
+    pub(crate) scope: super::memory_forget::ScopeArgs,
+    #[command(flatten)]
     pub(crate) output: OutputArgs,
 }
 
@@ -123,6 +128,8 @@ pub(crate) struct SetArgs {
 pub(crate) struct KeyArgs {
     /// The key.
     pub(crate) key: String,
+    #[command(flatten)]
+    pub(crate) scope: super::memory_forget::ScopeArgs,
     #[command(flatten)]
     pub(crate) output: OutputArgs,
 }
@@ -132,6 +139,8 @@ pub(crate) struct ListArgs {
     /// Only keys starting with this prefix.
     #[arg(long, default_value = "")]
     pub(crate) prefix: String,
+    #[command(flatten)]
+    pub(crate) scope: super::memory_forget::ScopeArgs,
     #[command(flatten)]
     pub(crate) output: OutputArgs,
 }
@@ -181,7 +190,7 @@ pub(crate) fn run(home: &Home, command: &MemoryCommand) -> anyhow::Result<ExitCo
         MemoryCommand::Export(args) => super::memory_transfer::export(home, args),
         MemoryCommand::Import(args) => super::memory_transfer::import(home, args),
         MemoryCommand::Consolidate(args) => super::memory_consolidate::run(home, args),
-        MemoryCommand::Semantic(command) => semantic(&home.open_memory()?, command),
+        MemoryCommand::Semantic(command) => semantic(home, &home.open_memory()?, command),
         MemoryCommand::Lessons(command) => lessons(home, command),
         MemoryCommand::Audit(args) => {
             let events = home.open_memory()?.audit(args.limit)?;
@@ -207,6 +216,7 @@ pub(crate) fn run(home: &Home, command: &MemoryCommand) -> anyhow::Result<ExitCo
         MemoryCommand::ImportEpisodic(args) => super::memory_episodic::import(home, args),
         MemoryCommand::Backfill(args) => super::memory_episodic::backfill(home, args),
         MemoryCommand::Repair(args) => repair(home, args),
+        MemoryCommand::Forget(args) => super::memory_forget::forget(home, args),
         MemoryCommand::Stats(output) => {
             let stats = home.open_memory()?.stats()?;
             let value = serde_json::to_value(&stats)?;
@@ -222,7 +232,7 @@ pub(crate) fn run(home: &Home, command: &MemoryCommand) -> anyhow::Result<ExitCo
     }
 }
 
-fn print_json(value: &Value) {
+pub(crate) fn print_json(value: &Value) {
     println!("{value}");
 }
 
@@ -258,15 +268,19 @@ fn parse_source(name: &str) -> Source {
     name.parse::<Source>().unwrap_or_else(|_| Source::Other(name.to_owned()))
 }
 
-fn semantic(db: &MemoryDb, command: &SemanticCommand) -> anyhow::Result<ExitCode> {
+fn semantic(home: &Home, db: &MemoryDb, command: &SemanticCommand) -> anyhow::Result<ExitCode> {
     match command {
         SemanticCommand::Set(args) => {
             let json = args.output.json;
             let source = parse_source(&args.source);
+            let scope = args.scope.fact_scope(home, &args.key)?;
             let result = if args.value_json {
-                db.write_semantic_json(&args.key, &args.value, args.confidence, source)
+                match serde_json::from_str::<Value>(&args.value) {
+                    Ok(value) => db.write_semantic_in(&scope, &args.key, &value, args.confidence, source),
+                    Err(_) => db.write_semantic_json(&args.key, &args.value, args.confidence, source),
+                }
             } else {
-                db.write_semantic(&args.key, &Value::String(args.value.clone()), args.confidence, source)
+                db.write_semantic_in(&scope, &args.key, &Value::String(args.value.clone()), args.confidence, source)
             };
             match result {
                 Ok(outcome) => {
@@ -276,7 +290,7 @@ fn semantic(db: &MemoryDb, command: &SemanticCommand) -> anyhow::Result<ExitCode
                 Err(error) => refused(error, json),
             }
         }
-        SemanticCommand::Get(args) => match db.get_semantic(&args.key)? {
+        SemanticCommand::Get(args) => match db.find_semantic(&args.scope.filter(home)?, &args.key)? {
             Some(entry) => {
                 if args.output.json {
                     print_json(&serde_json::to_value(&entry)?);
@@ -295,18 +309,23 @@ fn semantic(db: &MemoryDb, command: &SemanticCommand) -> anyhow::Result<ExitCode
             }
         },
         SemanticCommand::List(args) => {
-            let entries = db.list_semantic(&args.prefix)?;
+            let entries = db.list_semantic_in(&args.prefix, &args.scope.filter(home)?)?;
             if args.output.json {
                 print_json(&serde_json::to_value(&entries)?);
             } else {
                 for entry in &entries {
-                    println!("{}: {}", entry.key, entry.value);
+                    match entry.scope.project() {
+                        Some(project) => println!("{}: {}  [{project}]", entry.key, entry.value),
+                        None => println!("{}: {}", entry.key, entry.value),
+                    }
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
         SemanticCommand::Delete(args) => {
-            let outcome = db.delete_semantic(&args.key, Source::UserExplicit)?;
+            let scope =
+                db.find_semantic(&args.scope.filter(home)?, &args.key)?.map(|entry| entry.scope).unwrap_or_default();
+            let outcome = db.delete_semantic_in(&scope, &args.key, Source::UserExplicit)?;
             if args.output.json {
                 print_json(&json!({"outcome": outcome, "key": args.key}));
             } else {

@@ -7,6 +7,7 @@
 //! commands: 2 when a write is refused by a rule, 1 when a row to delete
 //! does not exist.
 
+use cairn_memory_core::ScopeFilter;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
@@ -122,6 +123,8 @@ pub(crate) struct SearchArgs {
     /// With `--context`: abstain when no row reaches this raw cosine (0 never abstains; default: the model's).
     #[arg(long)]
     pub(crate) abstain_below: Option<f32>,
+    #[command(flatten)]
+    pub(crate) scope: super::memory_forget::ScopeArgs,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -264,7 +267,7 @@ pub(crate) fn episodic(home: &Home, command: &EpisodicCommand) -> anyhow::Result
     }
 }
 
-fn build_query(args: &SearchArgs, text: &str, now: Option<i64>) -> anyhow::Result<EpisodicQuery> {
+fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<i64>) -> anyhow::Result<EpisodicQuery> {
     let Some(mode) = RetrievalMode::parse(&args.mode) else {
         bail!("--mode must be hybrid, vector or keyword, not {:?}", args.mode)
     };
@@ -296,7 +299,8 @@ fn build_query(args: &SearchArgs, text: &str, now: Option<i64>) -> anyhow::Resul
         .fusion(fusion)
         .prior_weight(args.prior_weight)
         .mmr(!args.no_mmr)
-        .relevance_filter(args.context);
+        .relevance_filter(args.context)
+        .scopes(scopes.clone());
     if let Some(now) = now {
         query = query.now(now);
     }
@@ -327,6 +331,7 @@ fn answer(db: &MemoryDb, args: &SearchArgs, query: &EpisodicQuery) -> anyhow::Re
 
 pub(crate) fn search(home: &Home, args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let now = args.now.as_deref().map(parse_time).transpose()?;
+    let scopes = args.scope.filter(home)?;
     let db = open(home, args.mode != "keyword")?;
     if let Some(path) = &args.queries {
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
@@ -353,7 +358,7 @@ pub(crate) fn search(home: &Home, args: &SearchArgs) -> anyhow::Result<ExitCode>
                 Some(now) => Some(parse_time(now)?),
                 None => now,
             };
-            let query = build_query(args, text, row_now)?;
+            let query = build_query(args, &scopes, text, row_now)?;
             let mut result = answer(&db, args, &query)?;
             result["id"] = row.get("id").cloned().unwrap_or(Value::Null);
             result["query"] = Value::String(text.to_owned());
@@ -363,7 +368,7 @@ pub(crate) fn search(home: &Home, args: &SearchArgs) -> anyhow::Result<ExitCode>
         return Ok(ExitCode::SUCCESS);
     }
     let text = args.query.as_deref().unwrap_or_default();
-    let query = build_query(args, text, now)?;
+    let query = build_query(args, &scopes, text, now)?;
     let result = answer(&db, args, &query)?;
     if args.json {
         println!("{result}");

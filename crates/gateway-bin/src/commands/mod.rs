@@ -15,9 +15,13 @@ pub(crate) mod memory;
 pub(crate) mod memory_consolidate;
 mod memory_episodic;
 pub(crate) mod memory_files;
+pub(crate) mod memory_forget;
 pub(crate) mod memory_transfer;
 mod model;
 pub(crate) mod skills;
+
+pub(crate) use memory::print_json;
+pub(crate) use memory_forget::parse_time_bound;
 
 use std::process::ExitCode;
 

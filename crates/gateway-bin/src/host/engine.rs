@@ -9,7 +9,7 @@
 use cairn_context::{AgentContext, BuiltContext, ContextBuilder, MessageRequest, SectionName, SessionRequest};
 use cairn_guard::SensitivePaths;
 use cairn_hooks::ToolDecision;
-use cairn_memory_core::{ToolCall, TranscriptMessage};
+use cairn_memory_core::{ProjectRule, Scope, ScopeFilter, ToolCall, TranscriptMessage};
 use serde_json::{Value, json};
 
 use super::{EventKind, HookAnswer, HostName, Recall};
@@ -36,8 +36,8 @@ pub(crate) trait HookBackend {
     /// `hooks.auto_deny_tools` / `auto_approve_tools` for one tool name.
     fn tool_decision(&self, tool: &str) -> anyhow::Result<ToolDecision>;
     /// Appends `message` to the session `key`'s transcript (durably, before
-    /// this returns).
-    fn record(&self, key: &str, message: TranscriptMessage) -> anyhow::Result<()>;
+    /// this returns); a new session runs in `scope`.
+    fn record(&self, key: &str, scope: &Scope, message: TranscriptMessage) -> anyhow::Result<()>;
     /// The agent `name` as its context scope.
     fn agent(&self, name: &str) -> anyhow::Result<AgentContext>;
     /// Paths never read on a model's behalf (a host transcript path is untrusted).
@@ -46,6 +46,14 @@ pub(crate) trait HookBackend {
     fn recall(&self) -> Recall;
     /// `context.max_inject_chars`: the most context any host receives.
     fn max_inject_chars(&self) -> usize;
+    /// `memory.separate_worktrees`, as the rule naming a host's project.
+    fn project_rule(&self) -> ProjectRule;
+}
+
+/// The project the host runs in, from the event's `cwd` (none without one).
+fn project(backend: &dyn HookBackend, input: &Value) -> Option<Scope> {
+    let cwd = input.get("cwd").and_then(Value::as_str)?;
+    cairn_memory_core::project_of(std::path::Path::new(cwd), backend.project_rule())
 }
 
 /// Answers one hook event. Never fails: a broken input answers with no
@@ -181,9 +189,12 @@ fn session_context(
     backend: &dyn HookBackend,
     host: HostName,
     agent: Option<&AgentContext>,
-    query: &str,
+    input: &Value,
 ) -> anyhow::Result<String> {
-    let request = SessionRequest { query, agent, surface: Some(host.surface()), ..Default::default() };
+    let query = input.get("cwd").and_then(Value::as_str).unwrap_or("");
+    let scopes = ScopeFilter::visible_from(project(backend, input).as_ref());
+    let request =
+        SessionRequest { query, agent, surface: Some(host.surface()), scopes: Some(&scopes), ..Default::default() };
     let built = backend.context()?.build_session_context(&request);
     Ok(finish(backend, host, &built))
 }
@@ -199,8 +210,16 @@ fn message_context(
     host: HostName,
     agent: Option<&AgentContext>,
     prompt: &str,
+    input: &Value,
 ) -> anyhow::Result<MessageAnswer> {
-    let request = MessageRequest { message: prompt, agent, surface: Some(host.surface()), ..Default::default() };
+    let scopes = ScopeFilter::visible_from(project(backend, input).as_ref());
+    let request = MessageRequest {
+        message: prompt,
+        agent,
+        surface: Some(host.surface()),
+        scopes: Some(&scopes),
+        ..Default::default()
+    };
     let built = backend.context()?.build_message(&request);
     if let Some(reply) = built.auto_reply {
         return Ok(MessageAnswer::AutoReply(reply.reply));
@@ -212,13 +231,15 @@ fn message_context(
 /// warning on stderr, never a blocked prompt.
 fn record_or_warn(
     backend: &dyn HookBackend,
+    input: &Value,
     key: anyhow::Result<String>,
     message: TranscriptMessage,
 ) -> Option<String> {
     if message.content.trim().is_empty() && message.tool_calls.is_empty() {
         return None;
     }
-    match key.and_then(|key| backend.record(&key, message)) {
+    let scope = project(backend, input).unwrap_or_default();
+    match key.and_then(|key| backend.record(&key, &scope, message)) {
         Ok(()) => None,
         Err(error) => {
             tracing::warn!(error = %format!("{error:#}"), "the message was not recorded in the transcript");
@@ -236,8 +257,7 @@ fn claude_session_start(
     agent: Option<&AgentContext>,
     input: &Value,
 ) -> anyhow::Result<HookAnswer> {
-    let query = input.get("cwd").and_then(Value::as_str).unwrap_or("");
-    let text = session_context(backend, HostName::ClaudeCode, agent, query)?;
+    let text = session_context(backend, HostName::ClaudeCode, agent, input)?;
     Ok(HookAnswer::out(claude_context("SessionStart", text)))
 }
 
@@ -245,8 +265,8 @@ fn claude_prompt(backend: &dyn HookBackend, agent: Option<&AgentContext>, input:
     let prompt = field(input, "prompt")?;
     // Recorded first, so a context that fails (or a finisher that answers
     // nothing) still keeps the prompt.
-    let warning = record_or_warn(backend, claude_key(input), TranscriptMessage::new("user", prompt));
-    let answer = message_context(backend, HostName::ClaudeCode, agent, prompt)?;
+    let warning = record_or_warn(backend, input, claude_key(input), TranscriptMessage::new("user", prompt));
+    let answer = message_context(backend, HostName::ClaudeCode, agent, prompt, input)?;
     let stdout = match answer {
         MessageAnswer::Context(text) => claude_context("UserPromptSubmit", text),
         MessageAnswer::AutoReply(reply) => {
@@ -292,7 +312,7 @@ fn record_tool(backend: &dyn HookBackend, host: HostName, input: &Value) -> anyh
         HostName::KiroCli => kiro_session(input)?,
     };
     let message = TranscriptMessage::new("assistant", text).with_tool_calls(vec![call]);
-    backend.record(&key, message)?;
+    backend.record(&key, &project(backend, input).unwrap_or_default(), message)?;
     Ok(HookAnswer::default())
 }
 
@@ -385,20 +405,19 @@ fn claude_stop(backend: &dyn HookBackend, input: &Value) -> anyhow::Result<HookA
         return Ok(HookAnswer::skip(why));
     };
     let message = TranscriptMessage::new("assistant", cut_chars(&text, REPLY_CHARS));
-    let warning = record_or_warn(backend, claude_key(input), message);
+    let warning = record_or_warn(backend, input, claude_key(input), message);
     Ok(HookAnswer { stdout: None, stderr: warning, exit: 0 })
 }
 
 fn claude_end(backend: &dyn HookBackend, input: &Value) -> anyhow::Result<HookAnswer> {
     let reason = input.get("reason").and_then(Value::as_str).unwrap_or("other");
     let message = TranscriptMessage::new("system", format!("[session ended: {}]", cut_chars(reason, 100)));
-    backend.record(&claude_key(input)?, message)?;
+    backend.record(&claude_key(input)?, &project(backend, input).unwrap_or_default(), message)?;
     Ok(HookAnswer::default())
 }
 
 fn kiro_spawn(backend: &dyn HookBackend, agent: Option<&AgentContext>, input: &Value) -> anyhow::Result<HookAnswer> {
-    let query = input.get("cwd").and_then(Value::as_str).unwrap_or("");
-    let text = session_context(backend, HostName::KiroCli, agent, query)?;
+    let text = session_context(backend, HostName::KiroCli, agent, input)?;
     Ok(HookAnswer::out((!text.trim().is_empty()).then_some(text)))
 }
 
@@ -414,8 +433,8 @@ fn kiro_session(input: &Value) -> anyhow::Result<String> {
 
 fn kiro_prompt(backend: &dyn HookBackend, agent: Option<&AgentContext>, input: &Value) -> anyhow::Result<HookAnswer> {
     let prompt = field(input, "prompt")?;
-    let warning = record_or_warn(backend, kiro_session(input), TranscriptMessage::new("user", prompt));
-    let stdout = match message_context(backend, HostName::KiroCli, agent, prompt)? {
+    let warning = record_or_warn(backend, input, kiro_session(input), TranscriptMessage::new("user", prompt));
+    let stdout = match message_context(backend, HostName::KiroCli, agent, prompt, input)? {
         MessageAnswer::Context(text) => (!text.trim().is_empty()).then_some(text),
         // kiro-cli has no blocking answer on userPromptSubmit: the reply is context.
         MessageAnswer::AutoReply(reply) => Some(cut_chars(&reply, KIRO_OUTPUT_BYTES / 4)),
@@ -434,7 +453,7 @@ fn kiro_stop(backend: &dyn HookBackend, input: &Value) -> anyhow::Result<HookAns
         return Ok(HookAnswer::skip("the stop event carries no assistant reply (nothing recorded)".to_owned()));
     };
     let message = TranscriptMessage::new("assistant", cut_chars(reply, REPLY_CHARS));
-    let warning = record_or_warn(backend, kiro_session(input), message);
+    let warning = record_or_warn(backend, input, kiro_session(input), message);
     Ok(HookAnswer { stdout: None, stderr: warning, exit: 0 })
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cairn_context::{AgentContext, ContextBuilder};
 use cairn_guard::SensitivePaths;
 use cairn_hooks::{ConfigHooks, ToolDecision};
-use cairn_memory_core::{MemoryDb, TranscriptMessage};
+use cairn_memory_core::{MemoryDb, ProjectRule, Scope, TranscriptMessage};
 
 use super::Recall;
 use super::engine::HookBackend;
@@ -85,8 +85,8 @@ impl HookBackend for LocalBackend<'_> {
         Ok(self.hooks()?.tool_decision(tool))
     }
 
-    fn record(&self, key: &str, message: TranscriptMessage) -> anyhow::Result<()> {
-        self.memory()?.append_transcript(key, &[message])?;
+    fn record(&self, key: &str, scope: &Scope, message: TranscriptMessage) -> anyhow::Result<()> {
+        self.memory()?.append_transcript_in(scope, key, &[message], crate::serve::sessions::now_ms())?;
         if let Some(recorded) = &self.recorded {
             let _ = recorded.send(());
         }
@@ -107,5 +107,9 @@ impl HookBackend for LocalBackend<'_> {
 
     fn max_inject_chars(&self) -> usize {
         self.home.settings().context.max_inject_chars
+    }
+
+    fn project_rule(&self) -> ProjectRule {
+        self.home.settings().project_rule
     }
 }

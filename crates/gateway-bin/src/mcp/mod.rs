@@ -78,6 +78,11 @@ pub(crate) struct McpServeArgs {
     /// Serve this agent: `skill_search` and `skill_read` see only the skills its `skill://` resources map.
     #[arg(long, value_name = "NAME")]
     pub(crate) agent: Option<String>,
+    /// The project whose memory the session reads beside the global memory
+    /// (default: the directory the host started this server in; its git
+    /// repository when it is in one).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) project: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run(home: &Home, command: &McpCommand) -> anyhow::Result<ExitCode> {
@@ -116,6 +121,8 @@ pub(crate) struct McpStores {
     pub(crate) model: Arc<ModelLifecycle>,
     /// Which skills `skill_search` finds: the served agent's mapping.
     pub(crate) skill_scope: AgentScope,
+    /// The project the session runs in; `None` reads and writes global memory only.
+    pub(crate) project: Option<cairn_memory_core::Scope>,
 }
 
 impl McpStores {
@@ -127,7 +134,7 @@ impl McpStores {
         let memory = Arc::new(home.open_memory()?);
         let files = Arc::new(home.open_files()?);
         let skills = Arc::new(home.skills(&SkillSources { record_usage: true, ..SkillSources::default() }));
-        Ok(Self { memory, files, skills, model, skill_scope: AgentScope::default() })
+        Ok(Self { memory, files, skills, model, skill_scope: AgentScope::default(), project: None })
     }
 }
 
@@ -247,7 +254,12 @@ fn serve(home: &Home, args: &McpServeArgs) -> anyhow::Result<ExitCode> {
         .thread_name("cairn-mcp")
         .build()
         .context("starting the async runtime")?;
-    let proxy = McpProxy::new(home.clone(), args.agent.clone());
+    let dir = match &args.project {
+        Some(dir) => std::path::absolute(dir).with_context(|| format!("--project {}", dir.display()))?,
+        None => std::env::current_dir().context("reading the working directory")?,
+    };
+    let project = cairn_memory_core::project_of(&dir, home.settings().project_rule);
+    let proxy = McpProxy::new(home.clone(), args.agent.clone(), project);
     let local = proxy.local();
     let outcome = runtime.block_on(async move {
         let service = proxy.serve(stdio::transport()).await.context("starting the MCP session")?;

@@ -21,6 +21,8 @@ use rmcp::{RoleServer, ServerHandler};
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 
+use cairn_memory_core::Scope;
+
 use super::{CairnMcp, McpStores};
 use crate::home::Home;
 use crate::host::client::{self, CallError, Gateway};
@@ -38,6 +40,9 @@ pub(crate) struct ToolCallRequest {
     /// The served agent (`--agent`), whose skills `skill_search` sees.
     #[serde(default)]
     pub(crate) agent: Option<String>,
+    /// The project the session runs in (a scope name), when it has one.
+    #[serde(default)]
+    pub(crate) project: Option<String>,
     pub(crate) params: CallToolRequestParams,
 }
 
@@ -54,6 +59,7 @@ pub(crate) enum ToolCallAnswer {
 pub(crate) struct McpProxy {
     home: Home,
     agent: Option<String>,
+    project: Option<Scope>,
     /// The in-process stores, opened at the first call no gateway answered.
     local: Arc<OnceCell<Arc<McpStores>>>,
     /// The session that runs calls on them.
@@ -61,8 +67,8 @@ pub(crate) struct McpProxy {
 }
 
 impl McpProxy {
-    pub(crate) fn new(home: Home, agent: Option<String>) -> Self {
-        Self { home, agent, local: Arc::default(), in_process: super::InProcessSessions::default() }
+    pub(crate) fn new(home: Home, agent: Option<String>, project: Option<Scope>) -> Self {
+        Self { home, agent, project, local: Arc::default(), in_process: super::InProcessSessions::default() }
     }
 
     /// The in-process stores, once a call needed them.
@@ -73,8 +79,12 @@ impl McpProxy {
     /// Calls the gateway; `None` when no gateway answered (after starting
     /// one and waiting for it).
     async fn remote(&self, params: &CallToolRequestParams) -> Option<ToolCallAnswer> {
-        let body = serde_json::to_vec(&ToolCallRequest { agent: self.agent.clone(), params: params.clone() })
-            .expect("JSON values serialise");
+        let request = ToolCallRequest {
+            agent: self.agent.clone(),
+            project: self.project.as_ref().map(|scope| scope.as_str().to_owned()),
+            params: params.clone(),
+        };
+        let body = serde_json::to_vec(&request).expect("JSON values serialise");
         let home = self.home.clone();
         let wait = Duration::from_millis(self.home.settings().host.context_deadline_ms);
         let outcome = tokio::task::spawn_blocking(move || {
@@ -111,11 +121,12 @@ impl McpProxy {
     async fn local_stores(&self) -> Result<Arc<McpStores>, ErrorData> {
         let home = self.home.clone();
         let agent = self.agent.clone();
+        let project = self.project.clone();
         self.local
             .get_or_try_init(|| async move {
                 tokio::task::spawn_blocking(move || -> anyhow::Result<Arc<McpStores>> {
                     let skill_scope = super::skill_scope(&home, agent.as_deref())?;
-                    Ok(Arc::new(McpStores { skill_scope, ..McpStores::open_without_model(&home)? }))
+                    Ok(Arc::new(McpStores { skill_scope, project, ..McpStores::open_without_model(&home)? }))
                 })
                 .await
                 .map_err(|error| anyhow::anyhow!("opening the stores failed: {error}"))?

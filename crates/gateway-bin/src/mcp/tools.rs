@@ -12,7 +12,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn_memory_core::{DeleteOutcome, EpisodicQuery, LessonCategory, MemoryError, NewEpisode, Source};
+use cairn_memory_core::{
+    DeleteOutcome, EpisodicQuery, ForgetRequest, LessonCategory, MemoryError, NewEpisode, Scope, ScopeFilter, Source,
+};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
@@ -29,6 +31,7 @@ use super::McpStores;
 pub(crate) const TOOL_NAMES: &[&str] = &[
     "memory_search",
     "memory_remember",
+    "memory_forget",
     "fact_set",
     "fact_get",
     "fact_delete",
@@ -156,6 +159,55 @@ pub(crate) struct SearchArgs {
     /// Most hits to return (1 to 50, default 8).
     #[schemars(range(min = 1, max = 50))]
     limit: Option<u32>,
+    /// Search every project's memory, not only this project's and the global memory.
+    all_projects: Option<bool>,
+}
+
+/// Where a write goes.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ScopeArg {
+    /// The session's project (global when the session has none).
+    Project,
+    /// Global memory, seen from every project.
+    Global,
+}
+
+/// Which memory a forget reaches.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ForgetScopeArg {
+    /// This project's memory and the global memory (the default).
+    Visible,
+    /// This project's memory only: with nothing else given, all of it.
+    Project,
+    /// The global memory only.
+    Global,
+    /// Every project's memory.
+    All,
+}
+
+/// `memory_forget` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ForgetArgs {
+    /// Episodic ids (from `memory_search`).
+    #[schemars(length(max = 1000))]
+    ids: Option<Vec<i64>>,
+    /// Fact or lesson keys (from `memory_search`, `fact_get` or `learn_list`).
+    #[schemars(length(max = 1000))]
+    keys: Option<Vec<String>>,
+    /// Forget everything whose text contains this (case and spacing ignored).
+    #[schemars(length(max = 2000))]
+    query: Option<String>,
+    /// Only items written at or after this time (`YYYY-MM-DD` or RFC 3339).
+    since: Option<String>,
+    /// Only items written before this time (`YYYY-MM-DD` or RFC 3339).
+    until: Option<String>,
+    /// Which memory it reaches (default `visible`: this project's and the global memory).
+    scope: Option<ForgetScopeArg>,
+    /// Forget for real. Without it the call only lists what would go.
+    confirm: Option<bool>,
 }
 
 /// `memory_remember` arguments.
@@ -171,6 +223,8 @@ pub(crate) struct RememberArgs {
     /// Tags (lower case letters, digits, `_.:-`; at most 10 are kept).
     #[schemars(length(max = 32))]
     tags: Option<Vec<String>>,
+    /// `project` (default: the session's project) or `global`.
+    scope: Option<ScopeArg>,
 }
 
 /// `fact_set` arguments.
@@ -185,6 +239,8 @@ pub(crate) struct FactSetArgs {
     /// How sure the writer is, 0 to 1 (default 1).
     #[schemars(range(min = 0.0, max = 1.0))]
     confidence: Option<f64>,
+    /// `project` or `global` (default: the project for a `project.` key, global otherwise).
+    scope: Option<ScopeArg>,
 }
 
 /// `fact_get` / `fact_delete` arguments.
@@ -332,14 +388,21 @@ impl CairnMcp {
             check_range("limit", args.limit, 1, MAX_SEARCH_LIMIT)?;
             let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT) as usize;
             let ready = stores.memory.embedder().is_some_and(|embedder| embedder.is_ready());
-            let episodic = stores.memory.search_episodic(&EpisodicQuery::new(args.query.as_str()).limit(limit))?;
-            let semantic = stores.memory.search_semantic(&args.query, limit)?;
+            let scopes = if args.all_projects == Some(true) {
+                ScopeFilter::All
+            } else {
+                ScopeFilter::visible_from(stores.project.as_ref())
+            };
+            let query = EpisodicQuery::new(args.query.as_str()).limit(limit).scopes(scopes.clone());
+            let episodic = stores.memory.search_episodic(&query)?;
+            let semantic = stores.memory.search_semantic_in(&args.query, limit, &scopes)?;
             let episodic: Vec<Value> = episodic
                 .into_iter()
                 .map(|hit| {
                     json!({
                         "id": hit.id,
                         "kind": "episodic",
+                        "scope": hit.scope,
                         "text": redacted(&hit.text),
                         "tags": hit.tags,
                         "score": hit.score.score,
@@ -350,7 +413,7 @@ impl CairnMcp {
                 .collect();
             let mut semantic_hits = Vec::with_capacity(semantic.len());
             for hit in semantic {
-                let created_at = stores.memory.get_semantic(&hit.key)?.map(|entry| entry.created_at);
+                let created_at = stores.memory.get_semantic_in(&hit.scope, &hit.key)?.map(|entry| entry.created_at);
                 let value = match &hit.value {
                     Value::String(text) => text.clone(),
                     other => other.to_string(),
@@ -358,6 +421,7 @@ impl CairnMcp {
                 semantic_hits.push(json!({
                     "id": hit.key,
                     "kind": "semantic",
+                    "scope": hit.scope,
                     "text": redacted(&format!("{}: {value}", hit.key)),
                     "score": hit.score,
                     "parts": {"keyword": hit.keyword_score, "vector": hit.vector_score},
@@ -392,7 +456,11 @@ impl CairnMcp {
         blocking(move || {
             check_chars("text", &args.text, MAX_EPISODE_ARG_CHARS)?;
             check_unit("importance", args.importance)?;
-            let mut episode = NewEpisode::new(args.text).source(mcp_source());
+            let scope = match args.scope {
+                Some(ScopeArg::Global) => Scope::Global,
+                _ => stores.project.clone().unwrap_or_default(),
+            };
+            let mut episode = NewEpisode::new(args.text).source(mcp_source()).scope(scope);
             if let Some(importance) = args.importance {
                 episode = episode.importance(importance);
             }
@@ -411,6 +479,58 @@ impl CairnMcp {
     }
 
     #[tool(
+        description = "Forget memory for good: episodic fragments, facts, lessons, transcript messages and daily-history \
+                       entries, by ids or keys, by text (`query`), by date (`since`, `until`) or a whole project \
+                       (`scope: project`). Without `confirm: true` it only lists exactly what would go, with counts per \
+                       layer; with it, the same items are removed and a later write of the same text is refused."
+    )]
+    async fn memory_forget(&self, Parameters(args): Parameters<ForgetArgs>) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            let ids = args.ids.unwrap_or_default();
+            let keys = args.keys.unwrap_or_default();
+            for key in &keys {
+                check_chars("keys", key, MAX_KEY_ARG_CHARS)?;
+            }
+            if let Some(query) = &args.query {
+                check_chars("query", query, MAX_QUERY_CHARS)?;
+            }
+            let time = |field: &str, text: Option<&str>| -> Result<Option<i64>, Failure> {
+                text.map(|text| {
+                    crate::commands::parse_time_bound(text)
+                        .map_err(|error| Failure::Arguments(format!("`{field}`: {error}")))
+                })
+                .transpose()
+            };
+            let project = stores.project.clone();
+            let scopes = match args.scope.unwrap_or(ForgetScopeArg::Visible) {
+                ForgetScopeArg::Visible => ScopeFilter::visible_from(project.as_ref()),
+                ForgetScopeArg::Project => match project {
+                    Some(project) => ScopeFilter::Only(project),
+                    None => {
+                        return Err(Failure::Arguments("this session runs in no project; use `scope: global`".into()));
+                    }
+                },
+                ForgetScopeArg::Global => ScopeFilter::Only(Scope::Global),
+                ForgetScopeArg::All => ScopeFilter::All,
+            };
+            let request = ForgetRequest {
+                episode_ids: ids,
+                keys,
+                query: args.query,
+                from: time("since", args.since.as_deref())?,
+                until: time("until", args.until.as_deref())?,
+                scopes,
+                dry_run: args.confirm != Some(true),
+                source: mcp_source(),
+            };
+            let report = cairn_memory_core::forget_memory(&stores.memory, &stores.files, &request)?;
+            Ok(serde_json::to_value(report).unwrap_or(Value::Null))
+        })
+        .await
+    }
+
+    #[tool(
         description = "Set a semantic fact (a key under an allowed prefix such as `pref.`, `project.` or `user.`, and a \
                        JSON value). An existing value written by the user, or with higher confidence, is kept and the \
                        write is reported as skipped."
@@ -421,7 +541,12 @@ impl CairnMcp {
             check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
             check_unit("confidence", args.confidence)?;
             let confidence = args.confidence.unwrap_or(1.0);
-            let outcome = stores.memory.write_semantic(&args.key, &args.value, confidence, mcp_source())?;
+            let scope = match args.scope {
+                Some(ScopeArg::Global) => Scope::Global,
+                Some(ScopeArg::Project) => stores.project.clone().unwrap_or_default(),
+                None => Scope::for_fact(&args.key, stores.project.as_ref()),
+            };
+            let outcome = stores.memory.write_semantic_in(&scope, &args.key, &args.value, confidence, mcp_source())?;
             Ok(serde_json::to_value(outcome).unwrap_or(Value::Null))
         })
         .await
@@ -432,7 +557,8 @@ impl CairnMcp {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
             check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
-            Ok(match stores.memory.get_semantic(&args.key)? {
+            let scopes = ScopeFilter::visible_from(stores.project.as_ref());
+            Ok(match stores.memory.find_semantic(&scopes, &args.key)? {
                 Some(entry) => json!({"found": true, "entry": entry}),
                 None => json!({"found": false, "key": args.key}),
             })
@@ -445,7 +571,10 @@ impl CairnMcp {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
             check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
-            let outcome = stores.memory.delete_semantic(&args.key, mcp_source())?;
+            // The row this session reads under the key: its project's, else the global one.
+            let scopes = ScopeFilter::visible_from(stores.project.as_ref());
+            let scope = stores.memory.find_semantic(&scopes, &args.key)?.map(|entry| entry.scope).unwrap_or_default();
+            let outcome = stores.memory.delete_semantic_in(&scope, &args.key, mcp_source())?;
             Ok(json!({"outcome": outcome, "key": args.key, "deleted": outcome == DeleteOutcome::Deleted}))
         })
         .await

@@ -247,8 +247,15 @@ impl Sessions {
     /// else: a caller that must answer quickly (a host hook) records first
     /// and asks for [`consolidate_if_due`](Self::consolidate_if_due) off
     /// its own path.
-    pub(crate) fn record(&self, key: &str, messages: &[TranscriptMessage], now_ms: i64) -> Result<()> {
-        self.memory.append_transcript_at(key, messages, now_ms)?;
+    /// Appends `messages` to session `key`'s transcript; a new session runs in `scope`.
+    pub(crate) fn record_in(
+        &self,
+        scope: &cairn_memory_core::Scope,
+        key: &str,
+        messages: &[TranscriptMessage],
+        now_ms: i64,
+    ) -> Result<()> {
+        self.memory.append_transcript_in(scope, key, messages, now_ms)?;
         Ok(())
     }
 

@@ -15,6 +15,7 @@ use cairn_memory_core::{DeleteOutcome, EpisodicQuery, NewEpisode, ReembedStep, S
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::forget::ScopeQuery;
 use super::{ApiResult, blocking, pooled};
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody, memory_error};
@@ -34,14 +35,19 @@ pub(crate) struct PageQuery {
 }
 
 /// `GET /api/memory/episodic?limit=&offset=`: active rows, newest first.
-pub(crate) async fn list(State(state): State<Arc<AppState>>, Query(query): Query<PageQuery>) -> ApiResult {
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<PageQuery>,
+    Query(scope): Query<ScopeQuery>,
+) -> ApiResult {
+    let scopes = scope.filter(&state)?;
     let limit = query.limit.unwrap_or(50);
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(ApiError::bad_request("invalid_limit", format!("limit must be 1 to {MAX_PAGE}")));
     }
     let offset = query.offset.unwrap_or(0);
     let memory = Arc::clone(&state.memory);
-    let rows = blocking(move || memory.list_episodic(limit, offset).map_err(memory_error)).await?;
+    let rows = blocking(move || memory.list_episodic_in(&scopes, limit, offset).map_err(memory_error)).await?;
     Ok(Json(json!({"ok": true, "limit": limit, "offset": offset, "episodes": rows})))
 }
 
@@ -53,7 +59,12 @@ pub(crate) struct SearchQuery {
 
 /// `GET /api/memory/episodic/search?q=&limit=`: scored, diversified recall
 /// (keyword results until the model is resident).
-pub(crate) async fn search(State(state): State<Arc<AppState>>, Query(query): Query<SearchQuery>) -> ApiResult {
+pub(crate) async fn search(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<SearchQuery>,
+    Query(scope): Query<ScopeQuery>,
+) -> ApiResult {
+    let scopes = scope.filter(&state)?;
     let Some(q) = query.q.filter(|q| !q.trim().is_empty()) else {
         return Err(ApiError::bad_request("missing_query", "pass the search text as ?q="));
     };
@@ -62,8 +73,10 @@ pub(crate) async fn search(State(state): State<Arc<AppState>>, Query(query): Que
         return Err(ApiError::bad_request("invalid_limit", format!("limit must be 1 to {MAX_SEARCH}")));
     }
     let memory = Arc::clone(&state.memory);
-    let hits =
-        blocking(move || memory.search_episodic(&EpisodicQuery::new(q).limit(limit)).map_err(memory_error)).await?;
+    let hits = blocking(move || {
+        memory.search_episodic(&EpisodicQuery::new(q).limit(limit).scopes(scopes)).map_err(memory_error)
+    })
+    .await?;
     Ok(Json(json!({"ok": true, "results": hits})))
 }
 
@@ -74,17 +87,23 @@ pub(crate) struct EpisodeWrite {
     importance: Option<f64>,
     tags: Option<Vec<String>>,
     source: Option<String>,
+    /// The project the row belongs to (a scope name or directory); global without.
+    project: Option<String>,
 }
 
 /// `POST /api/memory/episodic`: store a fragment through every episodic
 /// rule (length, injection screen, dedup, cap). Runs on the embed pool.
 pub(crate) async fn write(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<EpisodeWrite>) -> ApiResult {
+    let scope = match body.project.as_deref().filter(|name| !name.is_empty()) {
+        Some(name) => super::forget::named_project(&state, name)?,
+        None => cairn_memory_core::Scope::Global,
+    };
     let source: Source = body.source.as_deref().unwrap_or("user_explicit").parse().map_err(
         |rejected: cairn_memory_core::Rejected| {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, rejected.code(), rejected.to_string())
         },
     )?;
-    let mut episode = NewEpisode::new(body.text).source(source);
+    let mut episode = NewEpisode::new(body.text).source(source).scope(scope);
     if let Some(importance) = body.importance {
         episode = episode.importance(importance);
     }

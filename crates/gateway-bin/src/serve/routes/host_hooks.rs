@@ -16,7 +16,7 @@ use axum::extract::{Path, State};
 use cairn_context::{AgentContext, ContextBuilder};
 use cairn_guard::SensitivePaths;
 use cairn_hooks::ToolDecision;
-use cairn_memory_core::TranscriptMessage;
+use cairn_memory_core::{ProjectRule, Scope, TranscriptMessage};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -55,8 +55,8 @@ impl HookBackend for GatewayBackend<'_> {
         Ok(self.live.config_hooks.tool_decision(tool))
     }
 
-    fn record(&self, key: &str, message: TranscriptMessage) -> anyhow::Result<()> {
-        self.state.sessions.record(key, &[message], now_ms())?;
+    fn record(&self, key: &str, scope: &Scope, message: TranscriptMessage) -> anyhow::Result<()> {
+        self.state.sessions.record_in(scope, key, &[message], now_ms())?;
         let mut recorded = self.recorded.borrow_mut();
         if !recorded.iter().any(|known| known == key) {
             recorded.push(key.to_owned());
@@ -82,6 +82,10 @@ impl HookBackend for GatewayBackend<'_> {
 
     fn max_inject_chars(&self) -> usize {
         self.live.home.settings().context.max_inject_chars
+    }
+
+    fn project_rule(&self) -> ProjectRule {
+        self.live.home.settings().project_rule
     }
 }
 

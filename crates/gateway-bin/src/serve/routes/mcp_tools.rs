@@ -31,7 +31,15 @@ pub(crate) async fn call(
             .await?
         }
     };
+    let project = match request.project.as_deref() {
+        None => None,
+        Some(name) => match cairn_memory_core::Scope::parse(name) {
+            Some(scope) => Some(scope),
+            None => return Err(ApiError::bad_request("invalid_scope", format!("{name:?} is not a project scope"))),
+        },
+    };
     let stores = Arc::new(McpStores {
+        project,
         memory: Arc::clone(&state.memory),
         files: Arc::clone(&state.files),
         skills: Arc::clone(&state.live().skills),

@@ -44,19 +44,24 @@ pub(crate) struct SemanticQuery {
 
 /// `GET /api/memory/semantic[?prefix=][&q=&limit=]`: the live entries, or a
 /// hybrid search (keyword only until the model is resident) with `q`.
-pub(crate) async fn list_semantic(State(state): State<Arc<AppState>>, Query(query): Query<SemanticQuery>) -> ApiResult {
+pub(crate) async fn list_semantic(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<SemanticQuery>,
+    Query(scope): Query<super::forget::ScopeQuery>,
+) -> ApiResult {
     let limit = limit(query.limit)?;
+    let scopes = scope.filter(&state)?;
     let memory = Arc::clone(&state.memory);
     match query.q.filter(|q| !q.trim().is_empty()) {
         Some(q) => {
             let ready = state.memory.embedder().is_some_and(|embedder| embedder.is_ready());
             let mode = if ready { "hybrid" } else { "keyword" };
-            let hits = blocking(move || memory.search_semantic(&q, limit).map_err(memory_error)).await?;
+            let hits = blocking(move || memory.search_semantic_in(&q, limit, &scopes).map_err(memory_error)).await?;
             Ok(Json(json!({"ok": true, "mode": mode, "results": hits})))
         }
         None => {
             let prefix = query.prefix.unwrap_or_default();
-            let entries = blocking(move || memory.list_semantic(&prefix).map_err(memory_error)).await?;
+            let entries = blocking(move || memory.list_semantic_in(&prefix, &scopes).map_err(memory_error)).await?;
             Ok(Json(json!({"ok": true, "count": entries.len(), "entries": entries})))
         }
     }
@@ -69,6 +74,8 @@ pub(crate) struct SemanticWrite {
     value: Value,
     confidence: Option<f64>,
     source: Option<String>,
+    /// The writer's project (a scope name or directory): a `project.` key goes there.
+    project: Option<String>,
 }
 
 /// `PUT /api/memory/semantic`: create or update through every memory rule.
@@ -83,18 +90,32 @@ pub(crate) async fn put_semantic(
         },
     )?;
     let confidence = body.confidence.unwrap_or(1.0);
+    let project = body.project.as_deref().filter(|name| !name.is_empty());
+    let project = project.map(|name| super::forget::named_project(&state, name)).transpose()?;
+    let scope = cairn_memory_core::Scope::for_fact(&body.key, project.as_ref());
     let memory = Arc::clone(&state.memory);
-    let outcome =
-        pooled(&state, move || memory.write_semantic(&body.key, &body.value, confidence, source).map_err(memory_error))
-            .await?;
+    let outcome = pooled(&state, move || {
+        memory.write_semantic_in(&scope, &body.key, &body.value, confidence, source).map_err(memory_error)
+    })
+    .await?;
     Ok(Json(json!({"ok": true, "result": outcome})))
 }
 
 /// `DELETE /api/memory/semantic/{key}`: tombstone and audit.
-pub(crate) async fn delete_semantic(State(state): State<Arc<AppState>>, Path(key): Path<String>) -> ApiResult {
+/// With `project` or `only`, the row that reader sees under the key.
+pub(crate) async fn delete_semantic(
+    State(state): State<Arc<AppState>>,
+    Path(key): Path<String>,
+    Query(scope): Query<super::forget::ScopeQuery>,
+) -> ApiResult {
+    let scopes = scope.filter(&state)?;
     let memory = Arc::clone(&state.memory);
     let lookup = key.clone();
-    let outcome = blocking(move || memory.delete_semantic(&lookup, Source::UserExplicit).map_err(memory_error)).await?;
+    let outcome = blocking(move || {
+        let scope = memory.find_semantic(&scopes, &lookup).map_err(memory_error)?.map(|entry| entry.scope);
+        memory.delete_semantic_in(&scope.unwrap_or_default(), &lookup, Source::UserExplicit).map_err(memory_error)
+    })
+    .await?;
     match outcome {
         DeleteOutcome::Deleted => Ok(Json(json!({"ok": true, "key": key, "deleted": true}))),
         DeleteOutcome::NotFound => Err(ApiError::not_found("key_not_found", format!("no live entry under {key:?}"))),

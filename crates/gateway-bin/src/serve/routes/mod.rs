@@ -4,6 +4,7 @@
 mod agents;
 mod channels;
 mod episodic;
+mod forget;
 mod host_hooks;
 mod import;
 mod mcp;
@@ -150,6 +151,8 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/lessons", get(memory::list_lessons).post(memory::add_lesson))
         .route("/api/lessons/{key}", axum::routing::delete(memory::delete_lesson))
         .route("/api/memory/stats", get(memory::stats))
+        .route("/api/memory/scopes", get(forget::scopes))
+        .route("/api/memory/forget", post(forget::forget))
         .route("/api/memory/episodic", get(episodic::list).post(episodic::write))
         .route("/api/memory/episodic/search", get(episodic::search))
         .route("/api/memory/episodic/{id}", axum::routing::delete(episodic::delete))

@@ -11,6 +11,7 @@ use crate::episodic::write::{
 };
 use crate::episodic::{EpisodicOutcome, EpisodicRecord, NewEpisode};
 use crate::error::{MemoryError, Result};
+use crate::scope::ScopeFilter;
 use crate::store::EventRecord;
 use crate::store::space_signature;
 use crate::store::{Counter, NewEpisodicRow, vector_blob};
@@ -288,6 +289,22 @@ impl MemoryDb {
         let space = self.space();
         let rows = self.rows().read("listing episodic rows", |tx| tx.episodic_page(limit, offset))?;
         Ok(rows.into_iter().map(|row| record_from_row(row, space.as_deref())).collect())
+    }
+
+    /// [`list_episodic`](Self::list_episodic) of the rows `scopes` admits.
+    pub fn list_episodic_in(&self, scopes: &ScopeFilter, limit: usize, offset: usize) -> Result<Vec<EpisodicRecord>> {
+        if !scopes.narrows() {
+            return self.list_episodic(limit, offset);
+        }
+        let space = self.space();
+        let rows = self.rows().read("listing episodic rows", |tx| tx.episodic_page(usize::MAX, 0))?;
+        Ok(rows
+            .into_iter()
+            .filter(|row| scopes.admits(&row.scope))
+            .skip(offset)
+            .take(limit)
+            .map(|row| record_from_row(row, space.as_deref()))
+            .collect())
     }
 
     /// Tombstones the active episodic rows that quote `old_value` (a
