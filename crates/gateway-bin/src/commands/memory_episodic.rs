@@ -50,6 +50,8 @@ pub(crate) struct EpisodicAddArgs {
     /// When it happened (RFC 3339; a time without zone is UTC).
     #[arg(long)]
     pub(crate) created_at: Option<String>,
+    #[command(flatten)]
+    pub(crate) scope: super::memory_forget::ScopeArgs,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -63,6 +65,8 @@ pub(crate) struct EpisodicListArgs {
     /// Skip this many first.
     #[arg(long, default_value_t = 0)]
     pub(crate) offset: usize,
+    #[command(flatten)]
+    pub(crate) scope: super::memory_forget::ScopeArgs,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -211,7 +215,8 @@ pub(crate) fn episodic(home: &Home, command: &EpisodicCommand) -> anyhow::Result
             let mut episode = NewEpisode::new(args.text.clone())
                 .importance(args.importance)
                 .tags(args.tags.iter().cloned())
-                .source(Source::UserExplicit);
+                .source(Source::UserExplicit)
+                .scope(args.scope.episode_scope(home)?);
             if let Some(source_ref) = &args.source_ref {
                 episode = episode.source_ref(source_ref.clone());
             }
@@ -242,13 +247,14 @@ pub(crate) fn episodic(home: &Home, command: &EpisodicCommand) -> anyhow::Result
             }
         }
         EpisodicCommand::List(args) => {
-            let rows = open(home, false)?.list_episodic(args.limit, args.offset)?;
+            let rows = open(home, false)?.list_episodic_in(&args.scope.filter(home)?, args.limit, args.offset)?;
             if args.json {
                 println!("{}", serde_json::to_value(&rows)?);
             } else {
                 for row in &rows {
                     let reference = row.source_ref.as_deref().map(|r| format!(" [{}]", shown(r))).unwrap_or_default();
-                    println!("{:>6}  {:.2}{}  {}", row.id, row.importance, reference, shown(&row.text));
+                    let scope = row.scope.project().map(|project| format!(" [{project}]")).unwrap_or_default();
+                    println!("{:>6}  {:.2}{reference}{scope}  {}", row.id, row.importance, shown(&row.text));
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -1,6 +1,8 @@
-//! `cairn memory forget`, and the scope flags the memory commands share:
-//! a command reads the project of the directory it runs in (its git
-//! repository) and the global memory unless told otherwise.
+//! `cairn memory forget`, and the scope flags the memory commands share.
+//! A read sees the project of the directory it runs in (its git
+//! repository) and the global memory unless told otherwise; a write goes
+//! to the global memory unless `--project` names a project (the command
+//! line is the user's own tool, not a session in a project).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,9 +48,19 @@ impl ScopeArgs {
         Ok(ScopeFilter::visible_from(self.project(home)?.as_ref()))
     }
 
-    /// Where a write goes: the project for a `project.` fact, global otherwise.
+    /// The project `--project` names for a write (none without the flag).
+    fn written_project(&self, home: &Home) -> anyhow::Result<Option<Scope>> {
+        if self.project.is_none() { Ok(None) } else { self.project(home) }
+    }
+
+    /// Where a fact goes: the named project for a `project.` key, global otherwise.
     pub(crate) fn fact_scope(&self, home: &Home, key: &str) -> anyhow::Result<Scope> {
-        Ok(Scope::for_fact(key, self.project(home)?.as_ref()))
+        Ok(Scope::for_fact(key, self.written_project(home)?.as_ref()))
+    }
+
+    /// Where an episode goes: the named project, global otherwise.
+    pub(crate) fn episode_scope(&self, home: &Home) -> anyhow::Result<Scope> {
+        Ok(self.written_project(home)?.unwrap_or_default())
     }
 }
 

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use cairn_context::{AgentContext, AgentScope};
 use cairn_embedder::ModelManager;
+use cairn_memory_core::Scope;
 use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, Implementation, ServerCapabilities, ServerConfig};
 
@@ -160,12 +161,13 @@ struct InProcess {
 /// MCP sessions run in this process through [`CairnMcp`] (an rmcp client
 /// and server on a duplex pipe), so a tool call gets the tools' own
 /// argument checks, refusals and results, exactly as a stdio session would
-/// get them. One session per served agent is kept and reused while its
+/// get them. One session per served agent and project is kept and reused while its
 /// stores, its skill catalog and its skill scope stay the same; a change
 /// (a settings reload, an edited agent spec) starts a new one.
 #[derive(Default)]
 pub(crate) struct InProcessSessions {
-    sessions: tokio::sync::Mutex<std::collections::HashMap<Option<String>, InProcess>>,
+    /// By served agent and project.
+    sessions: tokio::sync::Mutex<std::collections::HashMap<(Option<String>, Option<Scope>), InProcess>>,
 }
 
 impl std::fmt::Debug for InProcessSessions {
@@ -185,6 +187,7 @@ fn same_stores(a: &McpStores, b: &McpStores) -> bool {
         && Arc::ptr_eq(&a.skills, &b.skills)
         && Arc::ptr_eq(&a.model, &b.model)
         && a.skill_scope == b.skill_scope
+        && a.project == b.project
 }
 
 async fn start_session(stores: Arc<McpStores>) -> Result<InProcessClient, ToolCallAnswer> {
@@ -208,6 +211,7 @@ impl InProcessSessions {
         stores: Arc<McpStores>,
         params: CallToolRequestParams,
     ) -> ToolCallAnswer {
+        let agent = (agent, stores.project.clone());
         let client = {
             let mut sessions = self.sessions.lock().await;
             match sessions.get(&agent) {

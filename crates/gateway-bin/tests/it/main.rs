@@ -48,3 +48,4 @@ mod hardening_files;
 mod hardening_server;
 mod import_symlinks;
 mod memory_import_refusals;
+mod scopes_forget;

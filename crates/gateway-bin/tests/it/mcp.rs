@@ -19,6 +19,7 @@ use crate::cairn;
 const TOOLS: &[&str] = &[
     "memory_search",
     "memory_remember",
+    "memory_forget",
     "fact_set",
     "fact_get",
     "fact_delete",
@@ -30,7 +31,7 @@ const TOOLS: &[&str] = &[
     "history_append",
 ];
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// `cairn mcp serve` on `home`, with the test environment scrubbed.
 fn server_command(home: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
@@ -60,20 +61,27 @@ async fn connect(home: &Path) -> Client {
     connect_with(home, &[]).await
 }
 
-async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+/// A session the host started in `dir` (its project).
+pub(crate) async fn connect_in(home: &Path, dir: &Path) -> Client {
+    let mut command = server_command(home, &[]);
+    command.current_dir(dir);
+    ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap()
+}
+
+pub(crate) async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
     let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
     client.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)).await.unwrap()
 }
 
 /// The structured answer of a call that must succeed.
-async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
+pub(crate) async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
     let result = call(client, tool, arguments.clone()).await;
     assert_eq!(result.is_error, Some(false), "{tool} {arguments} failed: {result:?}");
     result.structured_content.unwrap_or(Value::Null)
 }
 
 /// The `{code, message}` of a call that must be a tool error.
-async fn refused(client: &Client, tool: &str, arguments: Value) -> (String, String) {
+pub(crate) async fn refused(client: &Client, tool: &str, arguments: Value) -> (String, String) {
     let result = call(client, tool, arguments.clone()).await;
     assert_eq!(result.is_error, Some(true), "{tool} {arguments} was accepted: {result:?}");
     let body = result.structured_content.expect("a refusal carries structured content");

@@ -18,6 +18,7 @@ from mcp.client.stdio import stdio_client
 EXPECTED = {
     "memory_search",
     "memory_remember",
+    "memory_forget",
     "fact_set",
     "fact_get",
     "fact_delete",
@@ -78,6 +79,14 @@ async def main(binary, home):
             found = await ok("memory_search", {"query": "python client fragment", "limit": 3})
             assert any(hit["id"] == stored["id"] for hit in found["hits"]), found
             await refused("memory_search", {"query": "x", "limit": "many"}, "invalid_arguments")
+
+            await ok("memory_remember", {"text": "The Python client will forget this tangerine note"})
+            preview = await ok("memory_forget", {"query": "tangerine note"})
+            assert preview["dry_run"] is True and preview["counts"]["episodic"] == 1, preview
+            done = await ok("memory_forget", {"query": "tangerine note", "confirm": True})
+            assert done["counts"] == preview["counts"], (preview, done)
+            await refused("memory_remember", {"text": "The Python client will forget this tangerine note"}, "forgotten")
+            await refused("memory_forget", {}, "nothing_selected")
 
             assert (await ok("fact_set", {"key": "pref.client", "value": "python"}))["outcome"] == "created"
             await refused("fact_set", {"key": "nope.client", "value": "python"}, "prefix_not_allowed")
