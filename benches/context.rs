@@ -219,6 +219,7 @@ fn bench(c: &mut Criterion) {
         preview: false,
         agent: None,
         surface: None,
+        scopes: None,
     };
     let first = fixture.builder.build_message(&message);
     assert!(
@@ -259,7 +260,7 @@ fn bench(c: &mut Criterion) {
             let channel = fixture.channels.entries("C1");
             let episodic = fixture
                 .database
-                .recall(&RecallQuery { text: MESSAGE, vector: Some(&fixture.query_vector), limit: 8 })
+                .recall(&RecallQuery { text: MESSAGE, vector: Some(&fixture.query_vector), limit: 8, scopes: None })
                 .unwrap();
             let skills = fixture.skills.match_message(MESSAGE);
             black_box((hooks, channel, episodic, skills))

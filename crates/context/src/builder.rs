@@ -193,7 +193,7 @@ pub struct SessionRequest<'a> {
     /// a chat surface (every rule).
     pub surface: Option<Surface>,
     /// Which memory scopes the context reads (a project and global);
-    /// `None` reads every scope.
+    /// `None` reads the global memory only.
     pub scopes: Option<&'a ScopeFilter>,
 }
 
@@ -224,7 +224,7 @@ pub struct MessageRequest<'a> {
     /// hint. `None`: the runtime identity's surface, else a chat surface.
     pub surface: Option<Surface>,
     /// Which memory scopes the context reads (a project and global);
-    /// `None` reads every scope.
+    /// `None` reads the global memory only.
     pub scopes: Option<&'a ScopeFilter>,
 }
 
@@ -615,7 +615,11 @@ impl ContextBuilder {
         }
 
         if let Some(semantic) = &self.semantic {
-            match semantic.semantic_block(request.query, caps.semantic, request.scopes.unwrap_or(&ScopeFilter::All)) {
+            match semantic.semantic_block(
+                request.query,
+                caps.semantic,
+                request.scopes.unwrap_or(&ScopeFilter::Visible(None)),
+            ) {
                 Ok(block) => {
                     // The store drops whole entries to fit; a stray over-cap
                     // block from another implementation is cut here.

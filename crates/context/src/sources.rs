@@ -155,7 +155,7 @@ pub struct RecallQuery<'a> {
     pub vector: Option<&'a [f32]>,
     /// Fragments wanted at most.
     pub limit: usize,
-    /// Which memory scopes are read; `None` reads every scope.
+    /// Which memory scopes are read; `None` reads the global memory only.
     pub scopes: Option<&'a ScopeFilter>,
 }
 
@@ -193,7 +193,7 @@ impl EpisodicMemory for MemoryDb {
         let mut search = cairn_memory_core::EpisodicQuery::new(query.text)
             .limit(query.limit)
             .relevance_filter(true)
-            .scopes(query.scopes.cloned().unwrap_or_default());
+            .scopes(query.scopes.cloned().unwrap_or(ScopeFilter::Visible(None)));
         search.vector = query.vector.map(<[f32]>::to_vec);
         let hits = self
             .search_episodic(&search)

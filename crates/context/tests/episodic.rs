@@ -39,7 +39,7 @@ fn recall_cites_date_and_reference_and_uses_the_given_vector() {
     let (_home, database, embedder) = store();
     let text = "We chose hnsw_rs over FAISS because it builds with cargo alone.";
     let vector = embedder.embed(text).unwrap();
-    let fragments = database.recall(&RecallQuery { text, vector: Some(&vector), limit: 8 }).unwrap();
+    let fragments = database.recall(&RecallQuery { text, vector: Some(&vector), limit: 8, scopes: None }).unwrap();
     assert_eq!(fragments[0].text, text);
     assert_eq!(fragments[0].citation.as_deref(), Some("2026-05-20, conv-0"));
     assert!(fragments.iter().all(|fragment| !fragment.text.starts_with("Coffee")), "unrelated rows are not admitted");

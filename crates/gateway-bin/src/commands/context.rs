@@ -92,6 +92,14 @@ fn preview(home: &Home, args: &PreviewArgs) -> anyhow::Result<ExitCode> {
     runtime.workspace = args.project.clone();
     runtime.date = Some(jiff::ZonedDateTime::now().date().to_string());
 
+    // The memory of the checkout's project (or the working directory's) and the global memory.
+    let dir = match &args.project {
+        Some(dir) => std::path::absolute(dir)?,
+        None => std::env::current_dir()?,
+    };
+    let scopes = cairn_memory_core::ScopeFilter::visible_from(
+        cairn_memory_core::project_of(&dir, home.settings().project_rule).as_ref(),
+    );
     let mut built = if args.message {
         builder.build_message(&MessageRequest {
             model_window: window,
@@ -101,6 +109,7 @@ fn preview(home: &Home, args: &PreviewArgs) -> anyhow::Result<ExitCode> {
             runtime: Some(&runtime),
             preview: true,
             agent: agent.as_ref(),
+            scopes: Some(&scopes),
             ..Default::default()
         })
     } else {
@@ -109,6 +118,7 @@ fn preview(home: &Home, args: &PreviewArgs) -> anyhow::Result<ExitCode> {
             query: &args.query,
             agent: agent.as_ref(),
             runtime: Some(&runtime),
+            scopes: Some(&scopes),
             ..Default::default()
         })
     };

@@ -24,6 +24,8 @@ const state = {
   factSearch: false,
   episodeOffset: 0,
   episodeTotal: 0,
+  // The confirmed form of the forget last previewed.
+  forgetPreview: null,
   pollTimer: null,
   loaded: new Set(),
   probes: new Map(),
@@ -268,6 +270,7 @@ function showPane(pane) {
   if (pane === 'episodic' && !state.loaded.has('episodic')) loadEpisodes(0);
   else if (pane === 'lessons') loadLessons();
   else if (pane === 'audit') loadAudit();
+  else if (pane === 'forget') $('forget-q').focus();
   else if (pane === 'import') $('import-from').focus();
 }
 
@@ -280,6 +283,7 @@ async function loadMemory() {
     loadCounts(),
     loadEmbedding(),
     loadSettings(),
+    loadScopes(),
     state.factSearch ? Promise.resolve() : loadFacts(),
   ]);
   if (state.pane !== 'facts') showPane(state.pane);
@@ -429,11 +433,100 @@ async function saveSettings(event) {
   });
 }
 
+// ---- memory: scopes and forget ------------------------------------------
+
+/** The query parameters of the chosen project: one scope, or every scope. */
+function scopeParams() {
+  const only = $('scope-filter').value;
+  return only ? 'only=' + encodeURIComponent(only) : 'all_projects=true';
+}
+
+function scopeChip(scope) {
+  return el('span', { class: 'chip scope', text: scope || 'global' });
+}
+
+async function loadScopes() {
+  await guarded('fact-msg', async () => {
+    const data = await api('GET', '/api/memory/scopes');
+    const select = $('scope-filter');
+    const chosen = select.value;
+    select.replaceChildren(el('option', { value: '', text: 'All projects and global' }),
+      ...data.scopes.map((row) => el('option', {
+        value: row.scope,
+        text: row.scope + ' (' + row.semantic + ' facts, ' + row.episodic + ' fragments)',
+      })));
+    if ([...select.options].some((option) => option.value === chosen)) select.value = chosen;
+  });
+}
+
+function scopeChanged() {
+  state.loaded.delete('episodic');
+  loadFacts();
+  if (state.pane === 'episodic') loadEpisodes(0);
+  clear($('forget-list'));
+  $('forget-confirm').hidden = true;
+}
+
+/** The forget the form describes, in the chosen project; a preview unless `confirm`. */
+function forgetBody(confirm) {
+  const body = { confirm };
+  const q = $('forget-q').value.trim();
+  if (q) body.query = q;
+  if ($('forget-since').value) body.since = $('forget-since').value;
+  if ($('forget-until').value) body.until = $('forget-until').value;
+  const only = $('scope-filter').value;
+  if (!only) body.scope = 'all';
+  else if (only === 'global') body.scope = 'global';
+  else {
+    body.scope = 'project';
+    body.project = only;
+  }
+  return body;
+}
+
+function countWords(counts) {
+  return counts.episodic + ' fragments, ' + counts.facts + ' facts, ' + counts.lessons + ' lessons, '
+    + counts.transcripts + ' transcript messages, ' + counts.history_entries + ' history entries';
+}
+
+async function previewForget(event) {
+  event.preventDefault();
+  $('forget-confirm').hidden = true;
+  await guarded('forget-msg', async () => {
+    const data = await api('POST', '/api/memory/forget', forgetBody(false));
+    state.forgetPreview = forgetBody(true);
+    const items = data.report.items;
+    clear($('forget-list')).append(...items.map((item) => el('li', {},
+      el('div', { class: 'row-text', text: item.text }),
+      el('div', { class: 'row-meta' },
+        el('span', { class: 'chip', text: item.layer }),
+        scopeChip(item.scope),
+        el('span', { text: item.id })))));
+    say('forget-msg', items.length === 0 ? 'Nothing matches: nothing would be forgotten.'
+      : 'Would forget ' + countWords(data.report.counts) + '. Nothing has changed yet.', items.length ? 'warn' : 'ok');
+    $('forget-confirm').hidden = items.length === 0;
+  });
+}
+
+async function applyForget() {
+  const body = state.forgetPreview;
+  if (!body) return;
+  $('forget-confirm').hidden = true;
+  await guarded('forget-msg', async () => {
+    const data = await api('POST', '/api/memory/forget', body);
+    state.forgetPreview = null;
+    clear($('forget-list'));
+    say('forget-msg', 'Forgot ' + countWords(data.report.counts) + '.', 'ok');
+    state.loaded.delete('episodic');
+    await Promise.all([loadFacts(), loadCounts(), loadScopes()]);
+  });
+}
+
 // ---- memory: facts -----------------------------------------------------
 
 async function loadFacts() {
   await guarded('fact-msg', async () => {
-    const data = await api('GET', '/api/memory/semantic');
+    const data = await api('GET', '/api/memory/semantic?' + scopeParams());
     state.facts = data.entries.filter((entry) => !entry.key.startsWith('lesson.'));
     state.factSearch = false;
     state.factsShown = 0;
@@ -453,8 +546,9 @@ function showMoreFacts() {
 }
 
 function factRow(entry) {
-  return el('tr', { data: { key: entry.key } },
+  return el('tr', { data: { key: entry.key, scope: entry.scope } },
     cell('Key', el('code', { text: entry.key })),
+    cell('Scope', scopeChip(entry.scope)),
     cell('Value', valueText(entry.value), 'fact-value'),
     cell('Source', entry.source || '—'),
     cell('Confidence', num(entry.confidence, 2), 'num'),
@@ -462,7 +556,7 @@ function factRow(entry) {
     cell('', [
       el('button', { type: 'button', class: 'small', text: 'Edit', onclick: () => editFact(entry) }),
       ' ',
-      el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteFact(entry.key) }),
+      el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteFact(entry.key, entry.scope) }),
     ], 'actions'));
 }
 
@@ -531,9 +625,9 @@ async function saveFact(event) {
   });
 }
 
-async function deleteFact(key) {
+async function deleteFact(key, scope) {
   await guarded('fact-msg', async () => {
-    await api('DELETE', '/api/memory/semantic/' + encodeURIComponent(key));
+    await api('DELETE', '/api/memory/semantic/' + encodeURIComponent(key) + '?only=' + encodeURIComponent(scope || 'global'));
     say('fact-msg', 'Deleted ' + key + ' (the audit trail keeps the old value).', 'ok');
     await Promise.all([loadFacts(), loadCounts()]);
   });
@@ -547,7 +641,7 @@ async function searchFacts(event) {
     return;
   }
   await guarded('fact-msg', async () => {
-    const data = await api('GET', '/api/memory/semantic?limit=100&q=' + encodeURIComponent(q));
+    const data = await api('GET', '/api/memory/semantic?limit=100&' + scopeParams() + '&q=' + encodeURIComponent(q));
     const hits = data.results.filter((hit) => !hit.key.startsWith('lesson.'));
     state.factSearch = true;
     state.facts = hits;
@@ -555,14 +649,15 @@ async function searchFacts(event) {
     clear($('fact-list'));
     $('fact-summary').textContent = hits.length + ' matching ' + (hits.length === 1 ? 'fact' : 'facts')
       + ' (' + data.mode + ' search; score = ' + (data.mode === 'hybrid' ? 'vector and keyword' : 'keyword') + ')';
-    $('fact-list').append(...hits.map((hit) => el('tr', { data: { key: hit.key } },
+    $('fact-list').append(...hits.map((hit) => el('tr', { data: { key: hit.key, scope: hit.scope } },
       cell('Key', el('code', { text: hit.key })),
+      cell('Scope', scopeChip(hit.scope)),
       cell('Value', valueText(hit.value), 'fact-value'),
       cell('Score', 'score ' + num(hit.score, 3) + ' · keyword ' + num(hit.keyword_score, 3)
         + ' · vector ' + num(hit.vector_score, 3)),
       cell('', ''),
       cell('', ''),
-      cell('', el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteFact(hit.key) }),
+      cell('', el('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => deleteFact(hit.key, hit.scope) }),
         'actions'))));
     state.factsShown = hits.length;
     $('fact-more').hidden = true;
@@ -592,6 +687,7 @@ function scoreParts(score) {
 function episodeRow(row, score) {
   const meta = [
     el('span', { text: '#' + row.id }),
+    scopeChip(row.scope),
     el('span', { text: when(row.created_at) }),
   ];
   if (row.source) meta.push(el('span', { text: row.source }));
@@ -617,8 +713,13 @@ function renderEpisodePager() {
 async function loadEpisodes(offset) {
   state.loaded.add('episodic');
   await guarded('epi-summary', async () => {
-    const data = await api('GET', '/api/memory/episodic?limit=' + EPISODE_PAGE + '&offset=' + offset);
+    const data = await api('GET', '/api/memory/episodic?limit=' + EPISODE_PAGE + '&offset=' + offset + '&' + scopeParams());
     state.episodeOffset = data.offset;
+    if ($('scope-filter').value) {
+      // The counts are of every scope: one project's end shows as a short page.
+      const shown = data.offset + data.episodes.length;
+      state.episodeTotal = data.episodes.length < EPISODE_PAGE ? shown : shown + 1;
+    }
     clear($('epi-list')).append(...data.episodes.map((row) => episodeRow(row, null)));
     $('epi-summary').textContent = 'Newest first.';
     $('epi-summary').className = 'muted';
@@ -636,7 +737,7 @@ async function searchEpisodes(event) {
     return;
   }
   await guarded('epi-summary', async () => {
-    const data = await api('GET', '/api/memory/episodic/search?limit=20&q=' + encodeURIComponent(q));
+    const data = await api('GET', '/api/memory/episodic/search?limit=20&' + scopeParams() + '&q=' + encodeURIComponent(q));
     clear($('epi-list')).append(...data.results.map((hit) => episodeRow(hit, hit.score)));
     $('epi-summary').textContent = data.results.length + ' ' + (data.results.length === 1 ? 'hit' : 'hits')
       + ' for “' + q + '”, best first.';
@@ -1465,6 +1566,15 @@ function wire() {
   $('epi-prev').addEventListener('click', () => loadEpisodes(Math.max(0, state.episodeOffset - EPISODE_PAGE)));
   $('epi-next').addEventListener('click', () => loadEpisodes(state.episodeOffset + EPISODE_PAGE));
   $('lesson-form').addEventListener('submit', addLesson);
+  $('scope-filter').addEventListener('change', scopeChanged);
+  $('forget-form').addEventListener('submit', previewForget);
+  $('forget-apply').addEventListener('click', applyForget);
+  $('forget-cancel').addEventListener('click', () => {
+    $('forget-confirm').hidden = true;
+    state.forgetPreview = null;
+    clear($('forget-list'));
+    say('forget-msg', 'Cancelled: nothing was forgotten.', 'ok');
+  });
   $('audit-refresh').addEventListener('click', loadAudit);
   $('import-form').addEventListener('submit', scanImport);
   $('import-ask').addEventListener('click', askImport);

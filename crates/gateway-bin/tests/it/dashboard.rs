@@ -1291,3 +1291,79 @@ fn dashboard_edits_a_skill_and_an_agent_template_and_shows_a_projection() {
     );
     browser.finish("editors");
 }
+
+#[test]
+fn dashboard_shows_scopes_filters_by_project_and_forgets_after_a_preview() {
+    let Some(tools) = tools() else { return };
+    let gateway = start(&[]);
+    let alpha = tempfile::tempdir().unwrap();
+    let project = alpha.path().to_str().unwrap();
+    for (text, project) in [
+        ("The alpha service deploys with make ship on Fridays", Some(project)),
+        ("The alpha staging host sits behind the copper gate", Some(project)),
+        ("The user reads the changelog every Monday morning", None),
+    ] {
+        let mut body = json!({"text": text});
+        if let Some(project) = project {
+            body["project"] = json!(project);
+        }
+        let written = gateway.send("POST", "/api/memory/episodic", &body);
+        assert_eq!(written.status, 200, "{:?}", written.body);
+    }
+    let fact = gateway.send(
+        "PUT",
+        "/api/memory/semantic",
+        &json!({"key": "project.gate", "value": "copper gate", "project": project}),
+    );
+    assert_eq!(fact.status, 200, "{:?}", fact.body);
+    let scopes = gateway.get("/api/memory/scopes");
+    let alpha_scope = scopes.body["scopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["scope"].as_str().unwrap().to_owned())
+        .find(|scope| scope != "global")
+        .expect("the project's scope is listed");
+
+    let browser = Browser::start(&tools, "scopes_forget");
+    open_signed_in(&browser, &gateway);
+    browser.wait("the project filter", "document.querySelectorAll('#scope-filter option').length === 3");
+    browser.wait("the facts", "document.querySelectorAll('#fact-list tr').length === 1");
+    assert_eq!(browser.text("#fact-list tr td:nth-child(2)"), alpha_scope);
+
+    browser.click("button.subtab[data-pane=episodic]");
+    browser.wait("every fragment", "document.querySelectorAll('#epi-list li').length === 3");
+    browser.select("#scope-filter", "global");
+    browser.wait("the global fragment only", "document.querySelectorAll('#epi-list li').length === 1");
+    assert_eq!(browser.text("#epi-list li .chip.scope"), "global");
+    browser.select("#scope-filter", &alpha_scope);
+    browser.wait("the project's fragments", "document.querySelectorAll('#epi-list li').length === 2");
+
+    browser.click("button.subtab[data-pane=forget]");
+    browser.fill("#forget-q", "copper gate");
+    browser.click("#forget-form button[type=submit]");
+    browser.wait("the preview", "!document.getElementById('forget-confirm').hidden");
+    assert_eq!(browser.js("return document.querySelectorAll('#forget-list li').length;", vec![]), json!(2));
+    assert!(
+        browser.text("#forget-msg").contains("Would forget 1 fragments, 1 facts"),
+        "{}",
+        browser.text("#forget-msg")
+    );
+    let still = gateway.get("/api/memory/episodic/search?q=copper%20gate&all_projects=true");
+    assert_eq!(still.body["results"].as_array().unwrap().len(), 1, "a preview changes nothing");
+    browser.click("#forget-apply");
+    browser.wait(
+        "the forget",
+        "document.getElementById('forget-msg').textContent.startsWith('Forgot 1 fragments, 1 facts')",
+    );
+    let gone = gateway.get("/api/memory/episodic/search?q=copper%20gate&all_projects=true");
+    assert_eq!(gone.body["results"], json!([]));
+    let again = gateway.send(
+        "POST",
+        "/api/memory/episodic",
+        &json!({"text": "The alpha staging host sits behind the copper gate", "project": project}),
+    );
+    assert_eq!(again.status, 422, "{:?}", again.body);
+    assert_eq!(again.body["code"], "forgotten");
+    browser.finish("scopes_forget");
+}
