@@ -30,7 +30,7 @@ pub(crate) fn audit_key(id: i64) -> String {
 pub(crate) fn sanitize_tags(tags: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for tag in tags {
-        let clean: String = tag
+        let clean: String = cairn_guard::strip_private(tag)
             .trim()
             .to_lowercase()
             .chars()
