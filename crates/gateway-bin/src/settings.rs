@@ -752,13 +752,8 @@ impl Settings {
         let (private_session, private_warning) = environment.private_session();
         warnings.extend(private_warning);
         // The environment can only turn recording off for its session.
-        let record_sessions = recorder.pick(
-            "memory.record_sessions",
-            None,
-            private_session.then_some(false),
-            record_sessions_file,
-            true,
-        );
+        let record_sessions =
+            recorder.pick("memory.record_sessions", None, private_session.then_some(false), record_sessions_file, true);
         let legacy_model_path = memory_section.string("embed_model_path")?;
         let legacy_model_url = memory_section.string("embed_model_url")?;
         if memory_section.get("migrated").is_some() {

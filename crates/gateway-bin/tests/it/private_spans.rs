@@ -380,7 +380,11 @@ fn a_private_span_passes_every_surface_and_no_file_of_the_home_holds_it() {
     // The gateway: HTTP writes, hooks it answers, MCP calls it runs.
     let gateway = LoggedGateway::start(home);
     let written = [
-        ("PUT", "/api/memory/semantic", json!({"key": "pref.http_note", "value": format!("httpvisible1 {}", private(0))})),
+        (
+            "PUT",
+            "/api/memory/semantic",
+            json!({"key": "pref.http_note", "value": format!("httpvisible1 {}", private(0))}),
+        ),
         ("POST", "/api/memory/episodic", json!({"text": format!("http episode httpvisible2 {}", private(1))})),
         ("POST", "/api/memory/lessons", json!({"rule": format!("httpvisible3 {}", private(2))})),
         (
@@ -487,7 +491,11 @@ fn seeded() -> tempfile::TempDir {
         &[],
     );
     assert!(seed.status.success());
-    assert!(cli(home.path(), &["memory", "lessons", "add", "always run the test suite before pushing"], &[]).status.success());
+    assert!(
+        cli(home.path(), &["memory", "lessons", "add", "always run the test suite before pushing"], &[])
+            .status
+            .success()
+    );
     home
 }
 
