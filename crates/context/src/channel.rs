@@ -291,6 +291,9 @@ impl ChannelHistory {
             tracing::debug!(channel = channel_id, "unauthorised sender: message not recorded");
             return Ok(RecordOutcome::RefusedUnauthorized);
         }
+        // What the sender marked `<private>` is neither kept nor screened.
+        let unmarked = cairn_guard::strip_private(text);
+        let text = unmarked.as_ref();
         let finding = cairn_guard::screen(text);
         let withheld = finding.is_some();
         if let Some(finding) = &finding {

@@ -1,8 +1,9 @@
 //! Tracing subscriber: human-readable, to stderr, filtered by `RUST_LOG`.
 //!
 //! Every field of every event and span, the message included, is written
-//! through [`redacted_field`]: the guard's credential and exfiltration-URL
-//! redaction, then control characters escaped. So no level, `trace`
+//! through [`redacted_field`]: `<private>` spans withheld, the guard's
+//! credential and exfiltration-URL redaction, then control characters
+//! escaped. So no level, `trace`
 //! included, writes a raw secret or a terminal escape to the log.
 
 use std::fmt::Write as _;
@@ -37,7 +38,7 @@ fn write_field(writer: &mut Writer<'_>, name: &str, value: &dyn std::fmt::Debug)
 /// the value redacted and its control characters escaped.
 pub(crate) fn redacted_field(name: &str, value: &dyn std::fmt::Debug) -> String {
     let raw = format!("{value:?}");
-    let redacted = cairn_guard::redact_all(&raw);
+    let redacted = cairn_guard::redact_all(&cairn_guard::strip_private(&raw)).into_owned();
     let mut out = String::with_capacity(redacted.len() + name.len() + 1);
     if name != "message" {
         out.push_str(name);
@@ -60,11 +61,12 @@ mod tests {
     #[test]
     fn every_field_is_redacted_and_escaped() {
         let key = "AKIAQWERTYUIOPASDFGH";
-        let cases: [(&str, &dyn std::fmt::Debug, &str); 4] = [
+        let cases: [(&str, &dyn std::fmt::Debug, &str); 5] = [
             ("value", &format!("key {key}"), "value=\"key "),
             ("message", &format_args!("stored key {key}"), "stored key "),
             ("count", &3, "count=3"),
             ("message", &format_args!("bell \u{7} esc \u{1b}[2J"), "bell \\u{7} esc \\u{1b}[2J"),
+            ("prompt", &"a <private>AKIAQWERTYUIOPASDFGH\nmore</private> b", "prompt=\"a [private] b\""),
         ];
         for (name, value, starts) in cases {
             let shown = redacted_field(name, value);

@@ -77,6 +77,9 @@ pub(crate) mod env {
     pub(crate) const LLM_API_KEY: &str = "CAIRN_LLM_API_KEY";
     pub(crate) const STORAGE_URL: &str = "CAIRN_STORAGE_URL";
     pub(crate) const HOST_START_GATEWAY: &str = "CAIRN_HOST_START_GATEWAY";
+    /// Set by the host for one session (`1`, `true`, `yes`): nothing of it
+    /// is recorded. Turns `memory.record_sessions` off, never on.
+    pub(crate) const PRIVATE_SESSION: &str = "CAIRN_PRIVATE_SESSION";
     /// OpenClaw's own workspace variable, read for `import.openclaw_workspace`.
     pub(crate) const OPENCLAW_WORKSPACE_DIR: &str = "OPENCLAW_WORKSPACE_DIR";
     /// Every variable above.
@@ -93,6 +96,7 @@ pub(crate) mod env {
         LLM_API_KEY,
         STORAGE_URL,
         HOST_START_GATEWAY,
+        PRIVATE_SESSION,
         OPENCLAW_WORKSPACE_DIR,
     ];
 }
@@ -187,6 +191,25 @@ impl Environment {
                 .parse()
                 .map(Some)
                 .map_err(|_| ConfigError::Env { name, reason: format!("must be {what} (got {text:?})") }),
+        }
+    }
+
+    /// `CAIRN_PRIVATE_SESSION`: whether this session asks to be kept out
+    /// of memory, and a warning for a value that is neither yes nor no.
+    /// An unclear value counts as yes: a typo must not record a session
+    /// its user meant to keep private.
+    fn private_session(&self) -> (bool, Option<String>) {
+        match self.get(env::PRIVATE_SESSION).map(str::to_ascii_lowercase).as_deref() {
+            None | Some("0" | "false" | "no" | "off") => (false, None),
+            Some("1" | "true" | "yes" | "on") => (true, None),
+            Some(other) => (
+                true,
+                Some(format!(
+                    "environment variable {}: {other:?} is neither 1/true/yes nor 0/false/no; this session is \
+                     treated as private (nothing recorded)",
+                    env::PRIVATE_SESSION
+                )),
+            ),
         }
     }
 
@@ -408,6 +431,10 @@ pub(crate) struct Settings {
     pub(crate) project_rule: cairn_memory_core::ProjectRule,
     /// `memory.extra_prefixes`: accepted semantic key prefixes besides the built-in ones.
     pub(crate) extra_prefixes: Vec<String>,
+    /// `memory.record_sessions`, turned off for this process by
+    /// `CAIRN_PRIVATE_SESSION`: whether host hooks record the session
+    /// (transcript, and so consolidation). Context is served either way.
+    pub(crate) record_sessions: bool,
     pub(crate) skills: SkillsSection,
     /// The `hooks` section, parsed in file order.
     pub(crate) hooks: cairn_hooks::HooksConfig,
@@ -731,6 +758,12 @@ impl Settings {
         } else {
             cairn_memory_core::ProjectRule::Repository
         };
+        let record_sessions_file = memory_section.bool("record_sessions")?;
+        let (private_session, private_warning) = environment.private_session();
+        warnings.extend(private_warning);
+        // The environment can only turn recording off for its session.
+        let record_sessions =
+            recorder.pick("memory.record_sessions", None, private_session.then_some(false), record_sessions_file, true);
         let legacy_model_path = memory_section.string("embed_model_path")?;
         let legacy_model_url = memory_section.string("embed_model_url")?;
         if memory_section.get("migrated").is_some() {
@@ -1074,6 +1107,7 @@ impl Settings {
             episodic_cap: usize::try_from(episodic_cap).expect("at most 10,000,000"),
             project_rule,
             extra_prefixes,
+            record_sessions,
             skills,
             hooks,
             agent,
@@ -1516,6 +1550,34 @@ mod tests {
         let env = load_with(text, &Flags::default(), &off).unwrap();
         assert!(!env.host.start_gateway, "the environment wins over the file");
         assert_eq!(source(&env, "host.start_gateway"), Source::Env);
+    }
+
+    #[test]
+    fn record_sessions_defaults_on_and_the_private_session_variable_only_turns_it_off() {
+        // (file, CAIRN_PRIVATE_SESSION, recorded, source, warned)
+        let cases = [
+            ("{}", None, true, Source::Default, false),
+            (r#"{"memory": {"record_sessions": false}}"#, None, false, Source::File, false),
+            (r#"{"memory": {"record_sessions": true}}"#, None, true, Source::File, false),
+            ("{}", Some("1"), false, Source::Env, false),
+            ("{}", Some("TRUE"), false, Source::Env, false),
+            ("{}", Some("yes"), false, Source::Env, false),
+            ("{}", Some("0"), true, Source::Default, false),
+            ("{}", Some("no"), true, Source::Default, false),
+            (r#"{"memory": {"record_sessions": false}}"#, Some("0"), false, Source::File, false),
+            ("{}", Some("maybe"), false, Source::Env, true),
+        ];
+        for (text, value, recorded, from, warned) in cases {
+            let pairs: Vec<(&str, &str)> = value.map(|value| ("CAIRN_PRIVATE_SESSION", value)).into_iter().collect();
+            let settings = load_with(text, &Flags::default(), &Environment::from_pairs(&pairs)).unwrap();
+            let case = format!("{text} {value:?}");
+            assert_eq!(settings.record_sessions, recorded, "{case}");
+            assert_eq!(source(&settings, "memory.record_sessions"), from, "{case}");
+            let warning = settings.warnings.iter().any(|warning| warning.contains("CAIRN_PRIVATE_SESSION"));
+            assert_eq!(warning, warned, "{case}: {:?}", settings.warnings);
+        }
+        let message = load(r#"{"memory": {"record_sessions": "no"}}"#).unwrap_err().to_string();
+        assert!(message.contains("`memory.record_sessions`"), "{message}");
     }
 
     #[test]

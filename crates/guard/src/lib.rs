@@ -16,6 +16,8 @@
 //!   [`redact_exfiltration_urls`] does the same for links that carry data
 //!   out in their query or path. [`is_secret_key`] tells a store which keys
 //!   name a credential, so it keeps only [`SECRET_KEY_MARKER`] under them.
+//! - [`strip_private`] replaces each `<private>…</private>` span the user
+//!   marked with `[private]`, before anything is stored or logged.
 //! - [`is_sensitive_path`] and [`safe_read_file`] keep credential stores,
 //!   kernel interfaces and the gateway's own secrets out of reach.
 //!
@@ -41,6 +43,7 @@ mod injection;
 mod lines;
 mod normalize;
 mod paths;
+mod private;
 mod secrets;
 mod urls;
 
@@ -68,6 +71,7 @@ pub use paths::{
     MAX_READ_BYTES, SensitivePaths, is_sensitive_path, lexical_normalize, mentions_sensitive_location,
     read_regular_file, safe_read_file, safe_read_file_bounded,
 };
+pub use private::{PRIVATE_PLACEHOLDER, has_private, strip_private};
 pub use secrets::{CredentialFinding, find_credentials, redact_credentials};
 pub use urls::{find_exfiltration_urls, redact_exfiltration_urls};
 

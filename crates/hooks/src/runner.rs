@@ -552,7 +552,10 @@ fn finish_stream(capture: Capture, cap: usize) -> CapturedOutput {
         }
     }
     let text = String::from_utf8_lossy(&kept);
-    let redacted = cairn_guard::redact_all(&text);
+    // A hook may echo the prompt it was given: its `<private>` spans are
+    // withheld like a credential.
+    let unmarked = cairn_guard::strip_private(&text);
+    let redacted = cairn_guard::redact_all(&unmarked);
     let was_redacted = redacted != text;
     let mut output = redacted.into_owned();
     let truncated = cut_while_reading || output.len() > cap;

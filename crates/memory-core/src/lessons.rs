@@ -170,9 +170,9 @@ pub fn lesson_confidence(source: &Source) -> f64 {
     }
 }
 
-/// Cleans a rule or negative: trimmed, one line.
+/// Cleans a rule or negative: `<private>` spans withheld, trimmed, one line.
 pub(crate) fn clean(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    cairn_guard::strip_private(text).split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A rule or negative as it is stored, whatever path wrote it: one line,

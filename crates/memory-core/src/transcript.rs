@@ -154,31 +154,37 @@ pub(crate) fn validate_session_key(session_key: &str) -> std::result::Result<(),
     Ok(())
 }
 
-/// The message as stored: text cut and redacted, tool inputs redacted.
+/// The message as stored: `<private>` spans withheld, text cut and
+/// redacted, tool inputs redacted.
 pub(crate) fn redacted(message: &TranscriptMessage) -> TranscriptMessage {
-    let content = crate::validate::cut(&message.content, MAX_TRANSCRIPT_MESSAGE_CHARS);
+    let content = crate::validate::cut(&cairn_guard::strip_private(&message.content), MAX_TRANSCRIPT_MESSAGE_CHARS);
     let content = cairn_guard::redact_credentials(&content).into_owned();
     let tool_calls = message
         .tool_calls
         .iter()
         .map(|call| ToolCall {
-            name: cairn_guard::redact_credentials(&call.name).into_owned(),
+            name: cairn_guard::redact_credentials(&cairn_guard::strip_private(&call.name)).into_owned(),
             input: redact_value(&call.input),
         })
         .collect();
     TranscriptMessage { role: message.role.clone(), content, tool_calls }
 }
 
-/// Redacts every string of `value`, then the whole document once more (a
+/// Withholds the `<private>` spans of every string of `value` and redacts
+/// it, then redacts the whole document once more (a
 /// `"password": "..."` pair is only a credential when key and value are
 /// seen together); when that second pass changes the text into something
 /// that is no longer JSON, the input is replaced by a marker.
 fn redact_value(value: &Value) -> Value {
     fn strings(value: &Value) -> Value {
         match value {
-            Value::String(text) => Value::String(cairn_guard::redact_credentials(text).into_owned()),
+            Value::String(text) => {
+                Value::String(cairn_guard::redact_credentials(&cairn_guard::strip_private(text)).into_owned())
+            }
             Value::Array(items) => Value::Array(items.iter().map(strings).collect()),
-            Value::Object(map) => Value::Object(map.iter().map(|(key, item)| (key.clone(), strings(item))).collect()),
+            Value::Object(map) => Value::Object(
+                map.iter().map(|(key, item)| (cairn_guard::strip_private(key).into_owned(), strings(item))).collect(),
+            ),
             other => other.clone(),
         }
     }

@@ -96,12 +96,12 @@ pub(crate) fn display_value(value: &serde_json::Value) -> String {
     }
 }
 
-/// A refused value as it may appear in an audit row: passed through both
-/// redactors, then cut. Redaction runs on a generous prefix first (so a huge
+/// A refused value as it may appear in an audit row: `<private>` spans
+/// withheld, passed through both redactors, then cut. Redaction runs on a generous prefix first (so a huge
 /// refused value costs little) and before the cut (so a secret is never
 /// split into an unrecognisable fragment).
 pub(crate) fn snippet(text: &str) -> String {
-    let prefix = cut(text, 2 * MAX_VALUE_BYTES);
+    let prefix = cut(&cairn_guard::strip_private(text), 2 * MAX_VALUE_BYTES);
     cut(&cairn_guard::redact_all(&prefix), AUDIT_SNIPPET_CHARS)
 }
 
@@ -111,7 +111,8 @@ pub(crate) fn visible_chars(text: &str) -> usize {
     text.chars().filter(|&c| !cairn_guard::is_invisible(c)).count()
 }
 
-/// Text as it is stored: credentials and exfiltration URLs redacted,
+/// Text as it is stored: `<private>` spans withheld, credentials and
+/// exfiltration URLs redacted,
 /// control characters other than line breaks and tabs removed (a stored
 /// ESC or BEL would reach a terminal or a prompt later), and the
 /// characters that make text read otherwise than it is (bidi embeddings,
@@ -119,7 +120,11 @@ pub(crate) fn visible_chars(text: &str) -> usize {
 /// removed too. Zero-width joiners and non-joiners stay: scripts and emoji
 /// need them. `None` when nothing changes.
 pub(crate) fn scrub_text(text: &str) -> Option<String> {
-    let redacted = cairn_guard::redact_all(text);
+    let kept = cairn_guard::strip_private(text);
+    let redacted = match cairn_guard::redact_all(&kept) {
+        std::borrow::Cow::Borrowed(_) => kept,
+        std::borrow::Cow::Owned(redacted) => std::borrow::Cow::Owned(redacted),
+    };
     let has_control = redacted.chars().any(is_stripped_control);
     match (redacted, has_control) {
         (std::borrow::Cow::Borrowed(_), false) => None,
@@ -136,13 +141,30 @@ fn is_stripped_control(c: char) -> bool {
 /// [`scrub_text`] over every string of a value (object keys included);
 /// `None` when nothing changes.
 pub(crate) fn scrub_value(value: &serde_json::Value) -> Option<serde_json::Value> {
+    map_strings(value, &scrub_text)
+}
+
+/// `value` with the `<private>` spans of every string (object keys
+/// included) withheld ([`cairn_guard::strip_private`]); `None` when it has
+/// none. Runs before a write's rules and screen, so what the user marked
+/// private is neither stored, screened nor quoted in a refusal.
+pub(crate) fn without_private(value: &serde_json::Value) -> Option<serde_json::Value> {
+    map_strings(value, &|text| match cairn_guard::strip_private(text) {
+        std::borrow::Cow::Borrowed(_) => None,
+        std::borrow::Cow::Owned(kept) => Some(kept),
+    })
+}
+
+/// `change` over every string of a value (object keys included); `None`
+/// when it changes none.
+fn map_strings(value: &serde_json::Value, change: &dyn Fn(&str) -> Option<String>) -> Option<serde_json::Value> {
     match value {
-        serde_json::Value::String(text) => scrub_text(text).map(serde_json::Value::String),
+        serde_json::Value::String(text) => change(text).map(serde_json::Value::String),
         serde_json::Value::Array(items) => {
-            let scrubbed: Vec<Option<serde_json::Value>> = items.iter().map(scrub_value).collect();
-            scrubbed.iter().any(Option::is_some).then(|| {
+            let changed: Vec<Option<serde_json::Value>> = items.iter().map(|item| map_strings(item, change)).collect();
+            changed.iter().any(Option::is_some).then(|| {
                 serde_json::Value::Array(
-                    scrubbed.into_iter().zip(items).map(|(new, old)| new.unwrap_or_else(|| old.clone())).collect(),
+                    changed.into_iter().zip(items).map(|(new, old)| new.unwrap_or_else(|| old.clone())).collect(),
                 )
             })
         }
@@ -150,14 +172,14 @@ pub(crate) fn scrub_value(value: &serde_json::Value) -> Option<serde_json::Value
             let mut changed = false;
             let mut out = serde_json::Map::with_capacity(map.len());
             for (name, item) in map {
-                let name = match scrub_text(name) {
+                let name = match change(name) {
                     Some(name) => {
                         changed = true;
                         name
                     }
                     None => name.clone(),
                 };
-                let item = match scrub_value(item) {
+                let item = match map_strings(item, change) {
                     Some(item) => {
                         changed = true;
                         item

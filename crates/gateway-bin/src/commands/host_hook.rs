@@ -73,7 +73,14 @@ pub(crate) fn run(home: &Home, args: &HookArgs) -> anyhow::Result<ExitCode> {
     let deadline = kind.deadline(home.settings());
     let budget = deadline.saturating_sub(PROCESS_RESERVE);
     let left = || budget.saturating_sub(started.elapsed());
-    let request = json!({"agent": args.agent, "input": input});
+    // `CAIRN_PRIVATE_SESSION` is this process's environment, which the
+    // gateway does not see: the request says so (only when it is off, so
+    // a request is the same as before for a recorded session).
+    let record = home.settings().record_sessions;
+    let mut request = json!({"agent": args.agent, "input": input});
+    if !record {
+        request["record"] = json!(false);
+    }
     let body = serde_json::to_vec(&request).expect("JSON values serialise");
     let path = format!("/api/hooks/{}/{}", args.host.key(), args.event);
     if let Some(gateway) = Gateway::find(home.dir()) {
@@ -142,10 +149,11 @@ fn fallback(home: &Home, args: &HookArgs, input: Value, left: Duration) -> HookA
     let (recorded_tx, recorded) = std::sync::mpsc::channel();
     let home = home.clone();
     let (host, event, agent) = (args.host, args.event.clone(), args.agent.clone());
-    let records = EventKind::records(host, &event);
+    let record = home.settings().record_sessions;
+    let records = record && EventKind::records(host, &event);
     let spawned = std::thread::Builder::new().name("cairn-hook".to_owned()).spawn(move || {
         let backend = LocalBackend::new(&home).notifying(recorded_tx);
-        let answer = engine::answer(&backend, host, &event, agent.as_deref(), &input);
+        let answer = engine::answer(&backend, host, &event, agent.as_deref(), &input, record);
         let _ = sender.send(answer);
     });
     if let Err(error) = spawned {

@@ -172,6 +172,9 @@ pub(crate) fn autostart(home: &Home) -> anyhow::Result<bool> {
         .arg("--home")
         .arg(home.dir())
         .args(["serve", "--port", "0"])
+        // The gateway serves every session of the home: one session's
+        // wish to stay private is not its setting.
+        .env_remove(crate::settings::env::PRIVATE_SESSION)
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().context("sharing the gateway log")?)
         .stderr(log);

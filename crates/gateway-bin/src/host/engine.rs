@@ -56,19 +56,62 @@ fn project(backend: &dyn HookBackend, input: &Value) -> Option<Scope> {
     cairn_memory_core::project_of(std::path::Path::new(cwd), backend.project_rule())
 }
 
+/// A backend that records nothing: a private session
+/// (`CAIRN_PRIVATE_SESSION`, or `memory.record_sessions` off) still gets
+/// its context and tool decisions.
+struct Unrecorded<'a>(&'a dyn HookBackend);
+
+impl HookBackend for Unrecorded<'_> {
+    fn context(&self) -> anyhow::Result<&ContextBuilder> {
+        self.0.context()
+    }
+
+    fn tool_decision(&self, tool: &str) -> anyhow::Result<ToolDecision> {
+        self.0.tool_decision(tool)
+    }
+
+    fn record(&self, _key: &str, _message: TranscriptMessage) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn agent(&self, name: &str) -> anyhow::Result<AgentContext> {
+        self.0.agent(name)
+    }
+
+    fn sensitive(&self) -> &SensitivePaths {
+        self.0.sensitive()
+    }
+
+    fn recall(&self) -> Recall {
+        self.0.recall()
+    }
+
+    fn max_inject_chars(&self) -> usize {
+        self.0.max_inject_chars()
+    }
+}
+
 /// Answers one hook event. Never fails: a broken input answers with no
 /// context and one stderr line, exit 0 (a hook must never block a prompt
-/// by accident).
+/// by accident). With `record` false nothing of the session is recorded:
+/// a recording-only event answers nothing at once, and a prompt gets its
+/// context without being appended.
 pub(crate) fn answer(
     backend: &dyn HookBackend,
     host: HostName,
     event: &str,
     agent: Option<&str>,
     input: &Value,
+    record: bool,
 ) -> HookAnswer {
     let Some(kind) = EventKind::of(host, event) else {
         return HookAnswer::skip(format!("{} has no Cairn hook for event {event:?}", host.key()));
     };
+    if !record && kind == EventKind::Record {
+        return HookAnswer::default();
+    }
+    let unrecorded = Unrecorded(backend);
+    let backend: &dyn HookBackend = if record { backend } else { &unrecorded };
     let agent = match agent.map(|name| backend.agent(name)) {
         None => None,
         Some(Ok(agent)) => Some(agent),

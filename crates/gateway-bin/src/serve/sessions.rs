@@ -83,10 +83,10 @@ pub(crate) struct AutoSkillReceiver {
     catalog: Arc<SkillCatalog>,
 }
 
-/// Every string in `value`, redacted.
+/// Every string in `value`, `<private>` spans withheld and redacted.
 fn redact_strings(value: &Value) -> Value {
     match value {
-        Value::String(text) => Value::String(cairn_guard::redact_all(text).into_owned()),
+        Value::String(text) => Value::String(cairn_guard::redact_all(&cairn_guard::strip_private(text)).into_owned()),
         Value::Array(items) => Value::Array(items.iter().map(redact_strings).collect()),
         Value::Object(map) => {
             Value::Object(map.iter().map(|(key, value)| (key.clone(), redact_strings(value))).collect())

@@ -24,6 +24,7 @@ mod memory_consolidate;
 mod memory_episodic;
 mod memory_files;
 mod memory_transfer;
+mod private_spans;
 mod serve;
 mod serve_postgres;
 mod serve_sessions;

@@ -741,15 +741,17 @@ fn note_dropped(report: &mut ConsolidationReport, kind: &'static str, dropped: u
 }
 
 /// The transcript as the prompt shows it: newest messages kept when it is
-/// too long, credentials and exfiltration links redacted, messages the
+/// too long, `<private>` spans withheld (a transcript stored before they
+/// were), credentials and exfiltration links redacted, messages the
 /// injection screen flags withheld.
 fn transcript(messages: &[TranscriptMessage]) -> String {
     let mut lines: Vec<String> = Vec::new();
     let mut total = 0;
     for message in messages.iter().rev() {
-        let content = match cairn_guard::screen(&message.content) {
+        let unmarked = cairn_guard::strip_private(&message.content);
+        let content = match cairn_guard::screen(&unmarked) {
             Some(finding) => format!("[message withheld: flagged by the injection screen ({})]", finding.rule),
-            None => cairn_guard::redact_all(message.content.trim()).into_owned(),
+            None => cairn_guard::redact_all(unmarked.trim()).into_owned(),
         };
         let mut line = format!("[{}] {}", message.role, content);
         if !message.tool_calls.is_empty() {

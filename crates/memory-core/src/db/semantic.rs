@@ -121,7 +121,7 @@ impl MemoryDb {
     /// The write rules every semantic row passes, whichever path writes it
     /// (a write, a lesson, a merge or foreign import, a restore): source,
     /// key, value size, confidence and the injection screen over the value
-    /// as sent. Returns the value as it is stored: credentials redacted and
+    /// as sent, its `<private>` spans already withheld. Returns the value as it is stored: credentials redacted and
     /// control characters other than line breaks and tabs removed from
     /// every string (after the screen, which sees the value as sent), and
     /// its size checked again. A value under a secret-named key
@@ -136,6 +136,8 @@ impl MemoryDb {
     ) -> Result<StoredValue, Rejected> {
         source.validate()?;
         validate::key(key, &self.prefixes)?;
+        let unmarked = validate::without_private(value);
+        let value = unmarked.as_ref().unwrap_or(value);
         let marker = secret_key_marker(key, value);
         let value = marker.as_ref().unwrap_or(value);
         let text = validate::value(value)?;

@@ -30,7 +30,7 @@ pub(crate) fn audit_key(id: i64) -> String {
 pub(crate) fn sanitize_tags(tags: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for tag in tags {
-        let clean: String = tag
+        let clean: String = cairn_guard::strip_private(tag)
             .trim()
             .to_lowercase()
             .chars()
@@ -60,7 +60,9 @@ pub(crate) fn check(episode: &NewEpisode) -> Result<Checked, Rejected> {
     episode.source.validate()?;
     // Lengths count only the characters a reader sees (30 zero-width
     // spaces are no text at all).
-    let raw = episode.text.trim();
+    // What the user marked `<private>` is gone before any rule sees it.
+    let unmarked = cairn_guard::strip_private(&episode.text);
+    let raw = unmarked.trim();
     let length = |chars: usize| Rejected::TextLength { chars, min: EPISODIC_MIN_CHARS, max: EPISODIC_MAX_CHARS };
     let visible = validate::visible_chars(raw);
     if visible > EPISODIC_MAX_CHARS {

@@ -626,7 +626,8 @@ fn file_stamp(file: &std::fs::File) -> std::io::Result<(i64, i64)> {
 /// in a file would reach a terminal through `cairn memory files show`).
 /// Every writer of `MemoryFiles` goes through here.
 fn screen_for_storage(text: &str, allow_empty: bool) -> Result<String> {
-    let trimmed = text.trim();
+    let unmarked = cairn_guard::strip_private(text);
+    let trimmed = unmarked.trim();
     if trimmed.is_empty() && !allow_empty {
         return Err(Rejected::EmptyEntry.into());
     }

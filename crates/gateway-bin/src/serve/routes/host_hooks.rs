@@ -1,7 +1,8 @@
 //! `POST /api/hooks/{host}/{event}`: a host hook answered by the gateway.
 //!
-//! The body is `{"agent": NAME | null, "input": <the host's hook JSON>}`,
-//! as `cairn hook` read it from stdin; the answer is the [`HookAnswer`]
+//! The body is `{"agent": NAME | null, "input": <the host's hook JSON>,
+//! "record": false}` (`record` absent for a recorded session), as `cairn
+//! hook` read it from stdin; the answer is the [`HookAnswer`]
 //! (`stdout`, `stderr`, `exit`) the client prints. Context events run on
 //! the embed pool (the query is embedded: hybrid recall); recording
 //! events append to the session's transcript before answering, and the
@@ -35,6 +36,15 @@ pub(crate) struct HookRequest {
     #[serde(default)]
     agent: Option<String>,
     input: Value,
+    /// `false` when the hook's own environment keeps the session private
+    /// (`CAIRN_PRIVATE_SESSION`); the gateway's `memory.record_sessions`
+    /// can turn recording off too, never on.
+    #[serde(default = "recorded_by_default")]
+    record: bool,
+}
+
+fn recorded_by_default() -> bool {
+    true
 }
 
 /// The gateway's stores as a hook backend.
@@ -105,7 +115,8 @@ pub(crate) async fn answer(
     let worker = Arc::clone(&state);
     let job = move || {
         let backend = GatewayBackend { state: &worker, live: worker.live(), recorded: RefCell::new(Vec::new()) };
-        let answer = engine::answer(&backend, host, &event, request.agent.as_deref(), &request.input);
+        let record = request.record && backend.live.home.settings().record_sessions;
+        let answer = engine::answer(&backend, host, &event, request.agent.as_deref(), &request.input, record);
         Ok((answer, backend.recorded.into_inner()))
     };
     let (answer, recorded): (HookAnswer, Vec<String>) = match kind {
