@@ -70,7 +70,7 @@ impl HookBackend for Unrecorded<'_> {
         self.0.tool_decision(tool)
     }
 
-    fn record(&self, _key: &str, _message: TranscriptMessage) -> anyhow::Result<()> {
+    fn record(&self, _key: &str, _scope: &Scope, _message: TranscriptMessage) -> anyhow::Result<()> {
         Ok(())
     }
 
@@ -88,6 +88,10 @@ impl HookBackend for Unrecorded<'_> {
 
     fn max_inject_chars(&self) -> usize {
         self.0.max_inject_chars()
+    }
+
+    fn project_rule(&self) -> ProjectRule {
+        self.0.project_rule()
     }
 }
 
