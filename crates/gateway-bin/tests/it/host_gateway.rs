@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::cairn;
 use crate::serve::{Gateway, PATIENCE, start_in, tiny_model};
 use crate::serve_sessions::{FakeLlm, IDLE_PATIENCE};
+use crate::support::transcript;
 
 /// `cairn hook <args>` on `home` with `input` on stdin; `start` lets it
 /// start a gateway when none answers.
@@ -53,16 +54,6 @@ fn claude_context(output: &Output) -> String {
 
 fn event(name: &str, session: &str) -> Value {
     json!({"session_id": session, "cwd": "/work/billing", "hook_event_name": name, "transcript_path": "/nonexistent"})
-}
-
-fn transcript(home: &Path, session: &str) -> Vec<(String, String)> {
-    let connection =
-        rusqlite::Connection::open_with_flags(home.join("memory.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
-    let mut statement = connection
-        .prepare("SELECT role, content FROM session_transcripts WHERE session_key = ?1 ORDER BY seq")
-        .unwrap();
-    statement.query_map([session], |row| Ok((row.get(0)?, row.get(1)?))).unwrap().map(Result::unwrap).collect()
 }
 
 /// A gateway with the tiny model loaded, a loopback LLM, tool rules, and

@@ -11,6 +11,7 @@ use std::process::{Output, Stdio};
 use serde_json::{Value, json};
 
 use crate::cairn;
+use crate::support::run_hook;
 
 fn hook(home: &Path, host: &str, event: &str, input: &str) -> Output {
     hook_with(home, &[host, event], input)
@@ -18,25 +19,8 @@ fn hook(home: &Path, host: &str, event: &str, input: &str) -> Output {
 
 /// `cairn hook <args>` with `input` on stdin.
 fn hook_with(home: &Path, args: &[&str], input: &str) -> Output {
-    let mut child = cairn()
-        .arg("--home")
-        .arg(home)
-        .arg("hook")
-        .args(args)
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        // These tests drive the in-process fallback; host_gateway.rs drives the gateway.
-        .env("CAIRN_HOST_START_GATEWAY", "0")
-        .env_remove("CAIRN_EMBED_MODEL_PATH")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A hook stops reading input past its limit: the rest meets a closed pipe.
-    if let Err(error) = child.stdin.take().unwrap().write_all(input.as_bytes()) {
-        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
-    }
-    child.wait_with_output().unwrap()
+    // These tests drive the in-process fallback; host_gateway.rs drives the gateway.
+    run_hook(home, args, input, &[("CAIRN_HOST_START_GATEWAY", "0")])
 }
 
 fn cli(home: &Path, args: &[&str]) -> Output {

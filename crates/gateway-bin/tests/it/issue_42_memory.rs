@@ -15,6 +15,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 use crate::cairn;
+use crate::support::scripted_llm;
 
 const TOKEN: &str = "ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa";
 const AWS_KEY: &str = "AKIAQWERTYUIOPASDFGH";
@@ -319,23 +320,6 @@ fn a_restore_stopped_before_its_commit_leaves_nothing_and_can_run_again() {
     assert!(!home.path().join(cairn_memory_core::RESTORE_STAGING_DIR).exists());
 }
 
-/// Serves `replies` in order as OpenAI-compatible chat completions.
-fn scripted_llm(replies: Vec<String>) -> (String, std::thread::JoinHandle<()>) {
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-    let base_url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
-    let handle = std::thread::spawn(move || {
-        for reply in replies {
-            let mut request = server.recv().unwrap();
-            let mut body = String::new();
-            request.as_reader().read_to_string(&mut body).unwrap();
-            let answer = json!({"choices": [{"message": {"role": "assistant", "content": reply}}]});
-            let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
-            request.respond(tiny_http::Response::from_string(answer.to_string()).with_header(header)).unwrap();
-        }
-    });
-    (base_url, handle)
-}
-
 #[test]
 fn consolidation_stores_scrubbed_lessons_facts_and_files_and_refuses_a_download_order() {
     let home = tempfile::tempdir().unwrap();
@@ -358,7 +342,7 @@ fn consolidation_stores_scrubbed_lessons_facts_and_files_and_refuses_a_download_
         ],
     })
     .to_string();
-    let (url, server) = scripted_llm(vec![prefs_reply, history_reply]);
+    let (url, _prompts, server) = scripted_llm(vec![prefs_reply, history_reply]);
     let output = cairn()
         .arg("--home")
         .arg(home.path())

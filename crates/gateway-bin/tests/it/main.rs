@@ -50,3 +50,4 @@ mod hardening_server;
 mod import_symlinks;
 mod memory_import_refusals;
 mod scopes_forget;
+mod support;

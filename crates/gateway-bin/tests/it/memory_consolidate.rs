@@ -7,28 +7,7 @@ use std::sync::mpsc;
 use serde_json::{Value, json};
 
 use crate::cairn;
-
-/// Serves `replies` in order as chat completions; returns the base URL and
-/// a receiver of the prompts it was sent.
-fn scripted_llm(replies: Vec<String>) -> (String, mpsc::Receiver<String>, std::thread::JoinHandle<()>) {
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-    let base_url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
-    let (prompts_tx, prompts) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        for reply in replies {
-            let mut request = server.recv().unwrap();
-            assert_eq!(request.url(), "/v1/chat/completions");
-            let mut body = String::new();
-            request.as_reader().read_to_string(&mut body).unwrap();
-            let body: Value = serde_json::from_str(&body).unwrap();
-            prompts_tx.send(body["messages"][0]["content"].as_str().unwrap().to_owned()).unwrap();
-            let answer = json!({"choices": [{"message": {"role": "assistant", "content": reply}}]});
-            let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
-            request.respond(tiny_http::Response::from_string(answer.to_string()).with_header(header)).unwrap();
-        }
-    });
-    (base_url, prompts, handle)
-}
+use crate::support::scripted_llm;
 
 fn consolidate(home: &Path, base_url: &str, transcript: &Path) -> (i32, Value) {
     let output = cairn()

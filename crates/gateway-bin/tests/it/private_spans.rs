@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::cairn;
 use crate::serve::{PATIENCE, Reply, http_agent, reply};
+use crate::support::{scripted_llm, transcript};
 
 /// Occurs only inside private spans, in every input of these tests.
 const MARKER: &str = "Zq7PrivMarker4417";
@@ -156,27 +157,6 @@ fn claude_round(home: &Path, session: &str, prompt: &str, outside: &Path, env: &
     end["reason"] = json!("logout");
     hook(home, "SessionEnd", &end, env);
     (start, context)
-}
-
-/// A loopback chat-completions server answering `replies` in order and
-/// handing over every prompt it was sent.
-fn scripted_llm(replies: Vec<String>) -> (String, mpsc::Receiver<String>, std::thread::JoinHandle<()>) {
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-    let base_url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
-    let (prompts_tx, prompts) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        for reply in replies {
-            let mut request = server.recv().unwrap();
-            let mut body = String::new();
-            request.as_reader().read_to_string(&mut body).unwrap();
-            let body: Value = serde_json::from_str(&body).unwrap();
-            prompts_tx.send(body["messages"][0]["content"].as_str().unwrap().to_owned()).unwrap();
-            let answer = json!({"choices": [{"message": {"role": "assistant", "content": reply}}]});
-            let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
-            request.respond(tiny_http::Response::from_string(answer.to_string()).with_header(header)).unwrap();
-        }
-    });
-    (base_url, prompts, handle)
 }
 
 /// `cairn serve` on `home`, its log (`RUST_LOG=trace`) written to
@@ -441,17 +421,6 @@ fn a_private_span_passes_every_surface_and_no_file_of_the_home_holds_it() {
     assert_no_marker(home, "while the gateway runs (WAL in place)");
     gateway.stop();
     assert_no_marker(home, "after the gateway stopped");
-}
-
-/// `(role, content)` of a session's stored transcript.
-fn transcript(home: &Path, session: &str) -> Vec<(String, String)> {
-    let connection =
-        rusqlite::Connection::open_with_flags(home.join("memory.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
-    let mut statement = connection
-        .prepare("SELECT role, content FROM session_transcripts WHERE session_key = ?1 ORDER BY seq")
-        .unwrap();
-    statement.query_map([session], |row| Ok((row.get(0)?, row.get(1)?))).unwrap().map(Result::unwrap).collect()
 }
 
 /// Rows of every table of `memory.db`, and the files of the Markdown memory.

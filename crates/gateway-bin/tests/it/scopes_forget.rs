@@ -6,14 +6,14 @@
 //! restore and `memory_remember`; a home written before scopes existed
 //! opens with every row global and nothing lost.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
 use crate::cairn;
 use crate::mcp::{Client, connect_in, ok, refused};
+use crate::support::{run_hook, scripted_llm};
 
 /// Probe prompts per place.
 const PROBES: usize = 100;
@@ -55,20 +55,7 @@ fn places() -> Places {
 /// `cairn hook claude-code <event>` run by a host in `cwd`, answered by
 /// the hook's own process (no gateway).
 fn hook(home: &Path, event: &str, input: &Value) -> Value {
-    let mut child = cairn()
-        .arg("--home")
-        .arg(home)
-        .args(["hook", "claude-code", event])
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("CAIRN_HOST_START_GATEWAY", "0")
-        .env_remove("CAIRN_EMBED_MODEL_PATH")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output = run_hook(home, &["claude-code", event], &input.to_string(), &[("CAIRN_HOST_START_GATEWAY", "0")]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     if output.stdout.is_empty() {
         return Value::Null;
@@ -212,23 +199,6 @@ fn separate_worktrees_is_a_setting_and_a_bad_value_is_refused() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("memory.separate_worktrees"));
 }
 
-/// Serves `replies` in order as OpenAI-style chat completions on loopback.
-fn scripted_llm(replies: Vec<Value>) -> (String, std::thread::JoinHandle<()>) {
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-    let base_url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
-    let handle = std::thread::spawn(move || {
-        for reply in replies {
-            let mut request = server.recv().unwrap();
-            let mut body = String::new();
-            request.as_reader().read_to_string(&mut body).unwrap();
-            let answer = json!({"choices": [{"message": {"role": "assistant", "content": reply.to_string()}}]});
-            let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
-            request.respond(tiny_http::Response::from_string(answer.to_string()).with_header(header)).unwrap();
-        }
-    });
-    (base_url, handle)
-}
-
 const FORGOTTEN: &str = "The staging cluster lives in the Frankfurt rack behind the blue door";
 
 fn frankfurt_hits(home: &Path) -> usize {
@@ -270,9 +240,10 @@ async fn what_is_forgotten_stays_forgotten_on_every_write_path() {
     // Consolidation of a transcript that repeats it: every item is refused as forgotten.
     let transcript = home.join("repeat.jsonl");
     std::fs::write(&transcript, format!("{}\n", json!({"role": "user", "content": FORGOTTEN}))).unwrap();
-    let (url, server) = scripted_llm(vec![
-        json!({"semantic": [{"key": "pref.staging", "value": FORGOTTEN, "confidence": 0.95}]}),
-        json!({"history": null, "episodic": [{"text": FORGOTTEN}], "lessons": [{"rule": FORGOTTEN, "category": "knowledge"}]}),
+    let (url, _prompts, server) = scripted_llm(vec![
+        json!({"semantic": [{"key": "pref.staging", "value": FORGOTTEN, "confidence": 0.95}]}).to_string(),
+        json!({"history": null, "episodic": [{"text": FORGOTTEN}], "lessons": [{"rule": FORGOTTEN, "category": "knowledge"}]})
+            .to_string(),
     ]);
     let output = cli(
         home,

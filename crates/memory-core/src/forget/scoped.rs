@@ -158,3 +158,26 @@ fn forgetting_a_project_leaves_the_others_and_global() {
         assert!(left.contains(&b) && left.contains(&Scope::Global) && !left.contains(&a), "{name}: {left:?}");
     }
 }
+
+#[test]
+fn other_projects_rows_do_not_crowd_a_projects_row_out_of_its_context() {
+    let (a, b) = (project("alpha"), project("beta"));
+    for (name, db, _dir) in stores() {
+        for index in 0..12 {
+            episode(
+                &db,
+                &format!("release checklist step {index}: tag the beta release and publish the beta notes"),
+                &b,
+            );
+        }
+        // Three of the query's five words: admitted by keyword only when it ranks among the top three.
+        episode(&db, "the alpha release checklist says to tag it from the main branch only", &a);
+        let query = crate::EpisodicQuery::new("release checklist tag publish notes")
+            .limit(8)
+            .relevance_filter(true)
+            .scopes(ScopeFilter::visible_from(Some(&a)));
+        let hits = db.search_episodic(&query).unwrap();
+        let texts: Vec<&str> = hits.iter().map(|hit| hit.text.as_str()).collect();
+        assert_eq!(texts, ["the alpha release checklist says to tag it from the main branch only"], "{name}");
+    }
+}

@@ -59,10 +59,66 @@ impl MemoryDb {
             _ => RelevanceGate::SPECIFICATION,
         };
 
+        // A search reading some scopes only drops other scopes' rows after
+        // the indexes answer; when that leaves fewer rows than asked for, it
+        // runs once more with wider pools.
+        let factors: &[usize] = if query.scopes.narrows() { &[1, SCOPE_POOL_FACTOR] } else { &[1] };
         let candidates = self.rows().read("searching episodic memory", |tx| {
+            let mut out = Vec::new();
+            for &factor in factors {
+                let dropped;
+                let gathered = self.gather(
+                    tx,
+                    query,
+                    factor,
+                    query_vector.as_deref(),
+                    space.as_deref(),
+                    dim,
+                    &gate,
+                    use_keywords,
+                    fts_query.as_deref(),
+                )?;
+                (out, dropped) = gathered;
+                if dropped == 0 || out.len() >= query.limit {
+                    break;
+                }
+            }
+            let vector = query_vector.as_deref();
+            let space = space.as_deref();
+            rank(out, query, &gate, vector.is_some(), now, &mut |row| {
+                let mut neighbours = read_neighbours(tx, row, space, vector)?;
+                neighbours.retain(|(neighbour, _)| query.scopes.admits(&neighbour.scope));
+                Ok(neighbours)
+            })
+        })?;
+        let hits = candidates;
+        if query.touch && !hits.is_empty() {
+            self.touch_episodic(&hits, now_ms());
+        }
+        Ok(hits)
+    }
+
+    /// The candidates of one search: vector and keyword hits in pools
+    /// `factor` times the usual, each with its row; and how many rows of
+    /// other scopes were dropped.
+    #[allow(clippy::too_many_arguments)]
+    fn gather(
+        &self,
+        tx: &mut dyn crate::store::StoreTx,
+        query: &EpisodicQuery,
+        factor: usize,
+        query_vector: Option<&[f32]>,
+        space: Option<&str>,
+        dim: usize,
+        gate: &RelevanceGate,
+        use_keywords: bool,
+        fts_query: Option<&str>,
+    ) -> Result<(Vec<Candidate>, usize)> {
+        {
+            let mut dropped = 0;
             let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
             let mut ready_index = None;
-            if let (Some(vector), Some(space)) = (&query_vector, &space) {
+            if let (Some(vector), Some(space)) = (query_vector, space) {
                 let revision = tx.revision(Counter::Episodic)?;
                 let access = self.index_for_read(revision, space, dim)?;
                 if let IndexAccess::Ready(index) = &access {
@@ -77,7 +133,7 @@ impl MemoryDb {
                     }
                 };
                 let pool = if query.mode == RetrievalMode::Hybrid { HYBRID_CANDIDATES } else { MMR_MAX_POOL };
-                let pool = if query.scopes.narrows() { pool * SCOPE_POOL_FACTOR } else { pool };
+                let pool = pool * factor;
                 let hits = if query.relevance_filter {
                     // Hits come in cosine order: once a probe ends below the
                     // lowest gate, a wider one adds nothing admissible.
@@ -104,7 +160,7 @@ impl MemoryDb {
                 } else {
                     query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
                 };
-                let k = if query.scopes.narrows() { k * SCOPE_POOL_FACTOR } else { k };
+                let k = k * factor;
                 let hits = match self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)? {
                     Some(index) => index
                         .search(&bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS), k)
@@ -121,7 +177,7 @@ impl MemoryDb {
             // Keyword-only rows take their cosine from the index's copy of
             // their vector when there is one, not from the stored blob.
             let mut index_cosines: HashMap<i64, f32> = HashMap::new();
-            if let (Some(index), Some(vector)) = (&ready_index, &query_vector) {
+            if let (Some(index), Some(vector)) = (&ready_index, query_vector) {
                 let keyword_only: Vec<u64> = by_id
                     .iter()
                     .filter(|(_, (vector_hit, _))| vector_hit.is_none())
@@ -151,11 +207,12 @@ impl MemoryDb {
                     continue;
                 }
                 let need_vector = known_cosine.is_none() && query_vector.is_some();
-                let Some(row) = fetch_row(tx, id, space.as_deref(), need_vector)? else { continue };
+                let Some(row) = fetch_row(tx, id, space, need_vector)? else { continue };
                 if !query.scopes.admits(&row.scope) {
+                    dropped += 1;
                     continue;
                 }
-                let cosine = match (known_cosine, &row.vector, &query_vector) {
+                let cosine = match (known_cosine, &row.vector, query_vector) {
                     (Some(cosine), _, _) => Some(cosine),
                     (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
                         Some(cairn_memory_vector::dot(vector, stored))
@@ -170,19 +227,11 @@ impl MemoryDb {
                     bm25: keyword_hit.map(|(_, bm25)| bm25),
                 });
             }
-            let vector = query_vector.as_deref();
-            let space = space.as_deref();
-            rank(out, query, &gate, vector.is_some(), now, &mut |row| {
-                let mut neighbours = read_neighbours(tx, row, space, vector)?;
-                neighbours.retain(|(neighbour, _)| query.scopes.admits(&neighbour.scope));
-                Ok(neighbours)
-            })
-        })?;
-        let hits = candidates;
-        if query.touch && !hits.is_empty() {
-            self.touch_episodic(&hits, now_ms());
+            if dropped > 0 {
+                rerank_visible(&mut out);
+            }
+            Ok((out, dropped))
         }
-        Ok(hits)
     }
 
     /// Records `last_accessed` on returned rows, outside the read path: it
@@ -192,6 +241,23 @@ impl MemoryDb {
         let ids: Vec<i64> = hits.iter().map(|hit| hit.id).collect();
         if let Err(error) = self.rows().write("recording last_accessed", |tx| tx.touch_episodic(&ids, at)) {
             tracing::debug!(%error, "could not record last_accessed");
+        }
+    }
+}
+
+/// Renumbers the vector and keyword ranks among the candidates a scope
+/// filter kept, so a search over some scopes ranks (and admits by keyword
+/// rank) as one over a store holding only those rows would.
+fn rerank_visible(candidates: &mut [Candidate]) {
+    for list in [0, 1] {
+        let rank_of = |candidate: &Candidate| if list == 0 { candidate.vector_rank } else { candidate.keyword_rank };
+        let mut ranks: Vec<usize> = candidates.iter().filter_map(rank_of).collect();
+        ranks.sort_unstable();
+        for candidate in candidates.iter_mut() {
+            let slot = if list == 0 { &mut candidate.vector_rank } else { &mut candidate.keyword_rank };
+            if let Some(rank) = *slot {
+                *slot = Some(ranks.partition_point(|&other| other < rank) + 1);
+            }
         }
     }
 }
