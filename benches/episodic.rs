@@ -39,7 +39,7 @@ mod bench_postgres;
 
 use bench_postgres::{BenchDatabase, postgres_server};
 use cairn_embedder::{EmbeddingBackend, HashEmbedder, WordVectorEmbedder};
-use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode, RetrievalMode};
+use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode, RetrievalMode, Scope, ScopeFilter};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const DIM: usize = 384;
@@ -116,12 +116,22 @@ fn postgres_store(database: &BenchDatabase, rows: usize) -> (tempfile::TempDir, 
     (home, fill(db, rows, "PostgreSQL"))
 }
 
+/// Where row `seed` belongs: a quarter to each of two projects, half global.
+fn scope_of(seed: usize) -> Scope {
+    match seed % 4 {
+        0 => Scope::Project("alpha-00000000".to_owned()),
+        1 => Scope::Project("beta-00000000".to_owned()),
+        _ => Scope::Global,
+    }
+}
+
 /// Writes `rows` rows into the empty `db`, embeds them and builds the index.
 fn fill(db: MemoryDb, rows: usize, backend: &str) -> MemoryDb {
     let db = db.with_embedder(embedder());
     let started = Instant::now();
     for seed in 0..rows {
         let episode = NewEpisode::new(sentence(seed))
+            .scope(scope_of(seed))
             .importance((seed % 10) as f64 / 10.0)
             .created_at(1_700_000_000_000 - (seed as i64 % 400) * 86_400_000)
             .defer_embedding(true);
@@ -174,12 +184,15 @@ fn bench_store(c: &mut Criterion, group_name: &str, db: &MemoryDb, queries: &[(S
     group.sample_size(50).measurement_time(Duration::from_secs(8));
     // `hybrid` is the default; `hybrid_previous` the previous default in the
     // same run (no speaker or time signal, no abstention floor);
-    // `hybrid_neighbours` the default with neighbouring turns on (opt-in).
-    let variants: [(&str, RetrievalMode, Adjust); 4] = [
+    // `hybrid_neighbours` the default with neighbouring turns on (opt-in);
+    // `hybrid_project` the default as a host hook asks it: one project's
+    // rows and the global ones (three quarters of the store).
+    let variants: [(&str, RetrievalMode, Adjust); 5] = [
         ("pure_vector", RetrievalMode::PureVector, |query| query),
         ("hybrid", RetrievalMode::Hybrid, |query| query),
         ("hybrid_previous", RetrievalMode::Hybrid, |query| query.speaker_boost(0.0).time_boost(0.0).abstain_below(0.0)),
         ("hybrid_neighbours", RetrievalMode::Hybrid, |query| query.neighbour_weight(0.6)),
+        ("hybrid_project", RetrievalMode::Hybrid, |query| query.scopes(ScopeFilter::visible_from(Some(&scope_of(0))))),
     ];
     for (name, mode, adjust) in variants {
         let mut n = 0usize;

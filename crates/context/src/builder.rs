@@ -596,7 +596,7 @@ impl ContextBuilder {
         }
 
         if let Some(markdown) = &self.markdown {
-            match markdown.markdown_sections(&caps) {
+            match markdown.markdown_sections(&caps, request.scopes.unwrap_or(&ScopeFilter::Visible(None))) {
                 Ok(sections) => {
                     let sections = [
                         (SectionName::Preferences, "Preferences", caps.preferences, sections.preferences),

@@ -36,7 +36,8 @@ impl CitedText {
 pub trait MarkdownMemory: Send + Sync {
     /// The three sections, each ideally within its cap in `caps` (the
     /// builder cuts anything over it).
-    fn markdown_sections(&self, caps: &Caps) -> Result<MarkdownSections>;
+    /// History entries of a project other than those `scopes` admits are left out.
+    fn markdown_sections(&self, caps: &Caps, scopes: &ScopeFilter) -> Result<MarkdownSections>;
 }
 
 /// Markdown sections given as data (already read, or built by a test).
@@ -51,7 +52,7 @@ pub struct MarkdownSections {
 }
 
 impl MarkdownMemory for MarkdownSections {
-    fn markdown_sections(&self, _caps: &Caps) -> Result<MarkdownSections> {
+    fn markdown_sections(&self, _caps: &Caps, _scopes: &ScopeFilter) -> Result<MarkdownSections> {
         Ok(self.clone())
     }
 }
@@ -60,7 +61,7 @@ impl MarkdownMemory for MarkdownSections {
 const CITATION_LINE_ROOM: usize = 120;
 
 impl MarkdownMemory for MemoryFiles {
-    fn markdown_sections(&self, caps: &Caps) -> Result<MarkdownSections> {
+    fn markdown_sections(&self, caps: &Caps, scopes: &ScopeFilter) -> Result<MarkdownSections> {
         let files_caps = FilesContextCaps {
             preferences: caps.preferences.saturating_sub(CITATION_LINE_ROOM),
             projects: caps.projects.saturating_sub(CITATION_LINE_ROOM),
@@ -68,7 +69,7 @@ impl MarkdownMemory for MemoryFiles {
             ..FilesContextCaps::default()
         };
         let context = self
-            .get_context(&files_caps)
+            .get_context_in(&files_caps, scopes)
             .map_err(|source| ContextError::Memory { section: "the Markdown memory files", source })?;
         let cited = |section: Option<ContextSection>| {
             section.map(|section| CitedText {

@@ -152,6 +152,9 @@ pub(crate) fn server_info() -> ServerConfig {
 
 type InProcessClient = rmcp::service::RunningService<rmcp::RoleClient, ()>;
 
+/// What an in-process session is kept for: the served agent and the project.
+type SessionKey = (Option<String>, Option<Scope>);
+
 /// One in-process MCP session over a set of stores.
 struct InProcess {
     stores: Arc<McpStores>,
@@ -166,8 +169,7 @@ struct InProcess {
 /// (a settings reload, an edited agent spec) starts a new one.
 #[derive(Default)]
 pub(crate) struct InProcessSessions {
-    /// By served agent and project.
-    sessions: tokio::sync::Mutex<std::collections::HashMap<(Option<String>, Option<Scope>), InProcess>>,
+    sessions: tokio::sync::Mutex<std::collections::HashMap<SessionKey, InProcess>>,
 }
 
 impl std::fmt::Debug for InProcessSessions {

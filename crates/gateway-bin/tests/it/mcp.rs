@@ -162,9 +162,15 @@ async fn mcp_enforces_the_declared_schemas() {
     assert_eq!(code, "invalid_arguments");
     let (code, _) = refused(&client, "history_append", json!({"text": "x".repeat(16_001)})).await;
     assert_eq!(code, "invalid_arguments");
+    let (code, _) = refused(&client, "memory_forget", json!({"ids": "all"})).await;
+    assert_eq!(code, "invalid_arguments");
+    let (code, _) = refused(&client, "memory_forget", json!({"query": "x", "scope": "everything"})).await;
+    assert_eq!(code, "invalid_arguments");
+    let (code, _) = refused(&client, "memory_forget", json!({"query": "x", "since": "last week"})).await;
+    assert_eq!(code, "invalid_arguments");
     // An unknown tool is a protocol error.
     let unknown =
-        client.call_tool(CallToolRequestParams::new("memory_forget").with_arguments(serde_json::Map::new())).await;
+        client.call_tool(CallToolRequestParams::new("memory_obliterate").with_arguments(serde_json::Map::new())).await;
     assert!(matches!(unknown, Err(ServiceError::McpError(_))), "{unknown:?}");
     // The server is still there after all of that.
     ok(&client, "learn_list", json!({})).await;
@@ -578,7 +584,8 @@ async fn mcp_and_a_running_gateway_share_one_home() {
     let remembered =
         ok(&client, "memory_remember", json!({"text": "The gateway and the MCP server share this home"})).await;
     assert_eq!(remembered["outcome"], "inserted");
-    let searched = tokio::task::block_in_place(|| gateway.get("/api/memory/episodic/search?q=gateway%20share"));
+    let searched =
+        tokio::task::block_in_place(|| gateway.get("/api/memory/episodic/search?q=gateway%20share&all_projects=true"));
     assert_eq!(searched.body["results"][0]["id"], remembered["id"], "{}", searched.body);
     // Concurrent writers from both processes lose nothing.
     let mut tasks = Vec::new();

@@ -2,7 +2,6 @@
 //! OpenAI-compatible LLM with scripted replies.
 
 use std::path::Path;
-use std::sync::mpsc;
 
 use serde_json::{Value, json};
 

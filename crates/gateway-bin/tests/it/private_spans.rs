@@ -9,7 +9,6 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt as _;

@@ -1,7 +1,7 @@
 //! Helpers the integration tests share: a loopback LLM with scripted
 //! replies, a hook process fed its input, and a session's stored transcript.
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::sync::mpsc;

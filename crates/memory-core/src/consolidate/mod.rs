@@ -604,10 +604,8 @@ impl Consolidator {
         note_dropped(&mut report, "episodic", episodic_dropped);
         note_dropped(&mut report, "lessons", lessons_dropped);
         let scope = self.session_scope(session_key)?;
-        // The Markdown history is read by every project: a project's
-        // session keeps its history in its own episodes instead.
-        if let Some(history) = history.filter(|_| scope.is_global()) {
-            match self.files.append_history(&history) {
+        if let Some(history) = history {
+            match self.files.append_history_in(&scope, &history) {
                 Ok(_) => report.history_appended = true,
                 Err(error) => report.refuse("history", &error),
             }

@@ -102,6 +102,36 @@ pub(crate) fn escape_entry_text(text: &str) -> String {
     escaped
 }
 
+/// The first body line of an entry written for a project's session:
+/// `<!-- cairn-scope: NAME -->` (invisible where Markdown is rendered).
+const SCOPE_TAG_PREFIX: &str = "<!-- cairn-scope: ";
+const SCOPE_TAG_SUFFIX: &str = " -->";
+
+/// The tag line naming `scope` (none for global entries).
+pub(crate) fn scope_tag(scope: &crate::scope::Scope) -> Option<String> {
+    scope.project().map(|project| format!("{SCOPE_TAG_PREFIX}{project}{SCOPE_TAG_SUFFIX}"))
+}
+
+/// The scope an entry (header line included) was written for, and its
+/// text without the tag line.
+pub(crate) fn entry_scope(text: &str) -> (&str, String) {
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or("");
+    let rest: Vec<&str> = lines.collect();
+    if let Some(first) = rest.first()
+        && let Some(name) =
+            first.trim().strip_prefix(SCOPE_TAG_PREFIX).and_then(|tail| tail.strip_suffix(SCOPE_TAG_SUFFIX))
+    {
+        let mut shown = header.to_owned();
+        for line in &rest[1..] {
+            shown.push('\n');
+            shown.push_str(line);
+        }
+        return (name.trim(), shown);
+    }
+    (crate::scope::GLOBAL_SCOPE, text.to_owned())
+}
+
 /// The bytes one append writes: a blank separator line, the header, the body.
 pub(crate) fn format_entry(time: &str, escaped_body: &str) -> String {
     format!("\n{ENTRY_HEADER_PREFIX}{time}\n{escaped_body}")
@@ -133,7 +163,23 @@ pub(crate) fn tier_for_age(age: u32, full_days: u32) -> Option<Tier> {
 
 /// Appends the rendering of one day to `out`. Returns false (and writes
 /// nothing) for a day without entries.
-pub(crate) fn render_day(out: &mut String, date: Date, content: &str, tier: Tier) -> bool {
+pub(crate) fn render_day(
+    out: &mut String,
+    date: Date,
+    content: &str,
+    tier: Tier,
+    scopes: &crate::scope::ScopeFilter,
+) -> bool {
+    // The entries the reader's scopes admit, without their tag lines.
+    let admitted = |entries: &[Entry<'_>]| -> Vec<String> {
+        entries
+            .iter()
+            .filter_map(|entry| {
+                let (scope, shown) = entry_scope(entry.text);
+                scopes.admits(scope).then_some(shown)
+            })
+            .collect()
+    };
     match tier {
         Tier::Full => {
             let chunks = split_chunks(content);
@@ -141,6 +187,7 @@ pub(crate) fn render_day(out: &mut String, date: Date, content: &str, tier: Tier
                 Some((first, rest)) if first.time().is_none() => (preamble_notes(first.text), rest),
                 _ => (String::new(), &chunks[..]),
             };
+            let entries = admitted(entries);
             if entries.is_empty() && notes.is_empty() {
                 return false;
             }
@@ -151,25 +198,28 @@ pub(crate) fn render_day(out: &mut String, date: Date, content: &str, tier: Tier
                 out.push_str(&notes);
                 out.push('\n');
             }
-            for entry in entries {
+            for entry in &entries {
                 out.push('\n');
-                out.push_str(entry.text);
+                out.push_str(entry);
                 out.push('\n');
             }
             out.pop();
         }
         Tier::FirstEntry => {
-            let entries = split_entries(content);
+            let entries = admitted(&split_entries(content));
             let Some(first) = entries.first() else { return false };
             separate(out);
-            let _ = write!(out, "### {date}\n{}", first.text);
+            let _ = write!(out, "### {date}\n{first}");
             let more = entries.len() - 1;
             if more > 0 {
                 let _ = write!(out, "\n…{more} more {}", plural(more));
             }
         }
         Tier::CountOnly => {
-            let count = count_entries(content);
+            let count = match scopes {
+                crate::scope::ScopeFilter::All => count_entries(content),
+                _ => admitted(&split_entries(content)).len(),
+            };
             if count == 0 {
                 return false;
             }
@@ -258,26 +308,26 @@ mod tests {
         assert_eq!(count_entries(content), 2);
         let date = jiff::civil::date(2026, 11, 17);
         let mut first = String::new();
-        assert!(render_day(&mut first, date, content, Tier::FirstEntry));
+        assert!(render_day(&mut first, date, content, Tier::FirstEntry, &crate::scope::ScopeFilter::All));
         assert_eq!(first, "### 2026-11-17\n#### 09:00\nfirst real entry\n…1 more entry");
         let mut full = String::new();
-        assert!(render_day(&mut full, date, content, Tier::Full));
+        assert!(render_day(&mut full, date, content, Tier::Full, &crate::scope::ScopeFilter::All));
         assert_eq!(full, "### 2026-11-17\n#### 09:00\nfirst real entry\n\n#### 11:30\nsecond");
         let mut count = String::new();
-        assert!(render_day(&mut count, date, content, Tier::CountOnly));
+        assert!(render_day(&mut count, date, content, Tier::CountOnly, &crate::scope::ScopeFilter::All));
         assert_eq!(count, "### 2026-11-17: 2 entries");
         // Hand-written notes above the first header show in the full tier only, never counted.
         let noted = "# 2026-11-17\nnotes by hand\n\n#### 09:00\nentry\n";
         let mut full = String::new();
-        assert!(render_day(&mut full, date, noted, Tier::Full));
+        assert!(render_day(&mut full, date, noted, Tier::Full, &crate::scope::ScopeFilter::All));
         assert_eq!(full, "### 2026-11-17\nnotes by hand\n\n#### 09:00\nentry");
         let mut first = String::new();
-        assert!(render_day(&mut first, date, noted, Tier::FirstEntry));
+        assert!(render_day(&mut first, date, noted, Tier::FirstEntry, &crate::scope::ScopeFilter::All));
         assert_eq!(first, "### 2026-11-17\n#### 09:00\nentry");
         // A day holding only a title renders nothing in any tier.
         for tier in [Tier::Full, Tier::FirstEntry, Tier::CountOnly] {
             let mut out = String::new();
-            assert!(!render_day(&mut out, date, "# 2026-11-17\n", tier), "{tier:?}");
+            assert!(!render_day(&mut out, date, "# 2026-11-17\n", tier, &crate::scope::ScopeFilter::All), "{tier:?}");
             assert!(out.is_empty());
         }
     }

@@ -38,6 +38,7 @@ use crate::constants::{
     PREFERENCES_CAP_CHARS, PROJECTS_CAP_CHARS, TRUNCATION_MARKER,
 };
 use crate::error::{MemoryError, Rejected, Result};
+use crate::scope::ScopeFilter;
 use history::{day_file_name, escape_entry_text, format_entry, render_day, tier_for_age};
 use index::KeywordIndex;
 
@@ -202,6 +203,7 @@ pub struct PruneReport {
 
 struct CachedHistory {
     days: u32,
+    scopes: ScopeFilter,
     today: Date,
     rendered_at: Timestamp,
     value: Arc<RecentHistory>,
@@ -326,6 +328,13 @@ impl MemoryFiles {
     /// redacted, lines that would forge a header are escaped, and text the
     /// injection screen flags is refused.
     pub fn append_history(&self, text: &str) -> Result<HistoryAppend> {
+        self.append_history_in(&crate::scope::Scope::Global, text)
+    }
+
+    /// [`append_history`](Self::append_history) for a session of `scope`:
+    /// a project's entry carries its name in a tag line, and readers of
+    /// other projects do not see it.
+    pub fn append_history_in(&self, scope: &crate::scope::Scope, text: &str) -> Result<HistoryAppend> {
         let _span = tracing::debug_span!("memory_files_append").entered();
         let text = screen_for_storage(text, false)?;
         let now = self.clock.now();
@@ -333,7 +342,11 @@ impl MemoryFiles {
         let time = format!("{:02}:{:02}", now.time().hour(), now.time().minute());
         let name = day_file_name(date);
         let path = self.history_dir.join(&name);
-        let entry = format_entry(&time, &escape_entry_text(&text));
+        let body = match history::scope_tag(scope) {
+            Some(tag) => format!("{tag}\n{}", escape_entry_text(&text)),
+            None => escape_entry_text(&text),
+        };
+        let entry = format_entry(&time, &body);
         let io = |operation: &'static str| {
             let path = path.clone();
             move |source| MemoryError::Io { operation, path, source }
@@ -381,15 +394,16 @@ impl MemoryFiles {
     /// milliseconds, local entry times); every entry when both are open
     /// and there is no query is refused by the caller, not here. Each day
     /// file is rewritten in place under the same lock appends take, so no
-    /// appended entry is lost. Answers `(date, entry text)` of each entry,
+    /// appended entry is lost. Answers `(date, scope, entry text)` of each entry,
     /// and changes nothing with `dry_run`.
     pub fn forget_history(
         &self,
         query: Option<&str>,
         from: Option<i64>,
         until: Option<i64>,
+        scopes: &ScopeFilter,
         dry_run: bool,
-    ) -> Result<Vec<(String, String)>> {
+    ) -> Result<Vec<(String, String, String)>> {
         let normalise = |text: &str| {
             text.split(|c: char| !c.is_alphanumeric())
                 .filter(|word| !word.is_empty())
@@ -428,13 +442,14 @@ impl MemoryFiles {
                         Some(at) => from.is_none_or(|from| at >= from) && until.is_none_or(|until| at < until),
                         None => from.is_none() && until.is_none(),
                     };
-                    let matches = query.as_ref().is_none_or(|query| normalise(entry.text).contains(query.as_str()));
-                    if in_range && matches {
+                    let (scope, shown) = history::entry_scope(entry.text);
+                    let matches = query.as_ref().is_none_or(|query| normalise(&shown).contains(query.as_str()));
+                    if in_range && matches && scopes.admits(scope) {
                         let start = content[last..].find(entry.text).map_or(last, |offset| last + offset);
                         let end = start + entry.text.len();
                         kept.push_str(&content[last..start]);
                         last = end;
-                        dropped.push(entry.text.to_owned());
+                        dropped.push((scope.to_owned(), shown));
                     }
                 }
                 kept.push_str(&content[last..]);
@@ -453,7 +468,7 @@ impl MemoryFiles {
                 self.invalidate_history_cache();
                 self.index_after_write(&format!("{HISTORY_DIR}/{name}"));
             }
-            forgotten.extend(dropped.into_iter().map(|text| (date.to_string(), text)));
+            forgotten.extend(dropped.into_iter().map(|(scope, text)| (date.to_string(), scope, text)));
         }
         Ok(forgotten)
     }
@@ -480,6 +495,12 @@ impl MemoryFiles {
     /// midnight even inside the 5 s; [`append_history`](Self::append_history)
     /// and [`prune_history`](Self::prune_history) invalidate the cache.
     pub fn recent_history(&self, days: u32) -> Result<Arc<RecentHistory>> {
+        self.recent_history_in(days, &ScopeFilter::All)
+    }
+
+    /// [`recent_history`](Self::recent_history) of the entries `scopes`
+    /// admits (an entry written for a project's session names it).
+    pub fn recent_history_in(&self, days: u32, scopes: &ScopeFilter) -> Result<Arc<RecentHistory>> {
         let now = self.clock.now();
         let today = now.date();
         let now_ts = now.timestamp();
@@ -487,6 +508,7 @@ impl MemoryFiles {
             let cache = self.cache.lock();
             if let Some(cached) = cache.as_ref()
                 && cached.days == days
+                && cached.scopes == *scopes
                 && cached.today == today
                 && now_ts.duration_since(cached.rendered_at) < SignedDuration::from_millis(HISTORY_CACHE_TTL_MS)
                 && now_ts >= cached.rendered_at
@@ -494,8 +516,9 @@ impl MemoryFiles {
                 return Ok(cached.value.clone());
             }
         }
-        let value = Arc::new(self.render_history(days, today)?);
-        *self.cache.lock() = Some(CachedHistory { days, today, rendered_at: now_ts, value: value.clone() });
+        let value = Arc::new(self.render_history(days, today, scopes)?);
+        *self.cache.lock() =
+            Some(CachedHistory { days, scopes: scopes.clone(), today, rendered_at: now_ts, value: value.clone() });
         Ok(value)
     }
 
@@ -504,7 +527,7 @@ impl MemoryFiles {
         *self.cache.lock() = None;
     }
 
-    fn render_history(&self, days: u32, today: Date) -> Result<RecentHistory> {
+    fn render_history(&self, days: u32, today: Date, scopes: &ScopeFilter) -> Result<RecentHistory> {
         let _span = tracing::debug_span!("memory_files_render_history", days).entered();
         let mut text = String::new();
         let mut contributed = Vec::new();
@@ -520,7 +543,7 @@ impl MemoryFiles {
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(source) => return Err(MemoryError::Io { operation: "reading", path, source }),
             };
-            if render_day(&mut text, date, &content, tier) {
+            if render_day(&mut text, date, &content, tier, scopes) {
                 contributed.push(date);
             }
         }
@@ -565,6 +588,11 @@ impl MemoryFiles {
     /// injection screen flags withheld), cut to its cap and cited with its
     /// source file and days. Empty files give no section.
     pub fn get_context(&self, caps: &FilesContextCaps) -> Result<FilesContext> {
+        self.get_context_in(caps, &ScopeFilter::All)
+    }
+
+    /// [`get_context`](Self::get_context) with the history entries `scopes` admits.
+    pub fn get_context_in(&self, caps: &FilesContextCaps, scopes: &ScopeFilter) -> Result<FilesContext> {
         let _span = tracing::debug_span!("memory_files_context").entered();
         let top_level = |name: &str, title: &'static str, text: String, cap: usize| {
             let text = text.trim();
@@ -572,7 +600,7 @@ impl MemoryFiles {
         };
         let preferences = top_level(PREFERENCES_FILE, "Preferences", self.preferences()?, caps.preferences);
         let projects = top_level(PROJECTS_FILE, "Projects", self.projects()?, caps.projects);
-        let recent = self.recent_history(caps.history_days)?;
+        let recent = self.recent_history_in(caps.history_days, scopes)?;
         let history = (!recent.text.is_empty()).then(|| {
             let mut source = format!("{MEMORY_DIR}/{HISTORY_DIR}/");
             match (recent.days.last(), recent.days.first()) {

@@ -361,19 +361,25 @@ impl MemoryDb {
 }
 
 /// Forgets what `request` selects from the store and from the Markdown
-/// daily history beside it (history entries are global, so they are
-/// reached when the request's scopes admit `global` and it names no ids or
-/// keys): the one forget every surface runs.
+/// daily history beside it (an entry belongs to the project its tag names,
+/// else to the global memory; a request naming ids or keys reaches no
+/// history entry): the one forget every surface runs.
 pub fn forget_memory(db: &MemoryDb, files: &crate::MemoryFiles, request: &ForgetRequest) -> Result<ForgetReport> {
     let mut report = db.forget(request)?;
     let by_id = !request.episode_ids.is_empty() || !request.keys.is_empty();
-    if !by_id && request.scopes.admits(crate::scope::GLOBAL_SCOPE) {
-        let entries = files.forget_history(request.query.as_deref(), request.from, request.until, request.dry_run)?;
+    if !by_id {
+        let entries = files.forget_history(
+            request.query.as_deref(),
+            request.from,
+            request.until,
+            &request.scopes,
+            request.dry_run,
+        )?;
         report.counts.history_entries = entries.len();
-        report.items.extend(entries.into_iter().map(|(date, text)| ForgottenItem {
+        report.items.extend(entries.into_iter().map(|(date, scope, text)| ForgottenItem {
             layer: "history",
             id: date,
-            scope: Scope::Global,
+            scope: Scope::parse(&scope).unwrap_or_default(),
             text: listed(&text),
         }));
     }

@@ -181,3 +181,28 @@ fn other_projects_rows_do_not_crowd_a_projects_row_out_of_its_context() {
         assert_eq!(texts, ["the alpha release checklist says to tag it from the main branch only"], "{name}");
     }
 }
+
+#[test]
+fn a_projects_history_entries_are_shown_to_that_project_and_forgotten_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = MemoryFiles::open(dir.path()).unwrap();
+    let (a, b) = (project("alpha"), project("beta"));
+    files.append_history_in(&a, "Alpha moved its staging cluster to the new rack").unwrap();
+    files.append_history_in(&b, "Beta rewrote its billing export").unwrap();
+    files.append_history("The user switched editors").unwrap();
+    let seen = |scopes: ScopeFilter| files.recent_history_in(14, &scopes).unwrap().text.clone();
+    let from_a = seen(ScopeFilter::visible_from(Some(&a)));
+    assert!(from_a.contains("Alpha moved") && from_a.contains("switched editors"), "{from_a}");
+    assert!(!from_a.contains("Beta rewrote") && !from_a.contains("cairn-scope"), "{from_a}");
+    assert!(!seen(ScopeFilter::Visible(None)).contains("Alpha moved"));
+    assert!(seen(ScopeFilter::All).contains("Beta rewrote"));
+
+    let dropped = files.forget_history(None, None, None, &ScopeFilter::Only(a.clone()), false).unwrap();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert_eq!(dropped[0].1, a.as_str());
+    let left = seen(ScopeFilter::All);
+    assert!(
+        !left.contains("Alpha moved") && left.contains("Beta rewrote") && left.contains("switched editors"),
+        "{left}"
+    );
+}
