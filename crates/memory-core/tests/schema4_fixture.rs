@@ -11,8 +11,10 @@ use serde_json::json;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/test_data/schema4/memory.db");
 
-/// Every row of every ordinary table, sorted, by table name.
-fn dump(path: &Path) -> BTreeMap<String, Vec<String>> {
+/// Every row of every ordinary table, sorted, by table name; with
+/// `columns`, only those columns of the tables it names (what an older
+/// schema had, when a later migration added columns).
+fn dump(path: &Path, columns: Option<&BTreeMap<String, Vec<String>>>) -> BTreeMap<String, Vec<String>> {
     let connection = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
     let tables: Vec<String> = connection
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")
@@ -23,7 +25,11 @@ fn dump(path: &Path) -> BTreeMap<String, Vec<String>> {
         .unwrap();
     let mut out = BTreeMap::new();
     for table in tables {
-        let mut statement = connection.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+        let selected = match columns.and_then(|columns| columns.get(&table)) {
+            Some(names) => names.iter().map(|name| format!("\"{name}\"")).collect::<Vec<_>>().join(", "),
+            None => "*".to_owned(),
+        };
+        let mut statement = connection.prepare(&format!("SELECT {selected} FROM \"{table}\"")).unwrap();
         let columns = statement.column_count();
         let mut rows: Vec<String> = statement
             .query_map([], |row| {
@@ -39,6 +45,26 @@ fn dump(path: &Path) -> BTreeMap<String, Vec<String>> {
     out
 }
 
+/// The column names of every ordinary table.
+fn columns(path: &Path) -> BTreeMap<String, Vec<String>> {
+    let connection = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let tables: Vec<String> = connection
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    tables
+        .into_iter()
+        .map(|table| {
+            let statement = connection.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+            let names = statement.column_names().into_iter().map(str::to_owned).collect();
+            (table, names)
+        })
+        .collect()
+}
+
 fn user_version(path: &Path) -> i64 {
     let connection = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
     connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap()
@@ -50,7 +76,8 @@ fn a_schema_4_store_opens_migrates_and_reads_back_unchanged() {
     let path = home.path().join("memory.db");
     std::fs::copy(FIXTURE, &path).unwrap();
     assert_eq!(user_version(&path), 4);
-    let before = dump(&path);
+    let before = dump(&path, None);
+    let old_columns = columns(&path);
     assert_eq!(before["semantic_memory"].len(), 6, "four facts (one deleted) and two lessons");
     assert_eq!(before["episodic_memories"].len(), 4);
     assert_eq!(before["memory_events"].len(), 13);
@@ -58,11 +85,21 @@ fn a_schema_4_store_opens_migrates_and_reads_back_unchanged() {
     let db = MemoryDb::open(&path, MemoryConfig::default()).unwrap().with_embedder(Arc::new(HashEmbedder::new(64)));
     assert_eq!(user_version(&path), SCHEMA_VERSION);
 
-    // Every row the old build wrote is still there, byte for byte.
-    let after = dump(&path);
+    // Every row the old build wrote is still there, byte for byte, and a
+    // column added since holds its default: the rows are global.
+    let after = dump(&path, Some(&old_columns));
     for (table, rows) in &before {
         assert_eq!(&after[table], rows, "table {table}");
     }
+    let connection = rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let scopes: Vec<String> = connection
+        .prepare("SELECT DISTINCT scope FROM episodic_memories")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(scopes, ["global"]);
 
     // And reads back through today's API as it was written.
     let facts = [
