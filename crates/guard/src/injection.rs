@@ -574,6 +574,13 @@ pub fn screen_all(text: &str) -> Vec<InjectionFinding> {
     if findings.len() > 1 {
         findings.retain(|finding| finding.rule != JOINED_RULE);
     }
+    let [task, answer] = embedded::embedded_task(&normalized);
+    if answer {
+        findings.push(InjectionFinding { rule: embedded::EMBEDDED_ANSWER_RULE, category: C::HiddenInstruction });
+    }
+    if task {
+        findings.push(InjectionFinding { rule: embedded::EMBEDDED_TASK_RULE, category: C::HiddenInstruction });
+    }
     let signals = (RULES.len()..ROT13_INDEX).filter(|&index| hits.contains(index)).count();
     if signals >= PERSONA_JAILBREAK_MIN_SIGNALS {
         findings.push(InjectionFinding { rule: PERSONA_JAILBREAK_RULE, category: C::Jailbreak });
@@ -591,7 +598,11 @@ pub fn contains_injection(text: &str) -> bool {
 
 /// The names of every rule the screen can report, the composite included.
 pub fn rule_names() -> impl Iterator<Item = &'static str> {
-    RULES.iter().chain(INDIRECT_RULES).map(|r| r.name).chain(std::iter::once(PERSONA_JAILBREAK_RULE))
+    RULES
+        .iter()
+        .chain(INDIRECT_RULES)
+        .map(|r| r.name)
+        .chain([embedded::EMBEDDED_ANSWER_RULE, embedded::EMBEDDED_TASK_RULE, PERSONA_JAILBREAK_RULE])
 }
 
 /// Compiles a single rule on its own; used by tests to show which rule a
@@ -604,6 +615,8 @@ pub(crate) fn rule_regex(name: &str) -> Option<regex::Regex> {
         .find(|r| r.name == name)
         .map(|r| regex::Regex::new(&ascii_pattern(&fold_pattern(r.pattern))).expect("rule compiles"))
 }
+
+mod embedded;
 
 #[cfg(test)]
 mod tests;

@@ -121,6 +121,16 @@ fn injection_dev_benign_rows_do_not_regress() {
     for (kind, (flagged, rows)) in &by_type {
         eprintln!("{kind}: {flagged}/{rows} flagged");
     }
+    // Indirect rows by BIPIA attack family (counts only).
+    let mut by_family: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for row in rows.iter().filter(|row| row["type"] == "indirect") {
+        let entry = by_family.entry(row["meta"]["attack_category"].as_str().unwrap_or("?")).or_default();
+        entry.1 += 1;
+        entry.0 += usize::from(cairn_guard::screen(row["text"].as_str().unwrap()).is_some());
+    }
+    for (family, (flagged, rows)) in &by_family {
+        eprintln!("  indirect / {family}: {flagged}/{rows}");
+    }
     let injections: usize = by_type.iter().filter(|(kind, _)| !kind.starts_with("benign")).map(|(_, c)| c.0).sum();
     eprintln!("benign rows flagged:\n{}", flagged_benign.join("\n"));
     assert!(flagged_benign.len() <= MAX_BENIGN_FLAGGED, "{} benign rows flagged", flagged_benign.len());
