@@ -598,11 +598,11 @@ pub fn contains_injection(text: &str) -> bool {
 
 /// The names of every rule the screen can report, the composite included.
 pub fn rule_names() -> impl Iterator<Item = &'static str> {
-    RULES
-        .iter()
-        .chain(INDIRECT_RULES)
-        .map(|r| r.name)
-        .chain([embedded::EMBEDDED_ANSWER_RULE, embedded::EMBEDDED_TASK_RULE, PERSONA_JAILBREAK_RULE])
+    RULES.iter().chain(INDIRECT_RULES).map(|r| r.name).chain([
+        embedded::EMBEDDED_ANSWER_RULE,
+        embedded::EMBEDDED_TASK_RULE,
+        PERSONA_JAILBREAK_RULE,
+    ])
 }
 
 /// Compiles a single rule on its own; used by tests to show which rule a
