@@ -46,7 +46,7 @@ pub(crate) const EMBEDDED_TASK_RULE: &str = "embedded-task-request";
 /// shape of a letter, a mail or a notice.
 const DOCUMENT_SIGNALS: &[&str] = &[
     // Salutation: "Dear Ms. Ortiz,", "Hi team,", "Hello John,", "Estimado cliente,".
-    r"(?:^|[.!?>] )(?:dear|hi|hello|hey|greetings|good (?:morning|afternoon|evening)|estimado|estimada|querido|querida|hola|cher|chere|bonjour|sehr geehrte|sehr geehrter|liebe|lieber|hallo|gentile|caro|cara|ciao|prezado|prezada|caro|beste|geachte|уважаемый|уважаемая|здравствуйте|добрый день|尊敬的|亲爱的|拝啓|안녕하세요)\b(?: (?:mr|mrs|ms|dr|prof)\.)?[^.,!?:;]{0,40}[,:]",
+    r"(?:^|[.!?>] ?)(?:dear|hi|hello|hey|greetings|good (?:morning|afternoon|evening)|estimado|estimada|querido|querida|hola|cher|chere|bonjour|sehr geehrte|sehr geehrter|liebe|lieber|hallo|gentile|caro|cara|ciao|prezado|prezada|caro|beste|geachte|уважаемый|уважаемая|здравствуйте|добрый день|尊敬的|亲爱的|拝啓|안녕하세요)\b(?: (?:mr|mrs|ms|dr|prof)\.)?[^.,!?:;]{0,40}[,:]",
     // Closing: "Best regards", "Sincerely", "Atentamente", "Mit freundlichen Grüßen".
     r"\b(?:(?:best|kind|warm|warmest|kindest) (?:regards|wishes)|regards,|sincerely|yours (?:truly|faithfully|sincerely)|respectfully|many thanks,|thanks in advance|atentamente|cordialmente|saludos|un saludo|cordialement|bien a vous|bien a toi|mit freundlichen grussen|viele grusse|beste grusse|cordiali saluti|distinti saluti|atenciosamente|com os melhores cumprimentos|met vriendelijke groet|с уважением|此致|敬上|敬具|よろしくお願いいたします|감사합니다)\b",
     // Mail header fields: a subject, or a sender or recipient with an
