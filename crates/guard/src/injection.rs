@@ -461,14 +461,16 @@ const LEET_SIGNAL: &str = r"\b[a-z0-9@$!|]{0,13}[a-z][013457890@$!|][a-z][a-z0-9
 
 /// The named rules, the composite's signal families and the decoding
 /// signals in one [`RegexSet`]: indices below `RULES.len()` are rules, then
-/// `SIGNALS.len()` signals, then the rot13, split-letter and leetspeak
-/// signals. One pass over the text answers every layer.
+/// `SIGNALS.len()` signals, then the rot13, split-letter, leetspeak and
+/// encoding signals, then the document signals of the in-document rules.
+/// One pass over the text answers every layer.
 static SCREENER: LazyLock<RegexSet> = LazyLock::new(|| {
     let patterns = RULES
         .iter()
         .map(|r| r.pattern)
         .chain(SIGNALS.iter().map(|(_, p)| *p))
         .chain([ROT13_SIGNAL, SPLIT_SIGNAL, LEET_SIGNAL, ENCODED_SIGNAL])
+        .chain(embedded::DOCUMENT_SIGNALS.iter().copied())
         .map(|pattern| ascii_pattern(&fold_pattern(pattern)));
     RegexSetBuilder::new(patterns)
         .size_limit(64 << 20)
@@ -483,10 +485,13 @@ const JOINED_RULE: &str = "instruction-override-joined";
 const SPLIT_INDEX: usize = ROT13_INDEX + 1;
 const LEET_INDEX: usize = ROT13_INDEX + 2;
 const ENCODED_INDEX: usize = ROT13_INDEX + 3;
+/// The first of [`embedded::DOCUMENT_SIGNALS`] in [`SCREENER`].
+const DOCUMENT_INDEX: usize = ROT13_INDEX + 4;
 
 /// Which patterns of [`SCREENER`] (then, of [`INDIRECT_RULES`]) matched,
-/// and whether a view held an embedded task request or answer directive
-/// (see [`embedded::embedded_task`]), over every view of one text.
+/// and whether a view held a task request or answer directive inside a
+/// document (see [`embedded::requests_in_document`]), over every view of
+/// one text.
 struct Hits([u64; 2], u64, [bool; 2]);
 
 impl Hits {
@@ -513,9 +518,11 @@ impl Hits {
                 self.1 |= 1 << index;
             }
         }
-        let [task, answer] = embedded::embedded_task(view);
-        self.2[0] |= task;
-        self.2[1] |= answer;
+        if (DOCUMENT_INDEX..DOCUMENT_INDEX + embedded::DOCUMENT_SIGNALS.len()).any(|index| self.contains(index)) {
+            let [task, answer] = embedded::requests_in_document(view);
+            self.2[0] |= task;
+            self.2[1] |= answer;
+        }
     }
 }
 

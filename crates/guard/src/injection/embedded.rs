@@ -33,7 +33,7 @@
 
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet, RegexSetBuilder};
+use regex::Regex;
 
 use crate::normalize::{ascii_pattern, fold_pattern};
 
@@ -44,7 +44,7 @@ pub(crate) const EMBEDDED_TASK_RULE: &str = "embedded-task-request";
 /// [`normalize`](crate::normalize): lower case, one space for any run of
 /// whitespace). One kind alone is common in chat ("hi anna, …"); two are the
 /// shape of a letter, a mail or a notice.
-const DOCUMENT_SIGNALS: &[&str] = &[
+pub(crate) const DOCUMENT_SIGNALS: &[&str] = &[
     // Salutation: "Dear Ms. Ortiz,", "Hi team,", "Hello John,", "Estimado cliente,".
     r"(?:^|[.!?>] ?)(?:dear|hi|hello|hey|greetings|good (?:morning|afternoon|evening)|estimado|estimada|querido|querida|hola|cher|chere|bonjour|sehr geehrte|sehr geehrter|liebe|lieber|hallo|gentile|caro|cara|ciao|prezado|prezada|caro|beste|geachte|уважаемый|уважаемая|здравствуйте|добрый день|尊敬的|亲爱的|拝啓|안녕하세요)\b(?: (?:mr|mrs|ms|dr|prof)\.)?[^.,!?:;]{0,40}[,:]",
     // Closing: "Best regards", "Sincerely", "Atentamente", "Mit freundlichen Grüßen".
@@ -226,7 +226,6 @@ pub(crate) const EMBEDDED_ANSWER_RULE: &str = "answer-directive-in-document";
 const ABOUT_THE_DOCUMENT: &str = r"\b(?:this|these|the following|following|below|above|attached|enclosed|the (?:email|e-mail|mail|message|letter|text|document|passage|article|page|invoice|table|thread|conversation))\b|:\s*$";
 
 struct Screener {
-    document: RegexSet,
     task: Regex,
     answer: Regex,
     about_document: Regex,
@@ -235,9 +234,6 @@ struct Screener {
 static SCREENER: LazyLock<Screener> = LazyLock::new(|| {
     let compile = |pattern: &str| ascii_pattern(&fold_pattern(pattern));
     Screener {
-        document: RegexSetBuilder::new(DOCUMENT_SIGNALS.iter().map(|p| compile(p)))
-            .build()
-            .expect("document signals compile"),
         task: regex::RegexBuilder::new(&compile(TASK_REQUEST))
             .size_limit(64 << 20)
             .dfa_size_limit(64 << 20)
@@ -253,14 +249,13 @@ static SCREENER: LazyLock<Screener> = LazyLock::new(|| {
 });
 
 /// For a [`normalize`](crate::normalize)d text with the shape of a
-/// document: whether a sentence in it opens with a chatbot request not
-/// about that document ([`EMBEDDED_TASK_RULE`]), and whether one directs
-/// the reader's own answer ([`EMBEDDED_ANSWER_RULE`]).
-pub(crate) fn embedded_task(normalized: &str) -> [bool; 2] {
+/// document (one of [`DOCUMENT_SIGNALS`] matched, which the screen's main
+/// pattern set answers in the same pass as its rules): whether a sentence
+/// in it opens with a chatbot request not about that document
+/// ([`EMBEDDED_TASK_RULE`]), and whether one directs the reader's own
+/// answer ([`EMBEDDED_ANSWER_RULE`]).
+pub(crate) fn requests_in_document(normalized: &str) -> [bool; 2] {
     let screener = &*SCREENER;
-    if !screener.document.is_match(normalized) {
-        return [false; 2];
-    }
     let answer = screener.answer.find_iter(normalized).any(|found| opens_a_request(&normalized[..found.start()]));
     let task = screener.task.find_iter(normalized).any(|found| {
         if !opens_a_request(&normalized[..found.start()]) {
