@@ -1,6 +1,6 @@
 //! The prompt-injection screen.
 //!
-//! Two layers, both compiled once per process:
+//! Three layers, all compiled once per process:
 //!
 //! 1. **Named patterns** in one [`RegexSet`]: each fires on its own
 //!    (instruction override, fake role markers, prompt extraction, ...).
@@ -9,6 +9,12 @@
 //!    vendor, control of the answer format). Each is common in benign
 //!    role-play, so one alone never fires; three families together are the
 //!    shape of an in-the-wild jailbreak.
+//! 3. **Indirect injection**: directives about the reader's answer and
+//!    agent-hijacking phrases (their own set, run only over texts holding
+//!    one of their trigger words), and, inside a text with the shape of a
+//!    document (its signals sit in the main set), chatbot requests and
+//!    answer directives a user's own prompt would be allowed to make (the
+//!    `embedded` module).
 //!
 //! Patterns run over [`normalize`]d text and use ASCII word boundaries so the
 //! regex engine can stay on its fast DFA path. The same set also holds three
