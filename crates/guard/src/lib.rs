@@ -5,7 +5,9 @@
 //!
 //! - [`screen`] looks for injected instructions (instruction overrides, role
 //!   reassignment, mode switches, forged role markers, prompt extraction,
-//!   exfiltration, tool-call forgery, secrecy demands, persona jailbreaks),
+//!   exfiltration, tool-call forgery, secrecy demands, persona jailbreaks,
+//!   directives hidden in data about the reader's answer, and chatbot
+//!   requests planted in a mail, letter or notice),
 //!   in English and ten other languages, after [`normalize`]-ing the text
 //!   (look-alike letters, tag characters, fillers, combining marks) and over
 //!   decoded views where the text shows a disguise (split letters,

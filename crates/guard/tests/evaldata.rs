@@ -121,6 +121,16 @@ fn injection_dev_benign_rows_do_not_regress() {
     for (kind, (flagged, rows)) in &by_type {
         eprintln!("{kind}: {flagged}/{rows} flagged");
     }
+    // Indirect rows by BIPIA attack family (counts only).
+    let mut by_family: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for row in rows.iter().filter(|row| row["type"] == "indirect") {
+        let entry = by_family.entry(row["meta"]["attack_category"].as_str().unwrap_or("?")).or_default();
+        entry.1 += 1;
+        entry.0 += usize::from(cairn_guard::screen(row["text"].as_str().unwrap()).is_some());
+    }
+    for (family, (flagged, rows)) in &by_family {
+        eprintln!("  indirect / {family}: {flagged}/{rows}");
+    }
     let injections: usize = by_type.iter().filter(|(kind, _)| !kind.starts_with("benign")).map(|(_, c)| c.0).sum();
     eprintln!("benign rows flagged:\n{}", flagged_benign.join("\n"));
     assert!(flagged_benign.len() <= MAX_BENIGN_FLAGGED, "{} benign rows flagged", flagged_benign.len());
@@ -134,7 +144,10 @@ const MAX_BENIGN_FLAGGED: usize = 2;
 /// worst files (gcp.go, messagebird.go) 1 of 2.
 const MIN_RULE_FILE_RECALL: f64 = 0.5;
 const MIN_MACRO_RECALL: f64 = 0.95;
-const MIN_INJECTIONS_FLAGGED: usize = 156;
+/// Measured when written (issue 46, round three): jailbreak 143/181,
+/// direct 2/2, extraction 5/5, indirect 16/28.
+const MIN_INJECTIONS_FLAGGED: usize = 166;
 /// Instructions hidden in an email (BIPIA); the rules for them were written
 /// from BIPIA's attack families and the literature, not from these rows.
-const MIN_INDIRECT_FLAGGED: usize = 6;
+/// Measured when written: 16 of 28 (57.1 %).
+const MIN_INDIRECT_FLAGGED: usize = 16;
