@@ -59,7 +59,7 @@ fn columns(path: &Path) -> BTreeMap<String, Vec<String>> {
         .into_iter()
         .map(|table| {
             let statement = connection.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
-            let names = statement.column_names().into_iter().map(str::to_owned).collect();
+            let names = statement.column_names().map(str::to_owned).collect();
             (table, names)
         })
         .collect()
