@@ -60,8 +60,9 @@ impl MemoryDb {
         };
 
         // A search reading some scopes only drops other scopes' rows after
-        // the indexes answer; when that leaves fewer rows than asked for, it
-        // runs once more with wider pools.
+        // the indexes answer; when other scopes held at least as many of the
+        // candidates as the visible ones and fewer rows than asked for are
+        // left, it runs once more with wider pools.
         let factors: &[usize] = if query.scopes.narrows() { &[1, SCOPE_POOL_FACTOR] } else { &[1] };
         let candidates = self.rows().read("searching episodic memory", |tx| {
             let mut out = Vec::new();
@@ -79,7 +80,7 @@ impl MemoryDb {
                     fts_query.as_deref(),
                 )?;
                 (out, dropped) = gathered;
-                if dropped == 0 || out.len() >= query.limit {
+                if dropped == 0 || dropped < out.len() || out.len() >= query.limit {
                     break;
                 }
             }
