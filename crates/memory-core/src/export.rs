@@ -188,7 +188,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
             continue;
         }
         let (created_at, version) = (row.created_at, row.version);
-        let entry = entry_from_row(row, None)?;
+        let entry = entry_from_row(row, None, None)?;
         semantic.push(ExportedSemantic {
             key: entry.key,
             value: entry.value,
@@ -204,7 +204,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
     let mut lessons = Vec::with_capacity(lesson_rows.len());
     for row in lesson_rows {
         let (created_at, version) = (row.created_at, row.version);
-        let lesson = lesson_from_row(row)?;
+        let lesson = lesson_from_row(row, None)?;
         lessons.push(ExportedLesson {
             rule: lesson.rule,
             not: lesson.not,

@@ -54,6 +54,7 @@ pub mod constants;
 mod db;
 mod episodic;
 mod error;
+mod evidence;
 mod export;
 mod files;
 mod foreign;
@@ -109,6 +110,6 @@ pub use restore::{RESTORE_STAGING_DIR, RestoreStep, restore_memory, restore_memo
 pub use schema::SCHEMA_VERSION;
 pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{
-    DeleteOutcome, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source,
-    WriteOutcome,
+    DeleteOutcome, Evidence, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason,
+    Source, WriteOutcome,
 };

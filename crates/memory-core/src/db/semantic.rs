@@ -4,8 +4,10 @@
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, embed_text, entry_from_row, memory_type};
-use crate::store::Counter;
-use crate::types::{DeleteOutcome, SemanticEntry, Source, WriteOutcome};
+use std::collections::HashMap;
+
+use crate::store::{Counter, EvidenceLayer, EvidenceRow};
+use crate::types::{DeleteOutcome, Evidence, SemanticEntry, Source, WriteOutcome};
 use crate::validate;
 
 /// A value that passed [`MemoryDb::check_write`], in the form it is stored.
@@ -43,8 +45,31 @@ impl MemoryDb {
         confidence: f64,
         source: Source,
     ) -> Result<WriteOutcome> {
+        self.write_semantic_with_evidence(key, value, confidence, source, None)
+    }
+
+    /// [`write_semantic`](Self::write_semantic) with the evidence
+    /// consolidation found for the value (the one write path; `None` is a
+    /// write without evidence, which clears what an earlier value had). The
+    /// evidence is checked after the value's rules: a valid session key, an
+    /// ordered message range, a quote of 1 to 300 characters that passes the
+    /// injection screen ([`Rejected::InvalidEvidence`],
+    /// [`Rejected::Injection`]); its quote is stored scrubbed like the value.
+    /// The evidence is stored only when the write changes the row.
+    pub fn write_semantic_with_evidence(
+        &self,
+        key: &str,
+        value: &serde_json::Value,
+        confidence: f64,
+        source: Source,
+        evidence: Option<&Evidence>,
+    ) -> Result<WriteOutcome> {
         let _span = tracing::debug_span!("write_semantic", key = %validate::cut(key, 100)).entered();
-        let stored = match self.check_write(key, value, confidence, &source) {
+        let checked = self.check_write(key, value, confidence, &source).and_then(|stored| {
+            let evidence = evidence.map(crate::evidence::check).transpose()?;
+            Ok((stored, evidence))
+        });
+        let (stored, evidence) = match checked {
             Ok(stored) => stored,
             Err(rejected) => {
                 let attempted =
@@ -66,7 +91,15 @@ impl MemoryDb {
         let outcome = self.rows().write("writing a semantic entry", |tx| {
             apply_write(
                 tx,
-                &PreparedWrite { key, value_text: &value_text, confidence, source: &source, category: None, vector },
+                &PreparedWrite {
+                    key,
+                    value_text: &value_text,
+                    confidence,
+                    source: &source,
+                    category: None,
+                    vector,
+                    evidence: evidence.as_ref(),
+                },
             )
         })?;
         // A superseded value retires the episodic rows quoting it, after the
@@ -142,15 +175,28 @@ impl MemoryDb {
     /// The live value under `key`.
     pub fn get_semantic(&self, key: &str) -> Result<Option<SemanticEntry>> {
         let space = self.space();
-        let row = self.rows().read("reading a semantic entry", |tx| tx.semantic_row(key))?;
-        row.filter(|row| !row.is_deleted).map(|row| entry_from_row(row, space.as_deref())).transpose()
+        let found = self.rows().read("reading a semantic entry", |tx| {
+            let Some(row) = tx.semantic_row(key)?.filter(|row| !row.is_deleted) else { return Ok(None) };
+            Ok(Some((row, tx.evidence(EvidenceLayer::Semantic, key)?)))
+        })?;
+        found.map(|(row, evidence)| entry_from_row(row, space.as_deref(), evidence)).transpose()
     }
 
     /// Live entries whose key starts with `prefix` (all of them for `""`), by key.
     pub fn list_semantic(&self, prefix: &str) -> Result<Vec<SemanticEntry>> {
         let space = self.space();
-        let rows = self.rows().read("listing semantic entries", |tx| tx.live_semantic(prefix))?;
-        rows.into_iter().map(|row| entry_from_row(row, space.as_deref())).collect()
+        let (rows, mut evidence) = self.rows().read("listing semantic entries", |tx| {
+            let rows = tx.live_semantic(prefix)?;
+            let evidence: HashMap<String, EvidenceRow> =
+                tx.layer_evidence(EvidenceLayer::Semantic)?.into_iter().collect();
+            Ok((rows, evidence))
+        })?;
+        rows.into_iter()
+            .map(|row| {
+                let found = evidence.remove(&row.key);
+                entry_from_row(row, space.as_deref(), found)
+            })
+            .collect()
     }
 
     /// Computes vectors for live entries that have none in the current

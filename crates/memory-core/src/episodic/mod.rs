@@ -64,6 +64,8 @@ pub struct NewEpisode {
     pub preserve: bool,
     /// Who is writing.
     pub source: Source,
+    /// Where consolidation found it (checked like a fact's evidence).
+    pub evidence: Option<crate::types::Evidence>,
 }
 
 impl NewEpisode {
@@ -78,6 +80,7 @@ impl NewEpisode {
             defer_embedding: false,
             preserve: false,
             source: Source::Consolidation,
+            evidence: None,
         }
     }
 
@@ -120,6 +123,12 @@ impl NewEpisode {
     /// Sets who is writing.
     pub fn source(mut self, source: Source) -> Self {
         self.source = source;
+        self
+    }
+
+    /// Sets the evidence consolidation found for it.
+    pub fn evidence(mut self, evidence: crate::types::Evidence) -> Self {
+        self.evidence = Some(evidence);
         self
     }
 }
@@ -174,6 +183,9 @@ pub struct EpisodicRecord {
     pub source: String,
     /// Whether it has a vector in the current embedding space.
     pub has_vector: bool,
+    /// Where consolidation found it; `None` for rows written otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::types::Evidence>,
 }
 
 /// How candidates are found and ranked.
