@@ -282,6 +282,9 @@ fn semantic(db: &MemoryDb, command: &SemanticCommand) -> anyhow::Result<ExitCode
                     print_json(&serde_json::to_value(&entry)?);
                 } else {
                     println!("{}", entry.value);
+                    if let Some(evidence) = &entry.evidence {
+                        println!("{}", evidence_line(evidence));
+                    }
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -318,6 +321,14 @@ fn semantic(db: &MemoryDb, command: &SemanticCommand) -> anyhow::Result<ExitCode
             Ok(if outcome == DeleteOutcome::Deleted { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_FOUND) })
         }
     }
+}
+
+/// One line naming where consolidation found a row: session, message range, quote.
+fn evidence_line(evidence: &cairn_memory_core::Evidence) -> String {
+    format!(
+        "evidence: session {}, messages #{}..#{}: {:?}",
+        evidence.session_key, evidence.from_message, evidence.to_message, evidence.quote
+    )
 }
 
 fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
@@ -361,6 +372,9 @@ fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
             } else {
                 for lesson in &lessons {
                     println!("{}  [{}] {}", lesson.key, lesson.category, lesson.text());
+                    if let Some(evidence) = &lesson.evidence {
+                        println!("    {}", evidence_line(evidence));
+                    }
                 }
             }
             Ok(ExitCode::SUCCESS)

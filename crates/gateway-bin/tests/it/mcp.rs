@@ -30,7 +30,7 @@ const TOOLS: &[&str] = &[
     "history_append",
 ];
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// `cairn mcp serve` on `home`, with the test environment scrubbed.
 fn server_command(home: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
@@ -56,7 +56,7 @@ async fn connect_with(home: &Path, env: &[(&str, &str)]) -> Client {
     ().serve(transport).await.unwrap()
 }
 
-async fn connect(home: &Path) -> Client {
+pub(crate) async fn connect(home: &Path) -> Client {
     connect_with(home, &[]).await
 }
 
@@ -66,7 +66,7 @@ async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
 }
 
 /// The structured answer of a call that must succeed.
-async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
+pub(crate) async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
     let result = call(client, tool, arguments.clone()).await;
     assert_eq!(result.is_error, Some(false), "{tool} {arguments} failed: {result:?}");
     result.structured_content.unwrap_or(Value::Null)

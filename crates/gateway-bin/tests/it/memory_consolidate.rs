@@ -10,7 +10,7 @@ use crate::cairn;
 
 /// Serves `replies` in order as chat completions; returns the base URL and
 /// a receiver of the prompts it was sent.
-fn scripted_llm(replies: Vec<String>) -> (String, mpsc::Receiver<String>, std::thread::JoinHandle<()>) {
+pub(crate) fn scripted_llm(replies: Vec<String>) -> (String, mpsc::Receiver<String>, std::thread::JoinHandle<()>) {
     let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let base_url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
     let (prompts_tx, prompts) = mpsc::channel();
@@ -30,7 +30,7 @@ fn scripted_llm(replies: Vec<String>) -> (String, mpsc::Receiver<String>, std::t
     (base_url, prompts, handle)
 }
 
-fn consolidate(home: &Path, base_url: &str, transcript: &Path) -> (i32, Value) {
+pub(crate) fn consolidate(home: &Path, base_url: &str, transcript: &Path) -> (i32, Value) {
     let output = cairn()
         .arg("--home")
         .arg(home)
