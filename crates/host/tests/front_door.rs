@@ -103,7 +103,9 @@ impl Summarizer for ScriptedSummarizer {
     fn summarize(&self, prompt: &str) -> Result<String, SummarizerError> {
         self.0.fetch_add(1, Ordering::SeqCst);
         if prompt.starts_with("You maintain a user's long-term memory") {
-            Ok(r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95}]}"#.into())
+            Ok(r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95,
+                   "evidence": {"from": 0, "to": 0, "quote": "we deploy on Tuesdays"}}]}"#
+                .into())
         } else {
             Err(SummarizerError("unexpected prompt".into()))
         }

@@ -391,6 +391,32 @@ pub enum Rejected {
     /// A scope name no scope can have.
     #[error("{0:?} is not a scope (global, or a project name)")]
     InvalidScope(String),
+    /// A consolidated item came without evidence (a message range and a quote).
+    #[error("a consolidated item needs evidence: the message range it came from and a verbatim quote")]
+    MissingEvidence,
+    /// The evidence of an item is malformed: an empty or too long quote, a
+    /// range that is reversed or outside the consolidated messages.
+    #[error("invalid evidence: {reason}")]
+    InvalidEvidence {
+        /// What was wrong.
+        reason: String,
+    },
+    /// The quote of an item is not in the messages of its range (compared
+    /// with whitespace and case folded).
+    #[error("the quote is not in messages {from}..={to} of the transcript")]
+    QuoteNotFound {
+        /// First message of the range.
+        from: u64,
+        /// Last message of the range.
+        to: u64,
+    },
+    /// The statement was abandoned later in the same transcript (the model
+    /// said so, or a later message retracts it): a dead end, not a fact.
+    #[error("the transcript later abandons this statement: {reason}")]
+    UnresolvedHypothesis {
+        /// Which rule decided it.
+        reason: String,
+    },
 }
 
 impl Rejected {
@@ -418,6 +444,10 @@ impl Rejected {
             Rejected::Forgotten { .. } => "forgotten",
             Rejected::NothingSelected => "nothing_selected",
             Rejected::InvalidScope(_) => "invalid_scope",
+            Rejected::MissingEvidence => "missing_evidence",
+            Rejected::InvalidEvidence { .. } => "invalid_evidence",
+            Rejected::QuoteNotFound { .. } => "quote_not_found",
+            Rejected::UnresolvedHypothesis { .. } => "unresolved_hypothesis",
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod constants;
 mod db;
 mod episodic;
 mod error;
+mod evidence;
 mod export;
 mod files;
 mod foreign;
@@ -117,6 +118,6 @@ pub use schema::SCHEMA_VERSION;
 pub use scope::{GLOBAL_SCOPE, PROJECT_KEY_PREFIX, ProjectRule, Scope, ScopeFilter, project_named, project_of};
 pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{
-    DeleteOutcome, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source,
-    WriteOutcome,
+    DeleteOutcome, Evidence, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason,
+    Source, WriteOutcome,
 };

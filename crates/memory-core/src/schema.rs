@@ -214,6 +214,20 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX forgotten_fingerprint ON forgotten(fingerprint);
     "#,
+    // 8: the evidence of rows consolidation wrote: the session and message
+    // range each came from and a verbatim quote of the transcript. Rows
+    // stored before it, and rows people write, have none.
+    r#"
+    CREATE TABLE memory_evidence (
+        layer       TEXT NOT NULL,
+        target      TEXT NOT NULL,
+        session_key TEXT NOT NULL,
+        first_seq   INTEGER NOT NULL,
+        last_seq    INTEGER NOT NULL,
+        quote       TEXT NOT NULL,
+        PRIMARY KEY (layer, target)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -296,6 +296,9 @@ fn semantic(home: &Home, db: &MemoryDb, command: &SemanticCommand) -> anyhow::Re
                     print_json(&serde_json::to_value(&entry)?);
                 } else {
                     println!("{}", entry.value);
+                    if let Some(evidence) = &entry.evidence {
+                        println!("{}", evidence_line(evidence));
+                    }
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -339,6 +342,14 @@ fn semantic(home: &Home, db: &MemoryDb, command: &SemanticCommand) -> anyhow::Re
     }
 }
 
+/// One line naming where consolidation found a row: session, message range, quote.
+fn evidence_line(evidence: &cairn_memory_core::Evidence) -> String {
+    format!(
+        "evidence: session {}, messages #{}..#{}: {:?}",
+        evidence.session_key, evidence.from_message, evidence.to_message, evidence.quote
+    )
+}
+
 fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
     let jsonl = JsonlLessonStore::new(home.dir().join(constants::LESSONS_JSONL_FILE_NAME));
     // The JSONL file is the fallback for when memory.db cannot be opened.
@@ -380,6 +391,9 @@ fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
             } else {
                 for lesson in &lessons {
                     println!("{}  [{}] {}", lesson.key, lesson.category, lesson.text());
+                    if let Some(evidence) = &lesson.evidence {
+                        println!("    {}", evidence_line(evidence));
+                    }
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -628,6 +628,12 @@ impl CairnMcp {
                         "category": lesson.category,
                         "source": lesson.source,
                         "updated_at": lesson.updated_at,
+                        "evidence": lesson.evidence.as_ref().map(|evidence| json!({
+                            "session_key": evidence.session_key,
+                            "from_message": evidence.from_message,
+                            "to_message": evidence.to_message,
+                            "quote": redacted(&evidence.quote),
+                        })),
                     })
                 })
                 .collect();

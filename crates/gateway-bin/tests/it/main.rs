@@ -4,6 +4,7 @@ use std::process::Command;
 
 mod agents;
 mod auto_skills;
+mod consolidation_evidence;
 mod context;
 mod context_ceiling;
 mod dashboard;

@@ -57,7 +57,7 @@ async fn connect_with(home: &Path, env: &[(&str, &str)]) -> Client {
     ().serve(transport).await.unwrap()
 }
 
-async fn connect(home: &Path) -> Client {
+pub(crate) async fn connect(home: &Path) -> Client {
     connect_with(home, &[]).await
 }
 

@@ -9,9 +9,9 @@ use parking_lot::Mutex;
 
 use super::{
     AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
-    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
-    StoredEvent, TranscriptRow, TranscriptRows,
+    EvidenceLayer, EvidenceRow, EvidenceRows, ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
+    SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
 };
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
@@ -33,6 +33,8 @@ struct State {
     ledger: BTreeMap<(String, String, String), Recorded>,
     settings: BTreeMap<String, String>,
     forgotten: Vec<ForgottenRow>,
+    /// Evidence by `(layer name, target)`.
+    evidence: BTreeMap<(&'static str, String), EvidenceRow>,
 }
 
 /// An episodic row and its vector blob (`row.has_vector` says whether there is one).
@@ -692,6 +694,31 @@ impl LedgerRows for MemoryTx<'_> {
 
     fn set_setting(&mut self, name: &str, value: &str) -> Result<()> {
         self.state.settings.insert(name.to_owned(), value.to_owned());
+        Ok(())
+    }
+}
+
+impl EvidenceRows for MemoryTx<'_> {
+    fn evidence(&mut self, layer: EvidenceLayer, target: &str) -> Result<Option<EvidenceRow>> {
+        Ok(self.state.evidence.get(&(layer.name(), target.to_owned())).cloned())
+    }
+
+    fn layer_evidence(&mut self, layer: EvidenceLayer) -> Result<Vec<(String, EvidenceRow)>> {
+        Ok(self
+            .state
+            .evidence
+            .iter()
+            .filter(|((name, _), _)| *name == layer.name())
+            .map(|((_, target), row)| (target.clone(), row.clone()))
+            .collect())
+    }
+
+    fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()> {
+        let key = (layer.name(), target.to_owned());
+        match evidence {
+            Some(evidence) => self.state.evidence.insert(key, evidence.clone()),
+            None => self.state.evidence.remove(&key),
+        };
         Ok(())
     }
 }

@@ -426,6 +426,46 @@ pub(crate) trait ForgetRows {
     fn delete_session_messages(&mut self, messages: &[(String, i64)]) -> Result<usize>;
 }
 
+/// The evidence of a row consolidation wrote: the session and message
+/// range it came from and a verbatim quote of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EvidenceRow {
+    pub(crate) session_key: String,
+    pub(crate) first_seq: i64,
+    pub(crate) last_seq: i64,
+    pub(crate) quote: String,
+}
+
+/// Which table a row with evidence is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EvidenceLayer {
+    /// `semantic_memory` (lessons included), by key.
+    Semantic,
+    /// `episodic_memories`, by id.
+    Episodic,
+}
+
+impl EvidenceLayer {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            EvidenceLayer::Semantic => "semantic",
+            EvidenceLayer::Episodic => "episodic",
+        }
+    }
+}
+
+/// The evidence of consolidated rows, beside the rows (`memory_evidence`):
+/// one per `(layer, target)`, where the target is a semantic key or an
+/// episodic id as text. Rows written without evidence have none.
+pub(crate) trait EvidenceRows {
+    /// The evidence of `target`.
+    fn evidence(&mut self, layer: EvidenceLayer, target: &str) -> Result<Option<EvidenceRow>>;
+    /// Every evidence row of `layer`, by target.
+    fn layer_evidence(&mut self, layer: EvidenceLayer) -> Result<Vec<(String, EvidenceRow)>>;
+    /// Stores the evidence of `target`, or removes it for `None`.
+    fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()>;
+}
+
 /// Everything a transaction of a backend offers (each backend declares it
 /// for its transaction type once the row traits are in place).
 pub(crate) trait StoreTx:
@@ -439,6 +479,7 @@ pub(crate) trait StoreTx:
     + TranscriptRows
     + LedgerRows
     + ForgetRows
+    + EvidenceRows
 {
 }
 

@@ -40,9 +40,10 @@ use postgres::{Client, NoTls, Statement};
 
 use super::{
     AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
-    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
-    StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
+    EvidenceLayer, EvidenceRow, EvidenceRows, ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
+    SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows, blob_vector,
+    vector_blob,
 };
 use crate::constants::LESSON_PREFIX;
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
@@ -176,6 +177,18 @@ const MIGRATIONS: &[&str] = &[
         at          BIGINT NOT NULL
     );
     CREATE INDEX forgotten_fingerprint ON forgotten (fingerprint);
+    "#,
+    // 5: the evidence of consolidated rows (session, message range, quote).
+    r#"
+    CREATE TABLE memory_evidence (
+        layer       TEXT COLLATE "C" NOT NULL,
+        target      TEXT COLLATE "C" NOT NULL,
+        session_key TEXT NOT NULL,
+        first_seq   BIGINT NOT NULL,
+        last_seq    BIGINT NOT NULL,
+        quote       TEXT NOT NULL,
+        PRIMARY KEY (layer, target)
+    );
     "#,
 ];
 
@@ -1501,6 +1514,71 @@ impl LedgerRows for PgTx<'_> {
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             &[&name, &value],
         )?;
+        Ok(())
+    }
+}
+
+impl EvidenceRows for PgTx<'_> {
+    fn evidence(&mut self, layer: EvidenceLayer, target: &str) -> Result<Option<EvidenceRow>> {
+        Ok(self
+            .query_opt(
+                "reading the evidence of a row",
+                "SELECT session_key, first_seq, last_seq, quote FROM memory_evidence WHERE layer = $1 AND target = $2",
+                &[&layer.name(), &target],
+            )?
+            .map(|row| EvidenceRow {
+                session_key: row.get(0),
+                first_seq: row.get(1),
+                last_seq: row.get(2),
+                quote: row.get(3),
+            }))
+    }
+
+    fn layer_evidence(&mut self, layer: EvidenceLayer) -> Result<Vec<(String, EvidenceRow)>> {
+        let rows = self.query(
+            "reading the evidence of rows",
+            "SELECT target, session_key, first_seq, last_seq, quote FROM memory_evidence WHERE layer = $1 ORDER BY target",
+            &[&layer.name()],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    row.get(0),
+                    EvidenceRow {
+                        session_key: row.get(1),
+                        first_seq: row.get(2),
+                        last_seq: row.get(3),
+                        quote: row.get(4),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()> {
+        match evidence {
+            Some(evidence) => self.execute(
+                "recording the evidence of a row",
+                "INSERT INTO memory_evidence (layer, target, session_key, first_seq, last_seq, quote)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (layer, target) DO UPDATE SET session_key = excluded.session_key,
+                     first_seq = excluded.first_seq, last_seq = excluded.last_seq, quote = excluded.quote",
+                &[
+                    &layer.name(),
+                    &target,
+                    &evidence.session_key.as_str(),
+                    &evidence.first_seq,
+                    &evidence.last_seq,
+                    &evidence.quote.as_str(),
+                ],
+            )?,
+            None => self.execute(
+                "removing the evidence of a row",
+                "DELETE FROM memory_evidence WHERE layer = $1 AND target = $2",
+                &[&layer.name(), &target],
+            )?,
+        };
         Ok(())
     }
 }

@@ -6,9 +6,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
-    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
-    StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
+    EvidenceLayer, EvidenceRow, EvidenceRows, ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
+    SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows, blob_vector,
+    vector_blob,
 };
 use crate::error::{MemoryError, Result};
 
@@ -873,6 +874,68 @@ impl LedgerRows for SqliteTx<'_> {
             "INSERT INTO settings (name, value) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
             params![name, value],
         )?;
+        Ok(())
+    }
+}
+
+impl EvidenceRows for SqliteTx<'_> {
+    fn evidence(&mut self, layer: EvidenceLayer, target: &str) -> Result<Option<EvidenceRow>> {
+        self.connection
+            .prepare_cached(
+                "SELECT session_key, first_seq, last_seq, quote FROM memory_evidence WHERE layer = ?1 AND target = ?2",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![layer.name(), target], |row| {
+                        Ok(EvidenceRow {
+                            session_key: row.get(0)?,
+                            first_seq: row.get(1)?,
+                            last_seq: row.get(2)?,
+                            quote: row.get(3)?,
+                        })
+                    })
+                    .optional()
+            })
+            .map_err(MemoryError::sqlite("reading the evidence of a row"))
+    }
+
+    fn layer_evidence(&mut self, layer: EvidenceLayer) -> Result<Vec<(String, EvidenceRow)>> {
+        self.collect(
+            "reading the evidence of rows",
+            "SELECT target, session_key, first_seq, last_seq, quote FROM memory_evidence WHERE layer = ?1 ORDER BY target",
+            [layer.name()],
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    EvidenceRow { session_key: row.get(1)?, first_seq: row.get(2)?, last_seq: row.get(3)?, quote: row.get(4)? },
+                ))
+            },
+        )
+    }
+
+    fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()> {
+        match evidence {
+            Some(evidence) => self.execute(
+                "recording the evidence of a row",
+                "INSERT INTO memory_evidence (layer, target, session_key, first_seq, last_seq, quote)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(layer, target) DO UPDATE SET session_key = excluded.session_key,
+                     first_seq = excluded.first_seq, last_seq = excluded.last_seq, quote = excluded.quote",
+                params![
+                    layer.name(),
+                    target,
+                    evidence.session_key,
+                    evidence.first_seq,
+                    evidence.last_seq,
+                    evidence.quote
+                ],
+            )?,
+            None => self.execute(
+                "removing the evidence of a row",
+                "DELETE FROM memory_evidence WHERE layer = ?1 AND target = ?2",
+                params![layer.name(), target],
+            )?,
+        };
         Ok(())
     }
 }

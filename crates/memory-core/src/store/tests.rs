@@ -101,6 +101,7 @@ store_suite!(
     claims_and_markers,
     ledger_keeps_the_first_record,
     settings_get_and_set,
+    evidence_follows_its_row,
 );
 
 fn write(backend: &dyn Backend, key: &str, value: &str, confidence: f64, source: &Source) -> Result<WriteOutcome> {
@@ -108,7 +109,15 @@ fn write(backend: &dyn Backend, key: &str, value: &str, confidence: f64, source:
     backend.write("writing a semantic entry", |tx| {
         apply_write(
             tx,
-            &PreparedWrite { key, value_text: &value_text, confidence, source, category: None, vector: None },
+            &PreparedWrite {
+                key,
+                value_text: &value_text,
+                confidence,
+                source,
+                category: None,
+                vector: None,
+                evidence: None,
+            },
         )
     })
 }
@@ -236,6 +245,7 @@ fn failed_write_leaves_nothing(fixture: &Fixture) {
                 source: &Source::Consolidation,
                 category: None,
                 vector: None,
+                evidence: None,
             },
         )?;
         Err(MemoryError::InvalidConfig("refused after the write".to_owned()))
@@ -307,6 +317,7 @@ fn lesson(backend: &dyn Backend, rule: &str, source: &Source) -> crate::lessons:
                     confidence,
                     vector: None,
                     space: None,
+                    evidence: None,
                 },
             )
         })
@@ -1102,4 +1113,45 @@ fn settings_get_and_set(fixture: &Fixture) {
             "after {name} = {value}"
         );
     }
+}
+
+fn evidence_follows_its_row(fixture: &Fixture) {
+    use super::{EvidenceLayer, EvidenceRow};
+    let backend = &*fixture.backend;
+    let evidence = EvidenceRow { session_key: "chat-1".into(), first_seq: 2, last_seq: 4, quote: "uses helix".into() };
+    let write_with = |value: &str, source: &Source, evidence: Option<&EvidenceRow>| {
+        let value_text = serde_json::to_string(value).unwrap();
+        backend
+            .write("writing", |tx| {
+                apply_write(
+                    tx,
+                    &PreparedWrite {
+                        key: "pref.editor",
+                        value_text: &value_text,
+                        confidence: 0.9,
+                        source,
+                        category: None,
+                        vector: None,
+                        evidence,
+                    },
+                )
+            })
+            .unwrap()
+    };
+    let stored = || backend.read("reading", |tx| tx.evidence(EvidenceLayer::Semantic, "pref.editor")).unwrap();
+    write_with("helix", &Source::Consolidation, Some(&evidence));
+    assert_eq!(stored(), Some(evidence.clone()));
+    // The episodic layer is apart from the semantic one.
+    backend.write("evidence", |tx| tx.set_evidence(EvidenceLayer::Episodic, "7", Some(&evidence))).unwrap();
+    let listed = backend.read("listing", |tx| tx.layer_evidence(EvidenceLayer::Semantic)).unwrap();
+    assert_eq!(listed, vec![("pref.editor".to_owned(), evidence.clone())]);
+    // A write without evidence (a person's) clears it; a delete does too.
+    write_with("vim", &Source::UserExplicit, None);
+    assert_eq!(stored(), None);
+    write_with("emacs", &Source::UserExplicit, Some(&evidence));
+    assert_eq!(stored(), Some(evidence.clone()));
+    backend.write("deleting", |tx| apply_delete(tx, "pref.editor", &Source::UserExplicit, None)).unwrap();
+    assert_eq!(stored(), None);
+    let episodic = backend.read("reading", |tx| tx.evidence(EvidenceLayer::Episodic, "7")).unwrap();
+    assert_eq!(episodic, Some(evidence));
 }
