@@ -417,6 +417,49 @@ pub enum Rejected {
         /// Which rule decided it.
         reason: String,
     },
+    /// No consolidation run has this id.
+    #[error("there is no changeset {id}")]
+    UnknownChangeset {
+        /// The id asked for.
+        id: i64,
+    },
+    /// A row number the changeset does not have.
+    #[error("row {row} is out of range: the changeset has {rows} rows (numbered from 1)")]
+    RowOutOfRange {
+        /// The row asked for.
+        row: usize,
+        /// How many rows there are.
+        rows: usize,
+    },
+    /// A row already approved or rejected.
+    #[error("row {row} was already decided")]
+    RowDecided {
+        /// The row asked for.
+        row: usize,
+    },
+    /// A changeset past its time to live.
+    #[error("changeset {id} expired unreviewed; nothing of it can be written")]
+    ChangesetExpired {
+        /// Its id.
+        id: i64,
+    },
+    /// A changeset (or run) no longer under review.
+    #[error("changeset {id} is {state}, not pending")]
+    ChangesetClosed {
+        /// Its id.
+        id: i64,
+        /// Where it stands.
+        state: String,
+    },
+    /// A revert found a row or file changed since the run wrote it.
+    #[error("{what} changed after the run wrote it; nothing was reverted")]
+    ChangedSince {
+        /// The key or file.
+        what: String,
+    },
+    /// No applied run to revert, or a count of 0.
+    #[error("there is no consolidation run to revert (the count must be at least 1)")]
+    NothingToRevert,
 }
 
 impl Rejected {
@@ -448,6 +491,13 @@ impl Rejected {
             Rejected::InvalidEvidence { .. } => "invalid_evidence",
             Rejected::QuoteNotFound { .. } => "quote_not_found",
             Rejected::UnresolvedHypothesis { .. } => "unresolved_hypothesis",
+            Rejected::UnknownChangeset { .. } => "unknown_changeset",
+            Rejected::RowOutOfRange { .. } => "row_out_of_range",
+            Rejected::RowDecided { .. } => "row_decided",
+            Rejected::ChangesetExpired { .. } => "changeset_expired",
+            Rejected::ChangesetClosed { .. } => "changeset_closed",
+            Rejected::ChangedSince { .. } => "changed_since",
+            Rejected::NothingToRevert => "nothing_to_revert",
         }
     }
 }

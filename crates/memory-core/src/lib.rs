@@ -78,6 +78,10 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+pub use consolidate::runs::{
+    AppliedChange, ConsolidationRun, PriorRow, ProposedWrite, RevertReport, RowStatus, RunItem, RunState,
+    approve_changeset, reject_changeset, revert_consolidation_runs,
+};
 pub use consolidate::{
     ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, RefusedItem, SkillGate,
     SkillProposal, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,

@@ -228,6 +228,20 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (layer, target)
     ) WITHOUT ROWID;
     "#,
+    // 9: consolidation runs. A run under `memory.write_approval` is a
+    // changeset waiting for review (`pending`); an applied run keeps what
+    // it changed (each key's prior row, the episodic ids it inserted, the
+    // Markdown it replaced) so the last runs can be reverted exactly. The
+    // body is JSON only memory-core reads.
+    r#"
+    CREATE TABLE consolidation_runs (
+        id         INTEGER PRIMARY KEY,
+        state      TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        body       TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -47,8 +47,18 @@
 //! two keywords with the quote). Each refusal is an audit row (`rejected`,
 //! its code as the detail) and an entry of the report's `refused`. Written
 //! rows keep their evidence (session, range, quote).
+//!
+//! **Review and undo** ([`runs`]). Each run's checked items become
+//! [`ProposedWrite`]s. Without review they are written at once and the run
+//! is recorded with what it changed, so [`revert_consolidation_runs`](crate::revert_consolidation_runs) can
+//! put the last runs back exactly. With
+//! [`ConsolidatorConfig::write_approval`] nothing is written: the run is one
+//! pending changeset ([`ConsolidationRun`]) whose rows carry the ladder's
+//! and the screen's verdict and their evidence, approved or rejected whole
+//! or row by row ([`approve_changeset`](crate::approve_changeset), [`reject_changeset`](crate::reject_changeset)).
 
 mod reply;
+pub(crate) mod runs;
 pub(crate) mod state;
 
 use std::collections::HashMap;
@@ -71,13 +81,14 @@ use crate::error::{MemoryError, Result};
 use crate::files::MemoryFiles;
 use crate::lessons::LessonCategory;
 use crate::scope::Scope;
-use crate::{EpisodicOutcome, MemoryDb, NewEpisode, Source, WriteOutcome};
+use crate::{MemoryDb, Source};
 use state::StateFile;
 
 use crate::error::Rejected;
 pub use crate::transcript::TranscriptMessage;
 use crate::transcript::{Claim, Marker, StoredMessage};
 use crate::types::Evidence;
+use runs::{ConsolidationRun, ProposedWrite, RowStatus, RunItem, RunState, Written};
 
 /// Turns a prompt into text: the model seam of consolidation. The binary
 /// implements it with an LLM client; tests play scripted replies.
@@ -187,6 +198,9 @@ pub struct ConsolidatorConfig {
     pub idle: Duration,
     /// Ask for `new_skill` / `refined_skill` on the history path.
     pub skills_enabled: bool,
+    /// Hold every run as a pending changeset until a person approves it
+    /// (`memory.write_approval`) instead of writing it.
+    pub write_approval: bool,
 }
 
 impl Default for ConsolidatorConfig {
@@ -195,12 +209,13 @@ impl Default for ConsolidatorConfig {
             message_threshold: CONSOLIDATION_MESSAGE_THRESHOLD,
             idle: Duration::from_secs(CONSOLIDATION_IDLE_SECS),
             skills_enabled: false,
+            write_approval: false,
         }
     }
 }
 
 /// Which path ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConsolidationPath {
     /// 30 messages: semantic facts and the Markdown top-level files.
@@ -256,6 +271,19 @@ pub struct ConsolidationReport {
     pub dropped_over_cap: HashMap<&'static str, usize>,
     /// Items refused by a writer or malformed.
     pub refused: Vec<RefusedItem>,
+    /// The recorded run that wrote this (a revert names it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<i64>,
+    /// The pending changeset holding this run's writes (under review).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changeset: Option<i64>,
+    /// Rows of that changeset.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pending: usize,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 impl ConsolidationReport {
@@ -277,6 +305,9 @@ impl ConsolidationReport {
             skills_skipped: None,
             dropped_over_cap: HashMap::new(),
             refused: Vec::new(),
+            run: None,
+            changeset: None,
+            pending: 0,
         }
     }
 
@@ -585,21 +616,17 @@ impl Consolidator {
         let mut report = ConsolidationReport::new(ConsolidationPath::Preferences, session_key, messages.len());
         note_dropped(&mut report, "semantic", dropped);
         let scope = self.session_scope(session_key)?;
-        self.write_semantic_items(&mut report, &shown, &semantic, &scope);
+        let mut proposals = Vec::new();
+        self.propose_semantic_items(&mut report, &shown, &semantic, &scope, &mut proposals);
         if !migrated {
             if let Some(text) = preferences_update {
-                match self.files.write_preferences(&text) {
-                    Ok(()) => report.preferences_replaced = true,
-                    Err(error) => report.refuse("preferences_update", &error),
-                }
+                proposals.push(ProposedWrite::Preferences { text });
             }
             if let Some(text) = projects_update {
-                match self.files.write_projects(&text) {
-                    Ok(()) => report.projects_replaced = true,
-                    Err(error) => report.refuse("projects_update", &error),
-                }
+                proposals.push(ProposedWrite::Projects { text });
             }
         }
+        self.finish_run(&mut report, proposals)?;
         tracing::debug!(?report, "preferences consolidation done");
         Ok(report)
     }
@@ -634,18 +661,17 @@ impl Consolidator {
         let scope = self.session_scope(session_key)?;
         // The Markdown history is read by every project: a project's
         // session keeps its history in its own episodes instead.
-        if let Some(history) = history.filter(|_| scope.is_global()) {
-            match self.files.append_history(&history) {
-                Ok(_) => report.history_appended = true,
-                Err(error) => report.refuse("history", &error),
-            }
+        let mut proposals = Vec::new();
+        if let Some(text) = history.filter(|_| scope.is_global()) {
+            proposals.push(ProposedWrite::History { text });
         }
         for item in &episodic {
-            self.write_episodic_item(&mut report, &shown, &scope, item);
+            self.propose_episodic_item(&mut report, &shown, &scope, item, &mut proposals);
         }
         for item in &lessons {
-            self.write_lesson_item(&mut report, &shown, item);
+            self.propose_lesson_item(&mut report, &shown, item, &mut proposals);
         }
+        self.finish_run(&mut report, proposals)?;
         if skills && let Some(receiver) = &self.skills {
             let keys: &[(&str, SkillProposalKind)] = if self.gate.refine {
                 &[("new_skill", SkillProposalKind::New), ("refined_skill", SkillProposalKind::Refined)]
@@ -694,7 +720,95 @@ impl Consolidator {
         report.refuse(kind, &error);
     }
 
-    fn write_semantic_items(&self, report: &mut ConsolidationReport, shown: &Shown, items: &[Value], scope: &Scope) {
+    /// Writes a run's proposals (recording what they changed, for a
+    /// revert), or holds them as one pending changeset under review.
+    fn finish_run(&self, report: &mut ConsolidationReport, proposals: Vec<ProposedWrite>) -> Result<()> {
+        if proposals.is_empty() {
+            return Ok(());
+        }
+        let now = crate::clock::now_ms();
+        let mut run = ConsolidationRun {
+            id: 0,
+            state: RunState::Pending,
+            created_at: now,
+            updated_at: now,
+            expires_at: None,
+            session_key: report.session_key.clone(),
+            path: report.path,
+            rows: Vec::new(),
+            applied: Vec::new(),
+        };
+        if self.config.write_approval {
+            for (index, write) in proposals.into_iter().enumerate() {
+                let (ladder, screen) = self.db.preview(&write);
+                run.rows.push(RunItem {
+                    row: index + 1,
+                    write,
+                    ladder,
+                    screen,
+                    status: RowStatus::Pending,
+                    outcome: None,
+                });
+            }
+            report.pending = run.rows.len();
+            report.changeset = Some(self.db.insert_run(RunState::Pending, &run)?);
+            tracing::debug!(changeset = report.changeset, rows = report.pending, "consolidation held for review");
+            return Ok(());
+        }
+        for (index, write) in proposals.into_iter().enumerate() {
+            let result = self.db.apply_proposed(&self.files, &write, &mut run.applied);
+            let outcome = match &result {
+                Ok(Written::Changed(outcome) | Written::Kept(outcome)) => outcome.clone(),
+                Err(error) => {
+                    format!("refused:{}", error.rejection().map(|rejected| rejected.code()).unwrap_or("error"))
+                }
+            };
+            let changed = matches!(result, Ok(Written::Changed(_)));
+            match (&write, result) {
+                (_, Err(error)) => {
+                    let kind = match &write {
+                        ProposedWrite::Fact { .. } => "semantic",
+                        ProposedWrite::Lesson { .. } => "lesson",
+                        ProposedWrite::Episode { .. } => "episodic",
+                        ProposedWrite::History { .. } => "history",
+                        ProposedWrite::Preferences { .. } => "preferences_update",
+                        ProposedWrite::Projects { .. } => "projects_update",
+                    };
+                    report.refuse(kind, &error);
+                }
+                (ProposedWrite::Fact { .. }, Ok(_)) if changed => report.semantic_written += 1,
+                (ProposedWrite::Fact { .. }, Ok(_)) => report.semantic_kept += 1,
+                (ProposedWrite::Lesson { .. }, Ok(_)) if changed => report.lessons_written += 1,
+                (ProposedWrite::Lesson { .. }, Ok(_)) => report.lessons_kept += 1,
+                (ProposedWrite::Episode { .. }, Ok(_)) if changed => report.episodic_written += 1,
+                (ProposedWrite::Episode { .. }, Ok(_)) => report.episodic_kept += 1,
+                (ProposedWrite::History { .. }, Ok(_)) => report.history_appended = true,
+                (ProposedWrite::Preferences { .. }, Ok(_)) => report.preferences_replaced = true,
+                (ProposedWrite::Projects { .. }, Ok(_)) => report.projects_replaced = true,
+            }
+            run.rows.push(RunItem {
+                row: index + 1,
+                write,
+                ladder: String::new(),
+                screen: String::new(),
+                status: RowStatus::Applied,
+                outcome: Some(outcome),
+            });
+        }
+        if !run.applied.is_empty() {
+            report.run = Some(self.db.insert_run(RunState::Applied, &run)?);
+        }
+        Ok(())
+    }
+
+    fn propose_semantic_items(
+        &self,
+        report: &mut ConsolidationReport,
+        shown: &Shown,
+        items: &[Value],
+        scope: &Scope,
+        proposals: &mut Vec<ProposedWrite>,
+    ) {
         for item in items {
             let key = item.get("key").and_then(Value::as_str);
             let value = item.get("value");
@@ -712,22 +826,24 @@ impl Consolidator {
                 }
             };
             let scope = Scope::for_fact(key, Some(scope));
-            match self.db.write_semantic_in_with_evidence(
-                &scope,
-                key,
-                value,
+            proposals.push(ProposedWrite::Fact {
+                scope: scope.as_str().to_owned(),
+                key: key.to_owned(),
+                value: value.clone(),
                 confidence,
-                Source::Consolidation,
-                Some(&evidence),
-            ) {
-                Ok(outcome) if outcome.is_change() => report.semantic_written += 1,
-                Ok(_) => report.semantic_kept += 1,
-                Err(error) => report.refuse("semantic", &error),
-            }
+                evidence,
+            });
         }
     }
 
-    fn write_episodic_item(&self, report: &mut ConsolidationReport, shown: &Shown, scope: &Scope, item: &Value) {
+    fn propose_episodic_item(
+        &self,
+        report: &mut ConsolidationReport,
+        shown: &Shown,
+        scope: &Scope,
+        item: &Value,
+        proposals: &mut Vec<ProposedWrite>,
+    ) {
         let Some(text) = item.get("text").and_then(Value::as_str) else {
             report.malformed("episodic", "an episodic item needs a \"text\"");
             return;
@@ -746,21 +862,23 @@ impl Consolidator {
             .and_then(Value::as_array)
             .map(|tags| tags.iter().filter_map(Value::as_str).map(str::to_owned).collect())
             .unwrap_or_default();
-        let episode = NewEpisode::new(text)
-            .importance(importance)
-            .tags(tags)
-            .source_ref(format!("session:{}", shown.session_key))
-            .source(Source::Consolidation)
-            .scope(scope.clone())
-            .evidence(evidence);
-        match self.db.write_episodic(&episode) {
-            Ok(EpisodicOutcome::Inserted { .. }) => report.episodic_written += 1,
-            Ok(_) => report.episodic_kept += 1,
-            Err(error) => report.refuse("episodic", &error),
-        }
+        proposals.push(ProposedWrite::Episode {
+            scope: scope.as_str().to_owned(),
+            text: text.to_owned(),
+            importance,
+            tags,
+            source_ref: format!("session:{}", shown.session_key),
+            evidence,
+        });
     }
 
-    fn write_lesson_item(&self, report: &mut ConsolidationReport, shown: &Shown, item: &Value) {
+    fn propose_lesson_item(
+        &self,
+        report: &mut ConsolidationReport,
+        shown: &Shown,
+        item: &Value,
+        proposals: &mut Vec<ProposedWrite>,
+    ) {
         let rule = item.get("rule").and_then(Value::as_str);
         let not = item.get("not").and_then(Value::as_str);
         let category = item.get("category").and_then(Value::as_str).unwrap_or("preference");
@@ -784,13 +902,12 @@ impl Consolidator {
                 return;
             }
         };
-        match self.db.write_lesson_with_evidence(rule, not, category, Source::Consolidation, Some(&evidence)) {
-            Ok(outcome) => match outcome.outcome {
-                WriteOutcome::Created { .. } | WriteOutcome::Updated { .. } => report.lessons_written += 1,
-                _ => report.lessons_kept += 1,
-            },
-            Err(error) => report.refuse("lesson", &error),
-        }
+        proposals.push(ProposedWrite::Lesson {
+            rule: rule.to_owned(),
+            not: not.map(str::to_owned),
+            category: category.as_str().to_owned(),
+            evidence,
+        });
     }
 }
 

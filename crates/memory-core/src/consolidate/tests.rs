@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use super::*;
-use crate::{MemoryConfig, MemoryDb};
+use crate::{MemoryConfig, MemoryDb, approve_changeset, reject_changeset, revert_consolidation_runs};
 
 const HOUR_MS: i64 = 60 * 60 * 1_000;
 
@@ -191,7 +191,8 @@ fn rejected_items_are_reported_while_the_rest_are_written() {
     let report = f.consolidator.maybe_consolidate("s1", &messages(30), 0).unwrap().unwrap();
     assert_eq!(report.semantic_written, 1);
     let codes: Vec<&str> = report.refused.iter().map(|item| item.code.as_str()).collect();
-    assert_eq!(codes, vec!["low_confidence", "invalid_key", "injection", "malformed"]);
+    // The reply's shape is checked before any item is written, so a malformed item comes first.
+    assert_eq!(codes, vec!["malformed", "low_confidence", "invalid_key", "injection"]);
     assert_eq!(f.db.list_semantic("").unwrap().len(), 1);
 }
 
@@ -666,4 +667,141 @@ fn lessons_and_episodes_carry_evidence_and_episodes_keep_dead_ends() {
         f.db.write_lesson("Prefer small commits", None, crate::LessonCategory::Tool, Source::UserExplicit).unwrap();
     let key = lesson.outcome.key().to_owned();
     assert!(f.db.get_lessons(10).unwrap().iter().any(|lesson| lesson.key == key && lesson.evidence.is_none()));
+}
+
+const DAY_MS: i64 = 24 * HOUR_MS;
+
+/// The export of the fixture's home as JSON text, `exported_at` zeroed.
+fn exported(f: &Fixture) -> String {
+    let mut document = crate::export_memory(&f.db, &f.files).unwrap();
+    document.exported_at = 0;
+    serde_json::to_string_pretty(&document).unwrap()
+}
+
+/// A run over [`conversation`]: two facts (one new, one updating a stored
+/// key), a lesson, an episode and a history entry.
+fn script_run(f: &Fixture) {
+    f.summarizer.push(
+        json!({"semantic": [
+            fact("pref.database", 0, 1, "billing service to Postgres 16"),
+            {"key": "pref.editor", "value": "helix", "confidence": 0.95, "evidence": {"from": 0, "to": 0, "quote": "moved the billing service"}},
+        ]})
+        .to_string(),
+    );
+    f.summarizer.push(
+        json!({
+            "history": "Moved billing to Postgres 16.",
+            "episodic": [{"text": "Billing moved to Postgres 16 last week.", "evidence": {"from": 0, "to": 0, "quote": "Postgres 16 last week"}}],
+            "lessons": [{"rule": "Keep billing on Postgres 16", "category": "knowledge", "evidence": {"from": 0, "to": 0, "quote": "billing service to Postgres 16"}}]
+        })
+        .to_string(),
+    );
+}
+
+fn seeded(config: ConsolidatorConfig) -> Fixture {
+    let f = fixture(config);
+    f.db.write_semantic("pref.editor", &json!("vim"), 0.9, Source::Consolidation).unwrap();
+    f.db.delete_semantic("pref.old", Source::UserExplicit).unwrap();
+    f.files.write_preferences("# Preferences\n\n- editor: vim\n").unwrap();
+    f.files.append_history("An earlier entry.").unwrap();
+    f
+}
+
+#[test]
+fn under_review_a_run_changes_nothing_until_a_row_is_approved() {
+    let f = seeded(ConsolidatorConfig { write_approval: true, ..ConsolidatorConfig::default() });
+    let before = exported(&f);
+    script_run(&f);
+    let (preferences, history) = f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
+    assert_eq!(exported(&f), before, "nothing is written before approval");
+    assert_eq!((preferences.semantic_written, preferences.pending), (0, 2));
+    assert_eq!((history.episodic_written, history.lessons_written, history.pending), (0, 0, 3));
+    let facts = preferences.changeset.unwrap();
+
+    let run = f.db.consolidation_run(facts, crate::clock::now_ms(), 30 * DAY_MS).unwrap();
+    assert_eq!(run.state, RunState::Pending);
+    let verdicts: Vec<(&str, &str, &str)> =
+        run.rows.iter().map(|row| (row.write.kind(), row.ladder.as_str(), row.screen.as_str())).collect();
+    assert_eq!(verdicts, [("fact", "add", "passed"), ("fact", "update", "passed")]);
+    let ProposedWrite::Fact { evidence, .. } = &run.rows[0].write else { panic!("a fact") };
+    assert_eq!(evidence.quote, "billing service to Postgres 16");
+
+    // Approving row 2 writes that row only.
+    let run = approve_changeset(&f.db, &f.files, facts, Some(&[2]), crate::clock::now_ms(), 30 * DAY_MS).unwrap();
+    assert_eq!(run.state, RunState::Pending);
+    assert_eq!(run.rows[1].outcome.as_deref(), Some("updated"));
+    assert_eq!(f.db.get_semantic("pref.editor").unwrap().unwrap().value, json!("helix"));
+    assert!(f.db.get_semantic("pref.database").unwrap().is_none());
+    // Rejecting the rest closes it; the history changeset rejected whole leaves the store as it was.
+    let run = reject_changeset(&f.db, facts, None, crate::clock::now_ms(), 30 * DAY_MS).unwrap();
+    assert_eq!(run.state, RunState::Applied);
+    let after_approval = exported(&f);
+    let rejected =
+        reject_changeset(&f.db, history.changeset.unwrap(), None, crate::clock::now_ms(), 30 * DAY_MS).unwrap();
+    assert_eq!(rejected.state, RunState::Rejected);
+    assert_eq!(exported(&f), after_approval);
+
+    // The approved row is a run a revert undoes.
+    revert_consolidation_runs(&f.db, &f.files, 1).unwrap();
+    assert_eq!(exported(&f), before);
+}
+
+#[test]
+fn each_review_rule_refuses_with_its_code() {
+    let f = fixture(ConsolidatorConfig { write_approval: true, ..ConsolidatorConfig::default() });
+    script_run(&f);
+    let (preferences, _) = f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
+    let id = preferences.changeset.unwrap();
+    let now = crate::clock::now_ms();
+    let code = |error: MemoryError| error.rejection().unwrap().code().to_owned();
+    assert_eq!(code(approve_changeset(&f.db, &f.files, 999, None, now, DAY_MS).unwrap_err()), "unknown_changeset");
+    assert_eq!(code(reject_changeset(&f.db, 999, None, now, DAY_MS).unwrap_err()), "unknown_changeset");
+    for row in [0, 3] {
+        let error = approve_changeset(&f.db, &f.files, id, Some(&[row]), now, DAY_MS).unwrap_err();
+        assert_eq!(code(error), "row_out_of_range");
+    }
+    reject_changeset(&f.db, id, Some(&[1]), now, DAY_MS).unwrap();
+    assert_eq!(code(approve_changeset(&f.db, &f.files, id, Some(&[1]), now, DAY_MS).unwrap_err()), "row_decided");
+    // Past its time to live it expires, and nothing of it can be approved.
+    let later = now + DAY_MS;
+    assert_eq!(code(approve_changeset(&f.db, &f.files, id, None, later, DAY_MS).unwrap_err()), "changeset_expired");
+    assert_eq!(f.db.consolidation_run(id, now, DAY_MS).unwrap().state, RunState::Expired, "recorded as expired");
+    assert!(f.db.get_semantic("pref.editor").unwrap().is_none());
+    assert_eq!(
+        code(revert_consolidation_runs(&f.db, &f.files, 1).unwrap_err()),
+        "nothing_to_revert",
+        "a changeset never applied is no run to revert"
+    );
+    assert_eq!(code(revert_consolidation_runs(&f.db, &f.files, 0).unwrap_err()), "nothing_to_revert");
+}
+
+#[test]
+fn reverting_the_last_run_restores_the_export_exactly() {
+    let f = seeded(ConsolidatorConfig::default());
+    let before = exported(&f);
+    script_run(&f);
+    let (preferences, history) = f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
+    assert_eq!((preferences.semantic_written, history.episodic_written, history.lessons_written), (2, 1, 1));
+    assert!(history.history_appended);
+    assert_ne!(exported(&f), before);
+    let report = revert_consolidation_runs(&f.db, &f.files, 2).unwrap();
+    assert_eq!(report.runs, [history.run.unwrap(), preferences.run.unwrap()]);
+    assert_eq!((report.semantic_restored, report.episodic_removed, report.files_restored), (3, 1, 1));
+    assert_eq!(exported(&f), before);
+    let runs = f.db.consolidation_runs(crate::clock::now_ms(), DAY_MS).unwrap();
+    assert!(runs.iter().all(|run| run.state == RunState::Reverted));
+}
+
+#[test]
+fn a_revert_refuses_when_a_row_moved_on_and_changes_nothing() {
+    let f = seeded(ConsolidatorConfig::default());
+    script_run(&f);
+    f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
+    f.db.write_semantic("pref.editor", &json!("emacs"), 1.0, Source::UserExplicit).unwrap();
+    let held = exported(&f);
+    let error = revert_consolidation_runs(&f.db, &f.files, 2).unwrap_err();
+    assert_eq!(error.rejection().unwrap().code(), "changed_since");
+    assert_eq!(exported(&f), held);
+    // The newer run alone still reverts.
+    revert_consolidation_runs(&f.db, &f.files, 1).unwrap();
 }

@@ -7,9 +7,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{
     AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
     EvidenceLayer, EvidenceRow, EvidenceRows, ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn,
-    NewEpisodicRow, Revisions, SemanticCounts, SemanticHead, SemanticRow, SemanticRows, SemanticUpsert,
-    SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows, blob_vector,
-    vector_blob,
+    NewEpisodicRow, Revisions, RunRow, RunRows, SemanticCounts, SemanticHead, SemanticRow, SemanticRows,
+    SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
+    blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result};
 
@@ -169,6 +169,17 @@ impl SemanticRows for SqliteTx<'_> {
                 ])
             })
             .map_err(MemoryError::sqlite("restoring a semantic entry"))?;
+        Ok(())
+    }
+
+    fn put_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
+        self.remove_semantic_row(&row.key)?;
+        self.insert_semantic_row(row)
+    }
+
+    fn remove_semantic_row(&mut self, key: &str) -> Result<()> {
+        self.execute("reverting a semantic entry", "DELETE FROM semantic_vectors WHERE key = ?1", [key])?;
+        self.execute("reverting a semantic entry", "DELETE FROM semantic_memory WHERE key = ?1", [key])?;
         Ok(())
     }
 
@@ -938,4 +949,50 @@ impl EvidenceRows for SqliteTx<'_> {
         };
         Ok(())
     }
+}
+
+impl RunRows for SqliteTx<'_> {
+    fn insert_run(&mut self, state: &str, at: i64, body: &str) -> Result<i64> {
+        self.execute(
+            "recording a consolidation run",
+            "INSERT INTO consolidation_runs (state, created_at, updated_at, body) VALUES (?1, ?2, ?2, ?3)",
+            params![state, at, body],
+        )?;
+        Ok(self.connection.last_insert_rowid())
+    }
+
+    fn run_row(&mut self, id: i64) -> Result<Option<RunRow>> {
+        self.connection
+            .prepare_cached("SELECT id, state, created_at, updated_at, body FROM consolidation_runs WHERE id = ?1")
+            .and_then(|mut statement| statement.query_row([id], run_row).optional())
+            .map_err(MemoryError::sqlite("reading a consolidation run"))
+    }
+
+    fn run_rows(&mut self) -> Result<Vec<RunRow>> {
+        self.collect(
+            "listing consolidation runs",
+            "SELECT id, state, created_at, updated_at, body FROM consolidation_runs ORDER BY id DESC",
+            [],
+            run_row,
+        )
+    }
+
+    fn update_run(&mut self, id: i64, state: &str, at: i64, body: &str) -> Result<()> {
+        self.execute(
+            "recording a consolidation run",
+            "UPDATE consolidation_runs SET state = ?2, updated_at = ?3, body = ?4 WHERE id = ?1",
+            params![id, state, at, body],
+        )?;
+        Ok(())
+    }
+}
+
+fn run_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: row.get(0)?,
+        state: row.get(1)?,
+        created_at: row.get(2)?,
+        updated_at: row.get(3)?,
+        body: row.get(4)?,
+    })
 }

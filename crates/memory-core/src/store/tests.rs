@@ -102,7 +102,58 @@ store_suite!(
     ledger_keeps_the_first_record,
     settings_get_and_set,
     evidence_follows_its_row,
+    runs_are_recorded_and_rows_put_back,
 );
+
+fn runs_are_recorded_and_rows_put_back(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let (first, second) = backend
+        .write("recording runs", |tx| {
+            Ok((tx.insert_run("applied", 10, "{\"a\":1}")?, tx.insert_run("pending", 20, "{}")?))
+        })
+        .unwrap();
+    assert!(second > first, "ids grow");
+    backend.write("deciding", |tx| tx.update_run(second, "rejected", 30, "{\"b\":2}")).unwrap();
+    let (runs, missing) = backend.read("listing runs", |tx| Ok((tx.run_rows()?, tx.run_row(second + 1)?))).unwrap();
+    let states: Vec<(i64, &str, i64, i64, &str)> = runs
+        .iter()
+        .map(|run| (run.id, run.state.as_str(), run.created_at, run.updated_at, run.body.as_str()))
+        .collect();
+    assert_eq!(states, [(second, "rejected", 20, 30, "{\"b\":2}"), (first, "applied", 10, 10, "{\"a\":1}")]);
+    assert_eq!(missing, None);
+    assert_eq!(fixture_reopened_run(fixture, first).map(|run| run.state), Some("applied".to_owned()));
+
+    // A revert puts a row back exactly, or removes one a run created.
+    write(backend, "pref.editor", "\"vim\"", 0.9, &Source::Consolidation).unwrap();
+    write(backend, "pref.editor", "\"helix\"", 0.95, &Source::Consolidation).unwrap();
+    write(backend, "pref.shell", "\"fish\"", 0.9, &Source::Consolidation).unwrap();
+    let prior = super::SemanticRow {
+        key: "pref.editor".to_owned(),
+        value: "\"vim\"".to_owned(),
+        confidence: 0.9,
+        source: "consolidation".to_owned(),
+        category: None,
+        created_at: 5,
+        updated_at: 6,
+        is_deleted: false,
+        version: 1,
+        embedding_space: None,
+    };
+    backend
+        .write("reverting", |tx| {
+            tx.put_semantic_row(&prior)?;
+            tx.remove_semantic_row("pref.shell")
+        })
+        .unwrap();
+    let (editor, shell) =
+        backend.read("reading", |tx| Ok((tx.semantic_row("pref.editor")?, tx.semantic_row("pref.shell")?))).unwrap();
+    assert_eq!(editor, Some(prior));
+    assert_eq!(shell, None);
+}
+
+fn fixture_reopened_run(fixture: &Fixture, id: i64) -> Option<super::RunRow> {
+    (fixture.reopen)().read("reading a run", |tx| tx.run_row(id)).unwrap()
+}
 
 fn write(backend: &dyn Backend, key: &str, value: &str, confidence: f64, source: &Source) -> Result<WriteOutcome> {
     let value_text = serde_json::to_string(value).unwrap();
