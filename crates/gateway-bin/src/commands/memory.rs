@@ -42,6 +42,12 @@ pub(crate) enum MemoryCommand {
     Import(super::memory_transfer::ImportArgs),
     /// Run both consolidation paths now over a transcript, with the configured LLM.
     Consolidate(super::memory_consolidate::ConsolidateArgs),
+    /// Consolidation changesets waiting for review (`memory.write_approval`): list, show, approve, reject.
+    #[command(subcommand)]
+    Pending(super::memory_review::PendingCommand),
+    /// Consolidation runs: list them, or revert the last N exactly.
+    #[command(subcommand)]
+    Runs(super::memory_review::RunsCommand),
     /// Conversation fragments: add, list, delete.
     #[command(subcommand)]
     Episodic(super::memory_episodic::EpisodicCommand),
@@ -190,6 +196,8 @@ pub(crate) fn run(home: &Home, command: &MemoryCommand) -> anyhow::Result<ExitCo
         MemoryCommand::Export(args) => super::memory_transfer::export(home, args),
         MemoryCommand::Import(args) => super::memory_transfer::import(home, args),
         MemoryCommand::Consolidate(args) => super::memory_consolidate::run(home, args),
+        MemoryCommand::Pending(command) => super::memory_review::pending(home, command),
+        MemoryCommand::Runs(command) => super::memory_review::runs(home, command),
         MemoryCommand::Semantic(command) => semantic(home, &home.open_memory()?, command),
         MemoryCommand::Lessons(command) => lessons(home, command),
         MemoryCommand::Audit(args) => {
