@@ -340,6 +340,11 @@ pub(crate) struct HistoryAppendArgs {
     text: String,
 }
 
+/// `memory_pending_list` arguments (none).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PendingListArgs {}
+
 /// `memory_pending_show` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -755,7 +760,10 @@ impl CairnMcp {
 
     #[tool(description = "List the consolidation changesets waiting for review (`memory.write_approval`): each run's \
                        proposed facts, lessons, episodes and Markdown changes, none written until approved.")]
-    async fn memory_pending_list(&self) -> Result<CallToolResult, ErrorData> {
+    async fn memory_pending_list(
+        &self,
+        Parameters(PendingListArgs {}): Parameters<PendingListArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
             let now = crate::commands::memory_review::now_ms();

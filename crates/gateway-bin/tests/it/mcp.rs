@@ -29,6 +29,10 @@ const TOOLS: &[&str] = &[
     "skill_search",
     "skill_read",
     "history_append",
+    "memory_pending_list",
+    "memory_pending_show",
+    "memory_pending_approve",
+    "memory_pending_reject",
 ];
 
 pub(crate) type Client = RunningService<RoleClient, ()>;
@@ -164,7 +168,7 @@ async fn mcp_enforces_the_declared_schemas() {
     assert_eq!(code, "invalid_arguments");
     // An unknown tool is a protocol error.
     let unknown =
-        client.call_tool(CallToolRequestParams::new("memory_forget").with_arguments(serde_json::Map::new())).await;
+        client.call_tool(CallToolRequestParams::new("memory_frobnicate").with_arguments(serde_json::Map::new())).await;
     assert!(matches!(unknown, Err(ServiceError::McpError(_))), "{unknown:?}");
     // The server is still there after all of that.
     ok(&client, "learn_list", json!({})).await;
