@@ -807,6 +807,23 @@ pub fn revert_consolidation_runs(db: &MemoryDb, files: &MemoryFiles, count: usiz
                     tx.set_evidence(EvidenceLayer::Semantic, key, None)?;
                 }
             }
+            crate::audit::insert_event(
+                tx,
+                &crate::store::EventRecord {
+                    memory_type: crate::semantic::memory_type(key),
+                    action: crate::types::MemoryAuditAction::Restored,
+                    key: Some(key),
+                    old_value: None,
+                    new_value: None,
+                    source: Some(Source::Consolidation.as_str()),
+                    confidence: None,
+                    detail: Some(if prior.is_some() {
+                        "consolidation reverted"
+                    } else {
+                        "consolidation reverted: removed"
+                    }),
+                },
+            )?;
             restored += 1;
         }
         if restored > 0 {
