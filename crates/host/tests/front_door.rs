@@ -115,7 +115,12 @@ impl Summarizer for ScriptedSummarizer {
 #[test]
 fn recorded_turns_are_consolidated_by_the_summarizer() {
     let summarizer = Arc::new(ScriptedSummarizer(AtomicUsize::new(0)));
-    let config = ConsolidatorConfig { message_threshold: 4, idle: Duration::from_secs(3600), skills_enabled: false };
+    let config = ConsolidatorConfig {
+        message_threshold: 4,
+        idle: Duration::from_secs(3600),
+        skills_enabled: false,
+        ..ConsolidatorConfig::default()
+    };
     let (_home, cairn) = open(|c| c.consolidation(summarizer.clone(), config));
     let mut reports = Vec::new();
     for turn in 0..4 {

@@ -171,8 +171,11 @@ struct InProcess {
 #[derive(Default)]
 pub(crate) struct InProcessSessions {
     /// By served agent and project.
-    sessions: tokio::sync::Mutex<std::collections::HashMap<(Option<String>, Option<Scope>), InProcess>>,
+    sessions: tokio::sync::Mutex<std::collections::HashMap<SessionKey, InProcess>>,
 }
+
+/// What an in-process session is kept for: the served agent and the project.
+type SessionKey = (Option<String>, Option<Scope>);
 
 impl std::fmt::Debug for InProcessSessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

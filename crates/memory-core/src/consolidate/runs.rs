@@ -739,7 +739,7 @@ pub fn revert_consolidation_runs(db: &MemoryDb, files: &MemoryFiles, count: usiz
         match change {
             AppliedChange::Semantic { key, prior, version, updated_at } => {
                 let current = match semantic.get(key) {
-                    Some(current) => current.clone(),
+                    Some(current) => *current,
                     None => db
                         .rows()
                         .read("reading a semantic entry", |tx| tx.semantic_row(key))?
