@@ -253,6 +253,15 @@ fn a_bad_write_approval_value_is_refused_with_its_key() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("`memory.write_approval`"), "{stderr}");
     }
+    // `config set` refuses a bad value and leaves the file as it was.
+    std::fs::write(home.path().join("config.json"), "{}").unwrap();
+    let output = run(home.path(), &["config", "set", "memory.write_approval", "maybe"]);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("`memory.write_approval` must be true or false"));
+    assert_eq!(std::fs::read_to_string(home.path().join("config.json")).unwrap(), "{}");
+    cli(home.path(), &["config", "set", "memory.write_approval", "true"]);
+    let shown = cli(home.path(), &["config", "show"]);
+    assert!(shown.contains("memory.write_approval") && shown.contains("= true  (file)"), "{shown}");
 }
 
 #[test]

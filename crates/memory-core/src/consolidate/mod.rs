@@ -726,6 +726,7 @@ impl Consolidator {
         if proposals.is_empty() {
             return Ok(());
         }
+        let proposals: Vec<ProposedWrite> = proposals.into_iter().map(ProposedWrite::scrubbed).collect();
         let now = crate::clock::now_ms();
         let mut run = ConsolidationRun {
             id: 0,

@@ -93,6 +93,39 @@ pub enum ProposedWrite {
 }
 
 impl ProposedWrite {
+    /// The write as a run record keeps it: `<private>` spans withheld and
+    /// credentials redacted in every text, as the writers store them, so a
+    /// changeset never holds what no row may hold.
+    pub(crate) fn scrubbed(self) -> Self {
+        let text = |text: String| crate::validate::scrub_text(&text).unwrap_or(text);
+        let evidence = |evidence: Evidence| Evidence { quote: text(evidence.quote), ..evidence };
+        match self {
+            ProposedWrite::Fact { scope, key, value, confidence, evidence: cited } => ProposedWrite::Fact {
+                scope,
+                key,
+                value: crate::validate::scrub_value(&value).unwrap_or(value),
+                confidence,
+                evidence: evidence(cited),
+            },
+            ProposedWrite::Lesson { rule, not, category, evidence: cited } => {
+                ProposedWrite::Lesson { rule: text(rule), not: not.map(text), category, evidence: evidence(cited) }
+            }
+            ProposedWrite::Episode { scope, text: episode, importance, tags, source_ref, evidence: cited } => {
+                ProposedWrite::Episode {
+                    scope,
+                    text: text(episode),
+                    importance,
+                    tags,
+                    source_ref,
+                    evidence: evidence(cited),
+                }
+            }
+            ProposedWrite::History { text: entry } => ProposedWrite::History { text: text(entry) },
+            ProposedWrite::Preferences { text: body } => ProposedWrite::Preferences { text: text(body) },
+            ProposedWrite::Projects { text: body } => ProposedWrite::Projects { text: text(body) },
+        }
+    }
+
     /// `fact`, `lesson`, `episode`, `history`, `preferences` or `projects`.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -805,3 +805,28 @@ fn a_revert_refuses_when_a_row_moved_on_and_changes_nothing() {
     // The newer run alone still reverts.
     revert_consolidation_runs(&f.db, &f.files, 1).unwrap();
 }
+
+#[test]
+fn a_run_record_never_holds_a_private_span_or_a_credential() {
+    for write_approval in [false, true] {
+        let f = fixture(ConsolidatorConfig { write_approval, ..ConsolidatorConfig::default() });
+        f.summarizer.push(
+            json!({"semantic": [
+                {"key": "pref.note", "value": "billing <private>hunter2-marker</private> on Postgres 16", "confidence": 0.9,
+                 "evidence": {"from": 0, "to": 0, "quote": "billing service to Postgres 16"}},
+            ]})
+            .to_string(),
+        );
+        f.summarizer.push(
+            json!({"history": "Moved billing. <private>hunter2-marker</private> key ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})
+                .to_string(),
+        );
+        f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
+        let bodies = f.db.rows().read("reading runs", |tx| tx.run_rows()).unwrap();
+        assert_eq!(bodies.len(), 2, "write_approval {write_approval}");
+        for run in bodies {
+            assert!(!run.body.contains("hunter2-marker"), "{}", run.body);
+            assert!(!run.body.contains("ghp_aaaa"), "{}", run.body);
+        }
+    }
+}
