@@ -629,6 +629,91 @@ impl MemoryDb {
     }
 }
 
+/// What a run record shows in place of a forgotten text.
+const FORGOTTEN_TEXT: &str = "[forgotten]";
+
+impl MemoryDb {
+    /// Takes forgotten texts out of every run record (a forget's last
+    /// step): a proposed write that would bring one back loses its text
+    /// and, while pending, is rejected (`refused:forgotten`); a prior row
+    /// a revert would put back holding one becomes a tombstone, so no
+    /// revert restores it. Answers how many runs changed.
+    pub(crate) fn forget_in_runs(&self) -> Result<usize> {
+        self.rows().write("forgetting in consolidation runs", |tx| {
+            let mut changed = 0;
+            for row in tx.run_rows()? {
+                let Ok(mut body) = serde_json::from_str::<RunBody>(&row.body) else { continue };
+                let mut touched = false;
+                for item in &mut body.rows {
+                    let (text, key) = match &item.write {
+                        ProposedWrite::Fact { key, value, .. } => {
+                            (crate::validate::display_value(value), Some(key.clone()))
+                        }
+                        ProposedWrite::Lesson { rule, not, .. } => {
+                            (lesson_text(rule, not.as_deref()), Some(lesson_key(rule, not.as_deref())))
+                        }
+                        ProposedWrite::Episode { text, .. } => (text.clone(), None),
+                        _ => continue,
+                    };
+                    if text == FORGOTTEN_TEXT || crate::forget::check_not_forgotten(tx, &text, key.as_deref())?.is_ok()
+                    {
+                        continue;
+                    }
+                    match &mut item.write {
+                        ProposedWrite::Fact { value, .. } => *value = Value::String(FORGOTTEN_TEXT.to_owned()),
+                        ProposedWrite::Lesson { rule, not, .. } => {
+                            *rule = FORGOTTEN_TEXT.to_owned();
+                            *not = None;
+                        }
+                        ProposedWrite::Episode { text, .. } => *text = FORGOTTEN_TEXT.to_owned(),
+                        _ => {}
+                    }
+                    if let ProposedWrite::Fact { evidence, .. }
+                    | ProposedWrite::Lesson { evidence, .. }
+                    | ProposedWrite::Episode { evidence, .. } = &mut item.write
+                    {
+                        evidence.quote = FORGOTTEN_TEXT.to_owned();
+                    }
+                    if item.status == RowStatus::Pending {
+                        item.status = RowStatus::Rejected;
+                        item.outcome = Some("refused:forgotten".to_owned());
+                    }
+                    touched = true;
+                }
+                for change in &mut body.applied {
+                    let AppliedChange::Semantic { key, prior: Some(prior), .. } = change else { continue };
+                    if prior.is_deleted {
+                        continue;
+                    }
+                    let Ok(value) = serde_json::from_str::<Value>(&prior.value) else { continue };
+                    let (plain, _) = crate::scope::split_stored_key(key);
+                    let shown = crate::validate::display_value(&value);
+                    if crate::forget::check_not_forgotten(tx, &shown, Some(plain))?.is_ok() {
+                        continue;
+                    }
+                    prior.value = "null".to_owned();
+                    prior.is_deleted = true;
+                    prior.evidence = None;
+                    touched = true;
+                }
+                if touched {
+                    let mut state = row.state.clone();
+                    if state == RunState::Pending.as_str()
+                        && !body.rows.iter().any(|item| item.status == RowStatus::Pending)
+                    {
+                        let approved = body.rows.iter().any(|item| item.status == RowStatus::Approved);
+                        state = if approved { RunState::Applied } else { RunState::Rejected }.as_str().to_owned();
+                    }
+                    let text = serde_json::to_string(&body).expect("a run body always serialises");
+                    tx.update_run(row.id, &state, crate::clock::now_ms(), &text)?;
+                    changed += 1;
+                }
+            }
+            Ok(changed)
+        })
+    }
+}
+
 fn written(outcome: &WriteOutcome) -> Written {
     match outcome {
         WriteOutcome::Created { .. } => Written::Changed("created".to_owned()),
@@ -748,8 +833,9 @@ pub fn reject_changeset(
 /// tombstone, evidence; its vector is re-embedded by the next backfill),
 /// episodic rows it inserted are tombstoned, Markdown it replaced or
 /// appended is put back. Every row and file is checked first: when one
-/// moved on since the run wrote it ([`Rejected::ChangedSince`]), nothing
-/// is reverted.
+/// moved on since the run wrote it ([`Rejected::ChangedSince`]), or a
+/// value it would put back was forgotten since ([`Rejected::Forgotten`]),
+/// nothing is reverted.
 pub fn revert_consolidation_runs(db: &MemoryDb, files: &MemoryFiles, count: usize) -> Result<RevertReport> {
     let _span = tracing::debug_span!("revert_consolidation_runs", count).entered();
     if count == 0 {
@@ -780,6 +866,13 @@ pub fn revert_consolidation_runs(db: &MemoryDb, files: &MemoryFiles, count: usiz
                 };
                 if current != Some((*version, *updated_at)) {
                     return Err(MemoryError::Rejected(Rejected::ChangedSince { what: key.clone() }));
+                }
+                // A value forgotten since is not brought back.
+                if let Some(prior) = prior.as_ref().filter(|prior| !prior.is_deleted)
+                    && let Ok(value) = serde_json::from_str::<Value>(&prior.value)
+                    && let Err(rejected) = db.refuse_forgotten(&crate::validate::display_value(&value), Some(key))?
+                {
+                    return Err(MemoryError::Rejected(rejected));
                 }
                 semantic.insert(key.clone(), prior.as_ref().map(|prior| (prior.version, prior.updated_at)));
             }

@@ -830,3 +830,42 @@ fn a_run_record_never_holds_a_private_span_or_a_credential() {
         }
     }
 }
+
+#[test]
+fn a_revert_never_brings_back_a_forgotten_value() {
+    let f = fixture(ConsolidatorConfig::default());
+    let long = json!("vim with the solarized theme, relative line numbers and a split for the tests");
+    f.db.write_semantic("pref.editor", &long, 0.9, Source::Consolidation).unwrap();
+    f.db.write_semantic("pref.other_editor", &long, 0.9, Source::Consolidation).unwrap();
+    script_run(&f);
+    f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
+    assert_eq!(f.db.get_semantic("pref.editor").unwrap().unwrap().value, json!("helix"));
+    // The run replaced pref.editor's value; the same text is forgotten since, from another key.
+    let request = crate::ForgetRequest {
+        query: Some("solarized theme".to_owned()),
+        scopes: crate::ScopeFilter::All,
+        ..crate::ForgetRequest::default()
+    };
+    let report = f.db.forget(&request).unwrap();
+    assert!(f.db.get_semantic("pref.other_editor").unwrap().is_none(), "{report:?}");
+    // The run records keep no copy of it, and a revert puts a tombstone where it was.
+    let bodies = f.db.rows().read("reading runs", |tx| tx.run_rows()).unwrap();
+    assert!(bodies.iter().all(|run| !run.body.contains("solarized")));
+    revert_consolidation_runs(&f.db, &f.files, 2).unwrap();
+    assert!(f.db.get_semantic("pref.editor").unwrap().is_none());
+    assert!(!exported(&f).contains("solarized"));
+}
+
+#[test]
+fn a_forget_rejects_the_pending_rows_it_covers() {
+    let f = fixture(ConsolidatorConfig { write_approval: true, ..ConsolidatorConfig::default() });
+    f.db.write_semantic("pref.database", &json!("v"), 1.0, Source::UserExplicit).unwrap();
+    script_run(&f);
+    let (preferences, _) = f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
+    let request = crate::ForgetRequest { keys: vec!["pref.database".to_owned()], ..crate::ForgetRequest::default() };
+    f.db.forget(&request).unwrap();
+    let run = f.db.consolidation_run(preferences.changeset.unwrap(), crate::clock::now_ms(), DAY_MS).unwrap();
+    assert_eq!(run.rows[0].status, RowStatus::Rejected);
+    assert_eq!(run.rows[0].outcome.as_deref(), Some("refused:forgotten"));
+    assert_eq!(run.rows[1].status, RowStatus::Pending, "other rows stay for review");
+}
