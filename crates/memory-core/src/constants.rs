@@ -203,6 +203,10 @@ pub const MAX_TRANSCRIPT_MESSAGES: usize = 2_000;
 pub const TRANSCRIPT_KEEP_CONSOLIDATED: usize = 50;
 /// Longest evidence quote a consolidated row may carry, in characters.
 pub const MAX_EVIDENCE_QUOTE_CHARS: usize = 300;
+/// Decided consolidation runs (applied, rejected, expired, reverted) kept
+/// in `memory.db`, newest first; a revert reaches back this far at most.
+/// Pending changesets are kept until decided or expired.
+pub const MAX_CONSOLIDATION_RUNS_KEPT: usize = 200;
 /// Phrases that mark a later message as retracting an earlier statement
 /// (matched on the lower-cased, whitespace-folded text, at word
 /// boundaries): the dead-end rule of consolidation.

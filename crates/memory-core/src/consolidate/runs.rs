@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::MemoryDb;
 use crate::consolidate::ConsolidationPath;
+use crate::constants::MAX_CONSOLIDATION_RUNS_KEPT;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::files::{MemoryFiles, PREFERENCES_FILE, PROJECTS_FILE};
 use crate::lessons::{LessonCategory, lesson_confidence, lesson_key, lesson_text};
@@ -401,9 +402,23 @@ impl MemoryDb {
         })
     }
 
+    /// Stores a new run, and drops the oldest decided ones past
+    /// [`MAX_CONSOLIDATION_RUNS_KEPT`] (a pending changeset is never dropped).
     pub(crate) fn insert_run(&self, state: RunState, run: &ConsolidationRun) -> Result<i64> {
         let body = body_of(run);
-        self.rows().write("recording a consolidation run", |tx| tx.insert_run(state.as_str(), run.created_at, &body))
+        self.rows().write("recording a consolidation run", |tx| {
+            let id = tx.insert_run(state.as_str(), run.created_at, &body)?;
+            let decided: Vec<i64> = tx
+                .run_rows()?
+                .into_iter()
+                .filter(|row| row.state != RunState::Pending.as_str())
+                .map(|row| row.id)
+                .collect();
+            for old in decided.iter().skip(MAX_CONSOLIDATION_RUNS_KEPT) {
+                tx.delete_run(*old)?;
+            }
+            Ok(id)
+        })
     }
 
     fn save_run(&self, run: &ConsolidationRun) -> Result<()> {

@@ -869,3 +869,28 @@ fn a_forget_rejects_the_pending_rows_it_covers() {
     assert_eq!(run.rows[0].outcome.as_deref(), Some("refused:forgotten"));
     assert_eq!(run.rows[1].status, RowStatus::Pending, "other rows stay for review");
 }
+
+#[test]
+fn decided_runs_are_kept_up_to_a_bound_and_pending_ones_always() {
+    let f = fixture(ConsolidatorConfig::default());
+    let run = |state| ConsolidationRun {
+        id: 0,
+        state,
+        created_at: 1,
+        updated_at: 1,
+        expires_at: None,
+        session_key: "chat-1".to_owned(),
+        path: ConsolidationPath::History,
+        rows: Vec::new(),
+        applied: Vec::new(),
+    };
+    let pending = f.db.insert_run(RunState::Pending, &run(RunState::Pending)).unwrap();
+    let first = f.db.insert_run(RunState::Applied, &run(RunState::Applied)).unwrap();
+    for _ in 0..crate::constants::MAX_CONSOLIDATION_RUNS_KEPT {
+        f.db.insert_run(RunState::Applied, &run(RunState::Applied)).unwrap();
+    }
+    let runs = f.db.consolidation_runs(2, i64::MAX).unwrap();
+    assert_eq!(runs.len(), crate::constants::MAX_CONSOLIDATION_RUNS_KEPT + 1);
+    assert!(runs.iter().any(|run| run.id == pending), "a pending changeset is never dropped");
+    assert!(!runs.iter().any(|run| run.id == first), "the oldest decided run went");
+}

@@ -760,4 +760,9 @@ impl RunRows for MemoryTx<'_> {
         }
         Ok(())
     }
+
+    fn delete_run(&mut self, id: i64) -> Result<()> {
+        self.state.runs.remove(&id);
+        Ok(())
+    }
 }

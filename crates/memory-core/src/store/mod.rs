@@ -495,6 +495,8 @@ pub(crate) trait RunRows {
     fn run_rows(&mut self) -> Result<Vec<RunRow>>;
     /// Replaces the state and body of run `id`.
     fn update_run(&mut self, id: i64, state: &str, at: i64, body: &str) -> Result<()>;
+    /// Deletes run `id`.
+    fn delete_run(&mut self, id: i64) -> Result<()>;
 }
 
 /// Everything a transaction of a backend offers (each backend declares it

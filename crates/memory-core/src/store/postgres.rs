@@ -1669,6 +1669,12 @@ impl RunRows for PgTx<'_> {
         )?;
         Ok(())
     }
+
+    fn delete_run(&mut self, id: i64) -> Result<()> {
+        self.lock("runs", "")?;
+        self.execute("pruning consolidation runs", "DELETE FROM consolidation_runs WHERE id = $1", &[&id])?;
+        Ok(())
+    }
 }
 
 fn pg_run_row(row: &postgres::Row) -> RunRow {

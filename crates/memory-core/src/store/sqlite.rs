@@ -964,7 +964,7 @@ impl RunRows for SqliteTx<'_> {
     fn run_row(&mut self, id: i64) -> Result<Option<RunRow>> {
         self.connection
             .prepare_cached("SELECT id, state, created_at, updated_at, body FROM consolidation_runs WHERE id = ?1")
-            .and_then(|mut statement| statement.query_row([id], run_row).optional())
+            .and_then(|mut statement| statement.query_row([id], run_row_of).optional())
             .map_err(MemoryError::sqlite("reading a consolidation run"))
     }
 
@@ -973,7 +973,7 @@ impl RunRows for SqliteTx<'_> {
             "listing consolidation runs",
             "SELECT id, state, created_at, updated_at, body FROM consolidation_runs ORDER BY id DESC",
             [],
-            run_row,
+            run_row_of,
         )
     }
 
@@ -985,9 +985,14 @@ impl RunRows for SqliteTx<'_> {
         )?;
         Ok(())
     }
+
+    fn delete_run(&mut self, id: i64) -> Result<()> {
+        self.execute("pruning consolidation runs", "DELETE FROM consolidation_runs WHERE id = ?1", [id])?;
+        Ok(())
+    }
 }
 
-fn run_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+fn run_row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
         id: row.get(0)?,
         state: row.get(1)?,

@@ -122,6 +122,8 @@ fn runs_are_recorded_and_rows_put_back(fixture: &Fixture) {
     assert_eq!(states, [(second, "rejected", 20, 30, "{\"b\":2}"), (first, "applied", 10, 10, "{\"a\":1}")]);
     assert_eq!(missing, None);
     assert_eq!(fixture_reopened_run(fixture, first).map(|run| run.state), Some("applied".to_owned()));
+    backend.write("pruning", |tx| tx.delete_run(first)).unwrap();
+    assert_eq!(fixture_reopened_run(fixture, first), None);
 
     // A revert puts a row back exactly, or removes one a run created.
     write(backend, "pref.editor", "\"vim\"", 0.9, &Source::Consolidation).unwrap();
