@@ -433,17 +433,7 @@ impl MemoryDb {
         self.rows().read("reading a semantic entry", |tx| {
             let Some(row) = tx.semantic_row(key)? else { return Ok(None) };
             let evidence = tx.evidence(EvidenceLayer::Semantic, key)?.map(crate::evidence::from_row);
-            Ok(Some(PriorRow {
-                value: row.value,
-                confidence: row.confidence,
-                source: row.source,
-                category: row.category,
-                created_at: row.created_at,
-                updated_at: row.updated_at,
-                is_deleted: row.is_deleted,
-                version: row.version,
-                evidence,
-            }))
+            Ok(Some(prior_of(row, evidence)))
         })
     }
 
@@ -580,14 +570,17 @@ impl MemoryDb {
                 let key = lesson_key(rule, not.as_deref());
                 let prior = self.prior_row(&key)?;
                 // Lessons dedup may replace (tombstone) others: keep their rows too.
-                let others: Vec<(String, Option<PriorRow>)> = self
-                    .rows()
-                    .read("reading lessons", |tx| tx.live_semantic(crate::constants::LESSON_PREFIX))?
-                    .into_iter()
-                    .filter(|row| row.key != key)
-                    .map(|row| row.key)
-                    .map(|other| self.prior_row(&other).map(|prior| (other, prior)))
-                    .collect::<Result<_>>()?;
+                let others: Vec<(String, Option<PriorRow>)> = self.rows().read("reading lessons", |tx| {
+                    let mut others = Vec::new();
+                    for row in tx.live_semantic(crate::constants::LESSON_PREFIX)? {
+                        if row.key == key {
+                            continue;
+                        }
+                        let evidence = tx.evidence(EvidenceLayer::Semantic, &row.key)?.map(crate::evidence::from_row);
+                        others.push((row.key.clone(), Some(prior_of(row, evidence))));
+                    }
+                    Ok(others)
+                })?;
                 let outcome =
                     self.write_lesson_with_evidence(rule, not.as_deref(), category, source, Some(evidence))?;
                 if outcome.outcome.is_change() {
@@ -726,6 +719,20 @@ impl MemoryDb {
             }
             Ok(changed)
         })
+    }
+}
+
+fn prior_of(row: SemanticRow, evidence: Option<Evidence>) -> PriorRow {
+    PriorRow {
+        value: row.value,
+        confidence: row.confidence,
+        source: row.source,
+        category: row.category,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        is_deleted: row.is_deleted,
+        version: row.version,
+        evidence,
     }
 }
 
