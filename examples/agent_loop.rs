@@ -148,8 +148,10 @@ mod scripted_model {
     }
 
     const HISTORY: &str = r#"{"history": "The user said billing runs on Postgres 16 and asked for a migration run, which was refused.",
- "episodic": [{"text": "The billing service runs on Postgres 16 since this week.", "importance": 0.7, "tags": ["billing"]}],
- "lessons": [{"rule": "Ask before running migration scripts", "not": "Run migrations unasked", "category": "preference"}]}"#;
+ "episodic": [{"text": "The billing service runs on Postgres 16 since this week.", "importance": 0.7, "tags": ["billing"],
+               "evidence": {"from": 0, "to": 0, "quote": "billing service now runs on Postgres 16"}}],
+ "lessons": [{"rule": "Ask before running migration scripts", "not": "Run migrations unasked", "category": "preference",
+              "evidence": {"from": 2, "to": 4, "quote": "Please run the migration script."}}]}"#;
 
     pub fn start() -> Scripted {
         let server = tiny_http::Server::http("127.0.0.1:0").expect("a loopback port");

@@ -37,6 +37,7 @@
 //!     source: Source::UserExplicit,
 //!     confidence: 1.0,
 //!     updated_at: 0,
+//!     evidence: None,
 //! };
 //! let builder = ContextBuilder::new().with_lessons(Arc::new(vec![lesson]));
 //! let session = builder.build_session_context(&SessionRequest { model_window: Some(200_000), ..Default::default() });

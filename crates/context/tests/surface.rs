@@ -119,6 +119,7 @@ fn lessons(count: usize, chars: usize) -> Vec<Lesson> {
                 source: Source::UserExplicit,
                 confidence: 1.0,
                 updated_at: index as i64,
+                evidence: None,
             }
         })
         .collect()

@@ -369,13 +369,22 @@ pub(crate) struct AutoSkillSettings {
     pub(crate) stale_after_days: u64,
     /// `skills.archive_after_days`.
     pub(crate) archive_after_days: u64,
-    /// `skills.pending_ttl_days`.
+    /// `skills.pending_ttl_days`: also how long a pending consolidation
+    /// changeset waits for review.
     pub(crate) pending_ttl_days: u64,
     /// `skills.generate_scripts`: a candidate may carry a Python helper.
     pub(crate) generate_scripts: bool,
 }
 
 impl AutoSkillSettings {
+    /// How long a pending review waits before it expires, in milliseconds:
+    /// the pending-skill rule (`skills.pending_ttl_days`), which pending
+    /// consolidation changesets follow too.
+    pub(crate) fn pending_ttl_ms(&self) -> i64 {
+        let days = i64::try_from(self.pending_ttl_days).unwrap_or(i64::MAX);
+        days.saturating_mul(24 * 60 * 60 * 1_000)
+    }
+
     /// The skills crate's configuration of the pipeline.
     pub(crate) fn pipeline(&self) -> cairn_skills::auto::AutoSkillsConfig {
         cairn_skills::auto::AutoSkillsConfig {
@@ -435,6 +444,9 @@ pub(crate) struct Settings {
     /// `CAIRN_PRIVATE_SESSION`: whether host hooks record the session
     /// (transcript, and so consolidation). Context is served either way.
     pub(crate) record_sessions: bool,
+    /// `memory.write_approval`: every consolidation run waits as a pending
+    /// changeset until a person approves it (off: runs write at once).
+    pub(crate) write_approval: bool,
     pub(crate) skills: SkillsSection,
     /// The `hooks` section, parsed in file order.
     pub(crate) hooks: cairn_hooks::HooksConfig,
@@ -764,6 +776,8 @@ impl Settings {
         // The environment can only turn recording off for its session.
         let record_sessions =
             recorder.pick("memory.record_sessions", None, private_session.then_some(false), record_sessions_file, true);
+        let write_approval =
+            recorder.pick("memory.write_approval", None, None, memory_section.bool("write_approval")?, false);
         let legacy_model_path = memory_section.string("embed_model_path")?;
         let legacy_model_url = memory_section.string("embed_model_url")?;
         if memory_section.get("migrated").is_some() {
@@ -1108,6 +1122,7 @@ impl Settings {
             project_rule,
             extra_prefixes,
             record_sessions,
+            write_approval,
             skills,
             hooks,
             agent,
@@ -1477,6 +1492,8 @@ mod tests {
             (r#"{"storage": {"postgres_pool_size": 2.5}}"#, "`storage.postgres_pool_size`"),
             (r#"{"storage": {"postgres_pool_size": 1025}}"#, "`storage.postgres_pool_size`"),
             (r#"{"memory": {"episodic_cap": 0}}"#, "`memory.episodic_cap`"),
+            (r#"{"memory": {"write_approval": "yes"}}"#, "`memory.write_approval`"),
+            (r#"{"memory": {"write_approval": 1}}"#, "`memory.write_approval`"),
             (r#"{"memory": {"episodic_cap": -1}}"#, "`memory.episodic_cap`"),
             (r#"{"memory": {"episodic_cap": "10000"}}"#, "`memory.episodic_cap`"),
             (r#"{"memory": {"episodic_cap": 1.5}}"#, "`memory.episodic_cap`"),

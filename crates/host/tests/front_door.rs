@@ -103,7 +103,9 @@ impl Summarizer for ScriptedSummarizer {
     fn summarize(&self, prompt: &str) -> Result<String, SummarizerError> {
         self.0.fetch_add(1, Ordering::SeqCst);
         if prompt.starts_with("You maintain a user's long-term memory") {
-            Ok(r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95}]}"#.into())
+            Ok(r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95,
+                   "evidence": {"from": 0, "to": 0, "quote": "we deploy on Tuesdays"}}]}"#
+                .into())
         } else {
             Err(SummarizerError("unexpected prompt".into()))
         }
@@ -113,7 +115,12 @@ impl Summarizer for ScriptedSummarizer {
 #[test]
 fn recorded_turns_are_consolidated_by_the_summarizer() {
     let summarizer = Arc::new(ScriptedSummarizer(AtomicUsize::new(0)));
-    let config = ConsolidatorConfig { message_threshold: 4, idle: Duration::from_secs(3600), skills_enabled: false };
+    let config = ConsolidatorConfig {
+        message_threshold: 4,
+        idle: Duration::from_secs(3600),
+        skills_enabled: false,
+        ..ConsolidatorConfig::default()
+    };
     let (_home, cairn) = open(|c| c.consolidation(summarizer.clone(), config));
     let mut reports = Vec::new();
     for turn in 0..4 {

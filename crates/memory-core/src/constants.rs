@@ -201,6 +201,48 @@ pub const MAX_TRANSCRIPT_MESSAGE_CHARS: usize = MAX_PROMPT_TRANSCRIPT_CHARS;
 pub const MAX_TRANSCRIPT_MESSAGES: usize = 2_000;
 /// Consolidated messages kept per session as thread history for a resume.
 pub const TRANSCRIPT_KEEP_CONSOLIDATED: usize = 50;
+/// Longest evidence quote a consolidated row may carry, in characters.
+pub const MAX_EVIDENCE_QUOTE_CHARS: usize = 300;
+/// Decided consolidation runs (applied, rejected, expired, reverted) kept
+/// in `memory.db`, newest first; a revert reaches back this far at most.
+/// Pending changesets are kept until decided or expired.
+pub const MAX_CONSOLIDATION_RUNS_KEPT: usize = 200;
+/// Phrases that mark a later message as retracting an earlier statement
+/// (matched on the lower-cased, whitespace-folded text, at word
+/// boundaries): the dead-end rule of consolidation.
+pub const RETRACTION_PHRASES: &[&str] = &[
+    "that was wrong",
+    "that's wrong",
+    "that is wrong",
+    "i was wrong",
+    "was a mistake",
+    "my mistake",
+    "not true",
+    "not correct",
+    "didn't work",
+    "did not work",
+    "doesn't work",
+    "does not work",
+    "won't work",
+    "reverted",
+    "revert that",
+    "revert it",
+    "rolled back",
+    "roll it back",
+    "scratch that",
+    "never mind",
+    "nevermind",
+    "ignore that",
+    "forget that",
+    "dead end",
+    "abandoned",
+    "gave up on",
+    "no longer true",
+    "false alarm",
+];
+/// Keywords a later retracting message must share with a statement's
+/// quote to retract it (unless it is the very next message).
+pub const RETRACTION_SHARED_KEYWORDS: usize = 2;
 /// Longest session key.
 pub const MAX_SESSION_KEY_CHARS: usize = 256;
 /// How long a consolidation run holds a session against other processes

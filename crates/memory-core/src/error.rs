@@ -391,6 +391,75 @@ pub enum Rejected {
     /// A scope name no scope can have.
     #[error("{0:?} is not a scope (global, or a project name)")]
     InvalidScope(String),
+    /// A consolidated item came without evidence (a message range and a quote).
+    #[error("a consolidated item needs evidence: the message range it came from and a verbatim quote")]
+    MissingEvidence,
+    /// The evidence of an item is malformed: an empty or too long quote, a
+    /// range that is reversed or outside the consolidated messages.
+    #[error("invalid evidence: {reason}")]
+    InvalidEvidence {
+        /// What was wrong.
+        reason: String,
+    },
+    /// The quote of an item is not in the messages of its range (compared
+    /// with whitespace and case folded).
+    #[error("the quote is not in messages {from}..={to} of the transcript")]
+    QuoteNotFound {
+        /// First message of the range.
+        from: u64,
+        /// Last message of the range.
+        to: u64,
+    },
+    /// The statement was abandoned later in the same transcript (the model
+    /// said so, or a later message retracts it): a dead end, not a fact.
+    #[error("the transcript later abandons this statement: {reason}")]
+    UnresolvedHypothesis {
+        /// Which rule decided it.
+        reason: String,
+    },
+    /// No consolidation run has this id.
+    #[error("there is no changeset {id}")]
+    UnknownChangeset {
+        /// The id asked for.
+        id: i64,
+    },
+    /// A row number the changeset does not have.
+    #[error("row {row} is out of range: the changeset has {rows} rows (numbered from 1)")]
+    RowOutOfRange {
+        /// The row asked for.
+        row: usize,
+        /// How many rows there are.
+        rows: usize,
+    },
+    /// A row already approved or rejected.
+    #[error("row {row} was already decided")]
+    RowDecided {
+        /// The row asked for.
+        row: usize,
+    },
+    /// A changeset past its time to live.
+    #[error("changeset {id} expired unreviewed; nothing of it can be written")]
+    ChangesetExpired {
+        /// Its id.
+        id: i64,
+    },
+    /// A changeset (or run) no longer under review.
+    #[error("changeset {id} is {state}, not pending")]
+    ChangesetClosed {
+        /// Its id.
+        id: i64,
+        /// Where it stands.
+        state: String,
+    },
+    /// A revert found a row or file changed since the run wrote it.
+    #[error("{what} changed after the run wrote it; nothing was reverted")]
+    ChangedSince {
+        /// The key or file.
+        what: String,
+    },
+    /// No applied run to revert, or a count of 0.
+    #[error("there is no consolidation run to revert (the count must be at least 1)")]
+    NothingToRevert,
 }
 
 impl Rejected {
@@ -418,6 +487,17 @@ impl Rejected {
             Rejected::Forgotten { .. } => "forgotten",
             Rejected::NothingSelected => "nothing_selected",
             Rejected::InvalidScope(_) => "invalid_scope",
+            Rejected::MissingEvidence => "missing_evidence",
+            Rejected::InvalidEvidence { .. } => "invalid_evidence",
+            Rejected::QuoteNotFound { .. } => "quote_not_found",
+            Rejected::UnresolvedHypothesis { .. } => "unresolved_hypothesis",
+            Rejected::UnknownChangeset { .. } => "unknown_changeset",
+            Rejected::RowOutOfRange { .. } => "row_out_of_range",
+            Rejected::RowDecided { .. } => "row_decided",
+            Rejected::ChangesetExpired { .. } => "changeset_expired",
+            Rejected::ChangesetClosed { .. } => "changeset_closed",
+            Rejected::ChangedSince { .. } => "changed_since",
+            Rejected::NothingToRevert => "nothing_to_revert",
         }
     }
 }

@@ -16,7 +16,7 @@
 //! only where the home has none for that day.
 
 use crate::scope::{Scope, split_stored_key};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,7 @@ use crate::error::{MemoryError, Rejected, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, parse_day_file_name};
 use crate::lessons::lesson_from_row;
 use crate::semantic::entry_from_row;
+use crate::store::{EvidenceLayer, EvidenceRow};
 use crate::{EpisodicOutcome, LessonCategory, MemoryDb, NewEpisode, SCHEMA_VERSION, SkipReason, Source};
 
 /// `format` of an export document.
@@ -91,6 +92,9 @@ pub struct ExportedSemantic {
     /// Accepted changes the key has seen (version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
+    /// Where consolidation found it (absent for rows written otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::types::Evidence>,
 }
 
 /// A lesson in an export.
@@ -120,6 +124,9 @@ pub struct ExportedLesson {
     /// Accepted changes (version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
+    /// Where consolidation found it (absent for rows written otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::types::Evidence>,
 }
 
 /// An episodic row in an export.
@@ -145,6 +152,9 @@ pub struct ExportedEpisode {
     /// When a search last returned it (Unix milliseconds; version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_accessed: Option<i64>,
+    /// Where consolidation found it (absent for rows written otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::types::Evidence>,
 }
 
 /// A deleted semantic key or lesson in an export: the key and when, not
@@ -187,9 +197,18 @@ pub struct ExportedFiles {
 /// or not at all.
 pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocument> {
     let _span = tracing::debug_span!("export_memory").entered();
-    let (live, deleted, episodes) = db.rows().read("exporting memory", |tx| {
-        Ok((tx.live_semantic("")?, tx.deleted_semantic()?, tx.episodic_page(usize::MAX, 0)?))
+    let (live, deleted, episodes, semantic_evidence, episodic_evidence) = db.rows().read("exporting memory", |tx| {
+        Ok((
+            tx.live_semantic("")?,
+            tx.deleted_semantic()?,
+            tx.episodic_page(usize::MAX, 0)?,
+            tx.layer_evidence(EvidenceLayer::Semantic)?.into_iter().collect::<HashMap<_, _>>(),
+            tx.layer_evidence(EvidenceLayer::Episodic)?.into_iter().collect::<HashMap<_, _>>(),
+        ))
     })?;
+    let evidence_of = |evidence: &HashMap<String, EvidenceRow>, target: &str| {
+        evidence.get(target).cloned().map(crate::evidence::from_row)
+    };
     let mut semantic = Vec::new();
     let mut lesson_rows = Vec::new();
     for row in live {
@@ -198,7 +217,9 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
             continue;
         }
         let (created_at, version) = (row.created_at, row.version);
-        let entry = entry_from_row(row, None)?;
+        // Evidence is kept under the stored key (`<key>@<project>` in a project).
+        let evidence = evidence_of(&semantic_evidence, &row.key);
+        let entry = entry_from_row(row, None, None)?;
         semantic.push(ExportedSemantic {
             scope: entry.scope,
             key: entry.key,
@@ -208,6 +229,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
             updated_at: entry.updated_at,
             created_at: Some(created_at),
             version: Some(version),
+            evidence,
         });
     }
     // Oldest first (the reverse of the newest-first listing), so an import teaches them in order.
@@ -215,7 +237,8 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
     let mut lessons = Vec::with_capacity(lesson_rows.len());
     for row in lesson_rows {
         let (created_at, version) = (row.created_at, row.version);
-        let lesson = lesson_from_row(row)?;
+        let evidence = evidence_of(&semantic_evidence, &row.key);
+        let lesson = lesson_from_row(row, None)?;
         lessons.push(ExportedLesson {
             rule: lesson.rule,
             not: lesson.not,
@@ -226,6 +249,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
             created_at: Some(created_at),
             updated_at: Some(lesson.updated_at),
             version: Some(version),
+            evidence,
         });
     }
     let deleted = deleted
@@ -249,6 +273,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
         .map(|row| record_from_row(row, None))
         .map(|row| ExportedEpisode {
             scope: row.scope,
+            evidence: evidence_of(&episodic_evidence, &row.id.to_string()),
             tags: row.tags,
             text: row.text,
             importance: row.importance,

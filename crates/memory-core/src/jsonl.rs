@@ -50,6 +50,7 @@ impl Line {
             confidence: lesson_confidence(&source),
             source,
             updated_at: self.created_at,
+            evidence: None,
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::error::{MemoryError, Rejected, Result};
 use crate::keywords;
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, ladder};
 use crate::store::EventRecord;
-use crate::store::{SemanticRow, StoreTx};
+use crate::store::{EvidenceLayer, EvidenceRow, SemanticRow, StoreTx};
 use crate::types::{DeleteOutcome, MemoryAuditAction, SkipReason, Source, WriteOutcome};
 use crate::validate;
 
@@ -81,6 +81,9 @@ pub struct Lesson {
     pub confidence: f64,
     /// When it was stored (Unix milliseconds).
     pub updated_at: i64,
+    /// Where consolidation found it; `None` for lessons taught otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::types::Evidence>,
 }
 
 impl Lesson {
@@ -280,11 +283,13 @@ pub(crate) struct LessonWrite<'a> {
     pub(crate) vector: Option<(Vec<f32>, String)>,
     /// The current embedder's space.
     pub(crate) space: Option<&'a str>,
+    /// Where consolidation found it (checked).
+    pub(crate) evidence: Option<&'a EvidenceRow>,
 }
 
 /// Dedup, replacement and the write of a lesson, inside the caller's transaction.
 pub(crate) fn apply_lesson(tx: &mut dyn StoreTx, lesson: LessonWrite<'_>) -> Result<LessonOutcome> {
-    let LessonWrite { key, rule, text, value_text, category, source, confidence, vector, space } = lesson;
+    let LessonWrite { key, rule, text, value_text, category, source, confidence, vector, space, evidence } = lesson;
     let candidates = load_candidates(tx, space, &key)?;
     let verdict = dedup(text, rule, vector.as_ref().map(|(vector, _)| vector.as_slice()), &candidates);
     let skip = |tx: &mut dyn StoreTx, key: String, reason: SkipReason| -> Result<LessonOutcome> {
@@ -319,7 +324,15 @@ pub(crate) fn apply_lesson(tx: &mut dyn StoreTx, lesson: LessonWrite<'_>) -> Res
     }
     let outcome = apply_write(
         tx,
-        &PreparedWrite { key: &key, value_text, confidence, source, category: Some(category.as_str()), vector },
+        &PreparedWrite {
+            key: &key,
+            value_text,
+            confidence,
+            source,
+            category: Some(category.as_str()),
+            vector,
+            evidence,
+        },
     )?;
     Ok(LessonOutcome { outcome, replaced })
 }
@@ -356,7 +369,7 @@ fn record_lesson_skip(
 }
 
 /// The public form of a stored lesson row.
-pub(crate) fn lesson_from_row(row: SemanticRow) -> Result<Lesson> {
+pub(crate) fn lesson_from_row(row: SemanticRow, evidence: Option<EvidenceRow>) -> Result<Lesson> {
     let value: serde_json::Value = serde_json::from_str(&row.value).map_err(|error| MemoryError::CorruptRow {
         table: "semantic_memory",
         reason: format!("value of {}: {error}", row.key),
@@ -371,6 +384,7 @@ pub(crate) fn lesson_from_row(row: SemanticRow) -> Result<Lesson> {
         source: row.source.parse().unwrap_or(Source::Other(row.source)),
         confidence: row.confidence,
         updated_at: row.updated_at,
+        evidence: evidence.map(crate::evidence::from_row),
     })
 }
 
@@ -379,7 +393,12 @@ pub(crate) fn newest_lessons(tx: &mut dyn StoreTx, limit: usize) -> Result<Vec<L
     let mut rows = tx.live_semantic(LESSON_PREFIX)?;
     rows.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.key.cmp(&b.key)));
     rows.truncate(limit);
-    rows.into_iter().map(lesson_from_row).collect()
+    rows.into_iter()
+        .map(|row| {
+            let evidence = tx.evidence(EvidenceLayer::Semantic, &row.key)?;
+            lesson_from_row(row, evidence)
+        })
+        .collect()
 }
 
 /// Renders lessons as the `[Learned corrections]` block (redacted, one line each).

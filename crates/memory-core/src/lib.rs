@@ -54,6 +54,7 @@ pub mod constants;
 mod db;
 mod episodic;
 mod error;
+mod evidence;
 mod export;
 mod files;
 mod foreign;
@@ -77,6 +78,10 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+pub use consolidate::runs::{
+    AppliedChange, ConsolidationRun, PriorRow, ProposedWrite, RevertReport, RowStatus, RunItem, RunState,
+    approve_changeset, reject_changeset, revert_consolidation_runs,
+};
 pub use consolidate::{
     ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, RefusedItem, SkillGate,
     SkillProposal, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
@@ -117,6 +122,6 @@ pub use schema::SCHEMA_VERSION;
 pub use scope::{GLOBAL_SCOPE, PROJECT_KEY_PREFIX, ProjectRule, Scope, ScopeFilter, project_named, project_of};
 pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{
-    DeleteOutcome, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason, Source,
-    WriteOutcome,
+    DeleteOutcome, Evidence, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason,
+    Source, WriteOutcome,
 };

@@ -42,8 +42,8 @@ use crate::files::{
     top_level_body,
 };
 use crate::lessons::{clean, lesson_confidence, lesson_text, stored_part};
-use crate::store::{Counter, EventRecord, NewEpisodicRow, SemanticRow, StoreTx};
-use crate::types::{MemoryAuditAction, Source};
+use crate::store::{Counter, EventRecord, EvidenceLayer, EvidenceRow, NewEpisodicRow, SemanticRow, StoreTx};
+use crate::types::{Evidence, MemoryAuditAction, Source};
 use crate::validate;
 use crate::{LessonCategory, MemoryDb};
 
@@ -55,12 +55,15 @@ struct Episode {
     created_at: i64,
     source_ref: Option<String>,
     last_accessed: Option<i64>,
+    evidence: Option<EvidenceRow>,
 }
 
 /// Every row of a document, checked, in the order they are written.
 #[derive(Default)]
 struct Plan {
     semantic: Vec<SemanticRow>,
+    /// The checked evidence of semantic rows (facts and lessons), by key.
+    evidence: Vec<(String, EvidenceRow)>,
     lessons: usize,
     deleted: usize,
     /// Oldest first, so ids (and the newest-first order) come out as they were.
@@ -76,6 +79,17 @@ struct Plan {
 impl Plan {
     fn refuse(&mut self, kind: &'static str, id: &str, code: &str, message: impl Into<String>) {
         self.refused.push(ImportRow { kind, id: id.to_owned(), code: code.to_owned(), message: message.into() });
+    }
+
+    /// The checked evidence of a row, or its refusal (`None` then, with `false`).
+    fn evidence(&mut self, kind: &'static str, id: &str, evidence: Option<&Evidence>) -> (bool, Option<EvidenceRow>) {
+        match evidence.map(crate::evidence::check).transpose() {
+            Ok(evidence) => (true, evidence),
+            Err(rejected) => {
+                self.reject(kind, id, rejected);
+                (false, None)
+            }
+        }
     }
 
     fn reject(&mut self, kind: &'static str, id: &str, rejected: Rejected) {
@@ -159,8 +173,15 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
         let created_at = row.created_at.unwrap_or(row.updated_at);
         let version = row.version.unwrap_or(1);
         let stored = stored_key(&row.key, &row.scope);
-        if !plan.check_history(kind, &row.key, created_at, row.updated_at, version) || !plan.claim_key(kind, &stored) {
+        let (valid, evidence) = plan.evidence(kind, &row.key, row.evidence.as_ref());
+        if !valid
+            || !plan.check_history(kind, &row.key, created_at, row.updated_at, version)
+            || !plan.claim_key(kind, &stored)
+        {
             continue;
+        }
+        if let Some(evidence) = evidence {
+            plan.evidence.push((stored.clone(), evidence));
         }
         plan.semantic.push(SemanticRow {
             key: stored,
@@ -213,8 +234,12 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
         let updated_at = row.updated_at.unwrap_or(fallback_at);
         let created_at = row.created_at.unwrap_or(updated_at);
         let version = row.version.unwrap_or(1);
-        if !plan.check_history(kind, &key, created_at, updated_at, version) || !plan.claim_key(kind, &key) {
+        let (valid, evidence) = plan.evidence(kind, &key, row.evidence.as_ref());
+        if !valid || !plan.check_history(kind, &key, created_at, updated_at, version) || !plan.claim_key(kind, &key) {
             continue;
+        }
+        if let Some(evidence) = evidence {
+            plan.evidence.push((key.clone(), evidence));
         }
         plan.lessons += 1;
         plan.semantic.push(SemanticRow {
@@ -299,8 +324,13 @@ fn plan(db: &MemoryDb, document: &ExportDocument, episodic_cap: usize) -> Plan {
             plan.refuse(kind, &id, "duplicate_text", "another active row of the document has this text");
             continue;
         }
+        let (valid, evidence) = plan.evidence(kind, &id, row.evidence.as_ref());
+        if !valid {
+            continue;
+        }
         plan.episodes.push(Episode {
             scope: row.scope.clone(),
+            evidence,
             checked,
             source: source.as_str().to_owned(),
             created_at: row.created_at,
@@ -519,6 +549,9 @@ fn restore(
         for row in &plan.semantic {
             tx.insert_semantic_row(row)?;
         }
+        for (key, evidence) in &plan.evidence {
+            tx.set_evidence(EvidenceLayer::Semantic, key, Some(evidence))?;
+        }
         for episode in &plan.episodes {
             let id = tx.insert_episodic(&NewEpisodicRow {
                 text: &episode.checked.text,
@@ -532,6 +565,9 @@ fn restore(
             })?;
             if let Some(at) = episode.last_accessed {
                 tx.touch_episodic(&[id], at)?;
+            }
+            if let Some(evidence) = &episode.evidence {
+                tx.set_evidence(EvidenceLayer::Episodic, &id.to_string(), Some(evidence))?;
             }
         }
         insert_event(

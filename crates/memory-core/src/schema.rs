@@ -214,6 +214,34 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX forgotten_fingerprint ON forgotten(fingerprint);
     "#,
+    // 8: the evidence of rows consolidation wrote: the session and message
+    // range each came from and a verbatim quote of the transcript. Rows
+    // stored before it, and rows people write, have none.
+    r#"
+    CREATE TABLE memory_evidence (
+        layer       TEXT NOT NULL,
+        target      TEXT NOT NULL,
+        session_key TEXT NOT NULL,
+        first_seq   INTEGER NOT NULL,
+        last_seq    INTEGER NOT NULL,
+        quote       TEXT NOT NULL,
+        PRIMARY KEY (layer, target)
+    ) WITHOUT ROWID;
+    "#,
+    // 9: consolidation runs. A run under `memory.write_approval` is a
+    // changeset waiting for review (`pending`); an applied run keeps what
+    // it changed (each key's prior row, the episodic ids it inserted, the
+    // Markdown it replaced) so the last runs can be reverted exactly. The
+    // body is JSON only memory-core reads.
+    r#"
+    CREATE TABLE consolidation_runs (
+        id         INTEGER PRIMARY KEY,
+        state      TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        body       TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -5,7 +5,7 @@ use crate::clock::now_ms;
 use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX, MAX_SEMANTIC_VERSION};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::store::EventRecord;
-use crate::store::{Counter, SemanticRow, SemanticUpsert, StoreTx};
+use crate::store::{Counter, EvidenceLayer, EvidenceRow, SemanticRow, SemanticUpsert, StoreTx};
 use crate::types::{DeleteOutcome, MemoryAuditAction, SemanticEntry, SkipReason, Source, WriteOutcome};
 use crate::validate;
 
@@ -101,6 +101,9 @@ pub(crate) struct PreparedWrite<'a> {
     pub(crate) source: &'a Source,
     pub(crate) category: Option<&'a str>,
     pub(crate) vector: Option<(Vec<f32>, String)>,
+    /// Where consolidation found the value (checked); a write without it
+    /// clears any evidence an earlier value had.
+    pub(crate) evidence: Option<&'a EvidenceRow>,
 }
 
 pub(crate) fn memory_type(key: &str) -> &'static str {
@@ -169,6 +172,7 @@ pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Re
                 at: now_ms(),
                 vector: write.vector.as_ref().map(|(vector, space)| (vector.as_slice(), space.as_str())),
             })?;
+            tx.set_evidence(EvidenceLayer::Semantic, write.key, write.evidence)?;
             let live_before = existing.as_ref().filter(|existing| !existing.is_deleted);
             let action = if live_before.is_some() { MemoryAuditAction::Updated } else { MemoryAuditAction::Created };
             let old = live_before.map(|existing| cairn_guard::redact_all(&existing.value).into_owned());
@@ -210,6 +214,7 @@ pub(crate) fn apply_delete(
     };
     existing.check_next_version(key)?;
     tx.tombstone_semantic(key, now_ms())?;
+    tx.set_evidence(EvidenceLayer::Semantic, key, None)?;
     let old = cairn_guard::redact_all(&existing.value);
     insert_event(
         tx,
@@ -230,7 +235,11 @@ pub(crate) fn apply_delete(
 }
 
 /// The public entry of a stored row; `space` is the current embedder's.
-pub(crate) fn entry_from_row(row: SemanticRow, space: Option<&str>) -> Result<SemanticEntry> {
+pub(crate) fn entry_from_row(
+    row: SemanticRow,
+    space: Option<&str>,
+    evidence: Option<EvidenceRow>,
+) -> Result<SemanticEntry> {
     let value = serde_json::from_str(&row.value).map_err(|error| MemoryError::CorruptRow {
         table: "semantic_memory",
         reason: format!("value of {} is not JSON: {error}", row.key),
@@ -247,6 +256,7 @@ pub(crate) fn entry_from_row(row: SemanticRow, space: Option<&str>) -> Result<Se
         created_at: row.created_at,
         updated_at: row.updated_at,
         version: row.version,
+        evidence: evidence.map(crate::evidence::from_row),
     })
 }
 

@@ -142,8 +142,8 @@ pub(crate) struct Claim {
     pub(crate) start: u64,
     /// One past the last message the run covers.
     pub(crate) end: u64,
-    /// The messages `start..end` still stored.
-    pub(crate) messages: Vec<TranscriptMessage>,
+    /// The messages `start..end` still stored, with their `seq`.
+    pub(crate) messages: Vec<StoredMessage>,
 }
 
 pub(crate) fn validate_session_key(session_key: &str) -> std::result::Result<(), Rejected> {

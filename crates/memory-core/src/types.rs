@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Rejected;
 
@@ -87,6 +87,24 @@ impl Serialize for Source {
     }
 }
 
+/// Where a consolidated row came from: the session, the range of its
+/// messages (their `seq`, as the consolidation prompt numbered them, both
+/// ends included) and a short verbatim quote of them that consolidation
+/// found in the stored transcript before writing. Rows people write
+/// directly carry none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The session the row was consolidated from.
+    pub session_key: String,
+    /// `seq` of the first message of the range.
+    pub from_message: u64,
+    /// `seq` of the last message of the range.
+    pub to_message: u64,
+    /// The quote (at most [`MAX_EVIDENCE_QUOTE_CHARS`](crate::constants::MAX_EVIDENCE_QUOTE_CHARS)
+    /// characters), redacted like every stored text.
+    pub quote: String,
+}
+
 /// A live semantic entry.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SemanticEntry {
@@ -108,6 +126,10 @@ pub struct SemanticEntry {
     pub version: i64,
     /// True when a vector in the current embedding space is stored.
     pub has_vector: bool,
+    /// Where consolidation found the value; `None` for rows written
+    /// otherwise (or before evidence was kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
 }
 
 /// What an accepted or skipped semantic write did.

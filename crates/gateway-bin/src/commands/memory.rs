@@ -42,6 +42,12 @@ pub(crate) enum MemoryCommand {
     Import(super::memory_transfer::ImportArgs),
     /// Run both consolidation paths now over a transcript, with the configured LLM.
     Consolidate(super::memory_consolidate::ConsolidateArgs),
+    /// Consolidation changesets waiting for review (`memory.write_approval`): list, show, approve, reject.
+    #[command(subcommand)]
+    Pending(super::memory_review::PendingCommand),
+    /// Consolidation runs: list them, or revert the last N exactly.
+    #[command(subcommand)]
+    Runs(super::memory_review::RunsCommand),
     /// Conversation fragments: add, list, delete.
     #[command(subcommand)]
     Episodic(super::memory_episodic::EpisodicCommand),
@@ -190,6 +196,8 @@ pub(crate) fn run(home: &Home, command: &MemoryCommand) -> anyhow::Result<ExitCo
         MemoryCommand::Export(args) => super::memory_transfer::export(home, args),
         MemoryCommand::Import(args) => super::memory_transfer::import(home, args),
         MemoryCommand::Consolidate(args) => super::memory_consolidate::run(home, args),
+        MemoryCommand::Pending(command) => super::memory_review::pending(home, command),
+        MemoryCommand::Runs(command) => super::memory_review::runs(home, command),
         MemoryCommand::Semantic(command) => semantic(home, &home.open_memory()?, command),
         MemoryCommand::Lessons(command) => lessons(home, command),
         MemoryCommand::Audit(args) => {
@@ -296,6 +304,9 @@ fn semantic(home: &Home, db: &MemoryDb, command: &SemanticCommand) -> anyhow::Re
                     print_json(&serde_json::to_value(&entry)?);
                 } else {
                     println!("{}", entry.value);
+                    if let Some(evidence) = &entry.evidence {
+                        println!("{}", evidence_line(evidence));
+                    }
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -339,6 +350,14 @@ fn semantic(home: &Home, db: &MemoryDb, command: &SemanticCommand) -> anyhow::Re
     }
 }
 
+/// One line naming where consolidation found a row: session, message range, quote.
+fn evidence_line(evidence: &cairn_memory_core::Evidence) -> String {
+    format!(
+        "evidence: session {}, messages #{}..#{}: {:?}",
+        evidence.session_key, evidence.from_message, evidence.to_message, evidence.quote
+    )
+}
+
 fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
     let jsonl = JsonlLessonStore::new(home.dir().join(constants::LESSONS_JSONL_FILE_NAME));
     // The JSONL file is the fallback for when memory.db cannot be opened.
@@ -380,6 +399,9 @@ fn lessons(home: &Home, command: &LessonsCommand) -> anyhow::Result<ExitCode> {
             } else {
                 for lesson in &lessons {
                     println!("{}  [{}] {}", lesson.key, lesson.category, lesson.text());
+                    if let Some(evidence) = &lesson.evidence {
+                        println!("    {}", evidence_line(evidence));
+                    }
                 }
             }
             Ok(ExitCode::SUCCESS)

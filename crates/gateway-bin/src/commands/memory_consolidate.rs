@@ -71,6 +71,7 @@ pub(crate) fn run(home: &Home, args: &ConsolidateArgs) -> anyhow::Result<ExitCod
     let files = Arc::new(home.open_files()?);
     let consolidator_config = ConsolidatorConfig {
         idle: Duration::from_secs_f64(config.memory.history_idle_hours.max(0.0) * 3600.0),
+        write_approval: config.write_approval,
         ..ConsolidatorConfig::default()
     };
     let consolidator = Consolidator::new(home.dir(), db, files, Arc::new(LlmSummarizer(client)), consolidator_config);
@@ -92,6 +93,12 @@ pub(crate) fn run(home: &Home, args: &ConsolidateArgs) -> anyhow::Result<ExitCod
                     );
                     for item in &report.refused {
                         println!("refused {} ({}): {}", item.kind, item.code, item.message);
+                    }
+                    if let Some(id) = report.changeset {
+                        println!(
+                            "held for review as changeset {id} ({} rows): cairn memory pending show {id}",
+                            report.pending
+                        );
                     }
                 }
             }

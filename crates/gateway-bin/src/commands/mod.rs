@@ -16,6 +16,7 @@ pub(crate) mod memory_consolidate;
 mod memory_episodic;
 pub(crate) mod memory_files;
 pub(crate) mod memory_forget;
+pub(crate) mod memory_review;
 pub(crate) mod memory_transfer;
 mod model;
 pub(crate) mod skills;

@@ -205,12 +205,12 @@ function signOut(why) {
   $('sign-out').hidden = true;
   for (const id of ['fact-list', 'epi-list', 'lesson-list', 'audit-list', 'mem-counts', 'skill-list',
     'agent-list', 'agent-finding-list', 'agent-detail-fields', 'ctx-session-bars', 'ctx-message-bars', 'mcp-list',
-    'skill-lint-list', 'import-sources', 'import-item-list', 'pending-list']) {
+    'skill-lint-list', 'import-sources', 'import-item-list', 'pending-list', 'review-list', 'run-list']) {
     clear($(id));
   }
   for (const id of ['ctx-session-text', 'ctx-message-text', 'skill-detail-content', 'embed-status', 'embed-detail',
     'fact-summary', 'epi-summary', 'epi-page', 'mcp-skipped', 'skill-lint-summary', 'import-msg', 'import-ledger',
-    'import-more', 'import-confirm-text', 'pending-msg']) {
+    'import-more', 'import-confirm-text', 'pending-msg', 'review-msg']) {
     $(id).textContent = '';
   }
   $('login').hidden = false;
@@ -251,6 +251,7 @@ function showView(view) {
   else if (view === 'skills') {
     loadSkills();
     loadPending();
+    loadReview();
     loadSkillAudit();
   }
   else if (view === 'agents') loadAgents();
@@ -1126,6 +1127,81 @@ async function reviewPending(slug, action) {
   });
 }
 
+// ---- skills tab: consolidation changesets and runs ---------------------
+
+function describeWrite(write) {
+  switch (write.kind) {
+    case 'fact': return write.key + ' = ' + JSON.stringify(write.value) + (write.scope === 'global' ? '' : ' [' + write.scope + ']');
+    case 'lesson': return write.rule + (write.not ? ' — NOT: ' + write.not : '');
+    case 'episode': return write.text;
+    case 'history': return write.text;
+    default: return write.text;
+  }
+}
+
+function reviewRow(run, row) {
+  const evidence = row.write.evidence;
+  const meta = [
+    el('span', { class: 'chip review-kind', text: row.write.kind }),
+    el('span', { class: 'review-ladder', text: 'ladder: ' + (row.ladder || '—') }),
+    el('span', { class: row.screen === 'passed' ? 'review-screen' : 'chip bad review-screen', text: 'screen: ' + (row.screen || '—') }),
+    el('span', { class: 'review-status', text: row.status + (row.outcome ? ' (' + row.outcome + ')' : '') }),
+  ];
+  const buttons = row.status === 'pending' ? el('div', { class: 'row-meta' },
+    el('button', { type: 'button', class: 'small review-approve', text: 'Approve row ' + row.row, onclick: () => decide(run.id, 'approve', row.row) }),
+    el('button', { type: 'button', class: 'small danger review-reject', text: 'Reject row ' + row.row, onclick: () => decide(run.id, 'reject', row.row) })) : null;
+  return el('li', { data: { row: String(row.row), status: row.status } },
+    el('div', { class: 'row-text', text: '#' + row.row + ' ' + describeWrite(row.write) }),
+    el('div', { class: 'row-meta' }, meta),
+    evidence ? el('div', { class: 'row-meta review-evidence', text: 'evidence: session ' + evidence.session_key + ', messages ' + evidence.from_message + '–' + evidence.to_message + ': “' + evidence.quote + '”' }) : null,
+    buttons);
+}
+
+function reviewItem(run) {
+  return el('li', { data: { changeset: String(run.id) } },
+    el('div', { class: 'row-text', text: 'Changeset ' + run.id + ': ' + run.path + ' path of session ' + run.session_key }),
+    el('div', { class: 'row-meta' },
+      el('span', { text: plural(run.rows.length, 'row', 'rows') }),
+      run.expires_at ? el('span', { text: 'expires ' + when(run.expires_at) }) : null,
+      el('button', { type: 'button', class: 'small review-approve-all', text: 'Approve all', onclick: () => decide(run.id, 'approve', null) }),
+      el('button', { type: 'button', class: 'small danger review-reject-all', text: 'Reject all', onclick: () => decide(run.id, 'reject', null) })),
+    el('ol', { class: 'rows review-rows' }, run.rows.map((row) => reviewRow(run, row))));
+}
+
+async function loadReview() {
+  await guarded('review-msg', async () => {
+    const [pendingData, runData] = await Promise.all([api('GET', '/api/memory/pending'), api('GET', '/api/memory/runs')]);
+    clear($('review-list')).append(...pendingData.pending.map(reviewItem));
+    if (pendingData.pending.length === 0) $('review-list').append(el('li', { class: 'muted', text: 'No changeset waiting for review.' }));
+    const applied = runData.runs.filter((run) => run.state === 'applied' || run.state === 'reverted').slice(0, 10);
+    clear($('run-list')).append(...applied.map((run) => el('li', { data: { run: String(run.id), state: run.state } },
+      el('div', { class: 'row-text', text: 'Run ' + run.id + ': ' + run.path + ' path of session ' + run.session_key }),
+      el('div', { class: 'row-meta' },
+        el('span', { class: run.state === 'reverted' ? 'chip warn' : 'chip', text: run.state }),
+        el('span', { text: plural(run.applied.length, 'change', 'changes') }),
+        el('span', { text: when(run.created_at) })))));
+    if (applied.length === 0) $('run-list').append(el('li', { class: 'muted', text: 'No consolidation run recorded.' }));
+  });
+}
+
+async function decide(id, action, row) {
+  await guarded('review-msg', async () => {
+    const query = row === null ? '' : '?rows=' + row;
+    const run = await api('POST', '/api/memory/pending/' + id + '/' + action + query);
+    const what = row === null ? 'Changeset ' + id : 'Row ' + row + ' of changeset ' + id;
+    say('review-msg', what + (action === 'approve' ? ' approved' : ' rejected') + '; the changeset is ' + run.state + '.', 'ok');
+    await loadReview();
+  });
+}
+
+async function revertLastRun() {
+  await guarded('review-msg', async () => {
+    const report = await api('POST', '/api/memory/runs/revert?runs=1');
+    say('review-msg', 'Reverted run ' + report.runs.join(', ') + ': ' + report.semantic_restored + ' facts and lessons put back, ' + report.episodic_removed + ' episodes removed, ' + report.files_restored + ' files put back.', 'ok');
+    await loadReview();
+  });
+}
+
 function skillRow(skill, findings) {
   const toggle = el('input', {
     type: 'checkbox',
@@ -1540,6 +1616,7 @@ function wire() {
     if (token) signIn(token);
   });
   $('sign-out').addEventListener('click', () => signOut(''));
+  $('revert-run').addEventListener('click', revertLastRun);
   for (const button of document.querySelectorAll('button.tab')) {
     button.addEventListener('click', () => showView(button.dataset.view));
   }

@@ -124,6 +124,9 @@ pub(crate) struct McpStores {
     pub(crate) skill_scope: AgentScope,
     /// The project the session runs in; `None` reads and writes global memory only.
     pub(crate) project: Option<cairn_memory_core::Scope>,
+    /// How long a pending consolidation changeset waits for review (ms;
+    /// `skills.pending_ttl_days`, the pending-skill rule).
+    pub(crate) review_ttl_ms: i64,
 }
 
 impl McpStores {
@@ -135,7 +138,8 @@ impl McpStores {
         let memory = Arc::new(home.open_memory()?);
         let files = Arc::new(home.open_files()?);
         let skills = Arc::new(home.skills(&SkillSources { record_usage: true, ..SkillSources::default() }));
-        Ok(Self { memory, files, skills, model, skill_scope: AgentScope::default(), project: None })
+        let review_ttl_ms = home.settings().skills.auto.pending_ttl_ms();
+        Ok(Self { memory, files, skills, model, skill_scope: AgentScope::default(), project: None, review_ttl_ms })
     }
 }
 

@@ -41,6 +41,10 @@ pub(crate) const TOOL_NAMES: &[&str] = &[
     "skill_search",
     "skill_read",
     "history_append",
+    "memory_pending_list",
+    "memory_pending_show",
+    "memory_pending_approve",
+    "memory_pending_reject",
 ];
 
 /// The audit trail's name for writes made through this server.
@@ -336,6 +340,30 @@ pub(crate) struct HistoryAppendArgs {
     text: String,
 }
 
+/// `memory_pending_list` arguments (none).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PendingListArgs {}
+
+/// `memory_pending_show` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChangesetArgs {
+    /// The changeset's id (from `memory_pending_list`).
+    id: i64,
+}
+
+/// `memory_pending_approve` / `memory_pending_reject` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChangesetDecisionArgs {
+    /// The changeset's id (from `memory_pending_list`).
+    id: i64,
+    /// Only these rows (numbered from 1); all pending rows when absent.
+    #[schemars(length(max = 1000))]
+    rows: Option<Vec<usize>>,
+}
+
 /// The MCP server over one home's stores.
 #[derive(Clone)]
 pub(crate) struct CairnMcp {
@@ -628,6 +656,12 @@ impl CairnMcp {
                         "category": lesson.category,
                         "source": lesson.source,
                         "updated_at": lesson.updated_at,
+                        "evidence": lesson.evidence.as_ref().map(|evidence| json!({
+                            "session_key": evidence.session_key,
+                            "from_message": evidence.from_message,
+                            "to_message": evidence.to_message,
+                            "quote": redacted(&evidence.quote),
+                        })),
                     })
                 })
                 .collect();
@@ -720,6 +754,87 @@ impl CairnMcp {
                 "size_bytes": skill.size_bytes,
                 "files": siblings,
             }))
+        })
+        .await
+    }
+
+    #[tool(description = "List the consolidation changesets waiting for review (`memory.write_approval`): each run's \
+                       proposed facts, lessons, episodes and Markdown changes, none written until approved.")]
+    async fn memory_pending_list(
+        &self,
+        Parameters(PendingListArgs {}): Parameters<PendingListArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            let now = crate::commands::memory_review::now_ms();
+            let pending: Vec<cairn_memory_core::ConsolidationRun> = stores
+                .memory
+                .consolidation_runs(now, stores.review_ttl_ms)?
+                .into_iter()
+                .filter(|run| run.state == cairn_memory_core::RunState::Pending)
+                .collect();
+            Ok(json!({"pending": pending}))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Show one consolidation changeset: every row with its conflict-ladder and screen outcome, its \
+                       evidence (session, message range, quote) and its status."
+    )]
+    async fn memory_pending_show(
+        &self,
+        Parameters(args): Parameters<ChangesetArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            let now = crate::commands::memory_review::now_ms();
+            let run = stores.memory.consolidation_run(args.id, now, stores.review_ttl_ms)?;
+            Ok(serde_json::to_value(run).unwrap_or(Value::Null))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Approve a consolidation changeset, whole or the given `rows`: each row is written now through \
+                       the normal writers (screen, conflict ladder and forgotten items decide again)."
+    )]
+    async fn memory_pending_approve(
+        &self,
+        Parameters(args): Parameters<ChangesetDecisionArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            let now = crate::commands::memory_review::now_ms();
+            let run = cairn_memory_core::approve_changeset(
+                &stores.memory,
+                &stores.files,
+                args.id,
+                args.rows.as_deref(),
+                now,
+                stores.review_ttl_ms,
+            )?;
+            Ok(serde_json::to_value(run).unwrap_or(Value::Null))
+        })
+        .await
+    }
+
+    #[tool(description = "Reject a consolidation changeset, whole or the given `rows`: nothing of them is written.")]
+    async fn memory_pending_reject(
+        &self,
+        Parameters(args): Parameters<ChangesetDecisionArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        blocking(move || {
+            let now = crate::commands::memory_review::now_ms();
+            let run = cairn_memory_core::reject_changeset(
+                &stores.memory,
+                args.id,
+                args.rows.as_deref(),
+                now,
+                stores.review_ttl_ms,
+            )?;
+            Ok(serde_json::to_value(run).unwrap_or(Value::Null))
         })
         .await
     }

@@ -163,6 +163,7 @@ impl Sessions {
         let config = ConsolidatorConfig {
             idle: idle_from_hours(settings.memory.history_idle_hours),
             skills_enabled: auto_settings.create_from_sessions,
+            write_approval: settings.write_approval,
             ..ConsolidatorConfig::default()
         };
         let gate = SkillGate {

@@ -1367,3 +1367,68 @@ fn dashboard_shows_scopes_filters_by_project_and_forgets_after_a_preview() {
     assert_eq!(again.body["code"], "forgotten");
     browser.finish("scopes_forget");
 }
+
+#[test]
+fn dashboard_reviews_a_consolidation_changeset_row_by_row_and_reverts_the_run() {
+    let Some(tools) = tools() else { return };
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.json"), r#"{"memory": {"write_approval": true}}"#).unwrap();
+    let report =
+        crate::consolidation_review::consolidate_with(home.path(), crate::consolidation_review::replies("helix"));
+    let (facts, history) =
+        (report["preferences"]["changeset"].as_i64().unwrap(), report["history"]["changeset"].as_i64().unwrap());
+    let gateway = start_in(home, &[], &[]);
+    let mut browser = Browser::start(&tools, "memory_review");
+    browser.expected_statuses = vec![422];
+    open_signed_in(&browser, &gateway);
+    browser.click("button.tab[data-view=skills]");
+    browser.wait("the changesets", "document.querySelectorAll('#review-list li[data-changeset]').length === 2");
+    let changeset = format!("#review-list li[data-changeset='{facts}']");
+    let first = format!("{changeset} li[data-row='1']");
+    assert!(browser.text(&first).contains("pref.indentation"), "{}", browser.text(&first));
+    assert!(browser.text(&first).contains("ladder: add"), "{}", browser.text(&first));
+    assert!(browser.text(&first).contains("screen: passed"), "{}", browser.text(&first));
+    assert!(browser.text(&first).contains("“I prefer tabs over spaces”"), "{}", browser.text(&first));
+    browser.screenshot("memory_review");
+    assert_eq!(gateway.get("/api/memory/semantic?all_projects=true").body["entries"], json!([]), "nothing yet");
+
+    // One row approved: that fact only is written.
+    browser.click(&format!("{first} button.review-approve"));
+    browser.wait(
+        "the approval",
+        &format!("document.getElementById('review-msg').textContent.startsWith('Row 1 of changeset {facts} approved')"),
+    );
+    browser.wait("the row's new status", &format!("document.querySelector(\"{first}\").dataset.status === 'approved'"));
+    let entries = gateway.get("/api/memory/semantic?all_projects=true").body;
+    let keys: Vec<&str> =
+        entries["entries"].as_array().unwrap().iter().filter_map(|entry| entry["key"].as_str()).collect();
+    assert_eq!(keys, ["pref.indentation"], "{entries}");
+
+    // The history changeset rejected whole: nothing of it is written.
+    browser.click(&format!("#review-list li[data-changeset='{history}'] button.review-reject-all"));
+    browser.wait(
+        "the rejection",
+        &format!("document.getElementById('review-msg').textContent.startsWith('Changeset {history} rejected')"),
+    );
+    browser.wait(
+        "the refreshed list",
+        &format!("!document.querySelector(\"#review-list li[data-changeset='{history}']\")"),
+    );
+    assert_eq!(gateway.get("/api/memory/lessons").body["lessons"], json!([]));
+
+    // The rest rejected, then the approved row's run reverted from the button.
+    browser.click(&format!("{changeset} button.review-reject-all"));
+    browser.wait(
+        "the empty list",
+        "document.getElementById('review-list').textContent === 'No changeset waiting for review.'",
+    );
+    browser.wait("the run", &format!("document.querySelector(\"#run-list li[data-run='{facts}']\")"));
+    browser.click("#revert-run");
+    browser.wait("the revert", "document.getElementById('review-msg').textContent.startsWith('Reverted run')");
+    browser.wait(
+        "the reverted run",
+        &format!("document.querySelector(\"#run-list li[data-run='{facts}']\").dataset.state === 'reverted'"),
+    );
+    assert_eq!(gateway.get("/api/memory/semantic?all_projects=true").body["entries"], json!([]));
+    browser.finish("memory_reviewed");
+}

@@ -4,6 +4,8 @@ use std::process::Command;
 
 mod agents;
 mod auto_skills;
+mod consolidation_evidence;
+mod consolidation_review;
 mod context;
 mod context_ceiling;
 mod dashboard;

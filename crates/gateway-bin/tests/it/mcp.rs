@@ -29,6 +29,10 @@ const TOOLS: &[&str] = &[
     "skill_search",
     "skill_read",
     "history_append",
+    "memory_pending_list",
+    "memory_pending_show",
+    "memory_pending_approve",
+    "memory_pending_reject",
 ];
 
 pub(crate) type Client = RunningService<RoleClient, ()>;
@@ -57,7 +61,7 @@ async fn connect_with(home: &Path, env: &[(&str, &str)]) -> Client {
     ().serve(transport).await.unwrap()
 }
 
-async fn connect(home: &Path) -> Client {
+pub(crate) async fn connect(home: &Path) -> Client {
     connect_with(home, &[]).await
 }
 

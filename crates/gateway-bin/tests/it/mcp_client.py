@@ -28,6 +28,10 @@ EXPECTED = {
     "skill_search",
     "skill_read",
     "history_append",
+    "memory_pending_list",
+    "memory_pending_show",
+    "memory_pending_approve",
+    "memory_pending_reject",
 }
 
 

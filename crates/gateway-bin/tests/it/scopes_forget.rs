@@ -240,9 +240,11 @@ async fn what_is_forgotten_stays_forgotten_on_every_write_path() {
     // Consolidation of a transcript that repeats it: every item is refused as forgotten.
     let transcript = home.join("repeat.jsonl");
     std::fs::write(&transcript, format!("{}\n", json!({"role": "user", "content": FORGOTTEN}))).unwrap();
+    let cited = json!({"from": 0, "to": 0, "quote": FORGOTTEN});
     let (url, _prompts, server) = scripted_llm(vec![
-        json!({"semantic": [{"key": "pref.staging", "value": FORGOTTEN, "confidence": 0.95}]}).to_string(),
-        json!({"history": null, "episodic": [{"text": FORGOTTEN}], "lessons": [{"rule": FORGOTTEN, "category": "knowledge"}]})
+        json!({"semantic": [{"key": "pref.staging", "value": FORGOTTEN, "confidence": 0.95, "evidence": cited}]})
+            .to_string(),
+        json!({"history": null, "episodic": [{"text": FORGOTTEN, "evidence": cited}], "lessons": [{"rule": FORGOTTEN, "category": "knowledge", "evidence": cited}]})
             .to_string(),
     ]);
     let output = cli(
@@ -336,7 +338,7 @@ fn a_home_written_before_scopes_opens_with_every_row_global_and_nothing_lost() {
     let output = cli(home.path(), &["memory", "export"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let mut after: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(after["schema_version"], 7);
+    assert_eq!(after["schema_version"], 9);
     let mut expected = before.clone();
     for document in [&mut after, &mut expected] {
         document["exported_at"] = json!(0);

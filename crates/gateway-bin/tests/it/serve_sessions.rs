@@ -15,14 +15,33 @@ use crate::serve::{start, start_with_config};
 /// config accepts is 0.01 h (36 s), plus heartbeat ticks.
 pub(crate) const IDLE_PATIENCE: Duration = Duration::from_secs(300);
 
-pub(crate) const PREFERENCES_REPLY: &str =
-    r#"{"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95}]}"#;
-pub(crate) const HISTORY_REPLY: &str = r#"Here you go:
-```json
-{"history": "Planned the billing service release for Tuesday.",
- "episodic": [{"text": "The billing service is released only on Tuesdays, after the team standup.", "importance": 0.8, "tags": ["deploy"]}],
- "lessons": [{"rule": "Schedule releases for Tuesday mornings", "not": "Release on Fridays", "category": "preference"}]}
-```"#;
+/// What every scripted item quotes: a phrase each recorded transcript of these tests holds.
+pub(crate) const QUOTED: &str = "we release the billing service on Tuesdays";
+
+/// Evidence for the scripted items: the first numbered message of
+/// `prompt` (`#n [role] ...`) that holds [`QUOTED`].
+pub(crate) fn cited(prompt: &str) -> Value {
+    let seq = prompt
+        .lines()
+        .filter(|line| line.contains(QUOTED))
+        .find_map(|line| line.strip_prefix('#')?.split_once(' ')?.0.parse::<u64>().ok())
+        .unwrap_or(0);
+    json!({"from": seq, "to": seq, "quote": QUOTED})
+}
+
+pub(crate) fn preferences_reply(prompt: &str) -> String {
+    json!({"semantic": [{"key": "pref.deploy_day", "value": "tuesday", "confidence": 0.95, "evidence": cited(prompt)}]})
+        .to_string()
+}
+
+pub(crate) fn history_reply(prompt: &str) -> String {
+    let reply = json!({
+        "history": "Planned the billing service release for Tuesday.",
+        "episodic": [{"text": "The billing service is released only on Tuesdays, after the team standup.", "importance": 0.8, "tags": ["deploy"], "evidence": cited(prompt)}],
+        "lessons": [{"rule": "Schedule releases for Tuesday mornings", "not": "Release on Fridays", "category": "preference", "evidence": cited(prompt)}]
+    });
+    format!("Here you go:\n```json\n{reply}\n```")
+}
 
 /// A loopback chat-completions server: answers the preferences prompt and
 /// the history prompt with scripted replies and reports which kind it saw.
@@ -50,11 +69,11 @@ impl FakeLlm {
                 assert_eq!(body["model"], "scripted");
                 let prompt = body["messages"][0]["content"].as_str().unwrap();
                 let (kind, reply) = if prompt.starts_with("You maintain a user's long-term memory") {
-                    ("preferences", PREFERENCES_REPLY)
+                    ("preferences", preferences_reply(prompt))
                 } else if prompt.starts_with("You summarise a finished conversation") {
-                    ("history", HISTORY_REPLY)
+                    ("history", history_reply(prompt))
                 } else {
-                    ("unknown", "no JSON here")
+                    ("unknown", "no JSON here".to_owned())
                 };
                 let _ = seen_tx.send(kind);
                 let answer = json!({"choices": [{"message": {"role": "assistant", "content": reply}}]});

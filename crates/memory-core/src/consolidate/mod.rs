@@ -31,8 +31,34 @@
 //! writes nothing and leaves the markers where they were, so the next
 //! trigger retries. Every item goes through the normal writers with source
 //! `consolidation`.
+//!
+//! **Evidence.** The prompt numbers each message with its `seq` (`#12`)
+//! and asks, for every fact, episode and lesson, for `"evidence": {"from",
+//! "to", "quote"}`: the message range it came from and a short verbatim
+//! quote of it. Before an item is written, its quote must occur in the
+//! messages of that range as the model saw them (whitespace and case
+//! folded; withheld messages never match); an item without evidence is
+//! refused as `missing_evidence`, a malformed range as `invalid_evidence`,
+//! a quote that is not there as `quote_not_found`. A fact or lesson the
+//! transcript later abandons is refused as `unresolved_hypothesis`: the
+//! model marked it `"status": "abandoned"`, or a later message retracts it
+//! (the rule of `crate::evidence`: a retraction phrase such as "that didn't
+//! work" or "I was wrong", in the very next message or in one that shares
+//! two keywords with the quote). Each refusal is an audit row (`rejected`,
+//! its code as the detail) and an entry of the report's `refused`. Written
+//! rows keep their evidence (session, range, quote).
+//!
+//! **Review and undo** ([`runs`]). Each run's checked items become
+//! [`ProposedWrite`]s. Without review they are written at once and the run
+//! is recorded with what it changed, so [`revert_consolidation_runs`](crate::revert_consolidation_runs) can
+//! put the last runs back exactly. With
+//! [`ConsolidatorConfig::write_approval`] nothing is written: the run is one
+//! pending changeset ([`ConsolidationRun`]) whose rows carry the ladder's
+//! and the screen's verdict and their evidence, approved or rejected whole
+//! or row by row ([`approve_changeset`](crate::approve_changeset), [`reject_changeset`](crate::reject_changeset)).
 
 mod reply;
+pub(crate) mod runs;
 pub(crate) mod state;
 
 use std::collections::HashMap;
@@ -55,11 +81,14 @@ use crate::error::{MemoryError, Result};
 use crate::files::MemoryFiles;
 use crate::lessons::LessonCategory;
 use crate::scope::Scope;
-use crate::{EpisodicOutcome, MemoryDb, NewEpisode, Source, WriteOutcome};
+use crate::{MemoryDb, Source};
 use state::StateFile;
 
+use crate::error::Rejected;
 pub use crate::transcript::TranscriptMessage;
-use crate::transcript::{Claim, Marker};
+use crate::transcript::{Claim, Marker, StoredMessage};
+use crate::types::Evidence;
+use runs::{ConsolidationRun, ProposedWrite, RowStatus, RunItem, RunState, Written};
 
 /// Turns a prompt into text: the model seam of consolidation. The binary
 /// implements it with an LLM client; tests play scripted replies.
@@ -169,6 +198,9 @@ pub struct ConsolidatorConfig {
     pub idle: Duration,
     /// Ask for `new_skill` / `refined_skill` on the history path.
     pub skills_enabled: bool,
+    /// Hold every run as a pending changeset until a person approves it
+    /// (`memory.write_approval`) instead of writing it.
+    pub write_approval: bool,
 }
 
 impl Default for ConsolidatorConfig {
@@ -177,12 +209,13 @@ impl Default for ConsolidatorConfig {
             message_threshold: CONSOLIDATION_MESSAGE_THRESHOLD,
             idle: Duration::from_secs(CONSOLIDATION_IDLE_SECS),
             skills_enabled: false,
+            write_approval: false,
         }
     }
 }
 
 /// Which path ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConsolidationPath {
     /// 30 messages: semantic facts and the Markdown top-level files.
@@ -238,6 +271,19 @@ pub struct ConsolidationReport {
     pub dropped_over_cap: HashMap<&'static str, usize>,
     /// Items refused by a writer or malformed.
     pub refused: Vec<RefusedItem>,
+    /// The recorded run that wrote this (a revert names it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<i64>,
+    /// The pending changeset holding this run's writes (under review).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changeset: Option<i64>,
+    /// Rows of that changeset.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pending: usize,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 impl ConsolidationReport {
@@ -259,6 +305,9 @@ impl ConsolidationReport {
             skills_skipped: None,
             dropped_over_cap: HashMap::new(),
             refused: Vec::new(),
+            run: None,
+            changeset: None,
+            pending: 0,
         }
     }
 
@@ -520,8 +569,15 @@ impl Consolidator {
             Ok(claim) => claim,
             Err(error) => return self.settle(session_key, &[], &[], Err(error)),
         };
-        let with =
-            |claim: &Claim| -> Vec<TranscriptMessage> { claim.messages.iter().chain(messages).cloned().collect() };
+        // The given messages are numbered as they will be stored: after the claim.
+        let with = |claim: &Claim| -> Vec<StoredMessage> {
+            let given = messages.iter().enumerate().map(|(index, message)| StoredMessage {
+                seq: claim.end + index as u64,
+                at_ms: 0,
+                message: message.clone(),
+            });
+            claim.messages.iter().cloned().chain(given).collect()
+        };
         let result = self
             .run_preferences(session_key, &with(&preferences_claim))
             .and_then(|preferences| Ok((preferences, self.run_history(session_key, &with(&history_claim))?)));
@@ -541,11 +597,12 @@ impl Consolidator {
         })
     }
 
-    fn run_preferences(&self, session_key: &str, messages: &[TranscriptMessage]) -> Result<ConsolidationReport> {
+    fn run_preferences(&self, session_key: &str, messages: &[StoredMessage]) -> Result<ConsolidationReport> {
         let _span = tracing::debug_span!("consolidate_preferences", messages = messages.len()).entered();
         let migrated = self.is_migrated()?;
+        let shown = Shown::of(session_key, messages);
         let prompt = preferences_prompt(
-            &transcript(messages),
+            &shown.render(),
             (!migrated)
                 .then(|| (self.files.preferences().unwrap_or_default(), self.files.projects().unwrap_or_default())),
         );
@@ -559,34 +616,32 @@ impl Consolidator {
         let mut report = ConsolidationReport::new(ConsolidationPath::Preferences, session_key, messages.len());
         note_dropped(&mut report, "semantic", dropped);
         let scope = self.session_scope(session_key)?;
-        self.write_semantic_items(&mut report, &semantic, &scope);
+        let mut proposals = Vec::new();
+        self.propose_semantic_items(&mut report, &shown, &semantic, &scope, &mut proposals);
         if !migrated {
             if let Some(text) = preferences_update {
-                match self.files.write_preferences(&text) {
-                    Ok(()) => report.preferences_replaced = true,
-                    Err(error) => report.refuse("preferences_update", &error),
-                }
+                proposals.push(ProposedWrite::Preferences { text });
             }
             if let Some(text) = projects_update {
-                match self.files.write_projects(&text) {
-                    Ok(()) => report.projects_replaced = true,
-                    Err(error) => report.refuse("projects_update", &error),
-                }
+                proposals.push(ProposedWrite::Projects { text });
             }
         }
+        self.finish_run(&mut report, proposals)?;
         tracing::debug!(?report, "preferences consolidation done");
         Ok(report)
     }
 
-    fn run_history(&self, session_key: &str, messages: &[TranscriptMessage]) -> Result<ConsolidationReport> {
+    fn run_history(&self, session_key: &str, messages: &[StoredMessage]) -> Result<ConsolidationReport> {
         let _span = tracing::debug_span!("consolidate_history", messages = messages.len()).entered();
         let enabled = self.config.skills_enabled && self.skills.is_some();
-        let skipped = enabled.then(|| self.gate.refusal(messages)).flatten();
+        let plain: Vec<TranscriptMessage> = messages.iter().map(|stored| stored.message.clone()).collect();
+        let skipped = enabled.then(|| self.gate.refusal(&plain)).flatten();
+        let shown = Shown::of(session_key, messages);
         if let Some(reason) = &skipped {
             tracing::debug!(session = session_key, %reason, "no skill asked for");
         }
         let skills = enabled && skipped.is_none();
-        let text = transcript(messages);
+        let text = shown.render();
         let current = match &self.skills {
             Some(receiver) if skills && self.gate.refine => receiver.current_skills(&text),
             _ => Vec::new(),
@@ -604,18 +659,17 @@ impl Consolidator {
         note_dropped(&mut report, "episodic", episodic_dropped);
         note_dropped(&mut report, "lessons", lessons_dropped);
         let scope = self.session_scope(session_key)?;
-        if let Some(history) = history {
-            match self.files.append_history_in(&scope, &history) {
-                Ok(_) => report.history_appended = true,
-                Err(error) => report.refuse("history", &error),
-            }
+        let mut proposals = Vec::new();
+        if let Some(text) = history {
+            proposals.push(ProposedWrite::History { text, scope: scope.clone() });
         }
         for item in &episodic {
-            self.write_episodic_item(&mut report, session_key, &scope, item);
+            self.propose_episodic_item(&mut report, &shown, &scope, item, &mut proposals);
         }
         for item in &lessons {
-            self.write_lesson_item(&mut report, item);
+            self.propose_lesson_item(&mut report, &shown, item, &mut proposals);
         }
+        self.finish_run(&mut report, proposals)?;
         if skills && let Some(receiver) = &self.skills {
             let keys: &[(&str, SkillProposalKind)] = if self.gate.refine {
                 &[("new_skill", SkillProposalKind::New), ("refined_skill", SkillProposalKind::Refined)]
@@ -648,7 +702,112 @@ impl Consolidator {
         Ok(self.db.transcript_state(session_key)?.map(|state| state.scope).unwrap_or_default())
     }
 
-    fn write_semantic_items(&self, report: &mut ConsolidationReport, items: &[Value], scope: &Scope) {
+    /// Audits a refused item and reports it.
+    fn refuse_item(
+        &self,
+        report: &mut ConsolidationReport,
+        kind: &'static str,
+        key: &str,
+        attempted: &str,
+        confidence: Option<f64>,
+        rejected: Rejected,
+    ) {
+        let memory_type = if kind == "lesson" { "lesson" } else { crate::semantic::memory_type(key) };
+        let memory_type = if kind == "episodic" { "episodic" } else { memory_type };
+        let error = self.db.refuse(memory_type, key, attempted, Source::Consolidation.as_str(), confidence, rejected);
+        report.refuse(kind, &error);
+    }
+
+    /// Writes a run's proposals (recording what they changed, for a
+    /// revert), or holds them as one pending changeset under review.
+    fn finish_run(&self, report: &mut ConsolidationReport, proposals: Vec<ProposedWrite>) -> Result<()> {
+        if proposals.is_empty() {
+            return Ok(());
+        }
+        let proposals: Vec<ProposedWrite> = proposals.into_iter().map(ProposedWrite::scrubbed).collect();
+        let now = crate::clock::now_ms();
+        let mut run = ConsolidationRun {
+            id: 0,
+            state: RunState::Pending,
+            created_at: now,
+            updated_at: now,
+            expires_at: None,
+            session_key: report.session_key.clone(),
+            path: report.path,
+            rows: Vec::new(),
+            applied: Vec::new(),
+        };
+        if self.config.write_approval {
+            for (index, write) in proposals.into_iter().enumerate() {
+                let (ladder, screen) = self.db.preview(&write);
+                run.rows.push(RunItem {
+                    row: index + 1,
+                    write,
+                    ladder,
+                    screen,
+                    status: RowStatus::Pending,
+                    outcome: None,
+                });
+            }
+            report.pending = run.rows.len();
+            report.changeset = Some(self.db.insert_run(RunState::Pending, &run)?);
+            tracing::debug!(changeset = report.changeset, rows = report.pending, "consolidation held for review");
+            return Ok(());
+        }
+        for (index, write) in proposals.into_iter().enumerate() {
+            let result = self.db.apply_proposed(&self.files, &write, &mut run.applied);
+            let outcome = match &result {
+                Ok(Written::Changed(outcome) | Written::Kept(outcome)) => outcome.clone(),
+                Err(error) => {
+                    format!("refused:{}", error.rejection().map(|rejected| rejected.code()).unwrap_or("error"))
+                }
+            };
+            let changed = matches!(result, Ok(Written::Changed(_)));
+            match (&write, result) {
+                (_, Err(error)) => {
+                    let kind = match &write {
+                        ProposedWrite::Fact { .. } => "semantic",
+                        ProposedWrite::Lesson { .. } => "lesson",
+                        ProposedWrite::Episode { .. } => "episodic",
+                        ProposedWrite::History { .. } => "history",
+                        ProposedWrite::Preferences { .. } => "preferences_update",
+                        ProposedWrite::Projects { .. } => "projects_update",
+                    };
+                    report.refuse(kind, &error);
+                }
+                (ProposedWrite::Fact { .. }, Ok(_)) if changed => report.semantic_written += 1,
+                (ProposedWrite::Fact { .. }, Ok(_)) => report.semantic_kept += 1,
+                (ProposedWrite::Lesson { .. }, Ok(_)) if changed => report.lessons_written += 1,
+                (ProposedWrite::Lesson { .. }, Ok(_)) => report.lessons_kept += 1,
+                (ProposedWrite::Episode { .. }, Ok(_)) if changed => report.episodic_written += 1,
+                (ProposedWrite::Episode { .. }, Ok(_)) => report.episodic_kept += 1,
+                (ProposedWrite::History { .. }, Ok(_)) => report.history_appended = true,
+                (ProposedWrite::Preferences { .. }, Ok(_)) => report.preferences_replaced = true,
+                (ProposedWrite::Projects { .. }, Ok(_)) => report.projects_replaced = true,
+            }
+            run.rows.push(RunItem {
+                row: index + 1,
+                write,
+                ladder: String::new(),
+                screen: String::new(),
+                status: RowStatus::Applied,
+                outcome: Some(outcome),
+            });
+        }
+        if !run.applied.is_empty() {
+            report.run = Some(self.db.insert_run(RunState::Applied, &run)?);
+        }
+        Ok(())
+    }
+
+    fn propose_semantic_items(
+        &self,
+        report: &mut ConsolidationReport,
+        shown: &Shown,
+        items: &[Value],
+        scope: &Scope,
+        proposals: &mut Vec<ProposedWrite>,
+    ) {
         for item in items {
             let key = item.get("key").and_then(Value::as_str);
             let value = item.get("value");
@@ -657,19 +816,44 @@ impl Consolidator {
                 report.malformed("semantic", "a semantic item needs \"key\", \"value\" and a numeric \"confidence\"");
                 continue;
             };
+            let evidence = match shown.verify(item, true) {
+                Ok(evidence) => evidence,
+                Err(rejected) => {
+                    let attempted = value.to_string();
+                    self.refuse_item(report, "semantic", key, &attempted, Some(confidence), rejected);
+                    continue;
+                }
+            };
             let scope = Scope::for_fact(key, Some(scope));
-            match self.db.write_semantic_in(&scope, key, value, confidence, Source::Consolidation) {
-                Ok(outcome) if outcome.is_change() => report.semantic_written += 1,
-                Ok(_) => report.semantic_kept += 1,
-                Err(error) => report.refuse("semantic", &error),
-            }
+            proposals.push(ProposedWrite::Fact {
+                scope: scope.as_str().to_owned(),
+                key: key.to_owned(),
+                value: value.clone(),
+                confidence,
+                evidence,
+            });
         }
     }
 
-    fn write_episodic_item(&self, report: &mut ConsolidationReport, session_key: &str, scope: &Scope, item: &Value) {
+    fn propose_episodic_item(
+        &self,
+        report: &mut ConsolidationReport,
+        shown: &Shown,
+        scope: &Scope,
+        item: &Value,
+        proposals: &mut Vec<ProposedWrite>,
+    ) {
         let Some(text) = item.get("text").and_then(Value::as_str) else {
             report.malformed("episodic", "an episodic item needs a \"text\"");
             return;
+        };
+        // Episodes record what happened, dead ends included: only the quote is checked.
+        let evidence = match shown.verify(item, false) {
+            Ok(evidence) => evidence,
+            Err(rejected) => {
+                self.refuse_item(report, "episodic", "episodic", text, None, rejected);
+                return;
+            }
         };
         let importance = item.get("importance").and_then(Value::as_f64).unwrap_or(EPISODIC_DEFAULT_IMPORTANCE);
         let tags: Vec<String> = item
@@ -677,20 +861,23 @@ impl Consolidator {
             .and_then(Value::as_array)
             .map(|tags| tags.iter().filter_map(Value::as_str).map(str::to_owned).collect())
             .unwrap_or_default();
-        let episode = NewEpisode::new(text)
-            .importance(importance)
-            .tags(tags)
-            .source_ref(format!("session:{session_key}"))
-            .source(Source::Consolidation)
-            .scope(scope.clone());
-        match self.db.write_episodic(&episode) {
-            Ok(EpisodicOutcome::Inserted { .. }) => report.episodic_written += 1,
-            Ok(_) => report.episodic_kept += 1,
-            Err(error) => report.refuse("episodic", &error),
-        }
+        proposals.push(ProposedWrite::Episode {
+            scope: scope.as_str().to_owned(),
+            text: text.to_owned(),
+            importance,
+            tags,
+            source_ref: format!("session:{}", shown.session_key),
+            evidence,
+        });
     }
 
-    fn write_lesson_item(&self, report: &mut ConsolidationReport, item: &Value) {
+    fn propose_lesson_item(
+        &self,
+        report: &mut ConsolidationReport,
+        shown: &Shown,
+        item: &Value,
+        proposals: &mut Vec<ProposedWrite>,
+    ) {
         let rule = item.get("rule").and_then(Value::as_str);
         let not = item.get("not").and_then(Value::as_str);
         let category = item.get("category").and_then(Value::as_str).unwrap_or("preference");
@@ -705,13 +892,21 @@ impl Consolidator {
                 return;
             }
         };
-        match self.db.write_lesson(rule, not, category, Source::Consolidation) {
-            Ok(outcome) => match outcome.outcome {
-                WriteOutcome::Created { .. } | WriteOutcome::Updated { .. } => report.lessons_written += 1,
-                _ => report.lessons_kept += 1,
-            },
-            Err(error) => report.refuse("lesson", &error),
-        }
+        let evidence = match shown.verify(item, true) {
+            Ok(evidence) => evidence,
+            Err(rejected) => {
+                let key = crate::lessons::lesson_key(rule, not);
+                let text = crate::lessons::lesson_text(rule, not);
+                self.refuse_item(report, "lesson", &key, &text, None, rejected);
+                return;
+            }
+        };
+        proposals.push(ProposedWrite::Lesson {
+            rule: rule.to_owned(),
+            not: not.map(str::to_owned),
+            category: category.as_str().to_owned(),
+            evidence,
+        });
     }
 }
 
@@ -738,33 +933,126 @@ fn note_dropped(report: &mut ConsolidationReport, kind: &'static str, dropped: u
     }
 }
 
-/// The transcript as the prompt shows it: newest messages kept when it is
-/// too long, `<private>` spans withheld (a transcript stored before they
-/// were), credentials and exfiltration links redacted, messages the
-/// injection screen flags withheld.
-fn transcript(messages: &[TranscriptMessage]) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    let mut total = 0;
-    for message in messages.iter().rev() {
-        let unmarked = cairn_guard::strip_private(&message.content);
-        let content = match cairn_guard::screen(&unmarked) {
-            Some(finding) => format!("[message withheld: flagged by the injection screen ({})]", finding.rule),
-            None => cairn_guard::redact_all(unmarked.trim()).into_owned(),
-        };
-        let mut line = format!("[{}] {}", message.role, content);
-        if !message.tool_calls.is_empty() {
-            let names: Vec<&str> = message.tool_calls.iter().map(|call| call.name.as_str()).collect();
-            line.push_str(&format!(" (tools called: {})", names.join(", ")));
-        }
-        total += line.len() + 1;
-        if total > MAX_PROMPT_TRANSCRIPT_CHARS && !lines.is_empty() {
-            break;
-        }
-        lines.push(line);
-    }
-    lines.reverse();
-    lines.join("\n")
+/// The messages of a run as the prompt shows them, each with its `seq`:
+/// the newest kept when the transcript is too long, `<private>` spans
+/// withheld (a transcript stored before they were), credentials and
+/// exfiltration links redacted, messages the injection screen flags
+/// withheld (`None`: no quote can come from them).
+struct Shown {
+    session_key: String,
+    messages: Vec<ShownMessage>,
 }
+
+struct ShownMessage {
+    seq: u64,
+    role: String,
+    content: Option<String>,
+    line: String,
+}
+
+/// Statuses by which the model marks an item as a dead end.
+const ABANDONED_STATUSES: &[&str] = &["abandoned", "retracted", "reverted", "superseded", "unresolved"];
+
+impl Shown {
+    fn of(session_key: &str, messages: &[StoredMessage]) -> Self {
+        let mut shown: Vec<ShownMessage> = Vec::new();
+        let mut total = 0;
+        for stored in messages.iter().rev() {
+            let message = &stored.message;
+            let unmarked = cairn_guard::strip_private(&message.content);
+            let (content, text) = match cairn_guard::screen(&unmarked) {
+                Some(finding) => {
+                    (None, format!("[message withheld: flagged by the injection screen ({})]", finding.rule))
+                }
+                None => {
+                    let content = cairn_guard::redact_all(unmarked.trim()).into_owned();
+                    (Some(content.clone()), content)
+                }
+            };
+            let mut line = format!("#{} [{}] {}", stored.seq, message.role, text);
+            if !message.tool_calls.is_empty() {
+                let names: Vec<&str> = message.tool_calls.iter().map(|call| call.name.as_str()).collect();
+                line.push_str(&format!(" (tools called: {})", names.join(", ")));
+            }
+            total += line.len() + 1;
+            if total > MAX_PROMPT_TRANSCRIPT_CHARS && !shown.is_empty() {
+                break;
+            }
+            shown.push(ShownMessage { seq: stored.seq, role: message.role.clone(), content, line });
+        }
+        shown.reverse();
+        Shown { session_key: session_key.to_owned(), messages: shown }
+    }
+
+    fn render(&self) -> String {
+        self.messages.iter().map(|message| message.line.as_str()).collect::<Vec<_>>().join("\n")
+    }
+
+    /// The evidence of `item` once its quote is found in its range and,
+    /// for facts and lessons (`settled`), no later message retracts it.
+    fn verify(&self, item: &Value, settled: bool) -> std::result::Result<Evidence, Rejected> {
+        let invalid = |reason: &str| Rejected::InvalidEvidence { reason: reason.to_owned() };
+        let evidence = match item.get("evidence") {
+            None | Some(Value::Null) => return Err(Rejected::MissingEvidence),
+            Some(Value::Object(evidence)) => evidence,
+            Some(_) => return Err(invalid("\"evidence\" must be an object")),
+        };
+        let (Some(from), Some(to)) =
+            (evidence.get("from").and_then(Value::as_u64), evidence.get("to").and_then(Value::as_u64))
+        else {
+            return Err(invalid("\"from\" and \"to\" must be message numbers"));
+        };
+        let Some(quote) = evidence.get("quote").and_then(Value::as_str) else {
+            return Err(invalid("\"quote\" must be text"));
+        };
+        if from > to {
+            return Err(invalid(&format!("the range #{from}..#{to} is reversed")));
+        }
+        let (Some(first), Some(last)) = (self.messages.first(), self.messages.last()) else {
+            return Err(invalid("the run has no messages"));
+        };
+        if from < first.seq || to > last.seq {
+            return Err(invalid(&format!(
+                "the range #{from}..#{to} is outside the consolidated messages #{}..#{}",
+                first.seq, last.seq
+            )));
+        }
+        let range: Vec<&str> = self
+            .messages
+            .iter()
+            .filter(|message| (from..=to).contains(&message.seq))
+            .filter_map(|message| message.content.as_deref())
+            .collect();
+        if !crate::evidence::quote_in(&range.join(" "), quote) {
+            return Err(Rejected::QuoteNotFound { from, to });
+        }
+        if settled {
+            if let Some(status) = item.get("status").and_then(Value::as_str)
+                && ABANDONED_STATUSES.contains(&status.trim().to_lowercase().as_str())
+            {
+                return Err(Rejected::UnresolvedHypothesis { reason: format!("the model marked it {status:?}") });
+            }
+            let mut later = self.messages.iter().filter(|message| message.seq > to).peekable();
+            let next_seq = later.peek().map(|message| message.seq);
+            for message in later {
+                let Some(content) = &message.content else { continue };
+                if let Some(phrase) = crate::evidence::retraction(content, quote, Some(message.seq) == next_seq) {
+                    return Err(Rejected::UnresolvedHypothesis {
+                        reason: format!("message #{} ({}) says {phrase:?}", message.seq, message.role),
+                    });
+                }
+            }
+        }
+        Ok(Evidence {
+            session_key: self.session_key.clone(),
+            from_message: from,
+            to_message: to,
+            quote: quote.to_owned(),
+        })
+    }
+}
+
+const EVIDENCE_INSTRUCTION: &str = "Messages are numbered (#n). Every item of every array carries \"evidence\": {\"from\": n, \"to\": m, \"quote\": \"...\"}: the first and last message it came from and a short verbatim quote of those messages (copied exactly, at most 300 characters). Items without evidence, or whose quote is not in those messages, are discarded. Leave out what the conversation later found wrong, reverted, abandoned or that did not work; when unsure, add \"status\": \"abandoned\" to the item.\n";
 
 fn preferences_prompt(transcript: &str, markdown: Option<(String, String)>) -> String {
     let mut prompt = String::from(
@@ -787,6 +1075,7 @@ fn preferences_prompt(transcript: &str, markdown: Option<(String, String)>) -> S
             cairn_guard::redact_all(projects.trim())
         );
     }
+    prompt.push_str(EVIDENCE_INSTRUCTION);
     let _ = write!(prompt, "\nConversation:\n<<<\n{transcript}\n>>>\n");
     prompt
 }
@@ -834,6 +1123,7 @@ fn history_prompt(transcript: &str, skills: Option<SkillGate>, current: &[Curren
             let _ = write!(prompt, "\n{}:\n<<<\n{}\n>>>\n", skill.name, skill.procedure.trim());
         }
     }
+    prompt.push_str(EVIDENCE_INSTRUCTION);
     let _ = write!(prompt, "\nConversation:\n<<<\n{transcript}\n>>>\n");
     prompt
 }

@@ -8,7 +8,7 @@ use crate::lessons::{
     Lesson, LessonCategory, LessonOutcome, LessonWrite, apply_lesson, clean, lesson_confidence, lesson_key,
     lesson_text, newest_lessons, render_lessons, require_lesson_key, stored_part,
 };
-use crate::types::{DeleteOutcome, Source};
+use crate::types::{DeleteOutcome, Evidence, Source};
 
 impl MemoryDb {
     /// Stores a lesson as a `lesson.<hash>` semantic entry with value
@@ -34,6 +34,20 @@ impl MemoryDb {
         category: LessonCategory,
         source: Source,
     ) -> Result<LessonOutcome> {
+        self.write_lesson_with_evidence(rule, not, category, source, None)
+    }
+
+    /// [`write_lesson`](Self::write_lesson) with the evidence consolidation
+    /// found for it (the one write path), checked and stored as
+    /// [`write_semantic_with_evidence`](Self::write_semantic_with_evidence) does.
+    pub fn write_lesson_with_evidence(
+        &self,
+        rule: &str,
+        not: Option<&str>,
+        category: LessonCategory,
+        source: Source,
+        evidence: Option<&Evidence>,
+    ) -> Result<LessonOutcome> {
         let _span = tracing::debug_span!("write_lesson", category = category.as_str()).entered();
         // The rules and the screen see the lesson as sent; what is stored
         // (and keyed, deduplicated, embedded and shown) has credentials
@@ -50,10 +64,14 @@ impl MemoryDb {
             Err(Rejected::EmptyLesson)
         } else {
             self.check_write(&key, &sent, confidence, &source)
+                .and_then(|_| evidence.map(crate::evidence::check).transpose())
         };
-        if let Err(rejected) = checked {
-            return Err(self.refuse("lesson", &key, &text, source.as_str(), Some(confidence), rejected));
-        }
+        let evidence = match checked {
+            Ok(evidence) => evidence,
+            Err(rejected) => {
+                return Err(self.refuse("lesson", &key, &text, source.as_str(), Some(confidence), rejected));
+            }
+        };
         let value_text = serde_json::to_string(&text).expect("a string always serialises");
         // Embed before taking the write lock.
         let vector = self.try_embed(&text);
@@ -71,6 +89,7 @@ impl MemoryDb {
                     confidence,
                     vector,
                     space: space.as_deref(),
+                    evidence: evidence.as_ref(),
                 },
             )
         })

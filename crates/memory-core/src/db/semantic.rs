@@ -5,8 +5,10 @@ use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::scope::{Scope, ScopeFilter, stored_key, stored_key_scope};
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, embed_text, entry_from_row, memory_type};
-use crate::store::Counter;
-use crate::types::{DeleteOutcome, SemanticEntry, Source, WriteOutcome};
+use std::collections::HashMap;
+
+use crate::store::{Counter, EvidenceLayer, EvidenceRow};
+use crate::types::{DeleteOutcome, Evidence, SemanticEntry, Source, WriteOutcome};
 use crate::validate;
 
 /// A value that passed [`MemoryDb::check_write`], in the form it is stored.
@@ -57,12 +59,50 @@ impl MemoryDb {
         confidence: f64,
         source: Source,
     ) -> Result<WriteOutcome> {
+        self.write_semantic_in_with_evidence(scope, key, value, confidence, source, None)
+    }
+
+    /// [`write_semantic`](Self::write_semantic) with the evidence
+    /// consolidation found for the value (the global row).
+    pub fn write_semantic_with_evidence(
+        &self,
+        key: &str,
+        value: &serde_json::Value,
+        confidence: f64,
+        source: Source,
+        evidence: Option<&Evidence>,
+    ) -> Result<WriteOutcome> {
+        self.write_semantic_in_with_evidence(&Scope::Global, key, value, confidence, source, evidence)
+    }
+
+    /// [`write_semantic_in`](Self::write_semantic_in) with the evidence
+    /// consolidation found for the value (the one write path; `None` is a
+    /// write without evidence, which clears what an earlier value had). The
+    /// evidence is checked after the value's rules: a valid session key, an
+    /// ordered message range, a quote of 1 to 300 characters that passes the
+    /// injection screen ([`Rejected::InvalidEvidence`],
+    /// [`Rejected::Injection`]); its quote is stored scrubbed like the value.
+    /// The evidence is stored only when the write changes the row, under the
+    /// row's stored key (`<key>@<project>` in a project).
+    pub fn write_semantic_in_with_evidence(
+        &self,
+        scope: &Scope,
+        key: &str,
+        value: &serde_json::Value,
+        confidence: f64,
+        source: Source,
+        evidence: Option<&Evidence>,
+    ) -> Result<WriteOutcome> {
         let _span = tracing::debug_span!("write_semantic", key = %validate::cut(key, 100)).entered();
         if Scope::parse(scope.as_str()).is_none() {
             let rejected = Rejected::InvalidScope(validate::cut(scope.as_str(), 100));
             return Err(self.refuse(memory_type(key), key, "", source.as_str(), Some(confidence), rejected));
         }
-        let stored = match self.check_write(key, value, confidence, &source) {
+        let checked = self.check_write(key, value, confidence, &source).and_then(|stored| {
+            let evidence = evidence.map(crate::evidence::check).transpose()?;
+            Ok((stored, evidence))
+        });
+        let (stored, evidence) = match checked {
             Ok(stored) => stored,
             Err(rejected) => {
                 let attempted =
@@ -85,7 +125,15 @@ impl MemoryDb {
         let outcome = self.rows().write("writing a semantic entry", |tx| {
             apply_write(
                 tx,
-                &PreparedWrite { key, value_text: &value_text, confidence, source: &source, category: None, vector },
+                &PreparedWrite {
+                    key,
+                    value_text: &value_text,
+                    confidence,
+                    source: &source,
+                    category: None,
+                    vector,
+                    evidence: evidence.as_ref(),
+                },
             )
         })?;
         // A superseded value retires the episodic rows quoting it, after the
@@ -180,8 +228,11 @@ impl MemoryDb {
     pub fn get_semantic_in(&self, scope: &Scope, key: &str) -> Result<Option<SemanticEntry>> {
         let space = self.space();
         let key = &stored_key(key, scope);
-        let row = self.rows().read("reading a semantic entry", |tx| tx.semantic_row(key))?;
-        row.filter(|row| !row.is_deleted).map(|row| entry_from_row(row, space.as_deref())).transpose()
+        let found = self.rows().read("reading a semantic entry", |tx| {
+            let Some(row) = tx.semantic_row(key)?.filter(|row| !row.is_deleted) else { return Ok(None) };
+            Ok(Some((row, tx.evidence(EvidenceLayer::Semantic, key)?)))
+        })?;
+        found.map(|(row, evidence)| entry_from_row(row, space.as_deref(), evidence)).transpose()
     }
 
     /// The live value a reader seeing `scopes` finds under `key`: its
@@ -202,10 +253,18 @@ impl MemoryDb {
     /// [`list_semantic`](Self::list_semantic) of the rows `scopes` admits.
     pub fn list_semantic_in(&self, prefix: &str, scopes: &ScopeFilter) -> Result<Vec<SemanticEntry>> {
         let space = self.space();
-        let rows = self.rows().read("listing semantic entries", |tx| tx.live_semantic(prefix))?;
+        let (rows, mut evidence) = self.rows().read("listing semantic entries", |tx| {
+            let rows = tx.live_semantic(prefix)?;
+            let evidence: HashMap<String, EvidenceRow> =
+                tx.layer_evidence(EvidenceLayer::Semantic)?.into_iter().collect();
+            Ok((rows, evidence))
+        })?;
         rows.into_iter()
             .filter(|row| scopes.admits(stored_key_scope(&row.key)))
-            .map(|row| entry_from_row(row, space.as_deref()))
+            .map(|row| {
+                let found = evidence.remove(&row.key);
+                entry_from_row(row, space.as_deref(), found)
+            })
             .collect()
     }
 

@@ -102,7 +102,7 @@ impl MemoryDb {
             };
             tx.set_claim(session_key, Some((owner, now + lease_ms)))?;
             let end = state.next_seq;
-            let messages = read_messages(tx, session_key, start, end)?.into_iter().map(|row| row.message).collect();
+            let messages = read_messages(tx, session_key, start, end)?;
             Ok(Some(Claim { start, end, messages }))
         })
     }

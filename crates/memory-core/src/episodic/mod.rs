@@ -73,6 +73,8 @@ pub struct NewEpisode {
     pub source: Source,
     /// Where the row belongs (global unless set).
     pub scope: crate::scope::Scope,
+    /// Where consolidation found it (checked like a fact's evidence).
+    pub evidence: Option<crate::types::Evidence>,
 }
 
 impl NewEpisode {
@@ -88,6 +90,7 @@ impl NewEpisode {
             preserve: false,
             source: Source::Consolidation,
             scope: crate::scope::Scope::Global,
+            evidence: None,
         }
     }
 
@@ -136,6 +139,12 @@ impl NewEpisode {
     /// Sets who is writing.
     pub fn source(mut self, source: Source) -> Self {
         self.source = source;
+        self
+    }
+
+    /// Sets the evidence consolidation found for it.
+    pub fn evidence(mut self, evidence: crate::types::Evidence) -> Self {
+        self.evidence = Some(evidence);
         self
     }
 }
@@ -192,6 +201,9 @@ pub struct EpisodicRecord {
     pub source: String,
     /// Whether it has a vector in the current embedding space.
     pub has_vector: bool,
+    /// Where consolidation found it; `None` for rows written otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::types::Evidence>,
 }
 
 /// How candidates are found and ranked.

@@ -183,6 +183,7 @@ pub(crate) fn record_from_row(row: EpisodicRow, space: Option<&str>) -> Episodic
         last_accessed: row.last_accessed,
         source_ref: row.source_ref,
         source: row.source,
+        evidence: None,
     }
 }
 

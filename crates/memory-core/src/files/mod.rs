@@ -380,6 +380,99 @@ impl MemoryFiles {
         Ok(HistoryAppend { file: relative, date: date.to_string(), time })
     }
 
+    /// The exact text of a top-level file (`preferences.md`,
+    /// `projects.md`), `None` when it does not exist: what a revert puts back.
+    pub(crate) fn top_level_raw(&self, name: &str) -> Result<Option<String>> {
+        let path = self.memory_dir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(MemoryError::Io { operation: "reading", path, source }),
+        }
+    }
+
+    /// Puts a top-level file back exactly as `text` (temp file + rename),
+    /// or removes it for `None`.
+    pub(crate) fn restore_top_level(&self, name: &str, text: Option<&str>) -> Result<()> {
+        let path = self.memory_dir.join(name);
+        let io = |operation: &'static str| {
+            let path = path.clone();
+            move |source| MemoryError::Io { operation, path, source }
+        };
+        match text {
+            None => match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(MemoryError::Io { operation: "removing", path, source }),
+            },
+            Some(text) => {
+                let mut temp = tempfile::Builder::new()
+                    .prefix(&format!(".{name}."))
+                    .suffix(".tmp")
+                    .tempfile_in(&self.memory_dir)
+                    .map_err(io("creating a temporary file for"))?;
+                temp.write_all(text.as_bytes()).map_err(io("writing a temporary file for"))?;
+                temp.as_file().sync_all().map_err(io("syncing a temporary file for"))?;
+                temp.persist(&path).map_err(|error| MemoryError::Io {
+                    operation: "renaming a temporary file onto",
+                    path: path.clone(),
+                    source: error.error,
+                })?;
+            }
+        }
+        self.index_after_write(name);
+        Ok(())
+    }
+
+    /// Today's day file, relative to the memory directory (where the next
+    /// [`append_history`](Self::append_history) goes).
+    pub(crate) fn today_history_file(&self) -> String {
+        format!("{HISTORY_DIR}/{}", day_file_name(self.clock.now().date()))
+    }
+
+    /// The length in bytes of a day file (`history/<date>.md`), `None`
+    /// when it does not exist.
+    pub(crate) fn history_len(&self, relative: &str) -> Result<Option<u64>> {
+        let path = self.memory_dir.join(relative);
+        match std::fs::metadata(&path) {
+            Ok(meta) => Ok(Some(meta.len())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(MemoryError::Io { operation: "reading", path, source }),
+        }
+    }
+
+    /// Cuts a day file back to `len` bytes (removes it for `None`) under
+    /// the lock appends take, when it is still `expected` bytes long;
+    /// answers whether it was.
+    pub(crate) fn truncate_history(&self, relative: &str, expected: u64, len: Option<u64>) -> Result<bool> {
+        let path = self.memory_dir.join(relative);
+        let io = |operation: &'static str| {
+            let path = path.clone();
+            move |source| MemoryError::Io { operation, path, source }
+        };
+        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io("opening"))?;
+        file.lock().map_err(io("locking"))?;
+        let cut = (|| {
+            if file.metadata()?.len() != expected {
+                return Ok(false);
+            }
+            match len {
+                Some(len) => file.set_len(len)?,
+                None => std::fs::remove_file(&path)?,
+            }
+            file.sync_all()?;
+            Ok::<_, std::io::Error>(true)
+        })();
+        let unlocked = file.unlock();
+        let cut = cut.map_err(io("reverting"))?;
+        unlocked.map_err(io("unlocking"))?;
+        if cut {
+            self.invalidate_history_cache();
+            self.index_after_write(relative);
+        }
+        Ok(cut)
+    }
+
     /// Keeps the index in step with a write; a failure is logged, never
     /// returned, because the file write itself succeeded and the next
     /// rebuild catches up.

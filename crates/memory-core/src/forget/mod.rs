@@ -349,6 +349,9 @@ impl MemoryDb {
         if !ids.is_empty() {
             self.tombstone_episodic(&ids, source.as_str(), "forgotten")?;
         }
+        if !facts.is_empty() || !episodes.is_empty() {
+            self.forget_in_runs()?;
+        }
         tracing::info!(
             episodic = report.counts.episodic,
             facts = report.counts.facts,

@@ -9,9 +9,9 @@ use parking_lot::Mutex;
 
 use super::{
     AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
-    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
-    StoredEvent, TranscriptRow, TranscriptRows,
+    EvidenceLayer, EvidenceRow, EvidenceRows, ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, Revisions, RunRow, RunRows, SemanticCounts, SemanticHead, SemanticRow, SemanticRows,
+    SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
 };
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
@@ -33,6 +33,10 @@ struct State {
     ledger: BTreeMap<(String, String, String), Recorded>,
     settings: BTreeMap<String, String>,
     forgotten: Vec<ForgottenRow>,
+    /// Evidence by `(layer name, target)`.
+    evidence: BTreeMap<(&'static str, String), EvidenceRow>,
+    /// Consolidation runs by id.
+    runs: BTreeMap<i64, RunRow>,
 }
 
 /// An episodic row and its vector blob (`row.has_vector` says whether there is one).
@@ -160,6 +164,17 @@ impl SemanticRows for MemoryTx<'_> {
             return Err(duplicate("restoring a semantic entry", "semantic_memory"));
         }
         self.state.semantic.insert(row.key.clone(), SemanticRow { embedding_space: None, ..row.clone() });
+        Ok(())
+    }
+
+    fn put_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
+        self.remove_semantic_row(&row.key)?;
+        self.insert_semantic_row(row)
+    }
+
+    fn remove_semantic_row(&mut self, key: &str) -> Result<()> {
+        self.state.semantic.remove(key);
+        self.state.vectors.remove(key);
         Ok(())
     }
 
@@ -692,6 +707,62 @@ impl LedgerRows for MemoryTx<'_> {
 
     fn set_setting(&mut self, name: &str, value: &str) -> Result<()> {
         self.state.settings.insert(name.to_owned(), value.to_owned());
+        Ok(())
+    }
+}
+
+impl EvidenceRows for MemoryTx<'_> {
+    fn evidence(&mut self, layer: EvidenceLayer, target: &str) -> Result<Option<EvidenceRow>> {
+        Ok(self.state.evidence.get(&(layer.name(), target.to_owned())).cloned())
+    }
+
+    fn layer_evidence(&mut self, layer: EvidenceLayer) -> Result<Vec<(String, EvidenceRow)>> {
+        Ok(self
+            .state
+            .evidence
+            .iter()
+            .filter(|((name, _), _)| *name == layer.name())
+            .map(|((_, target), row)| (target.clone(), row.clone()))
+            .collect())
+    }
+
+    fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()> {
+        let key = (layer.name(), target.to_owned());
+        match evidence {
+            Some(evidence) => self.state.evidence.insert(key, evidence.clone()),
+            None => self.state.evidence.remove(&key),
+        };
+        Ok(())
+    }
+}
+
+impl RunRows for MemoryTx<'_> {
+    fn insert_run(&mut self, state: &str, at: i64, body: &str) -> Result<i64> {
+        let id = self.state.runs.keys().next_back().map_or(1, |last| last + 1);
+        let row = RunRow { id, state: state.to_owned(), created_at: at, updated_at: at, body: body.to_owned() };
+        self.state.runs.insert(id, row);
+        Ok(id)
+    }
+
+    fn run_row(&mut self, id: i64) -> Result<Option<RunRow>> {
+        Ok(self.state.runs.get(&id).cloned())
+    }
+
+    fn run_rows(&mut self) -> Result<Vec<RunRow>> {
+        Ok(self.state.runs.values().rev().cloned().collect())
+    }
+
+    fn update_run(&mut self, id: i64, state: &str, at: i64, body: &str) -> Result<()> {
+        if let Some(row) = self.state.runs.get_mut(&id) {
+            row.state = state.to_owned();
+            row.updated_at = at;
+            row.body = body.to_owned();
+        }
+        Ok(())
+    }
+
+    fn delete_run(&mut self, id: i64) -> Result<()> {
+        self.state.runs.remove(&id);
         Ok(())
     }
 }

@@ -105,6 +105,12 @@ pub(crate) trait SemanticRows {
     /// without a vector: an exact restore. A key already stored is a
     /// constraint error; `embedding_space` is ignored.
     fn insert_semantic_row(&mut self, row: &SemanticRow) -> Result<()>;
+    /// Puts `row` back exactly as given (times, version, tombstone flag),
+    /// replacing what `key` holds and dropping its vector: a revert.
+    fn put_semantic_row(&mut self, row: &SemanticRow) -> Result<()>;
+    /// Removes the row of `key` and its vector outright (no tombstone): a
+    /// revert of the write that created it.
+    fn remove_semantic_row(&mut self, key: &str) -> Result<()>;
 }
 
 /// The vectors of semantic rows, each tagged with the space it is in.
@@ -426,6 +432,73 @@ pub(crate) trait ForgetRows {
     fn delete_session_messages(&mut self, messages: &[(String, i64)]) -> Result<usize>;
 }
 
+/// The evidence of a row consolidation wrote: the session and message
+/// range it came from and a verbatim quote of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EvidenceRow {
+    pub(crate) session_key: String,
+    pub(crate) first_seq: i64,
+    pub(crate) last_seq: i64,
+    pub(crate) quote: String,
+}
+
+/// Which table a row with evidence is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EvidenceLayer {
+    /// `semantic_memory` (lessons included), by key.
+    Semantic,
+    /// `episodic_memories`, by id.
+    Episodic,
+}
+
+impl EvidenceLayer {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            EvidenceLayer::Semantic => "semantic",
+            EvidenceLayer::Episodic => "episodic",
+        }
+    }
+}
+
+/// The evidence of consolidated rows, beside the rows (`memory_evidence`):
+/// one per `(layer, target)`, where the target is a semantic key or an
+/// episodic id as text. Rows written without evidence have none.
+pub(crate) trait EvidenceRows {
+    /// The evidence of `target`.
+    fn evidence(&mut self, layer: EvidenceLayer, target: &str) -> Result<Option<EvidenceRow>>;
+    /// Every evidence row of `layer`, by target.
+    fn layer_evidence(&mut self, layer: EvidenceLayer) -> Result<Vec<(String, EvidenceRow)>>;
+    /// Stores the evidence of `target`, or removes it for `None`.
+    fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()>;
+}
+
+/// A consolidation run as stored (`consolidation_runs`): its state and
+/// its body, JSON that only the code above the seam reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunRow {
+    pub(crate) id: i64,
+    pub(crate) state: String,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+    pub(crate) body: String,
+}
+
+/// Consolidation runs: the changesets waiting for review and the record
+/// of what each applied run changed (for a revert). Ids grow and are
+/// never reused.
+pub(crate) trait RunRows {
+    /// Stores a new run and answers its id.
+    fn insert_run(&mut self, state: &str, at: i64, body: &str) -> Result<i64>;
+    /// Run `id`.
+    fn run_row(&mut self, id: i64) -> Result<Option<RunRow>>;
+    /// Every run, newest (highest id) first.
+    fn run_rows(&mut self) -> Result<Vec<RunRow>>;
+    /// Replaces the state and body of run `id`.
+    fn update_run(&mut self, id: i64, state: &str, at: i64, body: &str) -> Result<()>;
+    /// Deletes run `id`.
+    fn delete_run(&mut self, id: i64) -> Result<()>;
+}
+
 /// Everything a transaction of a backend offers (each backend declares it
 /// for its transaction type once the row traits are in place).
 pub(crate) trait StoreTx:
@@ -439,6 +512,8 @@ pub(crate) trait StoreTx:
     + TranscriptRows
     + LedgerRows
     + ForgetRows
+    + EvidenceRows
+    + RunRows
 {
 }
 

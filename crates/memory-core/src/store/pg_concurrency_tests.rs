@@ -81,6 +81,7 @@ fn hold_write(db: Arc<MemoryDb>, key: &'static str) -> (mpsc::Sender<()>, std::t
                         source: &source,
                         category: None,
                         vector: None,
+                        evidence: None,
                     },
                 )?;
                 held_tx.send(()).unwrap();

@@ -40,9 +40,10 @@ use postgres::{Client, NoTls, Statement};
 
 use super::{
     AuditLog, Backend, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
-    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
-    StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
+    EvidenceLayer, EvidenceRow, EvidenceRows, ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, Revisions, RunRow, RunRows, SemanticCounts, SemanticHead, SemanticRow, SemanticRows,
+    SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
+    blob_vector, vector_blob,
 };
 use crate::constants::LESSON_PREFIX;
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
@@ -176,6 +177,29 @@ const MIGRATIONS: &[&str] = &[
         at          BIGINT NOT NULL
     );
     CREATE INDEX forgotten_fingerprint ON forgotten (fingerprint);
+    "#,
+    // 5: the evidence of consolidated rows (session, message range, quote).
+    r#"
+    CREATE TABLE memory_evidence (
+        layer       TEXT COLLATE "C" NOT NULL,
+        target      TEXT COLLATE "C" NOT NULL,
+        session_key TEXT NOT NULL,
+        first_seq   BIGINT NOT NULL,
+        last_seq    BIGINT NOT NULL,
+        quote       TEXT NOT NULL,
+        PRIMARY KEY (layer, target)
+    );
+    "#,
+    // 6: consolidation runs (changesets under review, and what each applied
+    // run changed, for a revert; the SQLite schema's migration 9 says why).
+    r#"
+    CREATE TABLE consolidation_runs (
+        id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        state      TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        body       TEXT NOT NULL
+    );
     "#,
 ];
 
@@ -832,6 +856,40 @@ impl SemanticRows for PgTx<'_> {
                 version = semantic_memory.version + 1,
                 embedding_space = excluded.embedding_space",
             &[&write.key, &write.value, &write.confidence, &write.source, &write.category, &write.at, &space, &vector],
+        )?;
+        Ok(())
+    }
+
+    fn put_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
+        self.lock_semantic(&row.key)?;
+        self.remove_semantic_row(&row.key)?;
+        self.execute(
+            "reverting a semantic entry",
+            "INSERT INTO semantic_memory
+                (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
+                 embedding_space)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)",
+            &[
+                &row.key,
+                &row.value,
+                &row.confidence,
+                &row.source,
+                &row.category,
+                &row.created_at,
+                &row.updated_at,
+                &row.is_deleted,
+                &row.version,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn remove_semantic_row(&mut self, key: &str) -> Result<()> {
+        self.lock_semantic(key)?;
+        self.execute(
+            "reverting a semantic entry",
+            "WITH dropped AS (DELETE FROM semantic_vectors WHERE key = $1) DELETE FROM semantic_memory WHERE key = $1",
+            &[&key],
         )?;
         Ok(())
     }
@@ -1503,4 +1561,122 @@ impl LedgerRows for PgTx<'_> {
         )?;
         Ok(())
     }
+}
+
+impl EvidenceRows for PgTx<'_> {
+    fn evidence(&mut self, layer: EvidenceLayer, target: &str) -> Result<Option<EvidenceRow>> {
+        Ok(self
+            .query_opt(
+                "reading the evidence of a row",
+                "SELECT session_key, first_seq, last_seq, quote FROM memory_evidence WHERE layer = $1 AND target = $2",
+                &[&layer.name(), &target],
+            )?
+            .map(|row| EvidenceRow {
+                session_key: row.get(0),
+                first_seq: row.get(1),
+                last_seq: row.get(2),
+                quote: row.get(3),
+            }))
+    }
+
+    fn layer_evidence(&mut self, layer: EvidenceLayer) -> Result<Vec<(String, EvidenceRow)>> {
+        let rows = self.query(
+            "reading the evidence of rows",
+            "SELECT target, session_key, first_seq, last_seq, quote FROM memory_evidence WHERE layer = $1 ORDER BY target",
+            &[&layer.name()],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    row.get(0),
+                    EvidenceRow {
+                        session_key: row.get(1),
+                        first_seq: row.get(2),
+                        last_seq: row.get(3),
+                        quote: row.get(4),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()> {
+        match evidence {
+            Some(evidence) => self.execute(
+                "recording the evidence of a row",
+                "INSERT INTO memory_evidence (layer, target, session_key, first_seq, last_seq, quote)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (layer, target) DO UPDATE SET session_key = excluded.session_key,
+                     first_seq = excluded.first_seq, last_seq = excluded.last_seq, quote = excluded.quote",
+                &[
+                    &layer.name(),
+                    &target,
+                    &evidence.session_key.as_str(),
+                    &evidence.first_seq,
+                    &evidence.last_seq,
+                    &evidence.quote.as_str(),
+                ],
+            )?,
+            None => self.execute(
+                "removing the evidence of a row",
+                "DELETE FROM memory_evidence WHERE layer = $1 AND target = $2",
+                &[&layer.name(), &target],
+            )?,
+        };
+        Ok(())
+    }
+}
+
+impl RunRows for PgTx<'_> {
+    fn insert_run(&mut self, state: &str, at: i64, body: &str) -> Result<i64> {
+        self.lock("runs", "")?;
+        let row = self.query_one(
+            "recording a consolidation run",
+            "INSERT INTO consolidation_runs (state, created_at, updated_at, body) VALUES ($1, $2, $2, $3) RETURNING id",
+            &[&state, &at, &body],
+        )?;
+        Ok(row.get(0))
+    }
+
+    fn run_row(&mut self, id: i64) -> Result<Option<RunRow>> {
+        self.lock("runs", "")?;
+        Ok(self
+            .query_opt(
+                "reading a consolidation run",
+                "SELECT id, state, created_at, updated_at, body FROM consolidation_runs WHERE id = $1",
+                &[&id],
+            )?
+            .map(|row| pg_run_row(&row)))
+    }
+
+    fn run_rows(&mut self) -> Result<Vec<RunRow>> {
+        self.lock("runs", "")?;
+        let rows = self.query(
+            "listing consolidation runs",
+            "SELECT id, state, created_at, updated_at, body FROM consolidation_runs ORDER BY id DESC",
+            &[],
+        )?;
+        Ok(rows.iter().map(pg_run_row).collect())
+    }
+
+    fn update_run(&mut self, id: i64, state: &str, at: i64, body: &str) -> Result<()> {
+        self.lock("runs", "")?;
+        self.execute(
+            "recording a consolidation run",
+            "UPDATE consolidation_runs SET state = $2, updated_at = $3, body = $4 WHERE id = $1",
+            &[&id, &state, &at, &body],
+        )?;
+        Ok(())
+    }
+
+    fn delete_run(&mut self, id: i64) -> Result<()> {
+        self.lock("runs", "")?;
+        self.execute("pruning consolidation runs", "DELETE FROM consolidation_runs WHERE id = $1", &[&id])?;
+        Ok(())
+    }
+}
+
+fn pg_run_row(row: &postgres::Row) -> RunRow {
+    RunRow { id: row.get(0), state: row.get(1), created_at: row.get(2), updated_at: row.get(3), body: row.get(4) }
 }

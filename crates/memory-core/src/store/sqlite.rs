@@ -6,9 +6,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     AuditLog, Counter, EpisodicCounts, EpisodicRow, EpisodicRows, EpisodicText, EpisodicVectors, EventRecord,
-    ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn, NewEpisodicRow, Revisions, SemanticCounts,
-    SemanticHead, SemanticRow, SemanticRows, SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx,
-    StoredEvent, TranscriptRow, TranscriptRows, blob_vector, vector_blob,
+    EvidenceLayer, EvidenceRow, EvidenceRows, ForgetRows, ForgottenRow, LedgerEntry, LedgerRows, MarkerColumn,
+    NewEpisodicRow, Revisions, RunRow, RunRows, SemanticCounts, SemanticHead, SemanticRow, SemanticRows,
+    SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
+    blob_vector, vector_blob,
 };
 use crate::error::{MemoryError, Result};
 
@@ -168,6 +169,17 @@ impl SemanticRows for SqliteTx<'_> {
                 ])
             })
             .map_err(MemoryError::sqlite("restoring a semantic entry"))?;
+        Ok(())
+    }
+
+    fn put_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
+        self.remove_semantic_row(&row.key)?;
+        self.insert_semantic_row(row)
+    }
+
+    fn remove_semantic_row(&mut self, key: &str) -> Result<()> {
+        self.execute("reverting a semantic entry", "DELETE FROM semantic_vectors WHERE key = ?1", [key])?;
+        self.execute("reverting a semantic entry", "DELETE FROM semantic_memory WHERE key = ?1", [key])?;
         Ok(())
     }
 
@@ -875,4 +887,117 @@ impl LedgerRows for SqliteTx<'_> {
         )?;
         Ok(())
     }
+}
+
+impl EvidenceRows for SqliteTx<'_> {
+    fn evidence(&mut self, layer: EvidenceLayer, target: &str) -> Result<Option<EvidenceRow>> {
+        self.connection
+            .prepare_cached(
+                "SELECT session_key, first_seq, last_seq, quote FROM memory_evidence WHERE layer = ?1 AND target = ?2",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![layer.name(), target], |row| {
+                        Ok(EvidenceRow {
+                            session_key: row.get(0)?,
+                            first_seq: row.get(1)?,
+                            last_seq: row.get(2)?,
+                            quote: row.get(3)?,
+                        })
+                    })
+                    .optional()
+            })
+            .map_err(MemoryError::sqlite("reading the evidence of a row"))
+    }
+
+    fn layer_evidence(&mut self, layer: EvidenceLayer) -> Result<Vec<(String, EvidenceRow)>> {
+        self.collect(
+            "reading the evidence of rows",
+            "SELECT target, session_key, first_seq, last_seq, quote FROM memory_evidence WHERE layer = ?1 ORDER BY target",
+            [layer.name()],
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    EvidenceRow { session_key: row.get(1)?, first_seq: row.get(2)?, last_seq: row.get(3)?, quote: row.get(4)? },
+                ))
+            },
+        )
+    }
+
+    fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()> {
+        match evidence {
+            Some(evidence) => self.execute(
+                "recording the evidence of a row",
+                "INSERT INTO memory_evidence (layer, target, session_key, first_seq, last_seq, quote)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(layer, target) DO UPDATE SET session_key = excluded.session_key,
+                     first_seq = excluded.first_seq, last_seq = excluded.last_seq, quote = excluded.quote",
+                params![
+                    layer.name(),
+                    target,
+                    evidence.session_key,
+                    evidence.first_seq,
+                    evidence.last_seq,
+                    evidence.quote
+                ],
+            )?,
+            None => self.execute(
+                "removing the evidence of a row",
+                "DELETE FROM memory_evidence WHERE layer = ?1 AND target = ?2",
+                params![layer.name(), target],
+            )?,
+        };
+        Ok(())
+    }
+}
+
+impl RunRows for SqliteTx<'_> {
+    fn insert_run(&mut self, state: &str, at: i64, body: &str) -> Result<i64> {
+        self.execute(
+            "recording a consolidation run",
+            "INSERT INTO consolidation_runs (state, created_at, updated_at, body) VALUES (?1, ?2, ?2, ?3)",
+            params![state, at, body],
+        )?;
+        Ok(self.connection.last_insert_rowid())
+    }
+
+    fn run_row(&mut self, id: i64) -> Result<Option<RunRow>> {
+        self.connection
+            .prepare_cached("SELECT id, state, created_at, updated_at, body FROM consolidation_runs WHERE id = ?1")
+            .and_then(|mut statement| statement.query_row([id], run_row_of).optional())
+            .map_err(MemoryError::sqlite("reading a consolidation run"))
+    }
+
+    fn run_rows(&mut self) -> Result<Vec<RunRow>> {
+        self.collect(
+            "listing consolidation runs",
+            "SELECT id, state, created_at, updated_at, body FROM consolidation_runs ORDER BY id DESC",
+            [],
+            run_row_of,
+        )
+    }
+
+    fn update_run(&mut self, id: i64, state: &str, at: i64, body: &str) -> Result<()> {
+        self.execute(
+            "recording a consolidation run",
+            "UPDATE consolidation_runs SET state = ?2, updated_at = ?3, body = ?4 WHERE id = ?1",
+            params![id, state, at, body],
+        )?;
+        Ok(())
+    }
+
+    fn delete_run(&mut self, id: i64) -> Result<()> {
+        self.execute("pruning consolidation runs", "DELETE FROM consolidation_runs WHERE id = ?1", [id])?;
+        Ok(())
+    }
+}
+
+fn run_row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: row.get(0)?,
+        state: row.get(1)?,
+        created_at: row.get(2)?,
+        updated_at: row.get(3)?,
+        body: row.get(4)?,
+    })
 }

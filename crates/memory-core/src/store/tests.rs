@@ -101,14 +101,76 @@ store_suite!(
     claims_and_markers,
     ledger_keeps_the_first_record,
     settings_get_and_set,
+    evidence_follows_its_row,
+    runs_are_recorded_and_rows_put_back,
 );
+
+fn runs_are_recorded_and_rows_put_back(fixture: &Fixture) {
+    let backend = &*fixture.backend;
+    let (first, second) = backend
+        .write("recording runs", |tx| {
+            Ok((tx.insert_run("applied", 10, "{\"a\":1}")?, tx.insert_run("pending", 20, "{}")?))
+        })
+        .unwrap();
+    assert!(second > first, "ids grow");
+    backend.write("deciding", |tx| tx.update_run(second, "rejected", 30, "{\"b\":2}")).unwrap();
+    let (runs, missing) = backend.read("listing runs", |tx| Ok((tx.run_rows()?, tx.run_row(second + 1)?))).unwrap();
+    let states: Vec<(i64, &str, i64, i64, &str)> = runs
+        .iter()
+        .map(|run| (run.id, run.state.as_str(), run.created_at, run.updated_at, run.body.as_str()))
+        .collect();
+    assert_eq!(states, [(second, "rejected", 20, 30, "{\"b\":2}"), (first, "applied", 10, 10, "{\"a\":1}")]);
+    assert_eq!(missing, None);
+    assert_eq!(fixture_reopened_run(fixture, first).map(|run| run.state), Some("applied".to_owned()));
+    backend.write("pruning", |tx| tx.delete_run(first)).unwrap();
+    assert_eq!(fixture_reopened_run(fixture, first), None);
+
+    // A revert puts a row back exactly, or removes one a run created.
+    write(backend, "pref.editor", "\"vim\"", 0.9, &Source::Consolidation).unwrap();
+    write(backend, "pref.editor", "\"helix\"", 0.95, &Source::Consolidation).unwrap();
+    write(backend, "pref.shell", "\"fish\"", 0.9, &Source::Consolidation).unwrap();
+    let prior = super::SemanticRow {
+        key: "pref.editor".to_owned(),
+        value: "\"vim\"".to_owned(),
+        confidence: 0.9,
+        source: "consolidation".to_owned(),
+        category: None,
+        created_at: 5,
+        updated_at: 6,
+        is_deleted: false,
+        version: 1,
+        embedding_space: None,
+    };
+    backend
+        .write("reverting", |tx| {
+            tx.put_semantic_row(&prior)?;
+            tx.remove_semantic_row("pref.shell")
+        })
+        .unwrap();
+    let (editor, shell) =
+        backend.read("reading", |tx| Ok((tx.semantic_row("pref.editor")?, tx.semantic_row("pref.shell")?))).unwrap();
+    assert_eq!(editor, Some(prior));
+    assert_eq!(shell, None);
+}
+
+fn fixture_reopened_run(fixture: &Fixture, id: i64) -> Option<super::RunRow> {
+    (fixture.reopen)().read("reading a run", |tx| tx.run_row(id)).unwrap()
+}
 
 fn write(backend: &dyn Backend, key: &str, value: &str, confidence: f64, source: &Source) -> Result<WriteOutcome> {
     let value_text = serde_json::to_string(value).unwrap();
     backend.write("writing a semantic entry", |tx| {
         apply_write(
             tx,
-            &PreparedWrite { key, value_text: &value_text, confidence, source, category: None, vector: None },
+            &PreparedWrite {
+                key,
+                value_text: &value_text,
+                confidence,
+                source,
+                category: None,
+                vector: None,
+                evidence: None,
+            },
         )
     })
 }
@@ -236,6 +298,7 @@ fn failed_write_leaves_nothing(fixture: &Fixture) {
                 source: &Source::Consolidation,
                 category: None,
                 vector: None,
+                evidence: None,
             },
         )?;
         Err(MemoryError::InvalidConfig("refused after the write".to_owned()))
@@ -307,6 +370,7 @@ fn lesson(backend: &dyn Backend, rule: &str, source: &Source) -> crate::lessons:
                     confidence,
                     vector: None,
                     space: None,
+                    evidence: None,
                 },
             )
         })
@@ -1102,4 +1166,45 @@ fn settings_get_and_set(fixture: &Fixture) {
             "after {name} = {value}"
         );
     }
+}
+
+fn evidence_follows_its_row(fixture: &Fixture) {
+    use super::{EvidenceLayer, EvidenceRow};
+    let backend = &*fixture.backend;
+    let evidence = EvidenceRow { session_key: "chat-1".into(), first_seq: 2, last_seq: 4, quote: "uses helix".into() };
+    let write_with = |value: &str, source: &Source, evidence: Option<&EvidenceRow>| {
+        let value_text = serde_json::to_string(value).unwrap();
+        backend
+            .write("writing", |tx| {
+                apply_write(
+                    tx,
+                    &PreparedWrite {
+                        key: "pref.editor",
+                        value_text: &value_text,
+                        confidence: 0.9,
+                        source,
+                        category: None,
+                        vector: None,
+                        evidence,
+                    },
+                )
+            })
+            .unwrap()
+    };
+    let stored = || backend.read("reading", |tx| tx.evidence(EvidenceLayer::Semantic, "pref.editor")).unwrap();
+    write_with("helix", &Source::Consolidation, Some(&evidence));
+    assert_eq!(stored(), Some(evidence.clone()));
+    // The episodic layer is apart from the semantic one.
+    backend.write("evidence", |tx| tx.set_evidence(EvidenceLayer::Episodic, "7", Some(&evidence))).unwrap();
+    let listed = backend.read("listing", |tx| tx.layer_evidence(EvidenceLayer::Semantic)).unwrap();
+    assert_eq!(listed, vec![("pref.editor".to_owned(), evidence.clone())]);
+    // A write without evidence (a person's) clears it; a delete does too.
+    write_with("vim", &Source::UserExplicit, None);
+    assert_eq!(stored(), None);
+    write_with("emacs", &Source::UserExplicit, Some(&evidence));
+    assert_eq!(stored(), Some(evidence.clone()));
+    backend.write("deleting", |tx| apply_delete(tx, "pref.editor", &Source::UserExplicit, None)).unwrap();
+    assert_eq!(stored(), None);
+    let episodic = backend.read("reading", |tx| tx.evidence(EvidenceLayer::Episodic, "7")).unwrap();
+    assert_eq!(episodic, Some(evidence));
 }

@@ -45,6 +45,7 @@ pub(crate) async fn call(
         skills: Arc::clone(&state.live().skills),
         model: Arc::clone(&state.model),
         skill_scope,
+        review_ttl_ms: state.live().home.settings().skills.auto.pending_ttl_ms(),
     });
     let answer = state.mcp_sessions.call(request.agent, stores, request.params).await;
     Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?))

@@ -11,6 +11,7 @@ mod mcp;
 pub(crate) use mcp::probe_at_start;
 mod mcp_tools;
 mod memory;
+mod review;
 mod sessions;
 mod skills;
 mod transfer;
@@ -153,6 +154,12 @@ pub(crate) fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/memory/stats", get(memory::stats))
         .route("/api/memory/scopes", get(forget::scopes))
         .route("/api/memory/forget", post(forget::forget))
+        .route("/api/memory/pending", get(review::list))
+        .route("/api/memory/pending/{id}", get(review::show))
+        .route("/api/memory/pending/{id}/approve", post(review::approve))
+        .route("/api/memory/pending/{id}/reject", post(review::reject))
+        .route("/api/memory/runs", get(review::runs))
+        .route("/api/memory/runs/revert", post(review::revert))
         .route("/api/memory/episodic", get(episodic::list).post(episodic::write))
         .route("/api/memory/episodic/search", get(episodic::search))
         .route("/api/memory/episodic/{id}", axum::routing::delete(episodic::delete))

@@ -14,7 +14,7 @@ use crate::error::{MemoryError, Result};
 use crate::scope::ScopeFilter;
 use crate::store::EventRecord;
 use crate::store::space_signature;
-use crate::store::{Counter, NewEpisodicRow, vector_blob};
+use crate::store::{Counter, EvidenceLayer, NewEpisodicRow, vector_blob};
 use crate::types::{DeleteOutcome, MemoryAuditAction};
 use crate::validate;
 
@@ -55,7 +55,9 @@ impl MemoryDb {
         if cap == 0 {
             return Err(MemoryError::InvalidConfig("the episodic cap must be at least 1".to_owned()));
         }
-        let checked = match check(episode) {
+        let checked = check(episode)
+            .and_then(|checked| Ok((checked, episode.evidence.as_ref().map(crate::evidence::check).transpose()?)));
+        let (checked, evidence) = match checked {
             Ok(checked) => checked,
             Err(rejected) => {
                 return Err(self.refuse(
@@ -174,6 +176,9 @@ impl MemoryDb {
                 scope,
                 vector,
             })?;
+            if let Some(evidence) = &evidence {
+                tx.set_evidence(EvidenceLayer::Episodic, &id.to_string(), Some(evidence))?;
+            }
             audit(
                 tx,
                 MemoryAuditAction::Created,
@@ -280,15 +285,35 @@ impl MemoryDb {
     /// One row, active or not.
     pub fn get_episodic(&self, id: i64) -> Result<Option<EpisodicRecord>> {
         let space = self.space();
-        let row = self.rows().read("reading an episodic row", |tx| tx.episodic_row(id, None))?;
-        Ok(row.filter(|(row, _)| !row.is_deleted).map(|(row, _)| record_from_row(row, space.as_deref())))
+        let found = self.rows().read("reading an episodic row", |tx| {
+            let Some((row, _)) = tx.episodic_row(id, None)?.filter(|(row, _)| !row.is_deleted) else { return Ok(None) };
+            Ok(Some((row, tx.evidence(EvidenceLayer::Episodic, &id.to_string())?)))
+        })?;
+        Ok(found.map(|(row, evidence)| EpisodicRecord {
+            evidence: evidence.map(crate::evidence::from_row),
+            ..record_from_row(row, space.as_deref())
+        }))
     }
 
     /// Active rows, newest first, `limit` from `offset`.
     pub fn list_episodic(&self, limit: usize, offset: usize) -> Result<Vec<EpisodicRecord>> {
         let space = self.space();
-        let rows = self.rows().read("listing episodic rows", |tx| tx.episodic_page(limit, offset))?;
-        Ok(rows.into_iter().map(|row| record_from_row(row, space.as_deref())).collect())
+        let (rows, mut evidence) = self.rows().read("listing episodic rows", |tx| {
+            let rows = tx.episodic_page(limit, offset)?;
+            let evidence: std::collections::HashMap<String, crate::store::EvidenceRow> =
+                tx.layer_evidence(EvidenceLayer::Episodic)?.into_iter().collect();
+            Ok((rows, evidence))
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let found = evidence.remove(&row.id.to_string());
+                EpisodicRecord {
+                    evidence: found.map(crate::evidence::from_row),
+                    ..record_from_row(row, space.as_deref())
+                }
+            })
+            .collect())
     }
 
     /// [`list_episodic`](Self::list_episodic) of the rows `scopes` admits.
