@@ -11,18 +11,23 @@ use serde_json::json;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/test_data/schema4/memory.db");
 
-/// Every row of every ordinary table, sorted, by table name; with
-/// `columns`, only those columns of the tables it names (what an older
-/// schema had, when a later migration added columns).
-fn dump(path: &Path, columns: Option<&BTreeMap<String, Vec<String>>>) -> BTreeMap<String, Vec<String>> {
-    let connection = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let tables: Vec<String> = connection
+/// The ordinary (not virtual) tables.
+fn tables(connection: &rusqlite::Connection) -> Vec<String> {
+    connection
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")
         .unwrap()
         .query_map([], |row| row.get(0))
         .unwrap()
         .collect::<Result<_, _>>()
-        .unwrap();
+        .unwrap()
+}
+
+/// Every row of every ordinary table, sorted, by table name; with
+/// `columns`, only those columns of the tables it names (what an older
+/// schema had, when a later migration added columns).
+fn dump(path: &Path, columns: Option<&BTreeMap<String, Vec<String>>>) -> BTreeMap<String, Vec<String>> {
+    let connection = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let tables = tables(&connection);
     let mut out = BTreeMap::new();
     for table in tables {
         let selected = match columns.and_then(|columns| columns.get(&table)) {
@@ -48,13 +53,7 @@ fn dump(path: &Path, columns: Option<&BTreeMap<String, Vec<String>>>) -> BTreeMa
 /// The column names of every ordinary table.
 fn columns(path: &Path) -> BTreeMap<String, Vec<String>> {
     let connection = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let tables: Vec<String> = connection
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'")
-        .unwrap()
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let tables = tables(&connection);
     tables
         .into_iter()
         .map(|table| {

@@ -302,6 +302,13 @@ impl MemoryFiles {
     fn replace_top_level(&self, name: &str, text: &str) -> Result<()> {
         let _span = tracing::debug_span!("memory_files_replace", file = name).entered();
         let body = top_level_body(text)?;
+        self.write_top_level(name, &body)?;
+        self.index_after_write(name);
+        Ok(())
+    }
+
+    /// Writes a top-level file whole: a synced temporary file renamed onto it.
+    fn write_top_level(&self, name: &str, text: &str) -> Result<()> {
         let path = self.memory_dir.join(name);
         let io = |operation: &'static str| {
             let path = path.clone();
@@ -312,14 +319,13 @@ impl MemoryFiles {
             .suffix(".tmp")
             .tempfile_in(&self.memory_dir)
             .map_err(io("creating a temporary file for"))?;
-        temp.write_all(body.as_bytes()).map_err(io("writing a temporary file for"))?;
+        temp.write_all(text.as_bytes()).map_err(io("writing a temporary file for"))?;
         temp.as_file().sync_all().map_err(io("syncing a temporary file for"))?;
         temp.persist(&path).map_err(|error| MemoryError::Io {
             operation: "renaming a temporary file onto",
             path: path.clone(),
             source: error.error,
         })?;
-        self.index_after_write(name);
         Ok(())
     }
 
@@ -395,30 +401,13 @@ impl MemoryFiles {
     /// or removes it for `None`.
     pub(crate) fn restore_top_level(&self, name: &str, text: Option<&str>) -> Result<()> {
         let path = self.memory_dir.join(name);
-        let io = |operation: &'static str| {
-            let path = path.clone();
-            move |source| MemoryError::Io { operation, path, source }
-        };
         match text {
             None => match std::fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
                 Err(source) => return Err(MemoryError::Io { operation: "removing", path, source }),
             },
-            Some(text) => {
-                let mut temp = tempfile::Builder::new()
-                    .prefix(&format!(".{name}."))
-                    .suffix(".tmp")
-                    .tempfile_in(&self.memory_dir)
-                    .map_err(io("creating a temporary file for"))?;
-                temp.write_all(text.as_bytes()).map_err(io("writing a temporary file for"))?;
-                temp.as_file().sync_all().map_err(io("syncing a temporary file for"))?;
-                temp.persist(&path).map_err(|error| MemoryError::Io {
-                    operation: "renaming a temporary file onto",
-                    path: path.clone(),
-                    source: error.error,
-                })?;
-            }
+            Some(text) => self.write_top_level(name, text)?,
         }
         self.index_after_write(name);
         Ok(())
