@@ -15,8 +15,9 @@ use crate::home::Home;
 /// Which project a memory command works in.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ScopeArgs {
-    /// The project directory (default: the working directory; its git
-    /// repository when it is in one).
+    /// The project (a directory; its git repository when it is in one).
+    /// Reads see it beside the global memory, by default the working
+    /// directory's; writes go to it only when it is given.
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<PathBuf>,
     /// Work in the global memory only, outside every project.
