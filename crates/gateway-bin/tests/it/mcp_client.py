@@ -76,6 +76,7 @@ async def main(binary, home):
                 assert is_error(result), (name, arguments, result)
                 body = structured(result)
                 assert body.get("code") == code, (name, arguments, body)
+                called.add(name)
 
             stored = await ok("memory_remember", {"text": "The Python client remembered this fragment"})
             assert stored["outcome"] == "inserted", stored
@@ -91,6 +92,11 @@ async def main(binary, home):
             assert done["counts"] == preview["counts"], (preview, done)
             await refused("memory_remember", {"text": "The Python client will forget this tangerine note"}, "forgotten")
             await refused("memory_forget", {}, "nothing_selected")
+
+            assert (await ok("memory_pending_list", {}))["pending"] == [], "no consolidation has run"
+            await refused("memory_pending_show", {"id": 999}, "unknown_changeset")
+            await refused("memory_pending_approve", {"id": 999}, "unknown_changeset")
+            await refused("memory_pending_reject", {"id": 999, "rows": [1]}, "unknown_changeset")
 
             assert (await ok("fact_set", {"key": "pref.client", "value": "python"}))["outcome"] == "created"
             await refused("fact_set", {"key": "nope.client", "value": "python"}, "prefix_not_allowed")
