@@ -840,8 +840,8 @@ impl CairnMcp {
     }
 
     #[tool(
-        description = "Append one entry to today's history file (Markdown memory). Credentials are redacted; text the \
-                       injection screen flags is refused."
+        description = "Append one entry to today's history file (Markdown memory), as the session's project's entry \
+                       when it runs in one. Credentials are redacted; text the injection screen flags is refused."
     )]
     async fn history_append(
         &self,
@@ -850,7 +850,9 @@ impl CairnMcp {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
             check_chars("text", &args.text, MAX_HISTORY_CHARS)?;
-            let appended = stores.files.append_history(&args.text)?;
+            // A session in a project writes that project's entry (shown to its readers only).
+            let scope = stores.project.clone().unwrap_or_default();
+            let appended = stores.files.append_history_in(&scope, &args.text)?;
             Ok(serde_json::to_value(appended).unwrap_or(Value::Null))
         })
         .await

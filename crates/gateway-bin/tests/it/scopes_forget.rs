@@ -110,6 +110,7 @@ async fn seed(home: &Path, places: &Places) -> (Client, Client, Client) {
     ok(&in_a, "fact_set", json!({"key": "project.deploy_cmd", "value": "make ship-alpha"})).await;
     ok(&in_b, "fact_set", json!({"key": "project.deploy_cmd", "value": "cargo dist-beta"})).await;
     ok(&in_b, "fact_set", json!({"key": "pref.deploy_day", "value": "Tuesday"})).await;
+    ok(&in_a, "history_append", json!({"text": "Alpha swapped its walnut load balancer today"})).await;
     (in_a, in_b, in_tree)
 }
 
@@ -146,6 +147,7 @@ async fn projects_and_worktrees_read_their_own_memory_and_the_global_memory_only
             if *own == 7000 { ("make ship-alpha", "cargo dist-beta") } else { ("cargo dist-beta", "make ship-alpha") };
         assert!(start.contains(mine) && !start.contains(theirs), "{name}: {start}");
         assert!(start.contains("pref.deploy_day"), "{name}: global facts reach every project: {start}");
+        assert_eq!(start.contains("walnut load balancer"), *own == 7000, "{name}: a project's history entry: {start}");
     }
 
     for (name, client, own, other) in
