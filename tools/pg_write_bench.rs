@@ -15,6 +15,9 @@
 //! `--postgres-url` and dropped afterwards. No model is loaded (keyword
 //! only), so a write is the store's work and the HTTP around it.
 
+#[path = "support/serve_address.rs"]
+mod serve_address;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,21 +84,7 @@ fn start(cairn: &Path, storage_url: Option<&str>) -> anyhow::Result<Server> {
         command.env("CAIRN_STORAGE_URL", url);
     }
     let mut child = command.spawn().with_context(|| format!("starting {}", cairn.display()))?;
-    let started = Instant::now();
-    let address = loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file)
-            && text.ends_with('\n')
-        {
-            break text.trim().to_owned();
-        }
-        if let Some(status) = child.try_wait()? {
-            bail!("cairn serve exited: {status}");
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            bail!("cairn serve did not start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let address = serve_address::wait_for_address(&mut child, &port_file)?;
     let token = std::fs::read_to_string(home.path().join("server.token"))?.trim().to_owned();
     Ok(Server { child, base: format!("http://{address}"), token, _home: home })
 }

@@ -24,6 +24,9 @@
 //! when present; `--model none` for keyword only), `--kill-after SECS`
 //! (default 10), `--skip-kill`.
 
+#[path = "support/serve_address.rs"]
+mod serve_address;
+
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -130,21 +133,7 @@ fn start(options: &Options, home: &Path) -> anyhow::Result<Server> {
         command.arg("--model-path").arg(model);
     }
     let mut child = command.spawn().with_context(|| format!("starting {}", options.cairn.display()))?;
-    let started = Instant::now();
-    let address = loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file)
-            && text.ends_with('\n')
-        {
-            break text.trim().to_owned();
-        }
-        if let Some(status) = child.try_wait()? {
-            bail!("cairn serve exited: {status}");
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            bail!("cairn serve did not start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let address = serve_address::wait_for_address(&mut child, &port_file)?;
     let token = std::fs::read_to_string(home.join("server.token"))?.trim().to_owned();
     let server = Server { child, base: format!("http://{address}"), token };
     if options.model.is_some() {

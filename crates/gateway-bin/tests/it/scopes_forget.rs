@@ -362,3 +362,41 @@ fn a_home_written_before_scopes_opens_with_every_row_global_and_nothing_lost() {
     let start = session_start(home.path(), &places.b, "after");
     assert!(start.contains("pref.editor") && start.contains("cargo build --workspace"), "{start}");
 }
+
+#[test]
+fn the_http_scope_parameters_and_forget_refuse_what_names_nothing() {
+    let gateway = crate::serve::start(&[]);
+    let kept = gateway.send("POST", "/api/memory/episodic", &json!({"text": "A fragment no refused call may touch"}));
+    assert_eq!(kept.status, 200, "{:?}", kept.body);
+    let refused_get = |path: &str, code: &str| {
+        let reply = gateway.get(path);
+        assert_eq!((reply.status, reply.body["code"].as_str()), (400, Some(code)), "{path}: {:?}", reply.body);
+    };
+    refused_get("/api/memory/episodic?project=Not%20A%20Scope", "invalid_scope");
+    refused_get("/api/memory/semantic?only=x%40y", "invalid_scope");
+    refused_get("/api/memory/episodic/search?q=fragment&project=..%2Fup", "invalid_scope");
+    for (body, status, code) in [
+        (json!({}), 422, "nothing_selected"),
+        (json!({"query": "fragment", "scope": "everything"}), 400, "invalid_scope"),
+        (json!({"query": "fragment", "scope": "project"}), 400, "project_required"),
+        (json!({"query": "fragment", "project": "Bad Name"}), 400, "invalid_scope"),
+        (json!({"since": "last tuesday"}), 400, "invalid_time"),
+        (json!({"query": "fragment", "confirm": true, "everything": true}), 422, "invalid_body"),
+    ] {
+        let reply = gateway.send("POST", "/api/memory/forget", &body);
+        assert_eq!((reply.status, reply.body["code"].as_str()), (status, Some(code)), "{body}: {:?}", reply.body);
+    }
+    let written =
+        gateway.send("POST", "/api/memory/episodic", &json!({"text": "another fragment here", "project": "A B"}));
+    assert_eq!((written.status, written.body["code"].as_str()), (400, Some("invalid_scope")), "{:?}", written.body);
+    let call = json!({"project": "Bad Name!", "params": {"name": "memory_search", "arguments": {"query": "fragment"}}});
+    let reply = gateway.send("POST", "/api/mcp/tools/call", &call);
+    assert_eq!((reply.status, reply.body["code"].as_str()), (400, Some("invalid_scope")), "{:?}", reply.body);
+
+    // Nothing was forgotten or written by the refused calls.
+    let listed = gateway.get("/api/memory/episodic?all_projects=true");
+    assert_eq!(listed.body["episodes"].as_array().unwrap().len(), 1, "{:?}", listed.body);
+    let preview = gateway.send("POST", "/api/memory/forget", &json!({"query": "no refused call"}));
+    assert_eq!(preview.body["report"]["counts"]["episodic"], 1, "{:?}", preview.body);
+    assert_eq!(preview.body["report"]["dry_run"], true);
+}
