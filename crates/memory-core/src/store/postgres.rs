@@ -640,6 +640,29 @@ impl PgTx<'_> {
         Ok(())
     }
 
+    /// Inserts `row` exactly as given (times, version, tombstone flag), without a vector.
+    fn insert_row(&mut self, operation: &'static str, row: &SemanticRow) -> Result<()> {
+        self.execute(
+            operation,
+            "INSERT INTO semantic_memory
+                (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
+                 embedding_space)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)",
+            &[
+                &row.key,
+                &row.value,
+                &row.confidence,
+                &row.source,
+                &row.category,
+                &row.created_at,
+                &row.updated_at,
+                &row.is_deleted,
+                &row.version,
+            ],
+        )?;
+        Ok(())
+    }
+
     /// The lock behind a semantic key: all lessons for a lesson, the key otherwise.
     fn lock_semantic(&mut self, key: &str) -> Result<()> {
         if key.starts_with(LESSON_PREFIX) { self.lock("lessons", "") } else { self.lock("semantic", key) }
@@ -797,25 +820,7 @@ impl SemanticRows for PgTx<'_> {
 
     fn insert_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
         self.lock_store()?;
-        self.execute(
-            "restoring a semantic entry",
-            "INSERT INTO semantic_memory
-                (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
-                 embedding_space)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)",
-            &[
-                &row.key,
-                &row.value,
-                &row.confidence,
-                &row.source,
-                &row.category,
-                &row.created_at,
-                &row.updated_at,
-                &row.is_deleted,
-                &row.version,
-            ],
-        )?;
-        Ok(())
+        self.insert_row("restoring a semantic entry", row)
     }
 
     fn semantic_row(&mut self, key: &str) -> Result<Option<SemanticRow>> {
@@ -863,25 +868,7 @@ impl SemanticRows for PgTx<'_> {
     fn put_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
         self.lock_semantic(&row.key)?;
         self.remove_semantic_row(&row.key)?;
-        self.execute(
-            "reverting a semantic entry",
-            "INSERT INTO semantic_memory
-                (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
-                 embedding_space)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)",
-            &[
-                &row.key,
-                &row.value,
-                &row.confidence,
-                &row.source,
-                &row.category,
-                &row.created_at,
-                &row.updated_at,
-                &row.is_deleted,
-                &row.version,
-            ],
-        )?;
-        Ok(())
+        self.insert_row("reverting a semantic entry", row)
     }
 
     fn remove_semantic_row(&mut self, key: &str) -> Result<()> {
