@@ -98,6 +98,23 @@ impl Bm25Index {
         self.inner.read().slots.len()
     }
 
+    /// Approximate heap bytes: postings, per-document term lists, the
+    /// term and slot tables (hash tables counted at their capacity plus
+    /// one control byte per bucket).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let inner = self.inner.read();
+        let postings: usize =
+            inner.postings.iter().map(|list| list.capacity() * std::mem::size_of::<Posting>()).sum::<usize>()
+                + inner.postings.capacity() * std::mem::size_of::<Vec<Posting>>();
+        let docs: usize =
+            inner.docs.iter().map(|doc| doc.as_ref().map_or(0, |(_, _, terms)| terms.capacity() * 4)).sum::<usize>()
+                + inner.docs.capacity() * std::mem::size_of::<Option<(u64, u32, Vec<u32>)>>();
+        let terms: usize = inner.term_ids.keys().map(String::capacity).sum::<usize>()
+            + inner.term_ids.capacity() * (std::mem::size_of::<(String, u32)>() + 1);
+        let slots = inner.slots.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
+        postings + docs + terms + slots + inner.free.capacity() * 4
+    }
+
     /// Every document id, unordered.
     pub(crate) fn ids(&self) -> Vec<u64> {
         self.inner.read().slots.keys().copied().collect()

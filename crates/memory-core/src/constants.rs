@@ -134,6 +134,16 @@ pub const EPISODIC_MAX_TAG_CHARS: usize = 32;
 pub const EPISODIC_MAX_SOURCE_REF_CHARS: usize = 200;
 /// Rows embedded per batch by a backfill or a re-embed.
 pub const EPISODIC_BACKFILL_BATCH: usize = 32;
+/// Active vectors above which the episodic vector index keeps SQ8 codes
+/// only (about 0.55 KB a row instead of 2.1 KB) and searches re-score its
+/// hits with the stored vectors, so every cosine they use stays exact.
+pub const EPISODIC_FULL_VECTORS_MAX: usize = 50_000;
+/// Active vectors above which a search does not scan the stored vectors
+/// while the index is first loaded or built (the scan costs about 5 µs a
+/// row): it answers from the keyword path alone meanwhile, each candidate's
+/// cosine read from its stored vector. Writes still scan, so near-duplicate
+/// detection never lapses.
+pub const EPISODIC_SCAN_MAX_ROWS: usize = 50_000;
 /// Candidates taken from each of the vector and the keyword lists in hybrid retrieval.
 pub const HYBRID_CANDIDATES: usize = 100;
 /// The `k` of reciprocal-rank fusion: a list's rank `r` (from 1) adds `1 / (k + r)`.

@@ -106,9 +106,21 @@ impl AutoIndex {
         Ok(FlatIndex::new(config.dim)?.with_parallel_threshold(config.flat_parallel_threshold))
     }
 
-    fn hnsw_config(&self) -> HnswConfig {
+    /// The graph parameters for a graph of `rows` live vectors.
+    fn hnsw_config(&self, rows: usize) -> HnswConfig {
         // Rebuilds happen here, outside the exclusive lock.
-        HnswConfig { auto_rebuild: false, ..self.config.hnsw.clone() }
+        let full_vectors = self.config.hnsw.full_vectors && rows <= self.config.full_vectors_max;
+        HnswConfig { auto_rebuild: false, full_vectors, ..self.config.hnsw.clone() }
+    }
+
+    /// Whether the similarities this index returns are exact cosines; not
+    /// so once a graph of more than
+    /// [`IndexConfig::full_vectors_max`] vectors keeps codes only.
+    pub fn exact(&self) -> bool {
+        match &*self.state.read() {
+            Inner::Flat(_) => true,
+            Inner::Hnsw(index) => index.exact(),
+        }
     }
 
     /// The configuration in use.
@@ -172,12 +184,9 @@ impl AutoIndex {
         let state = self.state.read();
         Ok(ids
             .iter()
-            .map(|id| {
-                let stored = match &*state {
-                    Inner::Flat(index) => index.stored(*id),
-                    Inner::Hnsw(index) => index.stored(*id),
-                };
-                stored.map(|vector| crate::dot(&unit, vector))
+            .map(|id| match &*state {
+                Inner::Flat(index) => index.stored(*id).map(|vector| crate::dot(&unit, vector)),
+                Inner::Hnsw(index) => index.similarity_to(&unit, *id),
             })
             .collect())
     }
@@ -240,7 +249,8 @@ impl AutoIndex {
     /// Builds the right structure for these (normalised, unique) rows.
     fn structure_for(&self, ids: Vec<u64>, data: Vec<f32>) -> Result<Inner> {
         if ids.len() > self.config.crossover {
-            Ok(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, self.hnsw_config(), ids, &data)?))
+            let config = self.hnsw_config(ids.len());
+            Ok(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, config, ids, &data)?))
         } else {
             let mut flat = Self::empty_flat(&self.config)?;
             for (id, unit) in ids.iter().zip(data.chunks_exact(self.config.dim)) {
@@ -280,7 +290,12 @@ impl AutoIndex {
                         data.extend_from_slice(unit);
                     }
                     drop(state);
-                    Some(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, self.hnsw_config(), ids, &data)?))
+                    Some(Inner::Hnsw(HnswIndex::from_normalized(
+                        self.config.dim,
+                        self.hnsw_config(ids.len()),
+                        ids,
+                        &data,
+                    )?))
                 }
                 Inner::Hnsw(hnsw) if hnsw.len() < self.config.crossover / AUTO_HYSTERESIS_DIVISOR => {
                     let _span = tracing::debug_span!("auto_to_flat", n = hnsw.len()).entered();
@@ -295,7 +310,12 @@ impl AutoIndex {
                 Inner::Hnsw(hnsw) if hnsw.needs_rebuild() => {
                     let (ids, data) = hnsw.live_vectors();
                     drop(state);
-                    Some(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, self.hnsw_config(), ids, &data)?))
+                    Some(Inner::Hnsw(HnswIndex::from_normalized(
+                        self.config.dim,
+                        self.hnsw_config(ids.len()),
+                        ids,
+                        &data,
+                    )?))
                 }
                 _ => None,
             }
@@ -332,9 +352,15 @@ impl AutoIndex {
             SnapshotKind::Flat => {
                 Inner::Flat(FlatIndex::restore(path, expected)?.with_parallel_threshold(config.flat_parallel_threshold))
             }
-            SnapshotKind::Hnsw => {
+            SnapshotKind::Hnsw | SnapshotKind::HnswCodes => {
                 let hnsw = HnswConfig { auto_rebuild: false, ..config.hnsw.clone() };
-                Inner::Hnsw(HnswIndex::restore_with_config(path, expected, hnsw)?)
+                let mut index = HnswIndex::restore_with_config(path, expected, hnsw)?;
+                // A snapshot with the full vectors, of more than this
+                // configuration keeps them for: keep the codes only.
+                if index.exact() && (!config.hnsw.full_vectors || index.len() > config.full_vectors_max) {
+                    index.drop_vectors();
+                }
+                Inner::Hnsw(index)
             }
         };
         let index = AutoIndex { config, state: RwLock::new(inner), writer: Mutex::new(()) };
@@ -540,5 +566,103 @@ mod tests {
         let restored = AutoIndex::restore(&path, &expected, config(dim, 50)).unwrap();
         assert_eq!(restored.backend(), AutoBackend::Hnsw);
         assert_eq!(restored.len(), 80);
+    }
+
+    /// Unit vectors in 24 clusters, as sentence embeddings group by topic.
+    fn clustered(count: u64, dim: usize) -> Vec<(u64, Vec<f32>)> {
+        (0..count)
+            .map(|id| {
+                let centre = crate::distance::random_unit(id % 24, dim);
+                let noise = crate::distance::random_unit(1_000 + id, dim);
+                let mixed: Vec<f32> = centre.iter().zip(&noise).map(|(c, n)| c + 0.6 * n).collect();
+                (id, normalized(&mixed, dim).unwrap())
+            })
+            .collect()
+    }
+
+    fn borrowed(rows: &[(u64, Vec<f32>)]) -> Vec<(u64, &[f32])> {
+        rows.iter().map(|(id, vector)| (*id, vector.as_slice())).collect()
+    }
+
+    #[test]
+    fn a_graph_above_the_full_vectors_limit_keeps_codes_only_and_still_finds_the_neighbours() {
+        let dim = 48;
+        let rows = clustered(3_000, dim);
+        let full = AutoIndex::build(config(dim, 100), &borrowed(&rows)).unwrap();
+        let coded = AutoIndex::build(config(dim, 100).with_full_vectors_max(2_000), &borrowed(&rows)).unwrap();
+        assert!(full.exact() && !coded.exact(), "3,000 vectors are above a limit of 2,000");
+        assert!(
+            full.memory_bytes() - coded.memory_bytes() >= rows.len() * dim * 4 * 95 / 100,
+            "codes only: {} bytes against {}: the full vectors are not all gone",
+            coded.memory_bytes(),
+            full.memory_bytes()
+        );
+        let (mut found, mut found_full, mut wanted, mut worst_error) = (0, 0, 0, 0.0f32);
+        for probe in 0..60u64 {
+            let query = crate::distance::random_unit(50_000 + probe, dim);
+            let exact: Vec<u64> = {
+                let mut all: Vec<(u64, f32)> = rows.iter().map(|(id, v)| (*id, crate::dot(&query, v))).collect();
+                all.sort_by(|a, b| b.1.total_cmp(&a.1));
+                all.into_iter().take(10).map(|(id, _)| id).collect()
+            };
+            let hits = coded.search(&query, 10).unwrap();
+            found += hits.iter().filter(|hit| exact.contains(&hit.id)).count();
+            found_full += full.search(&query, 10).unwrap().iter().filter(|hit| exact.contains(&hit.id)).count();
+            wanted += exact.len();
+            for hit in &hits {
+                let cosine = crate::dot(&query, &rows[hit.id as usize].1);
+                worst_error = worst_error.max((hit.cosine - cosine).abs());
+            }
+            let scored = coded.similarities(&query, &[exact[0], 99_999]).unwrap();
+            assert!((scored[0].unwrap() - crate::dot(&query, &rows[exact[0] as usize].1)).abs() < 0.02);
+            assert_eq!(scored[1], None, "an unknown id has no similarity");
+        }
+        let (recall, recall_full) = (found as f64 / wanted as f64, found_full as f64 / wanted as f64);
+        assert!(recall >= recall_full - 0.05, "recall@10 from codes alone {recall}, with the vectors {recall_full}");
+        assert!(worst_error < 0.02, "a similarity from codes is off by {worst_error}");
+    }
+
+    #[test]
+    fn a_codes_only_graph_survives_a_snapshot_removals_and_a_rebuild() {
+        let dim = 32;
+        let rows = clustered(1_200, dim);
+        let index = AutoIndex::build(config(dim, 100).with_full_vectors_max(500), &borrowed(&rows)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("codes.idx");
+        let header = index.snapshot(&path, "space").unwrap();
+        assert_eq!(header.kind, SnapshotKind::HnswCodes);
+        assert_eq!(read_header(&path).unwrap().kind, SnapshotKind::HnswCodes);
+        let expected = SnapshotExpectation::from_ids("space", dim, rows.iter().map(|(id, _)| *id));
+        let restored = AutoIndex::restore(&path, &expected, config(dim, 100).with_full_vectors_max(500)).unwrap();
+        assert!(!restored.exact());
+        // A snapshot with the full vectors restored under a lower limit keeps codes only.
+        let full = AutoIndex::build(config(dim, 100), &borrowed(&rows)).unwrap();
+        full.snapshot(&path, "space").unwrap();
+        let reloaded = AutoIndex::restore(&path, &expected, config(dim, 100).with_full_vectors_max(500)).unwrap();
+        assert!(!reloaded.exact());
+        assert!(reloaded.memory_bytes() + rows.len() * dim * 4 * 95 / 100 <= full.memory_bytes());
+        assert_eq!(reloaded.search(&rows[5].1, 1).unwrap()[0].id, 5);
+        index.snapshot(&path, "space").unwrap();
+        let query = &rows[77].1;
+        assert_eq!(restored.search(query, 5).unwrap(), index.search(query, 5).unwrap(), "the same answers");
+        // Enough removals to rebuild; the rebuilt graph keeps codes only.
+        for (id, _) in rows.iter().filter(|(id, _)| id % 3 == 0) {
+            restored.remove(*id).unwrap();
+        }
+        assert_eq!(restored.len(), 800);
+        assert!(!restored.exact());
+        assert_eq!(restored.search(query, 1).unwrap()[0].id, 77);
+        // Adding to it codes the new vector on the grid it has.
+        restored.add(5_000, &rows[79].1).unwrap();
+        let hits = restored.search(&rows[79].1, 2).unwrap();
+        assert!(hits.iter().any(|hit| hit.id == 5_000) && hits.iter().any(|hit| hit.id == 79), "{hits:?}");
+        // Below half the crossover it becomes an exact scan again.
+        for id in 0..1_200u64 {
+            if id % 3 != 0 && id > 45 {
+                restored.remove(id).unwrap();
+            }
+        }
+        assert_eq!(restored.backend(), AutoBackend::Flat);
+        assert!(restored.exact());
     }
 }

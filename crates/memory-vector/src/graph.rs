@@ -178,6 +178,14 @@ fn level_of(node: usize, level_mult: f64) -> u8 {
     (level as usize).min(HNSW_MAX_LAYERS - 1) as u8
 }
 
+/// What a snapshot holds for each node besides its links.
+pub(crate) enum Stored {
+    /// The full unit vectors, node-major.
+    Vectors(Vec<f32>),
+    /// The SQ8 codes only, node-major (a graph that keeps no vectors).
+    Codes(Vec<i8>),
+}
+
 /// Entry point of the walk: the node on the highest layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
@@ -192,6 +200,9 @@ pub(crate) struct Graph {
     m0: usize,
     ef_construction: usize,
     level_mult: f64,
+    /// Whether `vectors` holds every node's vector; without them the codes
+    /// stand in for the vectors everywhere.
+    full: bool,
     vectors: Vec<f32>,
     /// SQ8 codes of `vectors`, node-major.
     codes: CodeBook,
@@ -219,13 +230,20 @@ impl std::fmt::Debug for Graph {
 impl Graph {
     /// An empty graph for `dim`-dimensional vectors with `m` links per node
     /// (`2 × m` on the ground layer).
+    #[cfg(test)]
     pub(crate) fn new(dim: usize, m: usize, ef_construction: usize) -> Self {
+        Graph::with_vectors(dim, m, ef_construction, true)
+    }
+
+    /// [`Graph::new`], keeping the full vectors only when `full`.
+    pub(crate) fn with_vectors(dim: usize, m: usize, ef_construction: usize, full: bool) -> Self {
         Graph {
             dim,
             m,
             m0: 2 * m,
             ef_construction,
             level_mult: 1.0 / (m.max(2) as f64).ln(),
+            full,
             vectors: Vec::new(),
             codes: CodeBook::new(dim),
             levels: Vec::new(),
@@ -241,10 +259,61 @@ impl Graph {
         self.levels.len()
     }
 
-    /// The stored (unit) vector of `node`.
+    /// The stored (unit) vector of `node`; only a graph that keeps its
+    /// vectors has one.
     #[inline]
     pub(crate) fn vector(&self, node: usize) -> &[f32] {
+        debug_assert!(self.full, "a codes-only graph keeps no vectors");
         &self.vectors[node * self.dim..(node + 1) * self.dim]
+    }
+
+    /// Whether the graph keeps every vector in full (else codes only).
+    pub(crate) fn keeps_vectors(&self) -> bool {
+        self.full
+    }
+
+    /// `node`'s vector: the stored one, or the one its codes stand for.
+    pub(crate) fn vector_into(&self, node: usize, out: &mut Vec<f32>) {
+        if self.full {
+            out.clear();
+            out.extend_from_slice(self.vector(node));
+        } else {
+            self.codes.grid().decode_into(self.code(node), out);
+        }
+    }
+
+    /// Similarity of `query` (a unit vector) to `node`: exact on a graph
+    /// that keeps its vectors, from the codes in `f32` otherwise.
+    #[inline]
+    pub(crate) fn query_sim(&self, query: &[f32], node: usize) -> f32 {
+        if self.full {
+            similarity(query, self.vector(node))
+        } else {
+            count_eval();
+            self.codes.grid().decoded_dot(query, self.code(node))
+        }
+    }
+
+    /// Similarity of two nodes, as [`Graph::query_sim`] measures it.
+    #[inline]
+    fn pair_sim(&self, a: usize, b: usize) -> f32 {
+        if self.full {
+            similarity(self.vector(a), self.vector(b))
+        } else {
+            count_eval();
+            self.codes.grid().code_dot(self.code(a), self.code(b))
+        }
+    }
+
+    /// Frees the full vectors: from now on the codes stand in for them.
+    pub(crate) fn drop_vectors(&mut self) {
+        self.full = false;
+        self.vectors = Vec::new();
+    }
+
+    /// Every code, node-major (a codes-only snapshot's body).
+    pub(crate) fn codes(&self) -> &[i8] {
+        self.codes.all()
     }
 
     /// The SQ8 codes of `node`.
@@ -274,8 +343,12 @@ impl Graph {
     fn push_nodes(&mut self, data: &[f32]) {
         let first = self.len();
         let added = data.len() / self.dim;
-        self.vectors.extend_from_slice(data);
-        self.codes.extend(&self.vectors, first);
+        if self.full {
+            self.vectors.extend_from_slice(data);
+            self.codes.extend(&self.vectors, first);
+        } else {
+            self.codes.extend_rows(data);
+        }
         self.links0.extend((0..added * self.stride()).map(|_| AtomicU32::new(0)));
         for node in first..first + added {
             let level = level_of(node, self.level_mult);
@@ -290,21 +363,28 @@ impl Graph {
     pub(crate) fn insert(&mut self, unit: &[f32]) {
         debug_assert_eq!(unit.len(), self.dim);
         self.push_nodes(unit);
-        self.link(self.len() - 1);
+        self.link(self.len() - 1, unit);
     }
 
     /// Builds a graph over `data` (row-major unit vectors), linking nodes in
     /// parallel on the current rayon pool.
+    #[cfg(test)]
     pub(crate) fn build(dim: usize, m: usize, ef_construction: usize, data: &[f32]) -> Self {
-        let mut graph = Graph::new(dim, m, ef_construction);
+        Graph::build_with(dim, m, ef_construction, data, true)
+    }
+
+    /// [`Graph::build`], keeping the full vectors only when `full`.
+    pub(crate) fn build_with(dim: usize, m: usize, ef_construction: usize, data: &[f32], full: bool) -> Self {
+        let mut graph = Graph::with_vectors(dim, m, ef_construction, full);
         graph.push_nodes(data);
         let len = graph.len();
+        let row = |node: usize| &data[node * dim..(node + 1) * dim];
         if len > 0 {
-            graph.link(0);
+            graph.link(0, row(0));
             // The first few hundred nodes alone set up the upper layers.
             let serial = len.min(256);
-            (1..serial).for_each(|node| graph.link(node));
-            (serial..len).into_par_iter().for_each(|node| graph.link(node));
+            (1..serial).for_each(|node| graph.link(node, row(node)));
+            (serial..len).into_par_iter().for_each(|node| graph.link(node, row(node)));
         }
         graph
     }
@@ -433,7 +513,7 @@ impl Graph {
             let mut found: Vec<Scored> = scratch
                 .results
                 .drain()
-                .map(|Worst(scored)| Scored { sim: similarity(query, self.vector(scored.node as usize)), ..scored })
+                .map(|Worst(scored)| Scored { sim: self.query_sim(query, scored.node as usize), ..scored })
                 .collect();
             found.sort_unstable_by(|a, b| b.cmp(a));
             found.truncate(k);
@@ -441,8 +521,9 @@ impl Graph {
         })
     }
 
-    /// Links node `node` (already stored) into the graph.
-    fn link(&self, node: usize) {
+    /// Links node `node` (already stored; `vector` is its unit vector) into
+    /// the graph.
+    fn link(&self, node: usize, vector: &[f32]) {
         let node32 = node as u32;
         let level = self.levels[node];
         let entry = {
@@ -461,13 +542,12 @@ impl Graph {
                 }
             }
         };
-        let vector = self.vector(node);
         SCRATCH.with(|cell| {
             let mut scratch = cell.borrow_mut();
             let scratch = &mut *scratch;
             let mut prepared = std::mem::take(&mut scratch.prepared);
             self.codes.prepare_into(vector, &mut prepared);
-            self.link_walk(node32, level, entry, &prepared, scratch);
+            self.link_walk(node32, vector, level, entry, &prepared, scratch);
             scratch.prepared = prepared;
         });
         if level > entry.level {
@@ -481,8 +561,15 @@ impl Graph {
     /// The walk of [`Graph::link`]: on each layer from the node's level
     /// down, find `ef_construction` candidates by their codes, score them
     /// with the full vectors, and link the node to the heuristic's choice.
-    fn link_walk(&self, node: u32, level: u8, entry: Entry, query: &PreparedQuery, scratch: &mut Scratch) {
-        let vector = self.vector(node as usize);
+    fn link_walk(
+        &self,
+        node: u32,
+        vector: &[f32],
+        level: u8,
+        entry: Entry,
+        query: &PreparedQuery,
+        scratch: &mut Scratch,
+    ) {
         let mut buffer = std::mem::take(&mut scratch.neighbours);
         let mut at = self.descend(query, entry, level, &mut buffer);
         scratch.neighbours = buffer;
@@ -491,10 +578,11 @@ impl Graph {
             self.search_layer(query, at, self.ef_construction, layer, scratch);
             candidates.clear();
             candidates.extend(
-                scratch.results.drain().filter(|w| w.0.node != node).map(|Worst(scored)| Scored {
-                    sim: similarity(vector, self.vector(scored.node as usize)),
-                    ..scored
-                }),
+                scratch
+                    .results
+                    .drain()
+                    .filter(|w| w.0.node != node)
+                    .map(|Worst(scored)| Scored { sim: self.query_sim(vector, scored.node as usize), ..scored }),
             );
             candidates.sort_unstable_by(|a, b| b.cmp(a));
             if let Some(&best) = candidates.first() {
@@ -525,8 +613,8 @@ impl Graph {
             if kept.len() >= limit {
                 break;
             }
-            let vector = self.vector(candidate.node as usize);
-            let diverse = kept.iter().all(|&other| similarity(vector, self.vector(other as usize)) < candidate.sim);
+            let diverse =
+                kept.iter().all(|&other| self.pair_sim(candidate.node as usize, other as usize) < candidate.sim);
             if diverse {
                 kept.push(candidate.node);
             }
@@ -548,11 +636,10 @@ impl Graph {
             self.set_links(from, layer, &links);
             return;
         }
-        let base = self.vector(from as usize);
         let mut scored: Vec<Scored> = links
             .iter()
             .chain(std::iter::once(&to))
-            .map(|&node| Scored { sim: similarity(base, self.vector(node as usize)), node })
+            .map(|&node| Scored { sim: self.pair_sim(from as usize, node as usize), node })
             .collect();
         scored.sort_unstable_by(|a, b| b.cmp(a));
         let kept = self.select(&scored, cap);
@@ -614,17 +701,29 @@ impl Graph {
         dim: usize,
         m: usize,
         ef_construction: usize,
-        vectors: Vec<f32>,
+        stored: Stored,
         d: &mut crate::snapshot::Decoder<'_>,
     ) -> std::result::Result<Self, String> {
-        let len = vectors.len() / dim;
-        let mut graph = Graph::new(dim, m, ef_construction);
+        let len = match &stored {
+            Stored::Vectors(vectors) => vectors.len() / dim,
+            Stored::Codes(codes) => codes.len() / dim,
+        };
+        let mut graph = Graph::with_vectors(dim, m, ef_construction, matches!(stored, Stored::Vectors(_)));
         let trained_at = d.usize("code grid size").map_err(|e| e.to_string())?;
         let mid = d.f32s(dim, "code grid centres").map_err(|e| e.to_string())?;
         let step = d.f32s(dim, "code grid steps").map_err(|e| e.to_string())?;
         let grid = Sq8::from_parts(mid, step)
             .ok_or("the code grid holds a non-finite centre or a step that is not positive")?;
-        graph.codes = CodeBook::with_grid(grid, trained_at, &vectors);
+        let vectors = match stored {
+            Stored::Vectors(vectors) => {
+                graph.codes = CodeBook::with_grid(grid, trained_at, &vectors);
+                vectors
+            }
+            Stored::Codes(codes) => {
+                graph.codes = CodeBook::with_codes(grid, trained_at, codes);
+                Vec::new()
+            }
+        };
         let entry = match d.u8("entry flag").map_err(|e| e.to_string())? {
             0 => None,
             1 => {
@@ -760,8 +859,14 @@ mod tests {
         let mut out = crate::snapshot::Encoder::default();
         graph.encode_links(&mut out);
         let path = std::path::Path::new("test");
-        let back =
-            Graph::decode(dim, 4, 32, data.clone(), &mut crate::snapshot::Decoder::new(&out.bytes, path)).unwrap();
+        let back = Graph::decode(
+            dim,
+            4,
+            32,
+            Stored::Vectors(data.clone()),
+            &mut crate::snapshot::Decoder::new(&out.bytes, path),
+        )
+        .unwrap();
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for node in 0..300u32 {
             assert_eq!(back.levels[node as usize], graph.levels[node as usize]);
@@ -777,7 +882,8 @@ mod tests {
         // count and its first link (at byte 11 after the grid).
         let grid = 8 + 2 * 4 * dim;
         let decode = |bytes: &[u8]| {
-            Graph::decode(dim, 4, 32, data.clone(), &mut crate::snapshot::Decoder::new(bytes, path)).unwrap_err()
+            Graph::decode(dim, 4, 32, Stored::Vectors(data.clone()), &mut crate::snapshot::Decoder::new(bytes, path))
+                .unwrap_err()
         };
         let mut bad = out.bytes.clone();
         bad[grid + 11..grid + 15].copy_from_slice(&300u32.to_le_bytes());
@@ -791,7 +897,9 @@ mod tests {
         bad[8 + 4 * dim..12 + 4 * dim].copy_from_slice(&0f32.to_le_bytes());
         assert!(decode(&bad).contains("code grid"), "{}", decode(&bad));
         let short = &out.bytes[..out.bytes.len() - 2];
-        assert!(Graph::decode(dim, 4, 32, data, &mut crate::snapshot::Decoder::new(short, path)).is_err());
+        assert!(
+            Graph::decode(dim, 4, 32, Stored::Vectors(data), &mut crate::snapshot::Decoder::new(short, path)).is_err()
+        );
     }
 
     #[test]

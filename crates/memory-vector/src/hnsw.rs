@@ -9,9 +9,9 @@ use crate::constants::{
     AUTO_CROSSOVER, FLAT_PARALLEL_THRESHOLD, HNSW_DEFAULT_EF_CONSTRUCTION, HNSW_DEFAULT_EF_SEARCH, HNSW_DEFAULT_M,
     HNSW_MAX_M, HNSW_REBUILD_MIN_TOMBSTONES, HNSW_REBUILD_TOMBSTONE_RATIO, SNAPSHOT_FORMAT_VERSION,
 };
-use crate::distance::{dot, normalized};
+use crate::distance::normalized;
 use crate::error::{Result, VectorError};
-use crate::graph::Graph;
+use crate::graph::{Graph, Stored};
 use crate::index::{Hit, TopK, VectorIndex};
 use crate::snapshot::{
     Decoder, Encoder, SnapshotExpectation, SnapshotHeader, SnapshotKind, id_checksum, read_snapshot, write_snapshot,
@@ -35,6 +35,12 @@ pub struct HnswConfig {
     /// threshold is passed. [`AutoIndex`](crate::AutoIndex) turns this off
     /// and rebuilds outside its lock instead.
     pub auto_rebuild: bool,
+    /// Whether the graph keeps each vector in full beside its SQ8 codes.
+    /// Without them it holds about a fifth of the memory per vector, and
+    /// every similarity it returns is computed from the codes (within
+    /// about 0.01 of the cosine for sentence-model vectors): a caller that
+    /// needs exact cosines re-scores the hits from its own copy.
+    pub full_vectors: bool,
 }
 
 impl Default for HnswConfig {
@@ -46,6 +52,7 @@ impl Default for HnswConfig {
             rebuild_tombstone_ratio: HNSW_REBUILD_TOMBSTONE_RATIO,
             rebuild_min_tombstones: HNSW_REBUILD_MIN_TOMBSTONES,
             auto_rebuild: true,
+            full_vectors: true,
         }
     }
 }
@@ -81,6 +88,9 @@ pub struct IndexConfig {
     pub hnsw: HnswConfig,
     /// Row count above which one exact query uses several threads.
     pub flat_parallel_threshold: usize,
+    /// Live count above which a graph built or rebuilt keeps SQ8 codes
+    /// only (see [`HnswConfig::full_vectors`]); unlimited by default.
+    pub full_vectors_max: usize,
 }
 
 impl IndexConfig {
@@ -91,7 +101,14 @@ impl IndexConfig {
             crossover: AUTO_CROSSOVER,
             hnsw: HnswConfig::default(),
             flat_parallel_threshold: FLAT_PARALLEL_THRESHOLD,
+            full_vectors_max: usize::MAX,
         }
+    }
+
+    /// Sets [`IndexConfig::full_vectors_max`].
+    pub fn with_full_vectors_max(mut self, rows: usize) -> Self {
+        self.full_vectors_max = rows;
+        self
     }
 
     /// Sets the crossover.
@@ -124,7 +141,7 @@ fn guarded<T>(operation: &'static str, f: impl FnOnce() -> T) -> Result<T> {
 }
 
 fn new_graph(dim: usize, config: &HnswConfig) -> Graph {
-    Graph::new(dim, config.m, config.ef_construction)
+    Graph::with_vectors(dim, config.m, config.ef_construction, config.full_vectors)
 }
 
 /// Approximate cosine index on an HNSW graph (see the `graph` module:
@@ -202,7 +219,9 @@ impl HnswIndex {
     pub(crate) fn from_normalized(dim: usize, config: HnswConfig, ids: Vec<u64>, data: &[f32]) -> Result<Self> {
         config.validate()?;
         debug_assert_eq!(ids.len() * dim, data.len());
-        let graph = Box::new(guarded("bulk inserting", || Graph::build(dim, config.m, config.ef_construction, data))?);
+        let graph = Box::new(guarded("bulk inserting", || {
+            Graph::build_with(dim, config.m, config.ef_construction, data, config.full_vectors)
+        })?);
         let slots = ids.iter().enumerate().map(|(slot, &id)| (id, slot)).collect();
         Ok(HnswIndex { dim, config, graph, live: vec![true; ids.len()], slot_ids: ids, slots, tombstones: 0 })
     }
@@ -228,13 +247,16 @@ impl HnswIndex {
             && self.tombstones as f32 > self.config.rebuild_tombstone_ratio * self.slot_ids.len() as f32
     }
 
-    /// Live ids and their normalised vectors (row-major), in slot order.
+    /// Live ids and their normalised vectors (row-major), in slot order;
+    /// a graph that keeps codes only gives the vectors its codes stand for.
     pub(crate) fn live_vectors(&self) -> (Vec<u64>, Vec<f32>) {
         let mut ids = Vec::with_capacity(self.slots.len());
         let mut data = Vec::with_capacity(self.slots.len() * self.dim);
+        let mut vector = Vec::with_capacity(self.dim);
         for slot in (0..self.graph.len()).filter(|&slot| self.live[slot]) {
             ids.push(self.slot_ids[slot]);
-            data.extend_from_slice(self.graph.vector(slot));
+            self.graph.vector_into(slot, &mut vector);
+            data.extend_from_slice(&vector);
         }
         (ids, data)
     }
@@ -282,10 +304,23 @@ impl HnswIndex {
     }
 
     /// Searches with an already normalised query.
-    /// The stored (unit) vector of live row `id`.
-    pub(crate) fn stored(&self, id: u64) -> Option<&[f32]> {
+    /// The similarity of `unit` to live row `id`, as searches score it.
+    pub(crate) fn similarity_to(&self, unit: &[f32], id: u64) -> Option<f32> {
         let slot = *self.slots.get(&id)?;
-        Some(self.graph.vector(slot))
+        Some(self.graph.query_sim(unit, slot))
+    }
+
+    /// Frees the full vectors, keeping the SQ8 codes (see
+    /// [`HnswConfig::full_vectors`]).
+    pub(crate) fn drop_vectors(&mut self) {
+        self.graph.drop_vectors();
+        self.config.full_vectors = false;
+    }
+
+    /// Whether the similarities this index returns are exact cosines (it
+    /// keeps the full vectors) rather than computed from SQ8 codes.
+    pub fn exact(&self) -> bool {
+        self.graph.keeps_vectors()
     }
 
     pub(crate) fn search_normalized(&self, unit: &[f32], k: usize) -> Vec<Hit> {
@@ -328,7 +363,7 @@ impl HnswIndex {
     pub(crate) fn exact_search(&self, unit: &[f32], k: usize) -> Vec<Hit> {
         let mut top = TopK::new(k);
         for slot in (0..self.graph.len()).filter(|&slot| self.live[slot]) {
-            top.push(Hit { id: self.slot_ids[slot], cosine: dot(unit, self.graph.vector(slot)) });
+            top.push(Hit { id: self.slot_ids[slot], cosine: self.graph.query_sim(unit, slot) });
         }
         top.into_sorted()
     }
@@ -347,7 +382,13 @@ impl HnswIndex {
     pub fn restore_with_config(path: &Path, expected: &SnapshotExpectation, config: HnswConfig) -> Result<Self> {
         let _span = tracing::debug_span!("hnsw_restore", path = %path.display()).entered();
         config.validate()?;
-        let raw = read_snapshot(path, SnapshotKind::Hnsw)?;
+        let raw = match read_snapshot(path, SnapshotKind::Hnsw) {
+            Err(VectorError::SnapshotMismatch { reason, .. }) if reason.starts_with("written by") => {
+                read_snapshot(path, SnapshotKind::HnswCodes)?
+            }
+            other => other?,
+        };
+        let full_vectors = raw.header.kind == SnapshotKind::Hnsw;
         expected.check(&raw.header, path)?;
         let header = raw.header.clone();
         let mut d = Decoder::new(raw.body(), path);
@@ -361,7 +402,7 @@ impl HnswIndex {
             slot_ids.push(d.u64("slot id")?);
             live.push(d.u8("slot state")? == 1);
         }
-        let config = HnswConfig { m, ef_construction, ..config };
+        let config = HnswConfig { m, ef_construction, full_vectors, ..config };
         config.validate().map_err(|e| VectorError::corrupt(path, e.to_string()))?;
         let mut slots = HashMap::with_capacity(header.count);
         for (slot, (&id, &is_live)) in slot_ids.iter().zip(&live).enumerate() {
@@ -375,10 +416,14 @@ impl HnswIndex {
         let tombstones = n_slots - slots.len();
         let values =
             n_slots.checked_mul(header.dim).ok_or_else(|| VectorError::corrupt(path, "vector count overflows"))?;
-        let vectors = d.f32s(values, "vectors")?;
+        let stored = if full_vectors {
+            Stored::Vectors(d.f32s(values, "vectors")?)
+        } else {
+            Stored::Codes(d.i8s(values, "codes")?)
+        };
         // The graph holds exactly one node per slot.
         let graph = Box::new(
-            Graph::decode(header.dim, m, ef_construction, vectors, &mut d)
+            Graph::decode(header.dim, m, ef_construction, stored, &mut d)
                 .map_err(|reason| VectorError::corrupt(path, format!("graph: {reason}")))?,
         );
         if !d.is_empty() {
@@ -453,7 +498,7 @@ impl VectorIndex for HnswIndex {
         let _span = tracing::debug_span!("hnsw_snapshot", n = self.slot_ids.len()).entered();
         let header = SnapshotHeader {
             format_version: SNAPSHOT_FORMAT_VERSION,
-            kind: SnapshotKind::Hnsw,
+            kind: if self.graph.keeps_vectors() { SnapshotKind::Hnsw } else { SnapshotKind::HnswCodes },
             dim: self.dim,
             count: self.slots.len(),
             id_checksum: id_checksum(self.slots.keys().copied()),
@@ -469,7 +514,11 @@ impl VectorIndex for HnswIndex {
             body.u64(id);
             body.u8(u8::from(is_live));
         }
-        body.f32s(self.graph.vectors());
+        if self.graph.keeps_vectors() {
+            body.f32s(self.graph.vectors());
+        } else {
+            body.i8s(self.graph.codes());
+        }
         self.graph.encode_links(&mut body);
         write_snapshot(path, &header, &body.bytes)?;
         Ok(header)
@@ -483,6 +532,7 @@ impl VectorIndex for HnswIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distance::dot;
     use crate::flat::FlatIndex;
 
     /// Deterministic pseudo-random unit-ish vectors in a few clusters.

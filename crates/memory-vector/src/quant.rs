@@ -147,6 +147,34 @@ impl Sq8 {
         into.bound = grid + weights + ROUNDING_SLACK;
     }
 
+    /// `query · x` where `x` is the vector `code` stands for on this grid,
+    /// in `f32`: finer than [`PreparedQuery::sim`], for a graph that keeps
+    /// codes only.
+    #[inline]
+    pub(crate) fn decoded_dot(&self, query: &[f32], code: &[i8]) -> f32 {
+        let mut sum = 0.0f32;
+        for (((&q, &c), &mid), &step) in query.iter().zip(code).zip(&self.mid).zip(&self.step) {
+            sum += q * (mid + f32::from(c) * step);
+        }
+        sum
+    }
+
+    /// The dot product of the two vectors `a` and `b` stand for.
+    #[inline]
+    pub(crate) fn code_dot(&self, a: &[i8], b: &[i8]) -> f32 {
+        let mut sum = 0.0f32;
+        for (((&x, &y), &mid), &step) in a.iter().zip(b).zip(&self.mid).zip(&self.step) {
+            sum += (mid + f32::from(x) * step) * (mid + f32::from(y) * step);
+        }
+        sum
+    }
+
+    /// Writes the vector `code` stands for into `out`.
+    pub(crate) fn decode_into(&self, code: &[i8], out: &mut Vec<f32>) {
+        out.clear();
+        out.extend(code.iter().zip(&self.mid).zip(&self.step).map(|((&c, &mid), &step)| mid + f32::from(c) * step));
+    }
+
     /// The grid's two tables, for a snapshot.
     pub(crate) fn parts(&self) -> (&[f32], &[f32]) {
         (&self.mid, &self.step)
@@ -197,6 +225,44 @@ impl CodeBook {
         book.dim = book.quant.dim();
         book.recode(table);
         book
+    }
+
+    /// Codes restored with their grid, for a table that is not kept.
+    pub(crate) fn with_codes(quant: Sq8, trained_at: usize, codes: Vec<i8>) -> Self {
+        let dim = quant.dim();
+        let rows = codes.len() / dim.max(1);
+        CodeBook { dim, quant, codes, off_grid: vec![false; rows], off_grid_count: 0, trained_at }
+    }
+
+    /// Codes `rows` (row-major unit vectors) and appends them, for a table
+    /// that is not kept: the grid is fitted to the first rows coded when
+    /// there are enough of them and never refitted after (a row off the
+    /// grid is clamped to its edge).
+    pub(crate) fn extend_rows(&mut self, rows: &[f32]) {
+        if self.trained_at == 0 && self.len() == 0 && rows.len() / self.dim >= QUANT_MIN_TRAIN {
+            self.quant = Sq8::train(rows, self.dim);
+            self.trained_at = rows.len() / self.dim;
+        }
+        let first = self.len();
+        let added = rows.len() / self.dim;
+        self.codes.resize((first + added) * self.dim, 0);
+        for (index, row) in rows.chunks_exact(self.dim).enumerate() {
+            let at = (first + index) * self.dim;
+            let within = self.quant.encode_into(row, &mut self.codes[at..at + self.dim]);
+            self.off_grid.push(!within);
+            self.off_grid_count += usize::from(!within);
+        }
+    }
+
+    /// The grid.
+    #[inline]
+    pub(crate) fn grid(&self) -> &Sq8 {
+        &self.quant
+    }
+
+    /// Every code, row-major.
+    pub(crate) fn all(&self) -> &[i8] {
+        &self.codes
     }
 
     /// Codes of row `row`.

@@ -27,6 +27,10 @@ pub enum SnapshotKind {
     Flat,
     /// An [`HnswIndex`](crate::HnswIndex): slot table plus graph files.
     Hnsw,
+    /// An [`HnswIndex`](crate::HnswIndex) that keeps SQ8 codes only
+    /// ([`HnswConfig::full_vectors`](crate::HnswConfig::full_vectors) off):
+    /// slot table, codes and graph.
+    HnswCodes,
 }
 
 impl SnapshotKind {
@@ -34,6 +38,7 @@ impl SnapshotKind {
         match self {
             SnapshotKind::Flat => 1,
             SnapshotKind::Hnsw => 2,
+            SnapshotKind::HnswCodes => 3,
         }
     }
 
@@ -41,6 +46,7 @@ impl SnapshotKind {
         match code {
             1 => Some(SnapshotKind::Flat),
             2 => Some(SnapshotKind::Hnsw),
+            3 => Some(SnapshotKind::HnswCodes),
             _ => None,
         }
     }
@@ -181,6 +187,10 @@ impl Encoder {
         self.u32(s.len() as u32);
         self.bytes.extend_from_slice(s.as_bytes());
     }
+    pub(crate) fn i8s(&mut self, values: &[i8]) {
+        self.bytes.extend(values.iter().map(|v| v.to_le_bytes()[0]));
+    }
+
     pub(crate) fn f32s(&mut self, values: &[f32]) {
         self.bytes.reserve(values.len() * 4);
         for v in values {
@@ -227,6 +237,10 @@ impl<'a> Decoder<'a> {
         let bytes = self.take(len, what)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| VectorError::corrupt(self.path, format!("{what} is not UTF-8")))
     }
+    pub(crate) fn i8s(&mut self, n: usize, what: &str) -> Result<Vec<i8>> {
+        Ok(self.take(n, what)?.iter().map(|&b| i8::from_le_bytes([b])).collect())
+    }
+
     pub(crate) fn f32s(&mut self, n: usize, what: &str) -> Result<Vec<f32>> {
         let len =
             n.checked_mul(4).ok_or_else(|| VectorError::corrupt(self.path, format!("{what} length overflows")))?;
@@ -358,7 +372,7 @@ pub(crate) fn read_snapshot(path: &Path, kind: SnapshotKind) -> Result<RawSnapsh
 
 /// Reads only the header of a snapshot (still verifying its hash).
 pub fn read_header(path: &Path) -> Result<SnapshotHeader> {
-    for kind in [SnapshotKind::Flat, SnapshotKind::Hnsw] {
+    for kind in [SnapshotKind::Flat, SnapshotKind::Hnsw, SnapshotKind::HnswCodes] {
         match read_snapshot(path, kind) {
             Ok(raw) => return Ok(raw.header),
             Err(VectorError::SnapshotMismatch { reason, .. }) if reason.starts_with("written by") => continue,

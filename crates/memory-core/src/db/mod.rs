@@ -53,6 +53,11 @@ pub struct MemoryConfig {
     pub busy_timeout: Duration,
     /// Active episodic rows kept; writes beyond it evict (10,000 by default).
     pub episodic_cap: usize,
+    /// Active vectors above which the episodic vector index keeps SQ8 codes
+    /// only and searches re-score its hits with the stored vectors
+    /// ([`EPISODIC_FULL_VECTORS_MAX`](crate::constants::EPISODIC_FULL_VECTORS_MAX)
+    /// by default): a quarter of the index's memory per row, the same cosines.
+    pub episodic_full_vectors_max: usize,
     /// Retrieval mode of [`MemoryDb::episodic_context`] (hybrid by default).
     pub episodic_mode: RetrievalMode,
     /// Fusion of hybrid episodic retrieval (RRF, k 60, by default).
@@ -71,6 +76,7 @@ impl Default for MemoryConfig {
             durability: Durability::Normal,
             busy_timeout: Duration::from_millis(BUSY_TIMEOUT_MS),
             episodic_cap: crate::constants::EPISODIC_DEFAULT_CAP,
+            episodic_full_vectors_max: crate::constants::EPISODIC_FULL_VECTORS_MAX,
             episodic_mode: RetrievalMode::Hybrid,
             episodic_fusion: Fusion::default(),
             episodic_prior_weight: crate::constants::HYBRID_PRIOR_WEIGHT,
@@ -159,6 +165,7 @@ impl BackgroundReader {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EpisodicConfig {
     pub(crate) cap: usize,
+    pub(crate) full_vectors_max: usize,
     pub(crate) mode: RetrievalMode,
     pub(crate) fusion: Fusion,
     pub(crate) prior_weight: f64,
@@ -628,6 +635,7 @@ fn validate_config(config: &MemoryConfig) -> Result<(Vec<String>, EpisodicConfig
     }
     let episodic_config = EpisodicConfig {
         cap: config.episodic_cap,
+        full_vectors_max: config.episodic_full_vectors_max,
         mode: config.episodic_mode,
         fusion: config.episodic_fusion,
         prior_weight: config.episodic_prior_weight,

@@ -31,6 +31,10 @@ pub(crate) struct Slot {
     pub(crate) building: bool,
     /// Whether `index` was loaded from the snapshot file.
     pub(crate) from_snapshot: bool,
+    /// Vectors the running background build reads: above
+    /// [`EPISODIC_SCAN_MAX_ROWS`](crate::constants::EPISODIC_SCAN_MAX_ROWS)
+    /// searches do not scan meanwhile.
+    pub(crate) building_rows: usize,
 }
 
 /// Per-store episodic state: the vector index and the model-swap progress.
@@ -88,9 +92,47 @@ pub(crate) fn index_error(operation: &'static str) -> impl FnOnce(cairn_memory_v
     move |source| MemoryError::Index { operation, source }
 }
 
-pub(crate) fn build_index(dim: usize, rows: &[(u64, Vec<f32>)]) -> Result<AutoIndex> {
+/// The episodic index's configuration for `dim`-wide vectors: a graph of
+/// more than `full_vectors_max` vectors keeps codes only.
+pub(crate) fn index_config(dim: usize, full_vectors_max: usize) -> IndexConfig {
+    IndexConfig::new(dim).with_full_vectors_max(full_vectors_max)
+}
+
+pub(crate) fn build_index(config: IndexConfig, rows: &[(u64, Vec<f32>)]) -> Result<AutoIndex> {
     let borrowed: Vec<(u64, &[f32])> = rows.iter().map(|(id, vector)| (*id, vector.as_slice())).collect();
-    AutoIndex::build(IndexConfig::new(dim), &borrowed).map_err(index_error("building the episodic index"))
+    AutoIndex::build(config, &borrowed).map_err(index_error("building the episodic index"))
+}
+
+/// `hits` of `index` for `query` with exact cosines: as they are from an
+/// index that keeps its vectors; re-scored with the stored vectors (and
+/// re-sorted) from one that keeps codes only. Rows no longer active are
+/// dropped.
+pub(crate) fn exact_hits(
+    tx: &mut dyn StoreTx,
+    index: &AutoIndex,
+    space: &str,
+    query: &[f32],
+    k: usize,
+) -> Result<Vec<cairn_memory_vector::Hit>> {
+    let search = |k: usize| index.search(query, k).map_err(index_error("searching episodic vectors"));
+    if index.exact() {
+        return search(k);
+    }
+    // The codes' order is close to the cosines': a margin of extra hits
+    // lets a row just past the k-th by its codes move in.
+    let hits = search(k + k / 4 + 8)?;
+    let ids: Vec<i64> = hits.iter().map(|hit| hit.id as i64).collect();
+    let mut exact: Vec<cairn_memory_vector::Hit> = tx
+        .episodic_vectors(space, Some(&ids))?
+        .into_iter()
+        .filter_map(|(id, blob)| {
+            let vector = blob_vector(&blob).filter(|vector| vector.len() == query.len())?;
+            Some(cairn_memory_vector::Hit { id: id as u64, cosine: cairn_memory_vector::dot(query, &vector) })
+        })
+        .collect();
+    exact.sort_by(cairn_memory_vector::Hit::rank_cmp);
+    exact.truncate(k);
+    Ok(exact)
 }
 
 /// An index and whether it came from the snapshot file.
@@ -109,16 +151,17 @@ pub(crate) struct LoadedIndex {
 pub(crate) fn load_or_build_index(
     tx: &mut dyn StoreTx,
     space: &str,
-    dim: usize,
+    config: IndexConfig,
     snapshot: Option<&Path>,
 ) -> Result<LoadedIndex> {
+    let dim = config.dim;
     // Read first: rows written after it make the snapshot written below
     // carry an older revision than the table, so it is rebuilt next time.
     let revision = tx.revision(Counter::Episodic)?;
     let signature = snapshot_signature(tx, space, revision)?;
     if let Some(path) = snapshot.filter(|path| path.exists()) {
         let expected = SnapshotExpectation::from_ids(signature.as_str(), dim, active_vector_ids(tx, space)?);
-        match AutoIndex::restore(path, &expected, IndexConfig::new(dim)) {
+        match AutoIndex::restore(path, &expected, config.clone()) {
             Ok(index) => {
                 tracing::info!(rows = index.len(), "episodic index loaded from its snapshot");
                 return Ok(LoadedIndex { index, from_snapshot: true });
@@ -126,7 +169,7 @@ pub(crate) fn load_or_build_index(
             Err(error) => tracing::info!(%error, "episodic index snapshot not usable; building from the table"),
         }
     }
-    let index = build_index(dim, &load_vectors(tx, space, None)?)?;
+    let index = build_index(config, &load_vectors(tx, space, None)?)?;
     if let Some(path) = snapshot
         && index.len() > cairn_memory_vector::constants::AUTO_CROSSOVER
         && let Err(error) = index.snapshot(path, &signature)

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cairn_embedder::HashEmbedder;
+use cairn_embedder::{EmbeddingBackend as _, HashEmbedder};
 use rusqlite::Connection;
 
 use super::{EpisodicOutcome, EpisodicQuery, NewEpisode, RetrievalMode};
@@ -120,4 +120,59 @@ fn a_failed_index_add_after_the_row_insert_rolls_the_row_back() {
     ids.sort_unstable();
     assert_eq!(ids, vec![first as u64, id as u64]);
     assert_eq!(db.list_episodic(10, 0).unwrap().len(), 2);
+}
+
+/// A store whose index keeps codes only (more vectors than
+/// `episodic_full_vectors_max`) still answers with exact cosines, finds a
+/// near duplicate by its exact cosine and loads its codes-only snapshot.
+#[test]
+fn an_index_of_codes_only_keeps_every_cosine_exact() {
+    let home = tempfile::tempdir().unwrap();
+    let config = MemoryConfig { episodic_full_vectors_max: 1_000, ..MemoryConfig::default() };
+    let embedder = Arc::new(cairn_embedder::WordVectorEmbedder::new(64));
+    let db = MemoryDb::open_in_home(home.path(), config.clone()).unwrap().with_embedder(embedder.clone());
+    let sentence = |i: usize| format!("row {i} says word{} and word{} near word{}", i % 97, i % 89, i % 83);
+    // Just past the crossover, so a graph is built.
+    let rows = cairn_memory_vector::constants::AUTO_CROSSOVER + 200;
+    for i in 0..rows {
+        db.write_episodic(&NewEpisode::new(sentence(i)).defer_embedding(true)).unwrap();
+    }
+    assert_eq!(db.backfill_missing_embeddings(None).unwrap().remaining, 0);
+    let status = db.build_episodic_index().unwrap();
+    assert_eq!(status.index_len, rows);
+    let index = db.current_index().unwrap();
+    assert!(!index.exact(), "{rows} vectors are above the limit of 1,000");
+
+    let exact = |text: &str, query: &[f32]| {
+        let mut stored = embedder.embed(text).unwrap();
+        cairn_embedder::l2_normalize(&mut stored);
+        cairn_memory_vector::dot(query, &stored)
+    };
+    for probe in [3, 1_234, 4_999] {
+        let text = format!("{} and more", sentence(probe));
+        let mut query = embedder.embed(&text).unwrap();
+        cairn_embedder::l2_normalize(&mut query);
+        let hits = db
+            .search_episodic(&EpisodicQuery::new(text).mode(RetrievalMode::PureVector).limit(10).vector(query.clone()))
+            .unwrap();
+        assert!(!hits.is_empty());
+        for hit in &hits {
+            let cosine = hit.score.cosine.unwrap();
+            assert!((cosine - exact(&hit.text, &query)).abs() < 1e-5, "hit {} scored {cosine} from codes", hit.id);
+        }
+    }
+    // A near duplicate is found, with its exact cosine.
+    let outcome = db.write_episodic(&NewEpisode::new(format!("{}.", sentence(42)))).unwrap();
+    let EpisodicOutcome::Duplicate { cosine, .. } = outcome else { panic!("a near duplicate: {outcome:?}") };
+    let mut query = embedder.embed(&format!("{}.", sentence(42))).unwrap();
+    cairn_embedder::l2_normalize(&mut query);
+    assert!((cosine - exact(&sentence(42), &query)).abs() < 1e-5);
+
+    // The snapshot holds codes only and a reopened store loads it.
+    assert!(db.save_episodic_index().unwrap() || db.episodic_snapshot_path().unwrap().exists());
+    drop(db);
+    let reopened = MemoryDb::open_in_home(home.path(), config).unwrap().with_embedder(embedder);
+    let status = reopened.build_episodic_index().unwrap();
+    assert!(status.loaded_from_snapshot && status.index_len == rows, "{status:?}");
+    assert!(!reopened.current_index().unwrap().exact());
 }

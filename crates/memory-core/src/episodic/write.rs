@@ -9,7 +9,7 @@ use crate::constants::{
     EPISODIC_DEDUP_COSINE, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS, EPISODIC_MAX_TAG_CHARS,
     EPISODIC_MAX_TAGS, EPISODIC_MIN_CHARS,
 };
-use crate::error::{MemoryError, Rejected, Result};
+use crate::error::{Rejected, Result};
 use crate::store::EventRecord;
 use crate::store::{EpisodicRow, StoreTx};
 use crate::types::MemoryAuditAction;
@@ -106,12 +106,11 @@ pub(crate) fn find_near_duplicate(
     vector: &[f32],
     space: &str,
 ) -> Result<Option<(i64, f32)>> {
-    let operation = "checking for a near duplicate";
     match access {
         IndexAccess::Ready(index) => {
             let mut probe = DEDUP_PROBE;
             loop {
-                let hits = index.search(vector, probe).map_err(|source| MemoryError::Index { operation, source })?;
+                let hits = super::index::exact_hits(tx, index, space, vector, probe)?;
                 for hit in &hits {
                     if hit.cosine <= EPISODIC_DEDUP_COSINE {
                         return Ok(None);

@@ -22,7 +22,7 @@ fn a_version_5_store_opens_and_gains_the_ledger() {
     }
     let db = MemoryDb::open(&path, MemoryConfig::default()).unwrap();
     assert_eq!(db.stats().unwrap().schema_version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     assert!(db.get_semantic("pref.x").unwrap().is_some());
     let row = super::ledger::LedgerRow {
         source: "hermes",

@@ -273,6 +273,11 @@ pub(crate) trait EpisodicRows {
     fn episodic_active_ids(&mut self) -> Result<Vec<i64>>;
     /// Counts; `with_vectors` in `space` (0 for `None`).
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts>;
+    /// Active rows (`episodic_counts(None).live`), without counting the
+    /// table where the backend keeps the count.
+    fn episodic_live_count(&mut self) -> Result<i64> {
+        Ok(self.episodic_counts(None)?.live)
+    }
     /// Records `last_accessed` on `ids`.
     fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()>;
 }

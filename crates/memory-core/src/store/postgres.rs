@@ -201,6 +201,32 @@ const MIGRATIONS: &[&str] = &[
         body       TEXT NOT NULL
     );
     "#,
+    // 7: the count of active episodic rows, kept by a trigger, and an index
+    // of the ids of rows with a vector (the SQLite schema's migration 10
+    // says why).
+    r#"
+    CREATE INDEX episodic_vector_ids ON episodic_memories (embedding_space, id)
+        WHERE NOT is_deleted AND embedding IS NOT NULL;
+    INSERT INTO meta (name, value) SELECT 'episodic_live', count(*) FROM episodic_memories WHERE NOT is_deleted;
+    CREATE FUNCTION episodic_live_count() RETURNS trigger LANGUAGE plpgsql AS $body$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            IF NOT NEW.is_deleted THEN
+                UPDATE meta SET value = value + 1 WHERE name = 'episodic_live';
+            END IF;
+        ELSIF TG_OP = 'DELETE' THEN
+            IF NOT OLD.is_deleted THEN
+                UPDATE meta SET value = value - 1 WHERE name = 'episodic_live';
+            END IF;
+        ELSIF OLD.is_deleted <> NEW.is_deleted THEN
+            UPDATE meta SET value = value + CASE WHEN NEW.is_deleted THEN -1 ELSE 1 END WHERE name = 'episodic_live';
+        END IF;
+        RETURN NULL;
+    END
+    $body$;
+    CREATE TRIGGER episodic_live AFTER INSERT OR DELETE OR UPDATE OF is_deleted ON episodic_memories
+        FOR EACH ROW EXECUTE FUNCTION episodic_live_count();
+    "#,
 ];
 
 /// The schema a gateway's store lives in.
@@ -1233,6 +1259,16 @@ impl EpisodicRows for PgTx<'_> {
             &[],
         )?;
         Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn episodic_live_count(&mut self) -> Result<i64> {
+        self.lock_episodic()?;
+        let row = self.query_one(
+            "counting active episodic rows",
+            "SELECT value FROM meta WHERE name = 'episodic_live'",
+            &[],
+        )?;
+        Ok(row.get(0))
     }
 
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {

@@ -552,6 +552,10 @@ impl EpisodicRows for SqliteTx<'_> {
         )
     }
 
+    fn episodic_live_count(&mut self) -> Result<i64> {
+        self.count("SELECT value FROM meta WHERE name = 'episodic_live'", [])
+    }
+
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
         let Some(space) = space else {
             // Both counts run on the `episodic_live` index alone.

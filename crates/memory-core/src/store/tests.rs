@@ -103,7 +103,34 @@ store_suite!(
     settings_get_and_set,
     evidence_follows_its_row,
     runs_are_recorded_and_rows_put_back,
+    episodic_live_count_follows_the_rows,
 );
+
+/// The kept count of active rows equals a count of the table after
+/// inserts, tombstones and a write that fails, and survives a reopen.
+fn episodic_live_count_follows_the_rows(fixture: &Fixture) {
+    let counted = |backend: &dyn Backend| {
+        backend.read("counting", |tx| Ok((tx.episodic_live_count()?, tx.episodic_counts(None)?.live))).unwrap()
+    };
+    let backend = &*fixture.backend;
+    assert_eq!(counted(backend), (0, 0));
+    let ids = insert_episodes(
+        backend,
+        &[("one row", 0.5, 100, None), ("two rows", 0.5, 200, Some("s1")), ("three rows", 0.5, 300, None)],
+    );
+    assert_eq!(counted(backend), (3, 3));
+    tombstone(backend, ids[1]);
+    tombstone(backend, ids[1]);
+    assert_eq!(counted(backend), (2, 2), "a second tombstone of one row changes nothing");
+    let failed: Result<()> = backend.write("a write that fails", |tx| {
+        tx.tombstone_episodic(ids[0])?;
+        Err(MemoryError::InvalidConfig("refused on purpose".to_owned()))
+    });
+    assert!(failed.is_err());
+    assert_eq!(counted(backend), (2, 2), "a rolled-back tombstone leaves the count");
+    let reopened = (fixture.reopen)();
+    assert_eq!(counted(&*reopened), (2, 2));
+}
 
 fn runs_are_recorded_and_rows_put_back(fixture: &Fixture) {
     let backend = &*fixture.backend;

@@ -195,6 +195,7 @@ pub(crate) async fn embedding_status(State(state): State<Arc<AppState>>) -> ApiR
             "error": error.map(|error| cairn_guard::redact_all(&error).into_owned()),
             "reembed": memory.reembed_progress(),
             "backfill": memory.backfill_progress(),
+            "episodic_index": memory.episodic_index_status().ok(),
         }))
     })
     .await?;

@@ -60,7 +60,7 @@ impl MemoryDb {
         let count = tx.episodic_counts(Some(space))?.with_vectors;
         if count as usize <= cairn_memory_vector::constants::AUTO_CROSSOVER {
             let rows = load_vectors(tx, space, None)?;
-            let index = Arc::new(build_index(dim, &rows)?);
+            let index = Arc::new(build_index(self.index_config(dim), &rows)?);
             let mut slot = self.episodic.slot.write();
             *slot = Slot {
                 index: Some(Arc::clone(&index)),
@@ -68,23 +68,25 @@ impl MemoryDb {
                 revision: Some(revision),
                 building: false,
                 from_snapshot: false,
+                building_rows: 0,
             };
             return Ok(IndexAccess::Ready(index));
         }
-        self.start_background_build(space, dim);
+        self.start_background_build(space, dim, count as usize);
         Ok(IndexAccess::Scan)
     }
 
     /// Builds a large index on its own thread and connection; the result
     /// is installed with no revision, so the next user diffs it against the
     /// table before trusting it.
-    fn start_background_build(&self, space: &str, dim: usize) {
+    fn start_background_build(&self, space: &str, dim: usize, rows: usize) {
         {
             let mut slot = self.episodic.slot.write();
             if slot.building {
                 return;
             }
             slot.building = true;
+            slot.building_rows = rows;
             slot.index = None;
             slot.space = None;
             slot.revision = None;
@@ -94,13 +96,14 @@ impl MemoryDb {
         let reader = self.background_reader();
         let snapshot = self.episodic_snapshot_path();
         let space = space.to_owned();
+        let config = self.index_config(dim);
         let (sender, receiver) = std::sync::mpsc::channel::<Result<LoadedIndex>>();
         let build_space = space.clone();
         std::thread::Builder::new()
             .name("cairn-episodic-index".to_owned())
             .spawn(move || {
                 let result = reader.read("building the episodic index", |tx| {
-                    load_or_build_index(tx, &build_space, dim, snapshot.as_deref())
+                    load_or_build_index(tx, &build_space, config, snapshot.as_deref())
                 });
                 let _ = sender.send(result);
             })
@@ -210,6 +213,18 @@ impl MemoryDb {
         self.episodic.slot.read().index.clone()
     }
 
+    /// The episodic index's configuration for `dim`-wide vectors.
+    pub(crate) fn index_config(&self, dim: usize) -> cairn_memory_vector::IndexConfig {
+        crate::episodic::index::index_config(dim, self.episodic_config.full_vectors_max)
+    }
+
+    /// Whether a background build is running over more vectors than a
+    /// search should scan meanwhile.
+    pub(crate) fn too_large_to_scan(&self) -> bool {
+        let slot = self.episodic.slot.read();
+        slot.building && slot.building_rows > crate::constants::EPISODIC_SCAN_MAX_ROWS
+    }
+
     /// Forgets the index's revision so the next user re-checks it.
     pub(crate) fn distrust_index(&self) {
         self.episodic.slot.write().revision = None;
@@ -238,6 +253,8 @@ impl MemoryDb {
             space: slot.space.clone(),
             keyword_index_len,
             loaded_from_snapshot: slot.index.is_some() && slot.from_snapshot,
+            index_bytes: slot.index.as_ref().map_or(0, |index| index.memory_bytes()),
+            keyword_index_bytes: self.keyword_index_bytes(),
         })
     }
 
@@ -262,7 +279,8 @@ impl MemoryDb {
                 if needs_full {
                     let revision = tx.revision(Counter::Episodic)?;
                     let snapshot = self.episodic_snapshot_path();
-                    let loaded = load_or_build_index(tx, &space, embedder.dim(), snapshot.as_deref())?;
+                    let loaded =
+                        load_or_build_index(tx, &space, self.index_config(embedder.dim()), snapshot.as_deref())?;
                     *self.episodic.pending.lock() = None;
                     *self.episodic.slot.write() = Slot {
                         index: Some(Arc::new(loaded.index)),
@@ -270,6 +288,7 @@ impl MemoryDb {
                         revision: Some(revision),
                         building: false,
                         from_snapshot: loaded.from_snapshot,
+                        building_rows: 0,
                     };
                 } else {
                     self.index_locked(tx, &space, embedder.dim())?;

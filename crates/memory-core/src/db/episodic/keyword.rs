@@ -60,7 +60,7 @@ impl MemoryDb {
             self.episodic.keywords.slot.write().revision = Some(revision);
             return Ok(Some(index));
         }
-        let count = tx.episodic_counts(None)?.live;
+        let count = tx.episodic_live_count()?;
         if inline || count as usize <= KEYWORD_INLINE_BUILD || !self.has_own_keyword_index() {
             let (index, revision) = build(tx)?;
             let index = Arc::new(index);
@@ -120,6 +120,11 @@ impl MemoryDb {
     /// Documents in the keyword index, if there is one.
     pub(crate) fn keyword_index_len(&self) -> Option<usize> {
         self.episodic.keywords.slot.read().index.as_ref().map(|index| index.len())
+    }
+
+    /// Approximate heap bytes of the keyword index (0 before it is built).
+    pub(crate) fn keyword_index_bytes(&self) -> usize {
+        self.episodic.keywords.slot.read().index.as_ref().map_or(0, |index| index.memory_bytes())
     }
 
     /// Blocks until a background keyword build has finished and installs it.

@@ -5,7 +5,7 @@ use crate::bm25;
 use crate::clock::now_ms;
 use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
 use crate::db::MemoryDb;
-use crate::episodic::index::IndexAccess;
+use crate::episodic::index::{IndexAccess, exact_hits};
 use crate::episodic::search::{
     Candidate, FILTERED_PROBES, ListPositions, fetch_row, rank, read_neighbours, sanitize_fts_query, scan,
 };
@@ -125,11 +125,13 @@ impl MemoryDb {
                 if let IndexAccess::Ready(index) = &access {
                     ready_index = Some(Arc::clone(index));
                 }
+                // While a large store's index is first made ready, the
+                // keyword path answers alone.
+                let skip_scan = matches!(access, IndexAccess::Scan) && self.too_large_to_scan();
                 let mut search = |k: usize| -> Result<Vec<Hit>> {
                     match &access {
-                        IndexAccess::Ready(index) => index
-                            .search(vector, k)
-                            .map_err(|source| MemoryError::Index { operation: "searching episodic vectors", source }),
+                        IndexAccess::Ready(index) => exact_hits(tx, index, space, vector, k),
+                        IndexAccess::Scan if skip_scan => Ok(Vec::new()),
                         IndexAccess::Scan => scan(tx, space, vector, k),
                     }
                 };
@@ -176,9 +178,9 @@ impl MemoryDb {
                 }
             }
             // Keyword-only rows take their cosine from the index's copy of
-            // their vector when there is one, not from the stored blob.
+            // their vector when it keeps one, not from the stored blob.
             let mut index_cosines: HashMap<i64, f32> = HashMap::new();
-            if let (Some(index), Some(vector)) = (&ready_index, query_vector) {
+            if let (Some(index), Some(vector)) = (ready_index.as_ref().filter(|index| index.exact()), query_vector) {
                 let keyword_only: Vec<u64> = by_id
                     .iter()
                     .filter(|(_, (vector_hit, _))| vector_hit.is_none())

@@ -133,7 +133,7 @@ impl MemoryDb {
                 body_done = true;
                 return Ok(Written::Duplicate { of, cosine });
             }
-            let active = tx.episodic_counts(None)?.live;
+            let active = tx.episodic_live_count()?;
             let mut evicted = Vec::new();
             if active as usize >= cap {
                 if episode.preserve {

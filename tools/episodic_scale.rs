@@ -1,0 +1,372 @@
+//! Episodic memory at scale: a store of `--rows` synthetic rows (the cap
+//! raised to fit them), then, in a fresh process so its memory is the
+//! store's alone: opening it, the first context, the index being ready
+//! (from its snapshot when there is one), hybrid `episodic_context`
+//! latency and the resident memory per row. With `--cairn` and `--model`,
+//! also the resident memory of `cairn serve` on the same home with the
+//! real model loaded, once its index is ready.
+//!
+//! ```text
+//! cargo build --release -p cairn-gateway-bin --bin cairn -p cairn-tools --bin episodic_scale
+//! target/release/episodic_scale --rows 1000000 --home /tmp/scale-1m \
+//!     [--postgres-url postgres://cairn@127.0.0.1:PORT/cairn_scale] \
+//!     [--cairn target/release/cairn --model ~/.local/share/cairn/models/all-MiniLM-L6-v2]
+//! ```
+//!
+//! Rows are 12-word sentences over a 2,000-word vocabulary plus an
+//! `(entry N)` tag, as in the `episodic` criterion bench; their vectors
+//! come from the 384-wide word-vector embedder named all-MiniLM-L6-v2, so
+//! searches run under that model's gate and the gateway, loading the real
+//! model, reads them as its own space. A home that already holds `--rows`
+//! rows is reused (the fill is printed once). With `--postgres-url` the rows
+//! live in that PostgreSQL database (created if missing) and the home keeps
+//! the snapshot.
+
+#[path = "support/serve_address.rs"]
+mod serve_address;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use cairn_embedder::{EmbeddingBackend, WordVectorEmbedder};
+use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode};
+
+const DIM: usize = 384;
+const VOCABULARY: usize = 2_000;
+const MODEL_ID: &str = "all-MiniLM-L6-v2";
+/// Rows written per progress line.
+const FILL_REPORT_EVERY: usize = 50_000;
+
+struct Options {
+    rows: usize,
+    home: PathBuf,
+    postgres_url: Option<String>,
+    queries: usize,
+    measure_only: bool,
+    cairn: Option<PathBuf>,
+    model: Option<PathBuf>,
+}
+
+fn options() -> anyhow::Result<Options> {
+    let mut options = Options {
+        rows: 100_000,
+        home: PathBuf::new(),
+        postgres_url: None,
+        queries: 400,
+        measure_only: false,
+        cairn: None,
+        model: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--rows" => options.rows = value()?.parse()?,
+            "--home" => options.home = PathBuf::from(value()?),
+            "--postgres-url" => options.postgres_url = Some(value()?),
+            "--queries" => options.queries = value()?.parse()?,
+            "--measure" => options.measure_only = true,
+            "--cairn" => options.cairn = Some(PathBuf::from(value()?)),
+            "--model" => options.model = Some(PathBuf::from(value()?)),
+            other => bail!("unknown option {other}"),
+        }
+    }
+    if options.home.as_os_str().is_empty() {
+        bail!("--home is required");
+    }
+    if options.rows == 0 {
+        bail!("--rows must be at least 1");
+    }
+    Ok(options)
+}
+
+/// The word-vector embedder under the model's name.
+struct Named(WordVectorEmbedder);
+
+impl EmbeddingBackend for Named {
+    fn model_id(&self) -> &str {
+        MODEL_ID
+    }
+    fn dim(&self) -> usize {
+        DIM
+    }
+    fn is_ready(&self) -> bool {
+        true
+    }
+    fn embed_batch(&self, texts: &[&str]) -> cairn_embedder::Result<Vec<Vec<f32>>> {
+        self.0.embed_batch(texts)
+    }
+}
+
+fn embedder() -> Arc<dyn EmbeddingBackend> {
+    Arc::new(Named(WordVectorEmbedder::new(DIM)))
+}
+
+fn word(i: usize) -> String {
+    const SYLLABLES: &[&str] = &["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "pe", "da", "zu", "gra"];
+    let mut out = String::new();
+    let mut n = i + 1;
+    while n > 0 {
+        out.push_str(SYLLABLES[n % SYLLABLES.len()]);
+        n /= SYLLABLES.len();
+    }
+    out
+}
+
+fn sentence(seed: usize) -> String {
+    let mut state = seed as u64 * 6_364_136_223_846_793_005 + 1_442_695_040_888_963_407;
+    let mut words = Vec::new();
+    for _ in 0..12 {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        words.push(word((state >> 33) as usize % VOCABULARY));
+    }
+    format!("{} (entry {seed})", words.join(" "))
+}
+
+/// Query `i`: a stored row with two words changed.
+fn query(i: usize, rows: usize) -> String {
+    let seed = (i * 7_919) % rows;
+    let mut words: Vec<String> = sentence(seed).split(' ').map(str::to_owned).collect();
+    words[1] = word(i);
+    words[5] = word(i + 1);
+    words.join(" ")
+}
+
+fn config(rows: usize) -> MemoryConfig {
+    MemoryConfig { episodic_cap: rows.max(10_000), ..MemoryConfig::default() }
+}
+
+fn open(options: &Options) -> anyhow::Result<MemoryDb> {
+    let config = config(options.rows);
+    let db = match &options.postgres_url {
+        Some(url) => MemoryDb::open_postgres(url, &options.home, config)?,
+        None => MemoryDb::open_in_home(&options.home, config)?,
+    };
+    Ok(db.with_embedder(embedder()))
+}
+
+fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+        .context("no VmRSS line")
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// Writes the rows the store lacks, then embeds them and builds and saves
+/// the index; nothing when the store is full already.
+fn fill(options: &Options) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&options.home)?;
+    // The gateway reads the raised cap from the home's settings.
+    std::fs::write(
+        options.home.join("config.json"),
+        serde_json::to_string_pretty(&serde_json::json!({"memory": {"episodic_cap": options.rows.max(10_000)}}))?,
+    )?;
+    let db = open(options)?;
+    let have = db.episodic_index_status()?.active;
+    if have >= options.rows {
+        return Ok(());
+    }
+    eprintln!("filling {} rows ({have} there) ...", options.rows);
+    let started = Instant::now();
+    for seed in have..options.rows {
+        let episode = NewEpisode::new(sentence(seed))
+            .importance((seed % 10) as f64 / 10.0)
+            .created_at(1_700_000_000_000 - (seed as i64 % 400) * 86_400_000)
+            .defer_embedding(true);
+        db.write_episodic(&episode)?;
+        if (seed + 1) % FILL_REPORT_EVERY == 0 {
+            eprintln!("  {} rows, {:.0?}", seed + 1, started.elapsed());
+        }
+    }
+    let written = started.elapsed();
+    let started = Instant::now();
+    let report = db.backfill_missing_embeddings(None)?;
+    let backfill = started.elapsed();
+    if report.remaining != 0 {
+        bail!("backfill left {} rows without a vector", report.remaining);
+    }
+    let started = Instant::now();
+    let status = db.build_episodic_index()?;
+    let built = started.elapsed();
+    let started = Instant::now();
+    db.save_episodic_index()?;
+    let saved = started.elapsed();
+    println!(
+        "fill: {} rows written in {written:.1?} ({:.0} rows/s); backfill of their vectors {backfill:.1?} \
+         ({:.0} rows/s); index built from the table {built:.1?} ({} vectors); snapshot saved {saved:.1?}",
+        options.rows - have,
+        (options.rows - have) as f64 / written.as_secs_f64(),
+        report.embedded as f64 / backfill.as_secs_f64(),
+        status.index_len,
+    );
+    Ok(())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[at.min(sorted.len() - 1)]
+}
+
+/// Runs in its own process: open, first context, index ready, latency, memory.
+fn measure(options: &Options) -> anyhow::Result<()> {
+    let pid = std::process::id();
+    // Query vectors are made before the store is opened, so their cost and
+    // memory are not the store's.
+    let embedder = embedder();
+    let queries: Vec<(String, Vec<f32>)> = (0..options.queries)
+        .map(|i| {
+            let text = query(i, options.rows);
+            let vector = embedder.embed(&text)?;
+            Ok((text, vector))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let before_kib = rss_kib(pid)?;
+    let started = Instant::now();
+    let db = open(options)?;
+    let opened = started.elapsed();
+    let (text, vector) = &queries[0];
+    let context = db.episodic_context_for(&EpisodicQuery::new(text.clone()).vector(vector.clone()), 3_000)?;
+    let first = started.elapsed();
+    let status = db.build_episodic_index()?;
+    let ready = started.elapsed();
+    if status.index_len != options.rows {
+        bail!("the index holds {} vectors, not {}", status.index_len, options.rows);
+    }
+    let ready_kib = rss_kib(pid)?;
+    let mut times = Vec::with_capacity(queries.len());
+    let mut admitted = 0;
+    for (text, vector) in &queries {
+        let query = EpisodicQuery::new(text.clone()).vector(vector.clone());
+        let started = Instant::now();
+        let context = db.episodic_context_for(&query, 3_000)?;
+        times.push(started.elapsed());
+        admitted += context.hits.len();
+    }
+    times.sort_unstable();
+    let after_kib = rss_kib(pid)?;
+    let rows = options.rows as f64;
+    println!("| rows | {} |", options.rows);
+    println!("| backend | {} |", if options.postgres_url.is_some() { "PostgreSQL" } else { "SQLite" });
+    println!("| open | {opened:.1?} |");
+    println!("| first context after open | {first:.1?} ({} hits) |", context.hits.len());
+    println!(
+        "| index ready after open | {ready:.1?} ({}) |",
+        if status.loaded_from_snapshot { "from its snapshot" } else { "built from the table" }
+    );
+    println!(
+        "| hybrid `episodic_context`, {} queries | p50 {:.2?}, p95 {:.2?}, max {:.2?}; {:.2} hits each |",
+        times.len(),
+        percentile(&times, 0.5),
+        percentile(&times, 0.95),
+        percentile(&times, 1.0),
+        admitted as f64 / times.len() as f64
+    );
+    println!(
+        "| resident memory | {:.0} MiB before open, {:.0} MiB index ready, {:.0} MiB after the queries |",
+        mib(before_kib),
+        mib(ready_kib),
+        mib(after_kib)
+    );
+    println!(
+        "| resident bytes per row | {:.0} (vector index {:.0}, keyword index {:.0}) |",
+        (after_kib.saturating_sub(before_kib) * 1024) as f64 / rows,
+        status.index_bytes as f64 / rows,
+        status.keyword_index_bytes as f64 / rows,
+    );
+    Ok(())
+}
+
+/// `cairn serve` on the home with the real model: its resident memory once
+/// the episodic index is ready.
+fn gateway(options: &Options, cairn: &Path, model: &Path) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let port_file = options.home.join("scale.port");
+    let _ = std::fs::remove_file(&port_file);
+    let mut command = Command::new(cairn);
+    command
+        .arg("--home")
+        .arg(&options.home)
+        .args(["serve", "--port", "0", "--port-file"])
+        .arg(&port_file)
+        .env("CAIRN_EMBED_MODEL_PATH", model)
+        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+        .env_remove("CAIRN_HOME")
+        .env_remove("CAIRN_EMBED_MODEL_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(url) = &options.postgres_url {
+        command.env("CAIRN_STORAGE_URL", url);
+    }
+    let mut child = command.spawn().context("starting cairn serve")?;
+    let result = (|| {
+        let base = format!("http://{}", serve_address::wait_for_address(&mut child, &port_file)?);
+        let token = std::fs::read_to_string(options.home.join("server.token"))?.trim().to_owned();
+        let agent = ureq::Agent::new_with_defaults();
+        let search = |i: usize| -> anyhow::Result<serde_json::Value> {
+            Ok(agent
+                .get(format!("{base}/api/memory/episodic/search"))
+                .query("q", query(i, options.rows))
+                .header("Authorization", &format!("Bearer {token}"))
+                .call()?
+                .body_mut()
+                .read_json()?)
+        };
+        // The first search starts the index loading, if start-up has not.
+        search(0)?;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let status: serde_json::Value = agent
+                .get(format!("{base}/api/memory/embedding-status"))
+                .header("Authorization", &format!("Bearer {token}"))
+                .call()?
+                .body_mut()
+                .read_json()?;
+            if status["episodic_index"]["ready"] == serde_json::Value::Bool(true)
+                && status["episodic_index"]["index_len"].as_u64() == Some(options.rows as u64)
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("the gateway's index was not ready after 10 minutes: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let ready = started.elapsed();
+        let response = search(1)?;
+        let kib = rss_kib(child.id())?;
+        println!(
+            "| `cairn serve` with the model, index ready | {:.0} MiB resident, ready {ready:.1?} after start; a search answered {} hits |",
+            mib(kib),
+            response["results"].as_array().map_or(0, Vec::len)
+        );
+        Ok(())
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+fn main() -> anyhow::Result<()> {
+    let options = options()?;
+    if options.measure_only {
+        return measure(&options);
+    }
+    fill(&options)?;
+    let mut command = Command::new(std::env::current_exe()?);
+    command.args(std::env::args().skip(1)).arg("--measure");
+    if !command.status()?.success() {
+        bail!("the measuring process failed");
+    }
+    if let (Some(cairn), Some(model)) = (&options.cairn, &options.model) {
+        gateway(&options, cairn, model)?;
+    }
+    Ok(())
+}
