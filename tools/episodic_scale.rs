@@ -139,6 +139,26 @@ fn config(rows: usize) -> MemoryConfig {
     MemoryConfig { episodic_cap: rows.max(10_000), ..MemoryConfig::default() }
 }
 
+/// Creates the database `url` names when it does not exist, through the
+/// server's `postgres` database.
+fn ensure_database(url: &str) -> anyhow::Result<()> {
+    if postgres::Client::connect(url, postgres::NoTls).is_ok() {
+        return Ok(());
+    }
+    let (base, query) = url.split_once('?').map_or((url, None), |(base, query)| (base, Some(query)));
+    let (server, name) = base.rsplit_once('/').context("the URL names no database")?;
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        bail!("the database name {name:?} is not a plain identifier");
+    }
+    let admin = match query {
+        Some(query) => format!("{server}/postgres?{query}"),
+        None => format!("{server}/postgres"),
+    };
+    let mut client = postgres::Client::connect(&admin, postgres::NoTls)?;
+    client.batch_execute(&format!("CREATE DATABASE {name}"))?;
+    Ok(())
+}
+
 fn open(options: &Options) -> anyhow::Result<MemoryDb> {
     let config = config(options.rows);
     let db = match &options.postgres_url {
@@ -164,6 +184,9 @@ fn mib(kib: u64) -> f64 {
 /// the index; nothing when the store is full already.
 fn fill(options: &Options) -> anyhow::Result<()> {
     std::fs::create_dir_all(&options.home)?;
+    if let Some(url) = &options.postgres_url {
+        ensure_database(url)?;
+    }
     // The gateway reads the raised cap from the home's settings.
     std::fs::write(
         options.home.join("config.json"),

@@ -242,24 +242,30 @@ const MIGRATIONS: &[&str] = &[
         body       TEXT NOT NULL
     );
     "#,
-    // 10: the count of active episodic rows, kept by triggers, so a write
-    // checks the cap without counting a table of a million rows; and the
-    // ids of the rows with a vector, listed from an index without reading
-    // the rows (an index snapshot is checked against them at every start).
+    // 10: the counts of active and tombstoned episodic rows, kept by
+    // triggers, so a write checks the cap and a search sizes the index
+    // without counting a table of a million rows; and the ids of the rows
+    // with a vector, listed from an index without reading the rows (an
+    // index snapshot is checked against them at every start).
     r#"
     CREATE INDEX episodic_vector_ids ON episodic_memories(embedding_space, id)
         WHERE is_deleted = 0 AND embedding IS NOT NULL;
     INSERT INTO meta(name, value) SELECT 'episodic_live', count(*) FROM episodic_memories WHERE is_deleted = 0;
-    CREATE TRIGGER episodic_live_insert AFTER INSERT ON episodic_memories WHEN new.is_deleted = 0 BEGIN
-        UPDATE meta SET value = value + 1 WHERE name = 'episodic_live';
+    INSERT INTO meta(name, value) SELECT 'episodic_deleted', count(*) FROM episodic_memories WHERE is_deleted <> 0;
+    CREATE TRIGGER episodic_count_insert AFTER INSERT ON episodic_memories BEGIN
+        UPDATE meta SET value = value + 1
+        WHERE name = CASE WHEN new.is_deleted = 0 THEN 'episodic_live' ELSE 'episodic_deleted' END;
     END;
-    CREATE TRIGGER episodic_live_delete AFTER DELETE ON episodic_memories WHEN old.is_deleted = 0 BEGIN
-        UPDATE meta SET value = value - 1 WHERE name = 'episodic_live';
+    CREATE TRIGGER episodic_count_delete AFTER DELETE ON episodic_memories BEGIN
+        UPDATE meta SET value = value - 1
+        WHERE name = CASE WHEN old.is_deleted = 0 THEN 'episodic_live' ELSE 'episodic_deleted' END;
     END;
-    CREATE TRIGGER episodic_live_update AFTER UPDATE OF is_deleted ON episodic_memories
+    CREATE TRIGGER episodic_count_update AFTER UPDATE OF is_deleted ON episodic_memories
     WHEN (old.is_deleted = 0) <> (new.is_deleted = 0) BEGIN
         UPDATE meta SET value = value + (CASE WHEN new.is_deleted = 0 THEN 1 ELSE -1 END)
         WHERE name = 'episodic_live';
+        UPDATE meta SET value = value + (CASE WHEN new.is_deleted = 0 THEN -1 ELSE 1 END)
+        WHERE name = 'episodic_deleted';
     END;
     "#,
 ];

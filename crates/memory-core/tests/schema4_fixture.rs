@@ -88,6 +88,17 @@ fn a_schema_4_store_opens_migrates_and_reads_back_unchanged() {
     // column added since holds its default: the rows are global.
     let after = dump(&path, Some(&old_columns));
     for (table, rows) in &before {
+        if table == "meta" {
+            // The counters added since count the rows the old build wrote.
+            let added: Vec<&String> = after[table].iter().filter(|row| !rows.contains(row)).collect();
+            assert_eq!(
+                added,
+                ["[Text(\"episodic_deleted\"), Integer(0)]", "[Text(\"episodic_live\"), Integer(4)]"],
+                "table meta gains the kept counts only"
+            );
+            assert!(rows.iter().all(|row| after[table].contains(row)), "table meta keeps its rows");
+            continue;
+        }
         assert_eq!(&after[table], rows, "table {table}");
     }
     let connection = rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();

@@ -250,6 +250,12 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         }
         eprintln!("cairn serve: listening on http://{bound} (token in {})", token_path.display());
         lifecycle.start();
+        let warmed = Arc::clone(&state.memory);
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = warmed.warm_up() {
+                tracing::warn!(%error, "could not start loading the memory indexes; the first searches load them");
+            }
+        });
         tokio::spawn(migrate_at_start(Arc::clone(&state)));
         tokio::spawn(routes::probe_at_start(Arc::clone(&state)));
         let (stop_tx, stop_rx) = watch::channel(false);

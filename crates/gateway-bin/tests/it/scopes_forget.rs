@@ -340,7 +340,7 @@ fn a_home_written_before_scopes_opens_with_every_row_global_and_nothing_lost() {
     let output = cli(home.path(), &["memory", "export"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let mut after: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(after["schema_version"], 9);
+    assert_eq!(after["schema_version"], 10);
     let mut expected = before.clone();
     for document in [&mut after, &mut expected] {
         document["exported_at"] = json!(0);

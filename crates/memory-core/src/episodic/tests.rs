@@ -176,3 +176,35 @@ fn an_index_of_codes_only_keeps_every_cosine_exact() {
     assert!(status.loaded_from_snapshot && status.index_len == rows, "{status:?}");
     assert!(!reopened.current_index().unwrap().exact());
 }
+
+/// Warming a reopened store builds both indexes before any search.
+#[test]
+fn warming_up_makes_both_indexes_ready_before_the_first_search() {
+    let (home, db) = store();
+    let texts = [
+        "We hiked the ridge trail above the lake on Sunday",
+        "The invoice for March is still unpaid",
+        "Grandma's lasagna recipe needs two kinds of cheese",
+        "The deploy to staging failed on a missing secret",
+        "Our cat Miso hates the vacuum cleaner",
+        "Book club meets every second Thursday at Lena's",
+        "The car needs new winter tyres before December",
+        "Piano lessons moved from Monday to Wednesday",
+        "The flight to Lisbon leaves at seven in the morning",
+        "Dentist appointment rescheduled to the fourteenth",
+        "The garden shed roof leaks when it rains hard",
+        "Quarterly planning slides are due on Friday",
+    ];
+    for text in texts {
+        let outcome = db.write_episodic(&NewEpisode::new(text)).unwrap();
+        assert!(matches!(outcome, EpisodicOutcome::Inserted { .. }), "{outcome:?}");
+    }
+    drop(db);
+    let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default())
+        .unwrap()
+        .with_embedder(Arc::new(HashEmbedder::new(64)));
+    assert!(db.current_index().is_none() && db.keyword_index_len().is_none(), "nothing loaded on open");
+    db.warm_up().unwrap();
+    assert_eq!(db.current_index().map(|index| index.len()), Some(12));
+    assert_eq!(db.keyword_index_len(), Some(12));
+}

@@ -201,31 +201,33 @@ const MIGRATIONS: &[&str] = &[
         body       TEXT NOT NULL
     );
     "#,
-    // 7: the count of active episodic rows, kept by a trigger, and an index
-    // of the ids of rows with a vector (the SQLite schema's migration 10
-    // says why).
+    // 7: the counts of active and tombstoned episodic rows, kept by a
+    // trigger, and an index of the ids of rows with a vector (the SQLite
+    // schema's migration 10 says why).
     r#"
     CREATE INDEX episodic_vector_ids ON episodic_memories (embedding_space, id)
         WHERE NOT is_deleted AND embedding IS NOT NULL;
-    INSERT INTO meta (name, value) SELECT 'episodic_live', count(*) FROM episodic_memories WHERE NOT is_deleted;
-    CREATE FUNCTION episodic_live_count() RETURNS trigger LANGUAGE plpgsql AS $body$
+    INSERT INTO meta (name, value)
+        SELECT 'episodic_live', count(*) FROM episodic_memories WHERE NOT is_deleted;
+    INSERT INTO meta (name, value)
+        SELECT 'episodic_deleted', count(*) FROM episodic_memories WHERE is_deleted;
+    CREATE FUNCTION episodic_count() RETURNS trigger LANGUAGE plpgsql AS $body$
     BEGIN
-        IF TG_OP = 'INSERT' THEN
-            IF NOT NEW.is_deleted THEN
-                UPDATE meta SET value = value + 1 WHERE name = 'episodic_live';
-            END IF;
-        ELSIF TG_OP = 'DELETE' THEN
-            IF NOT OLD.is_deleted THEN
-                UPDATE meta SET value = value - 1 WHERE name = 'episodic_live';
-            END IF;
-        ELSIF OLD.is_deleted <> NEW.is_deleted THEN
-            UPDATE meta SET value = value + CASE WHEN NEW.is_deleted THEN -1 ELSE 1 END WHERE name = 'episodic_live';
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE meta SET value = value - 1
+            WHERE name = CASE WHEN OLD.is_deleted THEN 'episodic_deleted' ELSE 'episodic_live' END;
+        END IF;
+        IF TG_OP IN ('UPDATE', 'INSERT') THEN
+            UPDATE meta SET value = value + 1
+            WHERE name = CASE WHEN NEW.is_deleted THEN 'episodic_deleted' ELSE 'episodic_live' END;
         END IF;
         RETURN NULL;
     END
     $body$;
-    CREATE TRIGGER episodic_live AFTER INSERT OR DELETE OR UPDATE OF is_deleted ON episodic_memories
-        FOR EACH ROW EXECUTE FUNCTION episodic_live_count();
+    CREATE TRIGGER episodic_count AFTER INSERT OR DELETE ON episodic_memories
+        FOR EACH ROW EXECUTE FUNCTION episodic_count();
+    CREATE TRIGGER episodic_count_moved AFTER UPDATE OF is_deleted ON episodic_memories
+        FOR EACH ROW WHEN (OLD.is_deleted IS DISTINCT FROM NEW.is_deleted) EXECUTE FUNCTION episodic_count();
     "#,
 ];
 
@@ -1272,13 +1274,15 @@ impl EpisodicRows for PgTx<'_> {
     }
 
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
+        // The kept counts, and the rows with a vector from their index.
         // `embedding_space = NULL` is never true: no vectors count without a space.
         self.lock_episodic()?;
         let row = self.query_one(
             "counting episodic rows",
-            "SELECT count(*) FILTER (WHERE NOT is_deleted), count(*) FILTER (WHERE is_deleted),
-                        count(*) FILTER (WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL)
-                 FROM episodic_memories",
+            "SELECT (SELECT value FROM meta WHERE name = 'episodic_live'),
+                    (SELECT value FROM meta WHERE name = 'episodic_deleted'),
+                    (SELECT count(*) FROM episodic_memories
+                     WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL)",
             &[&space],
         )?;
         Ok(EpisodicCounts { live: row.get(0), deleted: row.get(1), with_vectors: row.get(2) })

@@ -557,26 +557,18 @@ impl EpisodicRows for SqliteTx<'_> {
     }
 
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
-        let Some(space) = space else {
-            // Both counts run on the `episodic_live` index alone.
-            return Ok(EpisodicCounts {
-                live: self.count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 0", [])?,
-                deleted: self.count("SELECT count(*) FROM episodic_memories WHERE is_deleted = 1", [])?,
-                with_vectors: 0,
-            });
+        // The kept counts, and the rows with a vector from their index.
+        let live = self.count("SELECT value FROM meta WHERE name = 'episodic_live'", [])?;
+        let deleted = self.count("SELECT value FROM meta WHERE name = 'episodic_deleted'", [])?;
+        let with_vectors = match space {
+            Some(space) => self.count(
+                "SELECT count(*) FROM episodic_memories
+                 WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+                [space],
+            )?,
+            None => 0,
         };
-        self.connection
-            .prepare_cached(
-                "SELECT count(CASE WHEN is_deleted = 0 THEN 1 END), count(CASE WHEN is_deleted = 1 THEN 1 END),
-                        count(CASE WHEN is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL THEN 1 END)
-                 FROM episodic_memories",
-            )
-            .and_then(|mut statement| {
-                statement.query_row([space], |row| {
-                    Ok(EpisodicCounts { live: row.get(0)?, deleted: row.get(1)?, with_vectors: row.get(2)? })
-                })
-            })
-            .map_err(MemoryError::sqlite("counting episodic rows"))
+        Ok(EpisodicCounts { live, deleted, with_vectors })
     }
 
     fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
@@ -640,8 +632,11 @@ impl EpisodicVectors for SqliteTx<'_> {
     ) -> Result<Vec<(i64, String)>> {
         self.collect(
             "finding episodic rows without vectors",
+            // `+is_deleted`: walk the ids from `after_id` on (the rowid),
+            // not every active row through the `episodic_live` index and a
+            // sort, which made a backfill quadratic in the store's size.
             "SELECT id, text FROM episodic_memories
-             WHERE is_deleted = 0 AND id > ?2 AND (embedding_space IS NOT ?1 OR embedding IS NULL)
+             WHERE +is_deleted = 0 AND id > ?2 AND (embedding_space IS NOT ?1 OR embedding IS NULL)
              ORDER BY id LIMIT ?3",
             params![space, after_id, limit as i64],
             |row| Ok((row.get(0)?, row.get(1)?)),

@@ -323,6 +323,22 @@ impl MemoryDb {
         Ok(())
     }
 
+    /// Starts making the keyword and vector indexes ready without waiting
+    /// (a large store's are loaded or built on background threads), so the
+    /// first searches after a process starts find them ready. The vector
+    /// index needs only the embedder's space, not a loaded model. A gateway
+    /// calls this at start; searches never need to.
+    pub fn warm_up(&self) -> Result<()> {
+        let (text_revision, revision) = self.rows().read("reading the revisions", |tx| {
+            Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?))
+        })?;
+        self.keyword_index_for_read(text_revision)?;
+        if let Some(embedder) = self.embedder() {
+            self.index_for_read(revision, &space_signature(&*embedder), embedder.dim())?;
+        }
+        Ok(())
+    }
+
     /// Where the episodic index snapshot of this store lives: beside
     /// `memory.db` (none for a store without a directory).
     pub fn episodic_snapshot_path(&self) -> Option<PathBuf> {
