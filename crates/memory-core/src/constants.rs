@@ -144,6 +144,11 @@ pub const EPISODIC_FULL_VECTORS_MAX: usize = 50_000;
 /// cosine read from its stored vector. Writes still scan, so near-duplicate
 /// detection never lapses.
 pub const EPISODIC_SCAN_MAX_ROWS: usize = 50_000;
+/// Rows a term may match and still be searched by the FTS5 keyword
+/// fallback (which answers while a large store's in-memory keyword index is
+/// first built): a term in more rows is dropped from that query when a
+/// rarer one is left.
+pub const FTS_COMMON_TERM_ROWS: i64 = 20_000;
 /// Candidates taken from each of the vector and the keyword lists in hybrid retrieval.
 pub const HYBRID_CANDIDATES: usize = 100;
 /// The `k` of reciprocal-rank fusion: a list's rank `r` (from 1) adds `1 / (k + r)`.

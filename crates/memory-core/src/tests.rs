@@ -625,3 +625,27 @@ fn search_snapshot_follows_writes_from_another_instance() {
     let hits = db.search_semantic("ada", 5).unwrap();
     assert_eq!((hits.len(), hits[0].key.as_str()), (1, "user.name"));
 }
+
+/// On a large store the FTS5 fallback leaves out a word most rows hold
+/// when a rarer one is asked for, and still searches it when it is the only
+/// kind there is.
+#[test]
+fn the_keyword_fallback_drops_words_most_rows_hold() {
+    let (_home, db) = open();
+    let rows = constants::FTS_COMMON_TERM_ROWS + 10;
+    db.write("filling", |tx| {
+        let mut statement = tx.prepare("INSERT INTO episodic_memories (text, created_at) VALUES (?1, 0)").unwrap();
+        for i in 0..rows {
+            let text = if i % 1_000 == 7 { format!("weekly standup moved, entry {i}") } else { format!("entry {i}") };
+            statement.execute([text]).unwrap();
+        }
+        Ok(())
+    })
+    .unwrap();
+    let hits =
+        |query: &str| db.rows().read("searching", |tx| Ok(tx.episodic_keyword_hits(query, 50)?.unwrap())).unwrap();
+    let found = hits("\"entry\" OR \"standup\"");
+    assert_eq!(found.len(), (rows as usize).div_ceil(1_000), "only the rows holding the rarer word: {found:?}");
+    let only_common = hits("\"entry\"");
+    assert_eq!(only_common.len(), 50, "a query of common words alone still searches them");
+}

@@ -11,6 +11,7 @@ use super::{
     SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
     blob_vector, vector_blob,
 };
+use crate::constants::FTS_COMMON_TERM_ROWS;
 use crate::error::{MemoryError, Result};
 
 /// The rows of one open SQLite transaction (or connection).
@@ -703,15 +704,49 @@ impl EpisodicText for SqliteTx<'_> {
     }
 
     fn episodic_keyword_hits(&mut self, fts_query: &str, k: usize) -> Result<Option<Vec<(i64, f64)>>> {
+        let fts_query = self.without_common_terms(fts_query)?;
         // The keyword index holds active rows only (schema migration 3).
         self.collect(
             "searching episodic keywords",
             "SELECT rowid, bm25(episodic_fts) AS rank FROM episodic_fts
              WHERE episodic_fts MATCH ?1 ORDER BY rank, rowid LIMIT ?2",
-            params![fts_query, k as i64],
+            params![fts_query.as_ref(), k as i64],
             |row| Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?)),
         )
         .map(Some)
+    }
+}
+
+impl SqliteTx<'_> {
+    /// `fts_query` (quoted terms joined by `OR`) without the terms found in
+    /// [`FTS_COMMON_TERM_ROWS`] rows or more, unless every term is that
+    /// common: FTS5 scores every row a term matches before it can sort, so
+    /// on a large store one word in most rows costs seconds, and a term in
+    /// that many rows would rank only rows that match nothing else (the
+    /// in-memory index gives it the floor idf). Each term's count stops at
+    /// the limit, so the check costs at most that many rowids per term.
+    fn without_common_terms<'q>(&self, fts_query: &'q str) -> Result<std::borrow::Cow<'q, str>> {
+        let terms: Vec<&str> = fts_query.split(" OR ").collect();
+        if terms.len() < 2
+            || self.count("SELECT value FROM meta WHERE name = 'episodic_live'", [])? < FTS_COMMON_TERM_ROWS
+        {
+            return Ok(std::borrow::Cow::Borrowed(fts_query));
+        }
+        let mut kept = Vec::with_capacity(terms.len());
+        for term in &terms {
+            let rows = self.count(
+                "SELECT count(*) FROM (SELECT 1 FROM episodic_fts WHERE episodic_fts MATCH ?1 LIMIT ?2)",
+                params![term, FTS_COMMON_TERM_ROWS],
+            )?;
+            if rows < FTS_COMMON_TERM_ROWS {
+                kept.push(*term);
+            }
+        }
+        Ok(if kept.is_empty() || kept.len() == terms.len() {
+            std::borrow::Cow::Borrowed(fts_query)
+        } else {
+            std::borrow::Cow::Owned(kept.join(" OR "))
+        })
     }
 }
 
