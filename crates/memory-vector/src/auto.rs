@@ -102,6 +102,38 @@ impl AutoIndex {
         Ok(index)
     }
 
+    /// Builds from `ids` and their vectors laid out row-major in one buffer
+    /// (`data.len() == ids.len() × dim`), normalised in place: one copy of
+    /// the vectors where [`AutoIndex::build`] holds several, which is what a
+    /// store of a million rows can afford. Nothing is built if an id
+    /// repeats or a vector is invalid.
+    pub fn build_flat(config: IndexConfig, ids: Vec<u64>, mut data: Vec<f32>) -> Result<Self> {
+        let _span = tracing::debug_span!("auto_build_flat", n = ids.len()).entered();
+        let dim = config.dim;
+        if data.len() != ids.len() * dim {
+            return Err(VectorError::InvalidConfig(format!(
+                "{} ids for {} values of {dim}-dimensional vectors",
+                ids.len(),
+                data.len()
+            )));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        if let Some(id) = ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(VectorError::DuplicateId(*id));
+        }
+        drop(seen);
+        for row in data.chunks_exact_mut(dim.max(1)) {
+            let unit = normalized(row, dim)?;
+            row.copy_from_slice(&unit);
+        }
+        let index = AutoIndex::new(config)?;
+        if !ids.is_empty() {
+            let fresh = index.structure_for(ids, data)?;
+            *index.state.write() = fresh;
+        }
+        Ok(index)
+    }
+
     fn empty_flat(config: &IndexConfig) -> Result<FlatIndex> {
         Ok(FlatIndex::new(config.dim)?.with_parallel_threshold(config.flat_parallel_threshold))
     }
@@ -664,5 +696,33 @@ mod tests {
         }
         assert_eq!(restored.backend(), AutoBackend::Flat);
         assert!(restored.exact());
+    }
+
+    #[test]
+    fn a_flat_buffer_builds_the_same_index_as_rows_and_is_validated_first() {
+        let dim = 16;
+        let rows = clustered(6_000, dim);
+        let ids: Vec<u64> = rows.iter().map(|(id, _)| *id).collect();
+        // Not yet unit length: the build normalises in place.
+        let data: Vec<f32> = rows.iter().flat_map(|(_, vector)| vector.iter().map(|x| x * 3.0)).collect();
+        let flat = AutoIndex::build_flat(config(dim, 100), ids.clone(), data.clone()).unwrap();
+        let built = AutoIndex::build(config(dim, 100), &borrowed(&rows)).unwrap();
+        assert_eq!(flat.backend(), AutoBackend::Hnsw);
+        for probe in [0usize, 17, 4_321] {
+            let (a, b) = (flat.search(&rows[probe].1, 5).unwrap(), built.search(&rows[probe].1, 5).unwrap());
+            assert_eq!(a.iter().map(|hit| hit.id).collect::<Vec<_>>(), b.iter().map(|hit| hit.id).collect::<Vec<_>>());
+            assert!(a.iter().zip(&b).all(|(x, y)| (x.cosine - y.cosine).abs() < 1e-5));
+        }
+        let mut repeated = ids.clone();
+        repeated[9] = repeated[3];
+        assert!(matches!(
+            AutoIndex::build_flat(config(dim, 100), repeated, data.clone()),
+            Err(VectorError::DuplicateId(3))
+        ));
+        let mut zero = data.clone();
+        zero[dim * 5..dim * 6].fill(0.0);
+        assert!(matches!(AutoIndex::build_flat(config(dim, 100), ids.clone(), zero), Err(VectorError::ZeroVector)));
+        assert!(AutoIndex::build_flat(config(dim, 100), ids[1..].to_vec(), data).is_err(), "a length mismatch");
+        assert!(AutoIndex::build_flat(config(dim, 100), Vec::new(), Vec::new()).unwrap().is_empty());
     }
 }

@@ -98,9 +98,25 @@ pub(crate) fn index_config(dim: usize, full_vectors_max: usize) -> IndexConfig {
     IndexConfig::new(dim).with_full_vectors_max(full_vectors_max)
 }
 
-pub(crate) fn build_index(config: IndexConfig, rows: &[(u64, Vec<f32>)]) -> Result<AutoIndex> {
-    let borrowed: Vec<(u64, &[f32])> = rows.iter().map(|(id, vector)| (*id, vector.as_slice())).collect();
-    AutoIndex::build(config, &borrowed).map_err(index_error("building the episodic index"))
+/// The index of every active vector of `space`, built from one flat
+/// buffer the rows are streamed into (one copy of the vectors in memory).
+pub(crate) fn build_index_from_table(tx: &mut dyn StoreTx, space: &str, config: IndexConfig) -> Result<AutoIndex> {
+    let dim = config.dim;
+    let mut ids = Vec::new();
+    let mut data: Vec<f32> = Vec::new();
+    tx.each_episodic_vector(space, &mut |id, blob| {
+        if blob.len() != dim * 4 {
+            return Err(MemoryError::CorruptRow {
+                table: "episodic_memories",
+                reason: format!("vector of row {id} holds {} bytes, not {dim} floats", blob.len()),
+            });
+        }
+        ids.push(id as u64);
+        data.extend(blob.chunks_exact(4).map(|bytes| f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])));
+        Ok(())
+    })?;
+    data.shrink_to_fit();
+    AutoIndex::build_flat(config, ids, data).map_err(index_error("building the episodic index"))
 }
 
 /// `hits` of `index` for `query` with exact cosines: as they are from an
@@ -169,7 +185,7 @@ pub(crate) fn load_or_build_index(
             Err(error) => tracing::info!(%error, "episodic index snapshot not usable; building from the table"),
         }
     }
-    let index = build_index(config, &load_vectors(tx, space, None)?)?;
+    let index = build_index_from_table(tx, space, config)?;
     if let Some(path) = snapshot
         && index.len() > cairn_memory_vector::constants::AUTO_CROSSOVER
         && let Err(error) = index.snapshot(path, &signature)

@@ -286,6 +286,15 @@ pub(crate) trait EpisodicRows {
 pub(crate) trait EpisodicVectors {
     /// Active rows' `(id, vector blob)` in `space` (all, or those among `only`).
     fn episodic_vectors(&mut self, space: &str, only: Option<&[i64]>) -> Result<Vec<(i64, Vec<u8>)>>;
+    /// Hands every active row's `(id, vector blob)` in `space` to `each`,
+    /// one at a time: a backend that can streams them instead of holding
+    /// them all (a million rows' blobs are 1.5 GB).
+    fn each_episodic_vector(&mut self, space: &str, each: &mut dyn FnMut(i64, &[u8]) -> Result<()>) -> Result<()> {
+        for (id, blob) in self.episodic_vectors(space, None)? {
+            each(id, &blob)?;
+        }
+        Ok(())
+    }
     /// Ids of the active rows with a vector in `space`.
     fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>>;
     /// Active rows after `after_id` with no vector in `space` (all without a

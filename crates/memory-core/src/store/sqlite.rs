@@ -616,6 +616,24 @@ impl EpisodicVectors for SqliteTx<'_> {
         }
     }
 
+    fn each_episodic_vector(&mut self, space: &str, each: &mut dyn FnMut(i64, &[u8]) -> Result<()>) -> Result<()> {
+        let operation = "loading episodic vectors";
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT id, embedding FROM episodic_memories
+                 WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL",
+            )
+            .map_err(MemoryError::sqlite(operation))?;
+        let mut rows = statement.query([space]).map_err(MemoryError::sqlite(operation))?;
+        while let Some(row) = rows.next().map_err(MemoryError::sqlite(operation))? {
+            let id: i64 = row.get(0).map_err(MemoryError::sqlite(operation))?;
+            let blob = row.get_ref(1).and_then(|value| Ok(value.as_blob()?)).map_err(MemoryError::sqlite(operation))?;
+            each(id, blob)?;
+        }
+        Ok(())
+    }
+
     fn episodic_vector_ids(&mut self, space: &str) -> Result<Vec<i64>> {
         self.collect(
             "listing episodic vector ids",

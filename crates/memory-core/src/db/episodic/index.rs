@@ -6,8 +6,8 @@
 use crate::constants::{EPISODIC_BACKFILL_BATCH, EPISODIC_INDEX_FILE_NAME};
 use crate::db::MemoryDb;
 use crate::episodic::index::{
-    IndexAccess, LoadedIndex, SPACE_SETTING, Slot, active_vector_ids, build_index, index_error, load_or_build_index,
-    load_vectors, snapshot_signature, wait_ready,
+    IndexAccess, LoadedIndex, SPACE_SETTING, Slot, active_vector_ids, build_index_from_table, index_error,
+    load_or_build_index, load_vectors, snapshot_signature, wait_ready,
 };
 use crate::episodic::{
     BackfillProgress, BackfillReport, BackfillStep, EpisodicIndexStatus, ReembedProgress, ReembedStep,
@@ -59,8 +59,7 @@ impl MemoryDb {
         }
         let count = tx.episodic_counts(Some(space))?.with_vectors;
         if count as usize <= cairn_memory_vector::constants::AUTO_CROSSOVER {
-            let rows = load_vectors(tx, space, None)?;
-            let index = Arc::new(build_index(self.index_config(dim), &rows)?);
+            let index = Arc::new(build_index_from_table(tx, space, self.index_config(dim))?);
             let mut slot = self.episodic.slot.write();
             *slot = Slot {
                 index: Some(Arc::clone(&index)),
