@@ -393,7 +393,9 @@ fn main() -> anyhow::Result<()> {
         return measure(&options);
     }
     fill(&options)?;
-    let mut command = Command::new(std::env::current_exe()?);
+    // `/proc/self/exe` runs this very program even when a rebuild has
+    // replaced the file meanwhile.
+    let mut command = Command::new("/proc/self/exe");
     command.args(std::env::args().skip(1)).arg("--measure");
     if !command.status()?.success() {
         bail!("the measuring process failed");
