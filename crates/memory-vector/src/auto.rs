@@ -282,7 +282,7 @@ impl AutoIndex {
     fn structure_for(&self, ids: Vec<u64>, data: Vec<f32>) -> Result<Inner> {
         if ids.len() > self.config.crossover {
             let config = self.hnsw_config(ids.len());
-            Ok(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, config, ids, &data)?))
+            Ok(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, config, ids, data)?))
         } else {
             let mut flat = Self::empty_flat(&self.config)?;
             for (id, unit) in ids.iter().zip(data.chunks_exact(self.config.dim)) {
@@ -326,7 +326,7 @@ impl AutoIndex {
                         self.config.dim,
                         self.hnsw_config(ids.len()),
                         ids,
-                        &data,
+                        data,
                     )?))
                 }
                 Inner::Hnsw(hnsw) if hnsw.len() < self.config.crossover / AUTO_HYSTERESIS_DIVISOR => {
@@ -346,7 +346,7 @@ impl AutoIndex {
                         self.config.dim,
                         self.hnsw_config(ids.len()),
                         ids,
-                        &data,
+                        data,
                     )?))
                 }
                 _ => None,

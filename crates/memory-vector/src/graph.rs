@@ -349,6 +349,11 @@ impl Graph {
         } else {
             self.codes.extend_rows(data);
         }
+        self.add_node_slots(first, added);
+    }
+
+    /// The links, levels and locks of nodes `first..first + added`.
+    fn add_node_slots(&mut self, first: usize, added: usize) {
         self.links0.extend((0..added * self.stride()).map(|_| AtomicU32::new(0)));
         for node in first..first + added {
             let level = level_of(node, self.level_mult);
@@ -370,21 +375,28 @@ impl Graph {
     /// parallel on the current rayon pool.
     #[cfg(test)]
     pub(crate) fn build(dim: usize, m: usize, ef_construction: usize, data: &[f32]) -> Self {
-        Graph::build_with(dim, m, ef_construction, data, true)
+        Graph::build_owned(dim, m, ef_construction, data.to_vec(), true)
     }
 
-    /// [`Graph::build`], keeping the full vectors only when `full`.
-    pub(crate) fn build_with(dim: usize, m: usize, ef_construction: usize, data: &[f32], full: bool) -> Self {
-        let mut graph = Graph::with_vectors(dim, m, ef_construction, full);
-        graph.push_nodes(data);
+    /// [`Graph::build`] over `data`, which it takes: linked on the full
+    /// vectors (exact and fast), which are then kept only when `full`.
+    pub(crate) fn build_owned(dim: usize, m: usize, ef_construction: usize, data: Vec<f32>, full: bool) -> Self {
+        let mut graph = Graph::with_vectors(dim, m, ef_construction, true);
+        let added = data.len() / dim;
+        graph.vectors = data;
+        graph.codes.extend(&graph.vectors, 0);
+        graph.add_node_slots(0, added);
         let len = graph.len();
-        let row = |node: usize| &data[node * dim..(node + 1) * dim];
         if len > 0 {
-            graph.link(0, row(0));
+            let graph = &graph;
+            graph.link(0, graph.vector(0));
             // The first few hundred nodes alone set up the upper layers.
             let serial = len.min(256);
-            (1..serial).for_each(|node| graph.link(node, row(node)));
-            (serial..len).into_par_iter().for_each(|node| graph.link(node, row(node)));
+            (1..serial).for_each(|node| graph.link(node, graph.vector(node)));
+            (serial..len).into_par_iter().for_each(|node| graph.link(node, graph.vector(node)));
+        }
+        if !full {
+            graph.drop_vectors();
         }
         graph
     }

@@ -211,16 +211,16 @@ impl HnswIndex {
             ids.push(*id);
             data.extend_from_slice(&normalized(vector, dim)?);
         }
-        Self::from_normalized(dim, config, ids, &data)
+        Self::from_normalized(dim, config, ids, data)
     }
 
     /// Builds from unique ids and their already normalised vectors
     /// (row-major in `data`).
-    pub(crate) fn from_normalized(dim: usize, config: HnswConfig, ids: Vec<u64>, data: &[f32]) -> Result<Self> {
+    pub(crate) fn from_normalized(dim: usize, config: HnswConfig, ids: Vec<u64>, data: Vec<f32>) -> Result<Self> {
         config.validate()?;
         debug_assert_eq!(ids.len() * dim, data.len());
         let graph = Box::new(guarded("bulk inserting", || {
-            Graph::build_with(dim, config.m, config.ef_construction, data, config.full_vectors)
+            Graph::build_owned(dim, config.m, config.ef_construction, data, config.full_vectors)
         })?);
         let slots = ids.iter().enumerate().map(|(slot, &id)| (id, slot)).collect();
         Ok(HnswIndex { dim, config, graph, live: vec![true; ids.len()], slot_ids: ids, slots, tombstones: 0 })
@@ -266,7 +266,7 @@ impl HnswIndex {
         let _span =
             tracing::debug_span!("hnsw_rebuild", live = self.slots.len(), tombstones = self.tombstones).entered();
         let (ids, data) = self.live_vectors();
-        HnswIndex::from_normalized(self.dim, self.config.clone(), ids, &data)
+        HnswIndex::from_normalized(self.dim, self.config.clone(), ids, data)
     }
 
     /// Approximate heap bytes of vectors, links and slot tables.
@@ -469,7 +469,7 @@ impl VectorIndex for HnswIndex {
         if self.slot_ids.is_empty() && !items.is_empty() {
             let ids = items.iter().map(|(id, _)| *id).collect();
             let data: Vec<f32> = units.concat();
-            *self = HnswIndex::from_normalized(self.dim, self.config.clone(), ids, &data)?;
+            *self = HnswIndex::from_normalized(self.dim, self.config.clone(), ids, data)?;
             return Ok(());
         }
         for ((id, _), unit) in items.iter().zip(units) {
