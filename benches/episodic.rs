@@ -36,14 +36,16 @@ use std::time::{Duration, Instant};
 
 #[path = "support/postgres.rs"]
 mod bench_postgres;
+#[path = "support/synthetic.rs"]
+mod synthetic;
 
 use bench_postgres::{BenchDatabase, postgres_server};
 use cairn_embedder::{EmbeddingBackend, HashEmbedder, WordVectorEmbedder};
 use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode, RetrievalMode, Scope, ScopeFilter};
 use criterion::{Criterion, criterion_group, criterion_main};
+use synthetic::{query, sentence};
 
 const DIM: usize = 384;
-const VOCABULARY: usize = 2_000;
 
 /// The bench's embedder, from `EPISODIC_BENCH_EMBEDDER` (`words`, the
 /// default, or `hash`); with `EPISODIC_BENCH_GATE=minilm` it reports
@@ -79,27 +81,6 @@ impl EmbeddingBackend for Renamed {
     fn embed_batch(&self, texts: &[&str]) -> cairn_embedder::Result<Vec<Vec<f32>>> {
         self.inner.embed_batch(texts)
     }
-}
-
-fn word(i: usize) -> String {
-    const SYLLABLES: &[&str] = &["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "pe", "da", "zu", "gra"];
-    let mut out = String::new();
-    let mut n = i + 1;
-    while n > 0 {
-        out.push_str(SYLLABLES[n % SYLLABLES.len()]);
-        n /= SYLLABLES.len();
-    }
-    out
-}
-
-fn sentence(seed: usize) -> String {
-    let mut state = seed as u64 * 6_364_136_223_846_793_005 + 1_442_695_040_888_963_407;
-    let mut words = Vec::new();
-    for _ in 0..12 {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        words.push(word((state >> 33) as usize % VOCABULARY));
-    }
-    format!("{} (entry {seed})", words.join(" "))
 }
 
 /// A store of `rows` rows with vectors and a built index, in `memory.db`.
@@ -149,11 +130,7 @@ fn queries(rows: usize) -> Vec<(String, Vec<f32>)> {
     let embedder = embedder();
     (0..64)
         .map(|i| {
-            let seed = (i * 7_919) % rows;
-            let mut words: Vec<String> = sentence(seed).split(' ').map(str::to_owned).collect();
-            words[1] = word(i);
-            words[5] = word(i + 1);
-            let text = words.join(" ");
+            let text = query(i, rows);
             let vector = embedder.embed(&text).unwrap();
             (text, vector)
         })

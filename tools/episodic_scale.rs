@@ -24,6 +24,8 @@
 
 #[path = "support/serve_address.rs"]
 mod serve_address;
+#[path = "../benches/support/synthetic.rs"]
+mod synthetic;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -33,9 +35,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use cairn_embedder::{EmbeddingBackend, WordVectorEmbedder};
 use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode};
+use synthetic::{query, sentence};
 
 const DIM: usize = 384;
-const VOCABULARY: usize = 2_000;
 const MODEL_ID: &str = "all-MiniLM-L6-v2";
 /// Rows written per progress line.
 const FILL_REPORT_EVERY: usize = 50_000;
@@ -103,36 +105,6 @@ impl EmbeddingBackend for Named {
 
 fn embedder() -> Arc<dyn EmbeddingBackend> {
     Arc::new(Named(WordVectorEmbedder::new(DIM)))
-}
-
-fn word(i: usize) -> String {
-    const SYLLABLES: &[&str] = &["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "pe", "da", "zu", "gra"];
-    let mut out = String::new();
-    let mut n = i + 1;
-    while n > 0 {
-        out.push_str(SYLLABLES[n % SYLLABLES.len()]);
-        n /= SYLLABLES.len();
-    }
-    out
-}
-
-fn sentence(seed: usize) -> String {
-    let mut state = seed as u64 * 6_364_136_223_846_793_005 + 1_442_695_040_888_963_407;
-    let mut words = Vec::new();
-    for _ in 0..12 {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        words.push(word((state >> 33) as usize % VOCABULARY));
-    }
-    format!("{} (entry {seed})", words.join(" "))
-}
-
-/// Query `i`: a stored row with two words changed.
-fn query(i: usize, rows: usize) -> String {
-    let seed = (i * 7_919) % rows;
-    let mut words: Vec<String> = sentence(seed).split(' ').map(str::to_owned).collect();
-    words[1] = word(i);
-    words[5] = word(i + 1);
-    words.join(" ")
 }
 
 fn config(rows: usize) -> MemoryConfig {

@@ -278,11 +278,16 @@ impl AutoIndex {
         self.maintain()
     }
 
+    /// A graph over these (normalised, unique) rows.
+    fn graph_of(&self, ids: Vec<u64>, data: Vec<f32>) -> Result<Inner> {
+        let config = self.hnsw_config(ids.len());
+        Ok(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, config, ids, data)?))
+    }
+
     /// Builds the right structure for these (normalised, unique) rows.
     fn structure_for(&self, ids: Vec<u64>, data: Vec<f32>) -> Result<Inner> {
         if ids.len() > self.config.crossover {
-            let config = self.hnsw_config(ids.len());
-            Ok(Inner::Hnsw(HnswIndex::from_normalized(self.config.dim, config, ids, data)?))
+            self.graph_of(ids, data)
         } else {
             let mut flat = Self::empty_flat(&self.config)?;
             for (id, unit) in ids.iter().zip(data.chunks_exact(self.config.dim)) {
@@ -322,12 +327,7 @@ impl AutoIndex {
                         data.extend_from_slice(unit);
                     }
                     drop(state);
-                    Some(Inner::Hnsw(HnswIndex::from_normalized(
-                        self.config.dim,
-                        self.hnsw_config(ids.len()),
-                        ids,
-                        data,
-                    )?))
+                    Some(self.graph_of(ids, data)?)
                 }
                 Inner::Hnsw(hnsw) if hnsw.len() < self.config.crossover / AUTO_HYSTERESIS_DIVISOR => {
                     let _span = tracing::debug_span!("auto_to_flat", n = hnsw.len()).entered();
@@ -342,12 +342,7 @@ impl AutoIndex {
                 Inner::Hnsw(hnsw) if hnsw.needs_rebuild() => {
                     let (ids, data) = hnsw.live_vectors();
                     drop(state);
-                    Some(Inner::Hnsw(HnswIndex::from_normalized(
-                        self.config.dim,
-                        self.hnsw_config(ids.len()),
-                        ids,
-                        data,
-                    )?))
+                    Some(self.graph_of(ids, data)?)
                 }
                 _ => None,
             }
