@@ -61,8 +61,35 @@ pub(crate) struct Row {
 
 pub(crate) fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with_vector: bool) -> Result<Option<Row>> {
     let vector_space = if with_vector { space } else { None };
-    Ok(tx.episodic_row(id, vector_space)?.filter(|(row, _)| !row.is_deleted).map(|(row, blob)| Row {
-        id,
+    Ok(tx.episodic_row(id, vector_space)?.and_then(|(row, blob)| active_row(row, blob)))
+}
+
+/// The active ones of rows `ids`, by id, read in one call each for the
+/// rows that need their vector (`with_vector`) and those that do not.
+pub(crate) fn fetch_rows(
+    tx: &mut dyn StoreTx,
+    ids: &[(i64, bool)],
+    space: Option<&str>,
+) -> Result<std::collections::HashMap<i64, Row>> {
+    let mut out = std::collections::HashMap::with_capacity(ids.len());
+    for with_vector in [false, true] {
+        let chosen: Vec<i64> = ids.iter().filter(|(_, wanted)| *wanted == with_vector).map(|(id, _)| *id).collect();
+        if chosen.is_empty() {
+            continue;
+        }
+        let vector_space = if with_vector { space } else { None };
+        for (row, blob) in tx.episodic_rows(&chosen, vector_space)? {
+            if let Some(row) = active_row(row, blob) {
+                out.insert(row.id, row);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn active_row(row: crate::store::EpisodicRow, blob: Option<Vec<u8>>) -> Option<Row> {
+    (!row.is_deleted).then(|| Row {
+        id: row.id,
         text: row.text,
         tags: row.tags_json,
         importance: row.importance,
@@ -70,7 +97,7 @@ pub(crate) fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with
         source_ref: row.source_ref,
         vector: blob.as_deref().and_then(blob_vector),
         scope: row.scope,
-    }))
+    })
 }
 
 /// Exact scan over the stored vectors of `space`: the ladder's middle rung.

@@ -267,6 +267,20 @@ pub(crate) trait EpisodicRows {
     /// Row `id`, active or tombstoned, and its vector blob when `vector_space`
     /// is given and the row's vector is in it.
     fn episodic_row(&mut self, id: i64, vector_space: Option<&str>) -> Result<Option<(EpisodicRow, Option<Vec<u8>>)>>;
+    /// [`episodic_row`](Self::episodic_row) of each of `ids`, in one read
+    /// where the backend can (a PostgreSQL search reads its hundred
+    /// candidates in one round trip); ids with no row are left out.
+    fn episodic_rows(
+        &mut self,
+        ids: &[i64],
+        vector_space: Option<&str>,
+    ) -> Result<Vec<(EpisodicRow, Option<Vec<u8>>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.extend(self.episodic_row(*id, vector_space)?);
+        }
+        Ok(out)
+    }
     /// Active rows, newest (`created_at`, then id) first, `limit` from `offset`.
     fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>>;
     /// Ids of every active row.

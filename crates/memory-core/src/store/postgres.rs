@@ -1240,6 +1240,23 @@ impl EpisodicRows for PgTx<'_> {
         Ok(row.map(|row| (episodic_row(&row), row.get(12))))
     }
 
+    fn episodic_rows(
+        &mut self,
+        ids: &[i64],
+        vector_space: Option<&str>,
+    ) -> Result<Vec<(EpisodicRow, Option<Vec<u8>>)>> {
+        self.lock_episodic()?;
+        let rows = self.query(
+            "reading episodic rows",
+            &format!(
+                "SELECT {EPISODIC_COLUMNS}, CASE WHEN embedding_space = $2 THEN embedding END
+                 FROM episodic_memories WHERE id = ANY($1)"
+            ),
+            &[&ids, &vector_space],
+        )?;
+        Ok(rows.iter().map(|row| (episodic_row(row), row.get(12))).collect())
+    }
+
     fn episodic_page(&mut self, limit: usize, offset: usize) -> Result<Vec<EpisodicRow>> {
         self.lock_episodic()?;
         let rows = self.query(

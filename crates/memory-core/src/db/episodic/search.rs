@@ -7,7 +7,7 @@ use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION
 use crate::db::MemoryDb;
 use crate::episodic::index::{IndexAccess, exact_hits};
 use crate::episodic::search::{
-    Candidate, FILTERED_PROBES, ListPositions, fetch_row, rank, read_neighbours, sanitize_fts_query, scan,
+    Candidate, FILTERED_PROBES, ListPositions, fetch_rows, rank, read_neighbours, sanitize_fts_query, scan,
 };
 use crate::episodic::{EpisodicHit, EpisodicQuery, RetrievalMode};
 use crate::error::{MemoryError, Result};
@@ -198,19 +198,25 @@ impl MemoryDb {
             let mut out = Vec::with_capacity(by_id.len());
             let mut ids: Vec<_> = by_id.into_iter().collect();
             ids.sort_by_key(|(id, _)| *id);
-            for (id, (vector_hit, keyword_hit)) in ids {
-                let index_cosine = index_cosines.get(&id).copied();
-                // Under the filter, a hit below every cosine gate that is not
-                // among the top keyword hits cannot be admitted: not read.
-                let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosine);
-                if query.relevance_filter
+            // Under the filter, a hit below every cosine gate that is not
+            // among the top keyword hits cannot be admitted: not read.
+            ids.retain(|(id, (vector_hit, keyword_hit))| {
+                let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(id).copied());
+                !(query.relevance_filter
                     && keyword_hit.is_none_or(|(rank, _)| rank > KEYWORD_ADMISSION_MAX_RANK)
-                    && known_cosine.is_some_and(|cosine| cosine < gate.lowest())
-                {
-                    continue;
-                }
-                let need_vector = known_cosine.is_none() && query_vector.is_some();
-                let Some(row) = fetch_row(tx, id, space, need_vector)? else { continue };
+                    && known_cosine.is_some_and(|cosine| cosine < gate.lowest()))
+            });
+            let wanted: Vec<(i64, bool)> = ids
+                .iter()
+                .map(|(id, (vector_hit, _))| {
+                    let known = vector_hit.is_some() || index_cosines.contains_key(id);
+                    (*id, !known && query_vector.is_some())
+                })
+                .collect();
+            let mut rows = fetch_rows(tx, &wanted, space)?;
+            for (id, (vector_hit, keyword_hit)) in ids {
+                let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(&id).copied());
+                let Some(row) = rows.remove(&id) else { continue };
                 if !query.scopes.admits(&row.scope) {
                     dropped += 1;
                     continue;
