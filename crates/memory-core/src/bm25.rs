@@ -65,6 +65,11 @@ struct Inner {
 #[derive(Default)]
 pub(crate) struct Bm25Index {
     inner: RwLock<Inner>,
+    /// Score tables of finished searches, all zero, for the next ones: a
+    /// table has a slot per document (8 MB at a million rows), too much to
+    /// allocate and clear at every search, and a search puts back only the
+    /// slots it touched.
+    scratch: parking_lot::Mutex<Vec<Vec<f64>>>,
 }
 
 impl Bm25Index {
@@ -117,7 +122,8 @@ impl Bm25Index {
         let terms: usize = inner.term_ids.keys().map(String::capacity).sum::<usize>()
             + inner.term_ids.capacity() * (std::mem::size_of::<(String, u32)>() + 1);
         let slots = inner.slots.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
-        postings + docs + terms + slots + inner.free.capacity() * 4
+        let scratch: usize = self.scratch.lock().iter().map(|table| table.capacity() * 8).sum();
+        postings + docs + terms + slots + inner.free.capacity() * 4 + scratch
     }
 
     /// Every document id, unordered.
@@ -161,7 +167,10 @@ impl Bm25Index {
             return Vec::new();
         }
         let average = inner.total_len as f64 / count as f64;
-        let mut scores = vec![0.0f64; inner.docs.len()];
+        let mut scores = self.scratch.lock().pop().unwrap_or_default();
+        if scores.len() < inner.docs.len() {
+            scores.resize(inner.docs.len(), 0.0);
+        }
         let mut touched: Vec<u32> = Vec::new();
         let mut weighted: Vec<(&Vec<Posting>, f64)> = Vec::new();
         let mut floor: Vec<&Vec<Posting>> = Vec::new();
@@ -201,10 +210,15 @@ impl Bm25Index {
         };
         if touched.len() > k {
             touched.select_nth_unstable_by(k - 1, order);
-            touched.truncate(k);
         }
-        touched.sort_unstable_by(order);
-        touched.into_iter().map(|slot| (id_of(slot), scores[slot as usize])).collect()
+        let mut best = touched[..touched.len().min(k)].to_vec();
+        best.sort_unstable_by(order);
+        let found = best.into_iter().map(|slot| (id_of(slot), scores[slot as usize])).collect();
+        for slot in touched {
+            scores[slot as usize] = 0.0;
+        }
+        self.scratch.lock().push(scores);
+        found
     }
 }
 
