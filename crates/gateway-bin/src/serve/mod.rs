@@ -252,8 +252,10 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         lifecycle.start();
         let warmed = Arc::clone(&state.memory);
         tokio::task::spawn_blocking(move || {
-            if let Err(error) = warmed.warm_up() {
-                tracing::warn!(%error, "could not start loading the memory indexes; the first searches load them");
+            // Loads run on their own threads (searches meanwhile answer from
+            // keywords); then both indexes are brought in step with the table.
+            if let Err(error) = warmed.warm_up().and_then(|()| warmed.build_episodic_index().map(drop)) {
+                tracing::warn!(%error, "could not load the memory indexes at start; the first searches load them");
             }
         });
         tokio::spawn(migrate_at_start(Arc::clone(&state)));
