@@ -329,6 +329,9 @@ pub struct EpisodicQuery {
     /// Under the relevance filter: the abstention floor, overriding the
     /// embedding model's ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
     pub abstain_below: Option<f32>,
+    /// Hybrid mode: candidates taken from each of the vector and the keyword
+    /// lists before ranking (see [`crate::constants::HYBRID_CANDIDATES`]).
+    pub candidates: usize,
 }
 
 impl EpisodicQuery {
@@ -350,6 +353,7 @@ impl EpisodicQuery {
             neighbour_weight: EPISODIC_NEIGHBOUR_WEIGHT,
             time_boost: EPISODIC_TIME_BOOST,
             abstain_below: None,
+            candidates: crate::constants::HYBRID_CANDIDATES,
         }
     }
 
@@ -428,6 +432,12 @@ impl EpisodicQuery {
     /// Sets the time-window boost (0 turns it off).
     pub fn time_boost(mut self, boost: f64) -> Self {
         self.time_boost = boost;
+        self
+    }
+
+    /// Sets how many candidates hybrid mode takes from each list (at least 1).
+    pub fn candidates(mut self, candidates: usize) -> Self {
+        self.candidates = candidates.max(1);
         self
     }
 
