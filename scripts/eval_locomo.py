@@ -58,7 +58,9 @@ import hashlib
 import itertools
 import json
 import math
+import multiprocessing
 import os
+import pickle
 import re
 import shutil
 import statistics
@@ -71,28 +73,29 @@ DEPTH = 50
 RRF_K = 60
 MMR_LAMBDA = 0.6
 
-# The ranking grid re-scored from the candidate dump. MMR is its λ (None: off);
-# POOLS are the candidates taken from each of the vector and keyword lists
-# (the dump holds DUMP_POOL of each, so a smaller pool is re-scored exactly);
-# SESSION_BOOSTS multiply the score of a keyword hit written in the session of
-# one of the SESSION_ANCHORS best rows.
-FUSIONS = ("weighted:0.6", "weighted:0.7", "weighted:0.8", "rrf:10")
-PRIORS = (0.0, 0.25)
-MMRS = (0.6, None)
+# The ranking grid re-scored from the candidate dump. Round three's grid
+# also had the importance × age prior (0.25), MMR off, RRF (k 10) and
+# neighbouring turns (0.6, 0.85); none of them won a fold there, so they are
+# fixed at 0, on, the weighted sum and 0 here (`rescore` still takes them).
+# POOLS: candidates taken from each of the vector and keyword lists (the dump
+# holds DUMP_POOL of each, so a smaller pool is re-scored exactly);
+# SESSION_BOOSTS multiply the score of a row written within SESSION_GAP of
+# one of the best SESSION_ANCHORS rows.
+FUSIONS = ("weighted:0.6", "weighted:0.7", "weighted:0.8")
 SPEAKER_BOOSTS = (0.0, 0.15)
-NEIGHBOUR_WEIGHTS = (0.0, 0.6)
 TIME_BOOSTS = (0.0, 0.25)
-POOLS = (100, 200, 300)
-SESSION_BOOSTS = (0.0, 0.1, 0.25)
+POOLS = (100, 200)
+SESSIONS = ((0.0, 3), (0.1, 3), (0.2, 3), (0.1, 5), (0.2, 5))
 DUMP_POOL = 300
-SESSION_ANCHORS = 3
 SESSION_GAP = dt.timedelta(minutes=30)
-GRID = list(itertools.product(FUSIONS, PRIORS, MMRS, SPEAKER_BOOSTS, NEIGHBOUR_WEIGHTS, TIME_BOOSTS, POOLS, SESSION_BOOSTS))
-PREVIOUS = ("weighted:0.7", 0.0, 0.6, 0.0, 0.0, 0.0, 100, 0.0)
-SHIPPED_BEFORE = ("weighted:0.7", 0.0, 0.6, 0.15, 0.0, 0.25, 100, 0.0)
+GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors)
+        for fusion, speaker, time, pool, (session, anchors)
+        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS)]
+PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3)
+SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.0, 3)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
-ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0"]
+ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0"]
 DEFAULT = "cairn hybrid, this build's default"
 PREVIOUS_NAME = "cairn hybrid, previous default (weighted 0.7, prior 0, MMR)"
 FIXED = {
@@ -314,7 +317,7 @@ def in_pool(candidates, pool):
 
 def rescore(candidates, config, query, store, cache):
     """The ranking of `config` over one question's candidate dump."""
-    fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost = config
+    fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost, anchors = config
     candidates = in_pool(candidates, pool)
     best_bm25 = max((c["bm25"] or 0.0 for c in candidates), default=0.0)
     names = set(tokens(query["question"]))
@@ -338,10 +341,9 @@ def rescore(candidates, config, query, store, cache):
         scores[c["ref"]] = score
     if session_boost:
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], store["position"][kv[0]]))
-        anchors = [ref for ref, _ in ranked[:SESSION_ANCHORS]]
+        top = [ref for ref, _ in ranked[:anchors]]
         for c in candidates:
-            if c["keyword_rank"] is not None and c["ref"] not in anchors and any(
-                    abs(store["time"][c["ref"]] - store["time"][a]) <= SESSION_GAP for a in anchors):
+            if c["ref"] not in top and any(abs(store["time"][c["ref"]] - store["time"][a]) <= SESSION_GAP for a in top):
                 scores[c["ref"]] *= 1 + session_boost
     if neighbour_weight:
         top = sorted(scores.items(), key=lambda kv: -kv[1])[:DEPTH]
@@ -355,6 +357,18 @@ def rescore(candidates, config, query, store, cache):
     return [ref for ref, _ in order[:DEPTH]]
 
 
+GRID_INPUTS = {}
+
+
+def rescore_all(config):
+    """Every question's metrics under `config`, per conversation."""
+    out = {}
+    for conversation, (candidates, store, conv_queries, evidence, session_of) in GRID_INPUTS.items():
+        out[conversation] = [metrics(rescore(candidates[q["id"]], config, q, store, {}), evidence[q["id"]], session_of)
+                             for q in conv_queries]
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cairn", default="target/release/cairn")
@@ -364,6 +378,9 @@ def main():
     parser.add_argument("--benign", help="injection-dev's injection.jsonl: its benign rows are off-topic prompts too")
     parser.add_argument("--json", help="write every number to this file")
     parser.add_argument("--no-grid", action="store_true", help="skip the re-scored grid")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes re-scoring the grid")
+    parser.add_argument("--state", help="save what the runs gave (pickle) for --from-state")
+    parser.add_argument("--from-state", help="re-score and report from a --state file without running cairn")
     parser.add_argument("--workdir", help="keep each conversation's home and command outputs here and reuse them")
     args = parser.parse_args()
     datasets = args.data or ["../shared/evaldata/locomo-dev"]
@@ -380,6 +397,14 @@ def main():
     context_rows = {}
     set_of = {}
     imports = {}
+    grid_inputs = {}
+    if args.from_state:
+        with open(args.from_state, "rb") as handle:
+            state = pickle.load(handle)
+        per_q.update(state["per_q"])
+        context_rows, set_of, imports, grid_inputs = (state["context_rows"], state["set_of"], state["imports"],
+                                                      state["grid_inputs"])
+        datasets = []
     for data in datasets:
         set_name = os.path.basename(os.path.normpath(data))
         memories = read_jsonl(os.path.join(data, "memories.jsonl"))
@@ -490,19 +515,27 @@ def main():
                 for name, ranked_by_id in baselines.items():
                     per_q[name][conversation] = score(ranked_by_id)
 
-                if not args.no_grid:
-                    candidates = {}
-                    for q in conv_queries:
-                        candidates[q["id"]] = [{
-                            "ref": h["source_ref"], "cosine": h["score"]["cosine"], "bm25": h["score"]["bm25"],
-                            "vector_rank": h["score"]["vector_rank"], "keyword_rank": h["score"]["keyword_rank"],
-                            "importance": h["score"]["importance"], "age_days": h["score"]["age_days"],
-                        } for h in dump[q["id"]]]
-                    caches = {q["id"]: {} for q in conv_queries}
-                    for config in GRID:
-                        grid_q[config][conversation] = score(
-                            {q["id"]: rescore(candidates[q["id"]], config, q, store, caches[q["id"]]) for q in conv_queries})
-                    print(f"  grid re-scored ({len(GRID)} points)", file=sys.stderr)
+                candidates = {}
+                for q in conv_queries:
+                    candidates[q["id"]] = [{
+                        "ref": h["source_ref"], "cosine": h["score"]["cosine"], "bm25": h["score"]["bm25"],
+                        "vector_rank": h["score"]["vector_rank"], "keyword_rank": h["score"]["keyword_rank"],
+                        "importance": h["score"]["importance"], "age_days": h["score"]["age_days"],
+                    } for h in dump[q["id"]]]
+                grid_inputs[conversation] = (candidates, store, conv_queries, evidence, session_of)
+
+    if args.state:
+        with open(args.state, "wb") as handle:
+            pickle.dump({"per_q": dict(per_q), "context_rows": context_rows, "set_of": set_of, "imports": imports,
+                         "grid_inputs": grid_inputs}, handle)
+    if not args.no_grid:
+        global GRID_INPUTS
+        GRID_INPUTS = grid_inputs
+        with multiprocessing.get_context("fork").Pool(args.jobs) as workers:
+            for config, rows in zip(GRID, workers.imap(rescore_all, GRID)):
+                for conversation, table in rows.items():
+                    grid_q[config][conversation] = table
+        print(f"grid re-scored ({len(GRID)} points)", file=sys.stderr)
 
     conversations = list(set_of)
     sets = sorted(set(set_of.values()), key=lambda s: [set_of[c] for c in conversations].index(s))

@@ -329,6 +329,11 @@ pub struct EpisodicQuery {
     /// Under the relevance filter: the abstention floor, overriding the
     /// embedding model's ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
     pub abstain_below: Option<f32>,
+    /// Hybrid and keyword modes: a row written within 30 minutes of one of
+    /// the best [`crate::constants::EPISODIC_SESSION_ANCHORS`] rows (in the
+    /// same sitting) scores `× (1 + session_boost)` (see
+    /// [`crate::constants::EPISODIC_SESSION_BOOST`]).
+    pub session_boost: f64,
     /// Hybrid mode: candidates taken from each of the vector and the keyword
     /// lists before ranking (see [`crate::constants::HYBRID_CANDIDATES`]).
     pub candidates: usize,
@@ -353,6 +358,7 @@ impl EpisodicQuery {
             neighbour_weight: EPISODIC_NEIGHBOUR_WEIGHT,
             time_boost: EPISODIC_TIME_BOOST,
             abstain_below: None,
+            session_boost: crate::constants::EPISODIC_SESSION_BOOST,
             candidates: crate::constants::HYBRID_CANDIDATES,
         }
     }
@@ -432,6 +438,12 @@ impl EpisodicQuery {
     /// Sets the time-window boost (0 turns it off).
     pub fn time_boost(mut self, boost: f64) -> Self {
         self.time_boost = boost;
+        self
+    }
+
+    /// Sets the session boost (0 turns it off).
+    pub fn session_boost(mut self, boost: f64) -> Self {
+        self.session_boost = boost;
         self
     }
 

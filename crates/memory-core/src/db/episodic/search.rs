@@ -133,7 +133,11 @@ impl MemoryDb {
                         IndexAccess::Scan => scan(tx, space, vector, k),
                     }
                 };
-                let pool = if query.mode == RetrievalMode::Hybrid { query.candidates.clamp(1, MMR_MAX_POOL) } else { MMR_MAX_POOL };
+                let pool = if query.mode == RetrievalMode::Hybrid {
+                    query.candidates.clamp(1, MMR_MAX_POOL)
+                } else {
+                    MMR_MAX_POOL
+                };
                 let pool = pool * factor;
                 let hits = if query.relevance_filter {
                     // Hits come in cosine order: once a probe ends below the
