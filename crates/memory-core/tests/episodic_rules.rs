@@ -923,4 +923,16 @@ fn rows_of_the_best_hits_sitting_are_lifted_and_others_are_not() {
             assert!((factor - expected).abs() < 1e-9, "{session_boost:?} {text:?}: {factor}");
         }
     }
+    // Keyword mode's rank-based scores are left alone.
+    let query = EpisodicQuery::new("boat regatta mainsail brother dinner")
+        .mode(RetrievalMode::Keyword)
+        .now(NOW)
+        .limit(10)
+        .mmr(false)
+        .session_boost(0.5);
+    let hits = db.search_episodic(&query).unwrap();
+    assert_eq!(hits.len(), rows.len(), "{hits:?}");
+    for hit in &hits {
+        assert!((hit.score.score / hit.score.fused - 1.0).abs() < 1e-9, "{hit:?}");
+    }
 }

@@ -329,7 +329,7 @@ pub struct EpisodicQuery {
     /// Under the relevance filter: the abstention floor, overriding the
     /// embedding model's ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
     pub abstain_below: Option<f32>,
-    /// Hybrid and keyword modes: a row written within 30 minutes of one of
+    /// Hybrid mode with a query vector: a row written within 30 minutes of one of
     /// the best [`crate::constants::EPISODIC_SESSION_ANCHORS`] rows (in the
     /// same sitting) scores `× (1 + session_boost)` (see
     /// [`crate::constants::EPISODIC_SESSION_BOOST`]).

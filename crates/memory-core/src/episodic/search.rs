@@ -203,7 +203,9 @@ pub(crate) fn rank(
         };
         scored.push((candidate, breakdown));
     }
-    if signals && query.session_boost > 0.0 {
+    // Hybrid only: keyword mode's rank-based scores sit too close together
+    // for a fixed factor (it was chosen on the hybrid ranking).
+    if query.mode == RetrievalMode::Hybrid && have_vector && query.session_boost > 0.0 {
         boost_anchor_sessions(&mut scored, query.session_boost);
     }
     if signals && query.neighbour_weight > 0.0 && query.limit > 0 {
