@@ -20,8 +20,9 @@ turn id), then `cairn memory search --queries FILE --json --now <last turn
   (`--limit 1000 --no-mmr` and the ranking additions off), from which the
   grid of ranking choices below is re-scored here, exactly as
   `crates/memory-core/src/episodic/search.rs` scores them (fusion,
-  importance × age, speaker match, time window, neighbour propagation,
-  MMR λ 0.6 on word sets);
+  importance × age, speaker match, time window, the session boost,
+  neighbour propagation, MMR λ 0.6 on word sets), for candidate pools up
+  to the dump's 300 per list;
 - the baselines, computed here on the same rows: plain top-k cosine with
   the same model (`cairn embed`), Okapi BM25 (k1 1.5, b 0.75, lower-cased
   word tokens, as rank_bm25's BM25Okapi) and RRF of the two (k 60);
