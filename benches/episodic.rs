@@ -18,7 +18,7 @@
 //! abstention floor (0.275): more rows clear the cosine pre-gate and are read.
 //!
 //! Each store runs `pure_vector`, `hybrid` (the default), `hybrid_previous`
-//! (the previous default: no speaker or time signal, no abstention) and
+//! (the previous default: no speaker, time or session signal, no abstention) and
 //! `hybrid_neighbours` (neighbouring turns on), so a change is measured
 //! against the previous ranking in the same run.
 //!
@@ -160,14 +160,16 @@ fn bench_store(c: &mut Criterion, group_name: &str, db: &MemoryDb, queries: &[(S
     let mut group = c.benchmark_group(group_name);
     group.sample_size(50).measurement_time(Duration::from_secs(8));
     // `hybrid` is the default; `hybrid_previous` the previous default in the
-    // same run (no speaker or time signal, no abstention floor);
+    // same run (no speaker, time or session signal, no abstention floor);
     // `hybrid_neighbours` the default with neighbouring turns on (opt-in);
     // `hybrid_project` the default as a host hook asks it: one project's
     // rows and the global ones (three quarters of the store).
     let variants: [(&str, RetrievalMode, Adjust); 5] = [
         ("pure_vector", RetrievalMode::PureVector, |query| query),
         ("hybrid", RetrievalMode::Hybrid, |query| query),
-        ("hybrid_previous", RetrievalMode::Hybrid, |query| query.speaker_boost(0.0).time_boost(0.0).abstain_below(0.0)),
+        ("hybrid_previous", RetrievalMode::Hybrid, |query| {
+            query.speaker_boost(0.0).time_boost(0.0).session_boost(0.0).abstain_below(0.0)
+        }),
         ("hybrid_neighbours", RetrievalMode::Hybrid, |query| query.neighbour_weight(0.6)),
         ("hybrid_project", RetrievalMode::Hybrid, |query| query.scopes(ScopeFilter::visible_from(Some(&scope_of(0))))),
     ];

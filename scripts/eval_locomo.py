@@ -20,8 +20,9 @@ turn id), then `cairn memory search --queries FILE --json --now <last turn
   (`--limit 1000 --no-mmr` and the ranking additions off), from which the
   grid of ranking choices below is re-scored here, exactly as
   `crates/memory-core/src/episodic/search.rs` scores them (fusion,
-  importance × age, speaker match, time window, neighbour propagation,
-  MMR λ 0.6 on word sets);
+  importance × age, speaker match, time window, the session boost,
+  neighbour propagation, MMR λ 0.6 on word sets), for candidate pools up
+  to the dump's 300 per list;
 - the baselines, computed here on the same rows: plain top-k cosine with
   the same model (`cairn embed`), Okapi BM25 (k1 1.5, b 0.75, lower-cased
   word tokens, as rank_bm25's BM25Okapi) and RRF of the two (k 60);
@@ -52,12 +53,17 @@ prompts; the held-out figures use the odd-numbered prompts.
 
 import argparse
 import collections
+import contextlib
 import datetime as dt
+import hashlib
 import itertools
 import json
 import math
+import multiprocessing
 import os
+import pickle
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,18 +74,31 @@ DEPTH = 50
 RRF_K = 60
 MMR_LAMBDA = 0.6
 
-# The ranking grid re-scored from the candidate dump.
-FUSIONS = ("weighted:0.6", "weighted:0.7", "weighted:0.8", "rrf:10")
-PRIORS = (0.0, 0.25)
-MMRS = (True, False)
+# The ranking grid re-scored from the candidate dump. Round three's grid
+# also had the importance × age prior (0.25), MMR off, RRF (k 10) and
+# neighbouring turns (0.6, 0.85); none of them won a fold there, so they are
+# fixed at 0, on, the weighted sum and 0 here (`rescore` still takes them).
+# POOLS: candidates taken from each of the vector and keyword lists (the dump
+# holds DUMP_POOL of each, so a smaller pool is re-scored exactly);
+# SESSION_BOOSTS multiply the score of a row written within SESSION_GAP of
+# one of the best SESSION_ANCHORS rows.
+FUSIONS = ("weighted:0.6", "weighted:0.7", "weighted:0.8")
 SPEAKER_BOOSTS = (0.0, 0.15)
-NEIGHBOUR_WEIGHTS = (0.0, 0.6, 0.85)
 TIME_BOOSTS = (0.0, 0.25)
-GRID = list(itertools.product(FUSIONS, PRIORS, MMRS, SPEAKER_BOOSTS, NEIGHBOUR_WEIGHTS, TIME_BOOSTS))
-PREVIOUS = ("weighted:0.7", 0.0, True, 0.0, 0.0, 0.0)
+POOLS = (100, 200)
+SESSIONS = ((0.0, 3), (0.1, 3), (0.2, 3), (0.1, 5), (0.2, 5))
+DUMP_POOL = 300
+SESSION_GAP = dt.timedelta(minutes=30)
+GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors)
+        for fusion, speaker, time, pool, (session, anchors)
+        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS)]
+PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3)
+SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.0, 3)
+# This build's default (constants.rs): checked against the binary's own ranking.
+SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
-ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0"]
+ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0"]
 DEFAULT = "cairn hybrid, this build's default"
 PREVIOUS_NAME = "cairn hybrid, previous default (weighted 0.7, prior 0, MMR)"
 FIXED = {
@@ -92,6 +111,8 @@ CONTEXT = "cairn --context, this build's default (limit 8)"
 CONTEXT_PREVIOUS = "cairn --context, previous default (limit 8, no abstention)"
 COSINE, BM25, PLAIN_RRF = "baseline: plain cosine (same model)", "baseline: BM25 (Okapi)", "baseline: RRF(cosine, BM25), k 60"
 CV = "CV-selected grid point (re-scored candidates)"
+SHIPPED_BEFORE_NAME = "grid point of round three's default (re-scored)"
+SHIPPED_NAME = "grid point of this build's default (re-scored)"
 
 
 def read_jsonl(path):
@@ -105,10 +126,24 @@ def write_jsonl(path, rows):
             handle.write(json.dumps(row) + "\n")
 
 
-def run(cmd, env):
+def run(cmd, env, cache=None, key_extra=""):
+    """Runs `cmd`; with `cache` (a folder), its output is kept there under a
+    key of the command, `key_extra` and the binary's size and mtime."""
+    path = None
+    if cache:
+        stat = os.stat(cmd[0])
+        key = json.dumps([cmd[1:], key_extra, stat.st_size, stat.st_mtime_ns])
+        path = os.path.join(cache, hashlib.sha256(key.encode()).hexdigest() + ".out")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                return handle.read()
     result = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stderr}")
+    if path:
+        with open(path + ".tmp", "w", encoding="utf-8") as handle:
+            handle.write(result.stdout)
+        os.replace(path + ".tmp", path)
     return result.stdout
 
 
@@ -241,8 +276,8 @@ def time_window(question, now):
     return None
 
 
-def mmr(pool, limit, cache):
-    """MMR (λ 0.6, word-set Jaccard) over pool = [(score, ref, words)] sorted by score, descending."""
+def mmr(pool, limit, cache, lam=MMR_LAMBDA):
+    """MMR (λ, word-set Jaccard) over pool = [(score, ref, words)] sorted by score, descending."""
     picks = []
     sims = [0.0] * len(pool)
     taken = [False] * len(pool)
@@ -251,9 +286,9 @@ def mmr(pool, limit, cache):
         for p, (score, _, _) in enumerate(pool):
             if taken[p]:
                 continue
-            if best is not None and MMR_LAMBDA * score <= best[1]:
+            if best is not None and lam * score <= best[1]:
                 break
-            value = MMR_LAMBDA * score - (1 - MMR_LAMBDA) * sims[p]
+            value = lam * score - (1 - lam) * sims[p]
             if best is None or value > best[1]:
                 best = (p, value)
         taken[best[0]] = True
@@ -271,9 +306,23 @@ def mmr(pool, limit, cache):
     return [pool[p][1] for p in picks]
 
 
+def in_pool(candidates, pool):
+    """The candidates a search taking `pool` of each list would have had."""
+    out = []
+    for c in candidates:
+        vector = c["vector_rank"] is not None and c["vector_rank"] <= pool
+        keyword = c["keyword_rank"] is not None and c["keyword_rank"] <= pool
+        if vector or keyword:
+            out.append(dict(c, vector_rank=c["vector_rank"] if vector else None,
+                            keyword_rank=c["keyword_rank"] if keyword else None,
+                            bm25=c["bm25"] if keyword else None))
+    return out
+
+
 def rescore(candidates, config, query, store, cache):
     """The ranking of `config` over one question's candidate dump."""
-    fusion, prior_weight, use_mmr, speaker_boost, neighbour_weight, time_boost = config
+    fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost, anchors = config
+    candidates = in_pool(candidates, pool)
     best_bm25 = max((c["bm25"] or 0.0 for c in candidates), default=0.0)
     names = set(tokens(query["question"]))
     window = time_window(query["question"], store["now_dt"]) if time_boost else None
@@ -294,6 +343,12 @@ def rescore(candidates, config, query, store, cache):
         if window and window[0] <= store["time"][c["ref"]] < window[1]:
             score *= 1 + time_boost
         scores[c["ref"]] = score
+    if session_boost:
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], store["position"][kv[0]]))
+        top = [ref for ref, _ in ranked[:anchors]]
+        for c in candidates:
+            if c["ref"] not in top and any(abs(store["time"][c["ref"]] - store["time"][a]) <= SESSION_GAP for a in top):
+                scores[c["ref"]] *= 1 + session_boost
     if neighbour_weight:
         top = sorted(scores.items(), key=lambda kv: -kv[1])[:DEPTH]
         for ref, score in top:
@@ -301,9 +356,21 @@ def rescore(candidates, config, query, store, cache):
                 if scores.get(neighbour, 0.0) < neighbour_weight * score:
                     scores[neighbour] = neighbour_weight * score
     order = sorted(scores.items(), key=lambda kv: (-kv[1], store["position"][kv[0]]))[:1000]
-    if use_mmr:
-        return mmr([(score, ref, store["words"][ref]) for ref, score in order], DEPTH, cache)
+    if mmr_lambda is not None:
+        return mmr([(score, ref, store["words"][ref]) for ref, score in order], DEPTH, cache, mmr_lambda)
     return [ref for ref, _ in order[:DEPTH]]
+
+
+GRID_INPUTS = {}
+
+
+def rescore_all(config):
+    """Every question's metrics under `config`, per conversation."""
+    out = {}
+    for conversation, (candidates, store, conv_queries, evidence, session_of) in GRID_INPUTS.items():
+        out[conversation] = [metrics(rescore(candidates[q["id"]], config, q, store, {}), evidence[q["id"]], session_of)
+                             for q in conv_queries]
+    return out
 
 
 def main():
@@ -315,6 +382,10 @@ def main():
     parser.add_argument("--benign", help="injection-dev's injection.jsonl: its benign rows are off-topic prompts too")
     parser.add_argument("--json", help="write every number to this file")
     parser.add_argument("--no-grid", action="store_true", help="skip the re-scored grid")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes re-scoring the grid")
+    parser.add_argument("--state", help="save what the runs gave (pickle) for --from-state")
+    parser.add_argument("--from-state", help="re-score and report from a --state file without running cairn")
+    parser.add_argument("--workdir", help="keep each conversation's home and command outputs here and reuse them")
     args = parser.parse_args()
     datasets = args.data or ["../shared/evaldata/locomo-dev"]
     env = dict(os.environ, CAIRN_EMBED_MODEL_PATH=args.model, CAIRN_SKIP_MODEL_DOWNLOAD="1")
@@ -330,6 +401,14 @@ def main():
     context_rows = {}
     set_of = {}
     imports = {}
+    grid_inputs = {}
+    if args.from_state:
+        with open(args.from_state, "rb") as handle:
+            state = pickle.load(handle)
+        per_q.update(state["per_q"])
+        context_rows, set_of, imports, grid_inputs = (state["context_rows"], state["set_of"], state["imports"],
+                                                      state["grid_inputs"])
+        datasets = []
     for data in datasets:
         set_name = os.path.basename(os.path.normpath(data))
         memories = read_jsonl(os.path.join(data, "memories.jsonl"))
@@ -362,12 +441,25 @@ def main():
                 if gap <= 30 * 60:
                     store["neighbours"][a["id"]].append(b["id"])
                     store["neighbours"][b["id"]].append(a["id"])
-            with tempfile.TemporaryDirectory() as workdir:
+            with workspace(args.workdir, set_name, conversation) as (workdir, cache):
                 home = os.path.join(workdir, "home")
                 import_path = os.path.join(workdir, "rows.jsonl")
-                write_jsonl(import_path, [{"text": text, "created_at": row["timestamp"], "source_ref": row["id"]}
-                                          for text, row in zip(texts, rows)])
-                summary = json.loads(run([args.cairn, "--home", home, "memory", "import-episodic", import_path, "--json"], env))
+                import_rows = [{"text": text, "created_at": row["timestamp"], "source_ref": row["id"]}
+                               for text, row in zip(texts, rows)]
+                marker = os.path.join(workdir, "imported.json")
+                summary = None
+                if os.path.exists(marker):
+                    with open(marker, encoding="utf-8") as handle:
+                        kept = json.load(handle)
+                    if kept["rows"] == import_rows:
+                        summary = kept["summary"]
+                if summary is None:
+                    shutil.rmtree(home, ignore_errors=True)
+                    write_jsonl(import_path, import_rows)
+                    summary = json.loads(run([args.cairn, "--home", home, "memory", "import-episodic", import_path, "--json"], env))
+                    if cache:
+                        with open(marker, "w", encoding="utf-8") as handle:
+                            json.dump({"rows": import_rows, "summary": summary}, handle)
                 imports[conversation] = summary
                 print(f"{set_name}/{conversation}: {len(rows)} turns, {len(conv_queries)} questions, import {summary}",
                       file=sys.stderr)
@@ -377,7 +469,8 @@ def main():
                     write_jsonl(path, prompts)
                     cmd = [args.cairn, "--home", home, "memory", "search", "--queries", path, "--now", now,
                            "--limit", str(limit), "--json"] + extra + (["--context"] if context else [])
-                    return {json.loads(line)["id"]: json.loads(line)["hits"] for line in run(cmd, env).splitlines()}
+                    return {json.loads(line)["id"]: json.loads(line)["hits"]
+                            for line in run(cmd, env, cache, json.dumps(prompts)).splitlines()}
 
                 prompts = [{"id": q["id"], "question": q["question"]} for q in conv_queries]
 
@@ -394,7 +487,7 @@ def main():
                 per_q[CONTEXT_PREVIOUS][conversation] = score(refs(open_block))
                 default_block = search([], 8, prompts, context=True)
                 per_q[CONTEXT][conversation] = score(refs(default_block))
-                dump = search(["--no-mmr"] + ADDITIONS_OFF, 1000, prompts)
+                dump = search(["--no-mmr", "--candidates", str(DUMP_POOL)] + ADDITIONS_OFF, 1000, prompts)
                 off_prompts = [{"id": f"off{i}", "question": text} for i, text in enumerate(offtopic)]
                 off_prompts += [{"id": f"benign{i}", "question": text} for i, text in enumerate(benign)]
                 off_default = search([], 8, off_prompts, context=True)
@@ -413,8 +506,8 @@ def main():
                     "default_on_empty": sum(1 for q in conv_queries if not default_block[q["id"]]),
                 }
 
-                memory_vectors = embed(args.cairn, texts, env, workdir, "memories")
-                query_vectors = embed(args.cairn, [q["question"] for q in conv_queries], env, workdir, "queries")
+                memory_vectors = embed(args.cairn, texts, env, workdir, "memories", cache)
+                query_vectors = embed(args.cairn, [q["question"] for q in conv_queries], env, workdir, "queries", cache)
                 bm25 = Bm25([tokens(text) for text in texts])
                 baselines = collections.defaultdict(dict)
                 for q, qv in zip(conv_queries, query_vectors):
@@ -426,19 +519,27 @@ def main():
                 for name, ranked_by_id in baselines.items():
                     per_q[name][conversation] = score(ranked_by_id)
 
-                if not args.no_grid:
-                    candidates = {}
-                    for q in conv_queries:
-                        candidates[q["id"]] = [{
-                            "ref": h["source_ref"], "cosine": h["score"]["cosine"], "bm25": h["score"]["bm25"],
-                            "vector_rank": h["score"]["vector_rank"], "keyword_rank": h["score"]["keyword_rank"],
-                            "importance": h["score"]["importance"], "age_days": h["score"]["age_days"],
-                        } for h in dump[q["id"]]]
-                    caches = {q["id"]: {} for q in conv_queries}
-                    for config in GRID:
-                        grid_q[config][conversation] = score(
-                            {q["id"]: rescore(candidates[q["id"]], config, q, store, caches[q["id"]]) for q in conv_queries})
-                    print(f"  grid re-scored ({len(GRID)} points)", file=sys.stderr)
+                candidates = {}
+                for q in conv_queries:
+                    candidates[q["id"]] = [{
+                        "ref": h["source_ref"], "cosine": h["score"]["cosine"], "bm25": h["score"]["bm25"],
+                        "vector_rank": h["score"]["vector_rank"], "keyword_rank": h["score"]["keyword_rank"],
+                        "importance": h["score"]["importance"], "age_days": h["score"]["age_days"],
+                    } for h in dump[q["id"]]]
+                grid_inputs[conversation] = (candidates, store, conv_queries, evidence, session_of)
+
+    if args.state:
+        with open(args.state, "wb") as handle:
+            pickle.dump({"per_q": dict(per_q), "context_rows": context_rows, "set_of": set_of, "imports": imports,
+                         "grid_inputs": grid_inputs}, handle)
+    if not args.no_grid:
+        global GRID_INPUTS
+        GRID_INPUTS = grid_inputs
+        with multiprocessing.get_context("fork").Pool(args.jobs) as workers:
+            for config, rows in zip(GRID, workers.imap(rescore_all, GRID)):
+                for conversation, table in rows.items():
+                    grid_q[config][conversation] = table
+        print(f"grid re-scored ({len(GRID)} points)", file=sys.stderr)
 
     conversations = list(set_of)
     sets = sorted(set(set_of.values()), key=lambda s: [set_of[c] for c in conversations].index(s))
@@ -458,6 +559,8 @@ def main():
             chosen[held_out] = best
             per_q[CV][held_out] = grid_q[best][held_out]
         per_q["grid point of the previous default (re-scored)"] = grid_q[PREVIOUS]
+        per_q[SHIPPED_BEFORE_NAME] = grid_q[SHIPPED_BEFORE]
+        per_q[SHIPPED_NAME] = grid_q[SHIPPED]
         all_best = max(GRID, key=lambda config: training_score(grid_q[config], None))
 
     # Abstention floor, chosen per fold.
@@ -485,7 +588,7 @@ def main():
         return {c: statistics.mean(row[metric] for row in per_q[name][c]) for c in per_q[name]}
 
     order = ([CV] if grid_q else []) + list(FIXED) + [CONTEXT, CONTEXT_PREVIOUS, COSINE, BM25, PLAIN_RRF] \
-        + (["grid point of the previous default (re-scored)"] if grid_q else [])
+        + (["grid point of the previous default (re-scored)", SHIPPED_BEFORE_NAME, SHIPPED_NAME] if grid_q else [])
     report = {"sets": {}, "chosen": {c: list(v) for c, v in chosen.items()},
               "shipped_choice_on_all": list(all_best) if grid_q else None, "imports": imports,
               "abstention": {}, "floor_choice": {str(k): v for k, v in floor_choice.items()}}
@@ -548,11 +651,26 @@ def main():
             json.dump(report, handle, indent=1)
 
 
-def embed(cairn, texts, env, workdir, name):
+def embed(cairn, texts, env, workdir, name, cache=None):
     path = os.path.join(workdir, f"{name}.jsonl")
     write_jsonl(path, [{"id": i, "text": text} for i, text in enumerate(texts)])
-    rows = [json.loads(line) for line in run([cairn, "embed", "--jsonl", path], env).splitlines() if line.strip()]
-    return [row["vector"] for row in rows]
+    out = run([cairn, "embed", "--jsonl", path], env, cache, json.dumps(texts))
+    return [json.loads(line)["vector"] for line in out.splitlines() if line.strip()]
+
+
+@contextlib.contextmanager
+def workspace(root, set_name, conversation):
+    """A conversation's folder and its command cache: kept under `root`
+    (`--workdir`) so a re-run reuses the imported home and the outputs of
+    unchanged commands; a temporary folder without a cache otherwise."""
+    if not root:
+        with tempfile.TemporaryDirectory() as workdir:
+            yield workdir, None
+        return
+    workdir = os.path.join(root, set_name, conversation)
+    cache = os.path.join(workdir, "cache")
+    os.makedirs(cache, exist_ok=True)
+    yield workdir, cache
 
 
 if __name__ == "__main__":

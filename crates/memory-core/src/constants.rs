@@ -181,6 +181,15 @@ pub const EPISODIC_NEIGHBOUR_MAX_GAP_MS: i64 = 30 * 60 * 1_000;
 /// Time expressions: a row created inside the window the query names
 /// scores `× (1 + this)`. Chosen by the same cross-validation.
 pub const EPISODIC_TIME_BOOST: f64 = 0.25;
+/// Same sitting: a row written within [`EPISODIC_NEIGHBOUR_MAX_GAP_MS`] of
+/// one of the best [`EPISODIC_SESSION_ANCHORS`] rows of a search (not one of
+/// them) scores `× (1 + this)`: the evidence for a question is often spread
+/// over a few turns of one conversation, and the best hits say which one
+/// (the cluster hypothesis). Chosen by the leave-one-conversation-out
+/// cross-validation over LoCoMo-dev and longchat-dev (`BENCHMARKS.md`).
+pub const EPISODIC_SESSION_BOOST: f64 = 0.1;
+/// How many of the best rows mark the sessions [`EPISODIC_SESSION_BOOST`] lifts.
+pub const EPISODIC_SESSION_ANCHORS: usize = 3;
 /// Keyword admission into the context block, for a hit under the cosine
 /// gate: it must be among this many best bm25 hits...
 pub const KEYWORD_ADMISSION_MAX_RANK: usize = 3;

@@ -886,3 +886,53 @@ fn neighbouring_turns_are_lifted_only_when_asked_and_only_within_a_session() {
     assert_eq!(context(0.0), vec![(hike, Some(Admission::Cosine))]);
     assert_eq!(context(0.6), vec![(hike, Some(Admission::Cosine)), (before, Some(Admission::Neighbour))]);
 }
+
+#[test]
+fn rows_of_the_best_hits_sitting_are_lifted_and_others_are_not() {
+    const QUERY: &str = "Where did we go sailing last summer?";
+    const MINUTE_MS: i64 = 60_000;
+    // (text, cosine, axis, created_at); the first three are the best rows.
+    let rows: &[(&str, f32, usize, i64)] = &[
+        ("We took the boat out of the harbour at dawn", 0.9, 1, NOW - 40 * DAY_MS),
+        ("The regatta had thirty boats this year", 0.85, 2, NOW - 20 * DAY_MS),
+        ("I finally bought a new mainsail for the dinghy", 0.8, 3, NOW - 10 * DAY_MS),
+        // Ten minutes after the best row: the same sitting.
+        ("My brother steered while I read the charts", 0.3, 2, NOW - 40 * DAY_MS + 10 * MINUTE_MS),
+        // Two hours after it: another sitting.
+        ("Dinner afterwards was grilled fish by the quay", 0.3, 3, NOW - 40 * DAY_MS + 120 * MINUTE_MS),
+    ];
+    let mut table: Vec<(&str, Vec<f32>)> =
+        rows.iter().map(|(text, c, axis, _)| (*text, at_cosine(*c, *axis))).collect();
+    table.push((QUERY, at_cosine(1.0, 1)));
+    let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&table))));
+    for (text, _, _, at) in rows {
+        inserted(db.write_episodic(&NewEpisode::new(*text).created_at(*at)).unwrap());
+    }
+    let boost = 1.0 + cairn_memory_core::constants::EPISODIC_SESSION_BOOST;
+    for (session_boost, same_sitting) in [(None, boost), (Some(0.0), 1.0), (Some(0.5), 1.5)] {
+        let mut query = EpisodicQuery::new(QUERY).now(NOW).limit(10).mmr(false);
+        if let Some(session_boost) = session_boost {
+            query = query.session_boost(session_boost);
+        }
+        let hits = db.search_episodic(&query).unwrap();
+        assert_eq!(hits.len(), rows.len(), "{hits:?}");
+        for (text, _, _, _) in rows {
+            let hit = hits.iter().find(|hit| hit.text == *text).expect("every row is a candidate");
+            let expected = if *text == rows[3].0 { same_sitting } else { 1.0 };
+            let factor = hit.score.score / hit.score.fused;
+            assert!((factor - expected).abs() < 1e-9, "{session_boost:?} {text:?}: {factor}");
+        }
+    }
+    // Keyword mode's rank-based scores are left alone.
+    let query = EpisodicQuery::new("boat regatta mainsail brother dinner")
+        .mode(RetrievalMode::Keyword)
+        .now(NOW)
+        .limit(10)
+        .mmr(false)
+        .session_boost(0.5);
+    let hits = db.search_episodic(&query).unwrap();
+    assert_eq!(hits.len(), rows.len(), "{hits:?}");
+    for hit in &hits {
+        assert!((hit.score.score / hit.score.fused - 1.0).abs() < 1e-9, "{hit:?}");
+    }
+}

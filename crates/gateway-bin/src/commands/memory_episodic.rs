@@ -124,6 +124,12 @@ pub(crate) struct SearchArgs {
     /// Score factor `1 + B` for rows inside the time window the query names (0 is off).
     #[arg(long)]
     pub(crate) time_boost: Option<f64>,
+    /// Score factor `1 + B` for rows written in the same sitting as one of the best three (0 is off).
+    #[arg(long)]
+    pub(crate) session_boost: Option<f64>,
+    /// Hybrid mode: candidates taken from each of the vector and keyword lists (1 to 1000).
+    #[arg(long)]
+    pub(crate) candidates: Option<usize>,
     /// With `--context`: abstain when no row reaches this raw cosine (0 never abstains; default: the model's).
     #[arg(long)]
     pub(crate) abstain_below: Option<f32>,
@@ -295,6 +301,7 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     };
     nonnegative("speaker-boost", args.speaker_boost)?;
     nonnegative("time-boost", args.time_boost)?;
+    nonnegative("session-boost", args.session_boost)?;
     nonnegative("abstain-below", args.abstain_below.map(f64::from))?;
     if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
         bail!("--neighbour-weight must be between 0 and 1");
@@ -321,6 +328,15 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     }
     if let Some(floor) = args.abstain_below {
         query = query.abstain_below(floor);
+    }
+    if let Some(boost) = args.session_boost {
+        query = query.session_boost(boost);
+    }
+    if let Some(candidates) = args.candidates {
+        if !(1..=1_000).contains(&candidates) {
+            bail!("--candidates must be between 1 and 1000");
+        }
+        query = query.candidates(candidates);
     }
     Ok(query)
 }

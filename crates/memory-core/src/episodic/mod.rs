@@ -329,6 +329,14 @@ pub struct EpisodicQuery {
     /// Under the relevance filter: the abstention floor, overriding the
     /// embedding model's ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
     pub abstain_below: Option<f32>,
+    /// Hybrid mode with a query vector: a row written within 30 minutes of one of
+    /// the best [`crate::constants::EPISODIC_SESSION_ANCHORS`] rows (in the
+    /// same sitting) scores `× (1 + session_boost)` (see
+    /// [`crate::constants::EPISODIC_SESSION_BOOST`]).
+    pub session_boost: f64,
+    /// Hybrid mode: candidates taken from each of the vector and the keyword
+    /// lists before ranking (see [`crate::constants::HYBRID_CANDIDATES`]).
+    pub candidates: usize,
 }
 
 impl EpisodicQuery {
@@ -350,6 +358,8 @@ impl EpisodicQuery {
             neighbour_weight: EPISODIC_NEIGHBOUR_WEIGHT,
             time_boost: EPISODIC_TIME_BOOST,
             abstain_below: None,
+            session_boost: crate::constants::EPISODIC_SESSION_BOOST,
+            candidates: crate::constants::HYBRID_CANDIDATES,
         }
     }
 
@@ -428,6 +438,18 @@ impl EpisodicQuery {
     /// Sets the time-window boost (0 turns it off).
     pub fn time_boost(mut self, boost: f64) -> Self {
         self.time_boost = boost;
+        self
+    }
+
+    /// Sets the session boost (0 turns it off).
+    pub fn session_boost(mut self, boost: f64) -> Self {
+        self.session_boost = boost;
+        self
+    }
+
+    /// Sets how many candidates hybrid mode takes from each list (at least 1).
+    pub fn candidates(mut self, candidates: usize) -> Self {
+        self.candidates = candidates.max(1);
         self
     }
 

@@ -10,7 +10,8 @@ use cairn_memory_vector::{Hit, MmrCandidate, RelevanceGate, decay_score, mmr};
 
 use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown, signals};
 use crate::constants::{
-    EPISODIC_NEIGHBOUR_MAX_GAP_MS, FTS_MAX_QUERY_TERMS, KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE,
+    EPISODIC_NEIGHBOUR_MAX_GAP_MS, EPISODIC_SESSION_ANCHORS, FTS_MAX_QUERY_TERMS, KEYWORD_ADMISSION_MAX_RANK,
+    KEYWORD_ADMISSION_MIN_COVERAGE,
 };
 use crate::error::Result;
 use crate::keywords;
@@ -229,6 +230,11 @@ pub(crate) fn rank(
         };
         scored.push((candidate, breakdown));
     }
+    // Hybrid only: keyword mode's rank-based scores sit too close together
+    // for a fixed factor (it was chosen on the hybrid ranking).
+    if query.mode == RetrievalMode::Hybrid && have_vector && query.session_boost > 0.0 {
+        boost_anchor_sessions(&mut scored, query.session_boost);
+    }
     if signals && query.neighbour_weight > 0.0 && query.limit > 0 {
         propagate_to_neighbours(&mut scored, query, now, neighbours)?;
     }
@@ -276,6 +282,26 @@ fn signal_factor(query: &EpisodicQuery, query_words: &BTreeSet<String>, window: 
         factor *= 1.0 + query.time_boost;
     }
     factor
+}
+
+/// Rows written in the same sitting as one of the best
+/// [`EPISODIC_SESSION_ANCHORS`] rows (within [`EPISODIC_NEIGHBOUR_MAX_GAP_MS`]
+/// of it, the anchors themselves excepted) score `× (1 + boost)`.
+fn boost_anchor_sessions(scored: &mut [(Candidate, ScoreBreakdown)], boost: f64) {
+    let mut order: Vec<usize> = (0..scored.len()).collect();
+    order.sort_by(|&a, &b| {
+        scored[b].1.score.total_cmp(&scored[a].1.score).then(scored[a].0.row.id.cmp(&scored[b].0.row.id))
+    });
+    order.truncate(EPISODIC_SESSION_ANCHORS);
+    let anchors: Vec<(usize, i64)> = order.iter().map(|&i| (i, scored[i].0.row.created_at)).collect();
+    for (i, (candidate, breakdown)) in scored.iter_mut().enumerate() {
+        let created_at = candidate.row.created_at;
+        if anchors.iter().all(|&(anchor, _)| anchor != i)
+            && anchors.iter().any(|&(_, at)| (created_at - at).abs() <= EPISODIC_NEIGHBOUR_MAX_GAP_MS)
+        {
+            breakdown.score *= 1.0 + boost;
+        }
+    }
 }
 
 /// Each of the top `limit` rows lifts the rows written next to it to at

@@ -135,7 +135,11 @@ impl MemoryDb {
                         IndexAccess::Scan => scan(tx, space, vector, k),
                     }
                 };
-                let pool = if query.mode == RetrievalMode::Hybrid { HYBRID_CANDIDATES } else { MMR_MAX_POOL };
+                let pool = if query.mode == RetrievalMode::Hybrid {
+                    query.candidates.clamp(1, MMR_MAX_POOL)
+                } else {
+                    MMR_MAX_POOL
+                };
                 let pool = pool * factor;
                 let hits = if query.relevance_filter {
                     // Hits come in cosine order: once a probe ends below the
@@ -159,7 +163,7 @@ impl MemoryDb {
             }
             if use_keywords && let Some(fts_query) = &fts_query {
                 let k = if query.mode == RetrievalMode::Hybrid {
-                    HYBRID_CANDIDATES
+                    query.candidates.clamp(1, MMR_MAX_POOL)
                 } else {
                     query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
                 };
