@@ -860,6 +860,31 @@ fn serve_lessons_endpoints() {
     assert_eq!(gateway.delete(&format!("/api/lessons/{key}")).code(), "lesson_not_found");
 }
 
+/// A restarted gateway loads both memory indexes by itself: the status
+/// shows them ready and in step before any search was asked for.
+#[test]
+fn serve_loads_the_memory_indexes_at_start_without_a_search() {
+    let models = tempfile::tempdir().unwrap();
+    let model = tiny_model(models.path());
+    let args = ["--model-path", model.to_str().unwrap()];
+    let gateway = start(&args);
+    gateway.wait_for("/api/memory/embedding-status", "the model", |body| body["setup_step"] == "done");
+    // One row: the tiny test model finds most sentences near duplicates.
+    let texts = ["we moved the standup to ten on mondays"];
+    for text in texts {
+        let stored = gateway.send("POST", "/api/memory/episodic", &json!({"text": text}));
+        assert_eq!(stored.body["result"]["outcome"], "inserted", "{}", stored.body);
+    }
+    let home = gateway.into_home();
+    let gateway = start_in(home, &args, &[]);
+    let status = gateway.wait_for("/api/memory/embedding-status", "the indexes to load", |body| {
+        body["episodic_index"]["ready"] == true && body["episodic_index"]["keyword_index_len"] == texts.len()
+    });
+    assert_eq!(status["episodic_index"]["index_len"], texts.len(), "{status}");
+    assert_eq!(status["episodic_index"]["active"], texts.len());
+    assert!(status["episodic_index"]["index_bytes"].as_u64().unwrap() > 0);
+}
+
 #[test]
 fn serve_episodic_endpoints_and_a_background_model_change() {
     let models = tempfile::tempdir().unwrap();
