@@ -57,6 +57,10 @@ struct Inner {
     slots: HashMap<u64, u32>,
     /// By slot: the document id, its length in terms and its distinct term ids.
     docs: Vec<Option<(u64, u32, Vec<u32>)>>,
+    /// By slot: the document's length in terms (0 for a free slot), apart
+    /// from `docs` so a search's walk over postings reads 4 bytes a posting
+    /// from a table a tenth of the size.
+    lengths: Vec<u32>,
     free: Vec<u32>,
     total_len: u64,
 }
@@ -86,6 +90,7 @@ impl Bm25Index {
             inner.postings.iter_mut().for_each(Vec::shrink_to_fit);
             inner.postings.shrink_to_fit();
             inner.docs.shrink_to_fit();
+            inner.lengths.shrink_to_fit();
         }
         index
     }
@@ -123,7 +128,7 @@ impl Bm25Index {
             + inner.term_ids.capacity() * (std::mem::size_of::<(String, u32)>() + 1);
         let slots = inner.slots.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
         let scratch: usize = self.scratch.lock().iter().map(|table| table.capacity() * 8).sum();
-        postings + docs + terms + slots + inner.free.capacity() * 4 + scratch
+        postings + docs + terms + slots + (inner.free.capacity() + inner.lengths.capacity()) * 4 + scratch
     }
 
     /// Every document id, unordered.
@@ -186,7 +191,7 @@ impl Bm25Index {
         }
         let mut walk = |postings: &Vec<Posting>, idf: f64, touched: &mut Vec<u32>| {
             for posting in postings {
-                let length = inner.docs[posting.slot as usize].as_ref().map_or(0, |(_, length, _)| *length);
+                let length = inner.lengths[posting.slot as usize];
                 let tf = f64::from(posting.tf);
                 let norm = K1 * (1.0 - B + B * f64::from(length) / average.max(f64::MIN_POSITIVE));
                 let score = &mut scores[posting.slot as usize];
@@ -228,6 +233,7 @@ impl Inner {
             Some(slot) => slot,
             None => {
                 self.docs.push(None);
+                self.lengths.push(0);
                 (self.docs.len() - 1) as u32
             }
         };
@@ -248,6 +254,7 @@ impl Inner {
         }
         let length = terms.len() as u32;
         self.total_len += u64::from(length);
+        self.lengths[slot as usize] = length;
         self.docs[slot as usize] = Some((id, length, counts.into_iter().map(|(term_id, _)| term_id).collect()));
         self.slots.insert(id, slot);
     }
@@ -256,6 +263,7 @@ impl Inner {
         let Some(slot) = self.slots.remove(&id) else { return false };
         if let Some((_, length, term_ids)) = self.docs[slot as usize].take() {
             self.total_len -= u64::from(length);
+            self.lengths[slot as usize] = 0;
             for term_id in term_ids {
                 let postings = &mut self.postings[term_id as usize];
                 if let Some(position) = postings.iter().position(|posting| posting.slot == slot) {
