@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 #[path = "support/postgres.rs"]
 mod bench_postgres;
-#[path = "support/synthetic.rs"]
+#[path = "../tools/support/synthetic.rs"]
 mod synthetic;
 
 use bench_postgres::{BenchDatabase, postgres_server};

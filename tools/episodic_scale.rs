@@ -24,7 +24,7 @@
 
 #[path = "support/serve_address.rs"]
 mod serve_address;
-#[path = "../benches/support/synthetic.rs"]
+#[path = "support/synthetic.rs"]
 mod synthetic;
 
 use std::path::{Path, PathBuf};
