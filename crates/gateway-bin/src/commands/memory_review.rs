@@ -125,6 +125,21 @@ fn evidence_of(write: &ProposedWrite) -> Option<&cairn_memory_core::Evidence> {
     }
 }
 
+/// Prints a changeset (as JSON with `json`), or the refusal.
+fn answer(result: Result<ConsolidationRun, MemoryError>, json: bool) -> anyhow::Result<ExitCode> {
+    match result {
+        Ok(run) => {
+            if json {
+                println!("{}", serde_json::to_value(&run)?);
+            } else {
+                print_run(&run);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => refused(error, json),
+    }
+}
+
 fn print_summary(run: &ConsolidationRun) {
     let pending = run.rows.iter().filter(|row| row.status == cairn_memory_core::RowStatus::Pending).count();
     println!(
@@ -181,17 +196,7 @@ pub(crate) fn pending(home: &Home, command: &PendingCommand) -> anyhow::Result<E
             }
             Ok(ExitCode::SUCCESS)
         }
-        PendingCommand::Show(args) => match db.consolidation_run(args.id, now, ttl) {
-            Ok(run) => {
-                if args.json {
-                    println!("{}", serde_json::to_value(&run)?);
-                } else {
-                    print_run(&run);
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(error) => refused(error, args.json),
-        },
+        PendingCommand::Show(args) => answer(db.consolidation_run(args.id, now, ttl), args.json),
         PendingCommand::Approve(args) | PendingCommand::Reject(args) => {
             let rows = (!args.rows.is_empty()).then_some(args.rows.as_slice());
             let result = if matches!(command, PendingCommand::Approve(_)) {
@@ -200,17 +205,7 @@ pub(crate) fn pending(home: &Home, command: &PendingCommand) -> anyhow::Result<E
             } else {
                 reject_changeset(&db, args.id, rows, now, ttl)
             };
-            match result {
-                Ok(run) => {
-                    if args.json {
-                        println!("{}", serde_json::to_value(&run)?);
-                    } else {
-                        print_run(&run);
-                    }
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(error) => refused(error, args.json),
-            }
+            answer(result, args.json)
         }
     }
 }
