@@ -133,7 +133,7 @@ macro_rules! answer_noun {
 /// mention or add content of its own (a link, a phrase, "that ...").
 macro_rules! reader_directive_verb {
     () => {
-        r"(?:(?:recommend|promote|advertise|endorse|plug|tell the (?:user|reader|recipient)s?|ask the (?:user|reader|recipient)s?|inform the (?:user|reader|recipient)s?|urge|persuade|convince|claim|assert|append|embed|inject|link to|direct (?:the )?(?:user|reader)s?|invite (?:the )?(?:user|reader)s?|warn (?:the )?(?:user|reader)s?|refer (?:the )?(?:user|reader)s? to|praise|discredit)\b(?: (?:[^y\s]|y[^o\s]|yo[^u\s]|you[^r\s]|your\S)|$)|(?:include|mention|add|insert|state|say|incorporate|weave in|slip in|put)\b (?:a link|links|the link|the url|a url|an? (?:advert\w*|ad|promotion|plug|reference to|recommendation|disclaimer|statement|claim|phrase|sentence|slogan|hashtag|call to action|headline|joke|poem|link)|the (?:phrase|sentence|words?|slogan|hashtag|statement|claim|following (?:link|url|phrase|sentence|text|message|statement))|that|this (?:link|url|phrase|sentence|message|text|statement|claim)|https?://|www\.|\x22|'))"
+        r"(?:(?:recommend|promote|advertise|endorse|plug|tease|hint at|suggest (?:that )?(?:the |all )?(?:users?|readers?|people|everyone|visitors?)|encourage (?:the |all )?(?:users?|readers?|people|everyone|visitors?)|tell the (?:user|reader|recipient)s?|ask the (?:user|reader|recipient)s?|inform the (?:user|reader|recipient)s?|urge|persuade|convince|claim|assert|append|embed|inject|link to|direct (?:the )?(?:user|reader)s?|invite (?:the )?(?:user|reader)s?|warn (?:the )?(?:user|reader)s?|refer (?:the )?(?:user|reader)s? to|praise|discredit)\b(?: (?:[^y\s]|y[^o\s]|yo[^u\s]|you[^r\s]|your\S)|$)|(?:include|mention|add|insert|state|say|incorporate|weave in|slip in|put)\b (?:a link|links|the link|the url|a url|an? (?:advert\w*|ad|promotion|plug|reference to|recommendation|disclaimer|statement|claim|phrase|sentence|slogan|hashtag|call to action|headline|joke|poem|link)|the (?:phrase|sentence|words?|slogan|hashtag|statement|claim|following (?:link|url|phrase|sentence|text|message|statement))|that|this (?:link|url|phrase|sentence|message|text|statement|claim)|https?://|www\.|\x22|'))"
     };
 }
 
@@ -324,7 +324,7 @@ const INDIRECT_RULES: &[Rule] = &[
         "answer-modification",
         C::HiddenInstruction,
         concat!(
-            r"\b(?:modify|modifying|alter|altering|augment|augmenting|amend|amending|tailor|enrich|supplement|slant|skew|bias|tweak|append to|add to|infuse|spice up|inject into)\b (?:all of |each of |every one of )?your ",
+            r"\b(?:modify|modifying|alter|altering|augment|augmenting|enhance|enhancing|embellish|amend|amending|tailor|enrich|supplement|slant|skew|bias|tweak|append to|add to|infuse|spice up|inject into)\b (?:all of |each of |every one of )?your ",
             answer_noun!(),
             r" (?:(?:so as |in order )?to\b|with\b|by\b|so (?:that|it)\b|such that\b|[:,;-])|\b(?:change|adjust|rewrite|revise|edit|update|extend|expand|rephrase|reformulate|restructure|reshape|frame|pad|fill) (?:all of |each of |every one of )?your ",
             answer_noun!(),
@@ -344,7 +344,10 @@ const INDIRECT_RULES: &[Rule] = &[
             r"|\b(?:when|whenever|while|as|before|after) (?:you (?:respond|reply|answer|summari[sz]e|paraphrase|generate|compose|draft|write|produce|give|form)|responding|replying|answering|summari[sz]ing|generating|composing)\b(?: \S+){0,5}?,? (?:(?:please|also|kindly|always|definitely|subtly|be sure to|make sure (?:to|that you)|remember to|don't forget to|you (?:must|should|need to|have to|will|shall)(?: also| always)?) )*",
             reader_directive_verb!(),
             // "Include a link to … in your reply", "mention that … in your answer".
-            r"|\b(?:include|insert|embed|inject|put|append|place|add|mention|incorporate|weave|slip|sneak|work)\b (?:a link|links|the link|the url|a url|an? (?:advert|advertisement|ad|promotion|plug|mention|reference|recommendation|disclaimer|warning|note|statement|claim|phrase|sentence|slogan|hashtag|call to action|headline|joke|poem|emoji|emojis)|the (?:phrase|sentence|words?|slogan|hashtag|statement|claim|text|message|following)|that|these words|this (?:link|url|phrase|sentence|message|text|statement|claim)|https?://|www\.|\x22)[^.?\n]*? (?:in|into|within|to|at the (?:end|start|beginning|top|bottom) of|throughout) (?:(?:all|each|every one|any) of your |your |every |each |all |any )",
+            r"|\b(?:include|insert|embed|inject|put|append|place|add|mention|incorporate|weave|slip|sneak|work)\b (?:a link|links|the link|the url|a url|an? (?:advert|advertisement|ad|promotion|plug|mention|reference|recommendation|disclaimer|warning|note|statement|claim|phrase|sentence|slogan|hashtag|call to action|headline|joke|poem|emoji|emojis)|the (?:phrase|sentence|words?|slogan|hashtag|statement|claim|text|message|following)|that|these words|this (?:link|url|phrase|sentence|message|text|statement|claim)|https?://|www\.|\x22)(?:[^.?\n]|[.?][^\s.?])*? (?:in|into|within|to|at the (?:end|start|beginning|top|bottom) of|throughout) (?:(?:all|each|every one|any) of your |your |every |each |all |any )",
+            answer_noun!(),
+            // "Integrate a tip about … in your response", "weave www.x.com into your reply".
+            r"|\b(?:integrate|incorporate|weave|slip|sneak|inject|embed|infuse|interject)\b(?:[^.!?y]|y[^o]|yo[^u]|you[^r]|[.!?][^\s.!?]){0,100}? ?\b(?:in|into|within|throughout) (?:all of |each of |every one of )?your ",
             answer_noun!(),
             // "Your reply must mention ...", "your answer should begin with ...".
             r"|\byour ",
@@ -386,6 +389,13 @@ const INDIRECT_RULES: &[Rule] = &[
             answer_noun!(),
             r"|\b(?:substitute|replace|swap|exchange|switch)\b (?:the |all |every |each |some |key |important |main )*(?:words?|letters|key ?words|nouns|verbs|vowels|characters|terms)\b(?: \w+){0,3}? (?:in|of|within|throughout) (?:all of |each of )?your ",
             answer_noun!(),
+            r"|\b(?:remove|strip|delete|omit|drop|misspell|anagram|jumble|jumble up|scramble|rearrange|shuffle|group|combine|merge|run together|capitali[sz]e|uppercase|reverse|replace|substitute|convert|swap)\b (?:the |all |any |every |each |some |key |main |(?:second|third|fourth|fifth|other|\d+(?:st|nd|rd|th)) )*(?:spaces?|whitespace|punctuation|vowels|consonants|letters?|words?|characters|key ?words|nouns|sentences)\b(?: \S+){0,4}? (?:in|of|from|within|throughout) (?:all of |each of )?your (?:",
+            answer_noun!(),
+            r"|message|text|output)|\b(?:introduce|add|insert|include|use|sprinkle|make)\b (?:[a-z-]+ ){0,3}?(?:typos|misspellings|spelling (?:errors|mistakes)|grammar (?:errors|mistakes)|grammatical (?:errors|mistakes)|anagrams|(?:numbers|digits|symbols|emojis) (?:for|instead of|in place of) (?:letters|vowels|consonants|words))\b(?: \S+){0,4}? (?:in|into|to|throughout|within) (?:all of |each of )?your ",
+            answer_noun!(),
+            r"|\b(?:provide|write|give|deliver|present|render|compose|format|express|return)\b your (?:",
+            answer_noun!(),
+            r"|message) (?:using|with|in|without|through) (?:any |only |some |all |intentional |deliberate |random )?(?:alphanumeric|homophonic|(?:letter |character )?substitutions?|misspell\w*|typos|anagram\w*|scrambled|jumbled|spaces|punctuation|reversed|cipher\w*|numbers (?:for|instead of) letters)\b",
         ),
     ),
     rule(
@@ -413,7 +423,7 @@ const INDIRECT_RULES: &[Rule] = &[
 /// response, summary, assistant, AI, the encodings, a task or the user's
 /// request, and their counterparts in the screen's other languages). One literal search, which the regex
 /// engine runs with its SIMD prefilter.
-const INDIRECT_TRIGGER: &str = r"\btask|original question|original request|original prompt|original instruction|actual question|actual request|real question|real request|first question|initial question|initial request|initial prompt|user'|users'|the user|human's|important|instead of|translat|process this|analyze this|analyse this|describe this|classify this|answer|repl[yi]|respon|summar|recap|write-?up|assistant|\bai\b|chatbot|\bbot\b|llm|language model|base ?64|backward|emoji|homophon|revers|rot ?-?13|morse|respuesta|contestacion|resumen|asistente|reponse|resume|antwort|zusammenfassung|assistent|risposta|riassunto|resposta|resumo|antwoord|reactie|samenvatting|ответ|пересказ|резюме|ассистент|回答|回复|回覆|答案|摘要|总结|總結|助手|助理|人工智能|返答|返信|要約|応答|アシスタント|답변|응답|대답|요약|어시스턴트";
+const INDIRECT_TRIGGER: &str = r"\btask|your message|your output|your text|original question|original request|original prompt|original instruction|actual question|actual request|real question|real request|first question|initial question|initial request|initial prompt|user'|users'|the user|human's|important|instead of|translat|process this|analyze this|analyse this|describe this|classify this|answer|repl[yi]|respon|summar|recap|write-?up|assistant|\bai\b|chatbot|\bbot\b|llm|language model|base ?64|backward|emoji|homophon|revers|rot ?-?13|morse|respuesta|contestacion|resumen|asistente|reponse|resume|antwort|zusammenfassung|assistent|risposta|riassunto|resposta|resumo|antwoord|reactie|samenvatting|ответ|пересказ|резюме|ассистент|回答|回复|回覆|答案|摘要|总结|總結|助手|助理|人工智能|返答|返信|要約|応答|アシスタント|답변|응답|대답|요약|어시스턴트";
 
 static INDIRECT_SCREENER: LazyLock<(regex::Regex, RegexSet)> = LazyLock::new(|| {
     let trigger = regex::Regex::new(&ascii_pattern(&fold_pattern(INDIRECT_TRIGGER))).expect("trigger compiles");

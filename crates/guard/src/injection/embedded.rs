@@ -92,11 +92,17 @@ const TASK_REQUEST: &str = concat!(
     recommendation_object!(),
     r"\b(?: (?:for|to|about|that|in|on|from|of|with|i|you|we)\b|[.!?,]|$)",
     // Explain or teach a concept.
-    r"|(?:explain|describe|summari[sz]e|outline|elaborate on|define|clarify|teach me|tell me about|give me an overview of|walk me through|break down) (?:the (?:concept|theory|principles?|basics|fundamentals|history|origins?|evolution|meaning|significance|importance|benefits|pros and cons|advantages|causes|effects|science|mechanics|process) of|how (?:photosynthesis|the internet|gravity|vaccines|a computer|computers|airplanes|rainbows) works?|what (?:is|are) (?:a |an |the )?(?:\w+ ){0,3}?in simple terms|why the sky is blue|(?:\w+ ){1,3}in simple terms|(?:\w+ ){1,3}to a (?:child|five-year-old|5-year-old|beginner)|(?:quantum|machine learning|blockchain|photosynthesis|relativity|evolution|climate change|the stock market|inflation|black holes|the big bang|democracy|artificial intelligence|cryptocurrency|the theory of \w+|the french revolution|world war (?:i|ii|one|two|1|2)|the renaissance))\b",
+    r"|(?:explain|describe|summari[sz]e|outline|elaborate on|define|clarify|teach me|tell me about|give me an overview of|walk me through|break down) (?:the (?:concept|theory|principles?|basics|fundamentals|history|origins?|evolution|meaning|significance|importance|benefits|pros and cons|advantages|causes|effects|science|mechanics|process|plot|story|storyline|themes?|life ?cycle|structure|anatomy|stages|rules) of|how (?:photosynthesis|the internet|gravity|vaccines|a computer|computers|airplanes|rainbows) works?|what (?:is|are) (?:a |an |the )?(?:\w+ ){0,3}?in simple terms|why the sky is blue|(?:\w+ ){1,3}in simple terms|(?:\w+ ){1,3}to a (?:child|five-year-old|5-year-old|beginner)|(?:quantum|machine learning|blockchain|photosynthesis|relativity|evolution|climate change|the stock market|inflation|black holes|the big bang|democracy|artificial intelligence|cryptocurrency|the theory of \w+|the french revolution|world war (?:i|ii|one|two|1|2)|the renaissance))\b",
     // Translate into a language.
     r"|translate\b(?: \S+){0,12}? (?:into|to|in) ",
     language!(),
     r"\b",
+    r"|(?:what(?:'s| is| does)|how (?:do|would|can|could) (?:you|i|we|one) say|how (?:do|would) you (?:write|spell|pronounce)) (?:the (?:word|phrase) )?[\x22'][^\x22']{1,60}[\x22'] (?:in|mean in) ",
+    language!(),
+    r"\b|(?:provide|give|tell|what(?:'s| is)) (?:me |us )?the ",
+    language!(),
+    r" (?:equivalent|translation|word|term|phrase|version) (?:for|of)\b",
+    r"|(?:provide|give|show|share|write) (?:me |us )?(?:an?|some) (?:simple |short |quick |basic |complete |working )?(?:example|sample|code example|code sample|snippet|demo|demonstration)s? (?:of|showing|for|on|that shows) (?:how|a|an)\b",
     // Analyse sentiment, tone or mood.
     r"|(?:analy[sz]e|determine|classify|identify|detect|assess|evaluate|rate|judge|gauge) (?:the )?(?:overall )?(?:sentiment|tone|emotion|emotions|mood|attitude|polarity)\b",
     // Compute or solve a puzzle.
@@ -122,7 +128,7 @@ const TASK_REQUEST: &str = concat!(
     r"|(?:tell|inform|notify|warn|alert|remind|advise|assure|reassure|invite|encourage|urge|direct|instruct|lure|trick|push|pressure|convince|persuade|get|lead) (?:the |all |any |every )?(?:users?|readers?|recipients?|visitors?|audience|people|everyone|victims?) (?:to|that|about|of|they|into|he|she)\b",
     // Questions of the kind put to a chatbot: general knowledge, advice,
     // how-to, "can you recommend …".
-    r"|(?:what(?:'s| is| are| was| were) (?:the (?:best|most|top|easiest|healthiest|fastest|cheapest|biggest|largest|tallest|smallest|longest|oldest|capital|population|meaning|origin|history|difference between|boiling point|speed of|distance|weather|forecast|plot|main (?:causes|differences|benefits)|benefits of|pros and cons|symptoms|recipe)|some (?:good |great |fun |easy |healthy |effective |common |popular |interesting |creative |tips|ways|ideas|strategies|examples|facts)|a (?:good|healthy|fun|great|quick) (?:way|recipe|book|movie|place|idea|name|exercise|hobby))|who (?:won|invented|wrote|discovered|painted|composed|directed|founded|was the first|is the (?:best|greatest|richest|current))|when (?:did|was) (?:the (?:first|last)|\w+ (?:invented|discovered|born|founded|built))|how (?:do|can|should|would|could) (?:i|we|you|one|someone) (?:learn|improve|become|start|make (?:new|friends|money|a)|get better|stay (?:motivated|productive|healthy|focused|fit)|lose weight|build (?:a|muscle|confidence)|cook|bake|grow|train|reduce (?:stress|anxiety)|increase|find (?:a|new)|deal with|cope with|overcome|prepare for|choose|pick|fix (?:a|an|my|the (?:error|bug|issue))|install|set up|write (?:a|an)|code|program|meditate|sleep better|save money|invest|plan a|travel|speak|memori[sz]e)|how (?:does|do) (?:a |an |the )?\w+ (?:work|function)|how (?:many|much) (?:calories|people|countries|planets|bones|miles|kilometers|years|time does it take)|(?:can|could|would|will) you (?:please )?(?:recommend|suggest|tell me (?:a|about|how|what|why|some)|explain|write|compose|translate|summari[sz]e|give me (?:a|some|an)|teach me|help me (?:with my|write|plan|learn|understand|find a|choose|decide))|do you (?:know|have) (?:any|a) (?:good |great )?(?:tips|recommendations|suggestions|jokes?|recipes?|books?|movies?|ideas)|is it (?:true|healthy|safe|possible|better|bad|good) (?:that|to)\b)[^?]{0,160}\?",
+    r"|(?:what(?:'s| is| are| was| were) (?:the (?:best|most|top|easiest|healthiest|fastest|cheapest|biggest|largest|tallest|smallest|longest|oldest|capital|population|meaning|origin|history|difference between|boiling point|speed of|distance|weather|forecast|plot|(?:main|primary|key|major|basic|most important) (?:causes|differences|benefits|functions|features|types|components|stages|principles|uses|symptoms|effects)|benefits of|pros and cons|symptoms|recipe)|some (?:good |great |fun |easy |healthy |effective |common |popular |interesting |creative |tips|ways|ideas|strategies|examples|facts)|a (?:good|healthy|fun|great|quick) (?:way|recipe|book|movie|place|idea|name|exercise|hobby))|who (?:won|invented|wrote|discovered|painted|composed|directed|founded|was the first|is the (?:best|greatest|richest|current))|when (?:did|was) (?:the (?:first|last)|\w+ (?:invented|discovered|born|founded|built))|how (?:do|can|should|would|could) (?:i|we|you|one|someone) (?:learn|solve|calculate|understand|improve|become|start|make (?:new|friends|money|a)|get better|stay (?:motivated|productive|healthy|focused|fit)|lose weight|build (?:a|muscle|confidence)|cook|bake|grow|train|reduce (?:stress|anxiety)|increase|find (?:a|new)|deal with|cope with|overcome|prepare for|choose|pick|fix (?:a|an|my|the (?:error|bug|issue))|install|set up|write (?:a|an)|code|program|meditate|sleep better|save money|invest|plan a|travel|speak|memori[sz]e)|how (?:does|do) (?:a |an |the )?\w+(?: \w+)? (?:work|function)|how (?:many|much) (?:calories|people|countries|planets|bones|miles|kilometers|years|time does it take)|(?:can|could|would|will) you (?:please )?(?:show me (?:a|an|how|some)|recommend|suggest|tell me (?:a|about|how|what|why|some)|explain|write|compose|translate|summari[sz]e|give me (?:a|some|an)|teach me|help me (?:with my|write|plan|learn|understand|find a|choose|decide))|do you (?:know|have) (?:any|a) (?:good |great )?(?:tips|recommendations|suggestions|jokes?|recipes?|books?|movies?|ideas)|is it (?:true|healthy|safe|possible|better|bad|good) (?:that|to)\b)[^?]{0,160}\?",
     // Spanish, French, German, Italian, Portuguese, Dutch.
     r"|(?:escribe|escriba|compon|redacta|crea|genera|cuentame|dime|recomienda|recomiendame|sugiere|explica|explicame|traduce)(?: me)? (?:un|una|unos|unas|algunos|algunas|tres|cinco|el|la|los|las)? ?(?:\w+ ){0,3}?(?:poema|cancion|cuento|historia|chiste|chistes|ensayo|programa|codigo|receta|recetas|libro|libros|pelicula|peliculas|restaurante|restaurantes|concepto|teoria|juego)\b",
     r"|(?:ecris|ecrivez|compose|composez|redige|redigez|cree|creez|genere|generez|raconte|racontez|recommande|recommandez|suggere|suggerez|explique|expliquez|traduis|traduisez)(?:-moi|-nous)? (?:un|une|des|quelques|trois|cinq|le|la|les)? ?(?:\w+ ){0,3}?(?:poeme|chanson|conte|histoire|blague|blagues|essai|programme|code|recette|recettes|livre|livres|film|films|restaurant|restaurants|concept|theorie|jeu)\b",
@@ -158,7 +164,7 @@ macro_rules! not_your {
 /// may hold its own punctuation ("add 'Act now!' to your reply").
 macro_rules! sentence_gap {
     () => {
-        r#"(?:"[^"]{0,80}"|'[^.!?]{0,80}?[.!?]+'|[^.!?]){0,100}?"#
+        r#"(?:"[^"]{0,80}"|'[^.!?]{0,80}?[.!?]+'|[^.!?]|[.!?][^\s.!?"']){0,100}?"#
     };
 }
 
@@ -166,7 +172,7 @@ macro_rules! sentence_gap {
 /// correspondent sends (send, submit, return, confirm, quote, sign …).
 macro_rules! shaping_verb {
     () => {
-        r"(?:include|add|insert|mention|use|incorporate|write|put|embed|append|prepend|start|begin|end|finish|conclude|close|open|preface|prefix|replace|substitute|swap|convert|translate|encode|encrypt|reverse|express|present|format|phrase|structure|highlight|emphasi[sz]e|stress|capitali[sz]e|sprinkle|pepper|fill|spice up|weave|feature|recommend|suggest|promote|advertise|claim|urge|encourage|make|ensure|make sure|try to|be sure to|remember to|don't forget to|do not forget to|avoid|refrain from|modify|alter|change|adjust|rewrite|revise|edit|update|augment|amend|tailor|enrich|supplement|slant|skew|bias|tweak|extend|expand|rephrase|reformulate|restructure|reshape|frame|pad|mirror|scramble|obfuscate|flip|invert|spell|apply|transform|render|compose|craft|generate|create|produce|draft|remind|warn|redirect|link|slip|sneak|work|inject|hide|plant|tag|praise|discredit|criticize|disparage|endorse|respond|reply|answer|limit|restrict|keep|rewrite)"
+        r"(?:include|add|insert|mention|use|incorporate|integrate|enhance|embellish|introduce|tease|hint at|invite|jumble|misspell|anagram|rearrange|group|combine|remove|strip|write|put|embed|append|prepend|start|begin|end|finish|conclude|close|open|preface|prefix|replace|substitute|swap|convert|translate|encode|encrypt|reverse|express|present|format|phrase|structure|highlight|emphasi[sz]e|stress|capitali[sz]e|sprinkle|pepper|fill|spice up|weave|feature|recommend|suggest|promote|advertise|claim|urge|encourage|make|ensure|make sure|try to|be sure to|remember to|don't forget to|do not forget to|avoid|refrain from|modify|alter|change|adjust|rewrite|revise|edit|update|augment|amend|tailor|enrich|supplement|slant|skew|bias|tweak|extend|expand|rephrase|reformulate|restructure|reshape|frame|pad|mirror|scramble|obfuscate|flip|invert|spell|apply|transform|render|compose|craft|generate|create|produce|draft|remind|warn|redirect|link|slip|sneak|work|inject|hide|plant|tag|praise|discredit|criticize|disparage|endorse|respond|reply|answer|limit|restrict|keep|rewrite)"
     };
 }
 
@@ -180,6 +186,9 @@ const ANSWER_DIRECTIVE: &str = concat!(
     r"\b(?:(?:please|kindly|also|now|additionally|then|finally|ps|p\.s\.|and|next|first|lastly|always|only),? )*",
     shaping_verb!(),
     r" (?:(?:all of |each of |every one of |the (?:text|words|content|language|tone|style|format|length|structure) of )?your ",
+    output_noun!(),
+    // A quoted phrase first: "add 'Act now!' to your reply".
+    r#"|"[^"]{0,100}"(?:[^.!?"]|[.!?][^\s.!?"]){0,60}?\byour "#,
     output_noun!(),
     r"|",
     not_your!(),
@@ -206,7 +215,7 @@ const ANSWER_DIRECTIVE: &str = concat!(
     r" (?:in|into|using|as|with|to) (?:the |an? )?(?:base ?64|base ?32|hex(?:adecimal)?(?: code)?|rot ?-?13|an? (?:caesar|substitution|simple) cipher|caesar cipher|morse(?: code)?|binary(?: code)?|pig latin|leet ?speak|l33t|emojis?|homophones?|reversed? (?:order|text|form)|backwards?)\b",
     r"|\b(?:replace|substitute|swap|switch|exchange)\b",
     sentence_gap!(),
-    r" (?:with|for|by) (?:their |its |the |corresponding |matching )?(?:homophones?|emojis?|emoji (?:symbols|characters|equivalents)|misspellings|rhyming words)\b",
+    r" (?:with|for|by) (?:their |its |the |corresponding |matching |following )?(?:homophones?|emojis?|emoji (?:symbols|characters|equivalents)|misspellings|rhyming words|numbers|digits|symbols|position (?:numbers?|in the alphabet)|alphabet positions?)\b",
     // A clickbait hook put into the text.
     r"|\b(?:add|include|insert|use|put|start with|begin with|open with|write|create|craft|come up with|append|prepend)\b (?:a |an |some )?(?:clickbait|catchy|sensational|sensationalist|shocking|provocative|attention-grabbing|eye-catching|misleading|exaggerated) (?:\w+ )?(?:headlines?|titles?|teasers?|hooks?|phrases?|lines?|links?|sentences?|taglines?|subject lines?|captions?)\b",
     // Spanish, French, German, Italian, Portuguese, Dutch.
