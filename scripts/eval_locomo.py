@@ -82,20 +82,24 @@ MMR_LAMBDA = 0.6
 # holds DUMP_POOL of each, so a smaller pool is re-scored exactly);
 # SESSION_BOOSTS multiply the score of a row written within SESSION_GAP of
 # one of the best SESSION_ANCHORS rows.
+# CEILING_SHARES: weighted fusion scales bm25 by max(best hit's bm25, share ×
+# the query's bm25 ceiling). The speaker boost 0.15, the time boost 0.25 and
+# a pool of 100 won every fold of the previous two rounds and are fixed here.
 FUSIONS = ("weighted:0.6", "weighted:0.7", "weighted:0.8")
-SPEAKER_BOOSTS = (0.0, 0.15)
-TIME_BOOSTS = (0.0, 0.25)
-POOLS = (100, 200)
+SPEAKER_BOOSTS = (0.15,)
+TIME_BOOSTS = (0.25,)
+POOLS = (100,)
 SESSIONS = ((0.0, 3), (0.1, 3), (0.2, 3), (0.1, 5), (0.2, 5))
+CEILING_SHARES = (0.0, 0.25, 0.4, 0.55)
 DUMP_POOL = 300
 SESSION_GAP = dt.timedelta(minutes=30)
-GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors)
-        for fusion, speaker, time, pool, (session, anchors)
-        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS)]
-PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3)
-SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.0, 3)
+GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors, share)
+        for fusion, speaker, time, pool, (session, anchors), share
+        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES)]
+PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0)
+SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0)
 # This build's default (constants.rs): checked against the binary's own ranking.
-SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3)
+SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
 ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0"]
@@ -111,7 +115,7 @@ CONTEXT = "cairn --context, this build's default (limit 8)"
 CONTEXT_PREVIOUS = "cairn --context, previous default (limit 8, no abstention)"
 COSINE, BM25, PLAIN_RRF = "baseline: plain cosine (same model)", "baseline: BM25 (Okapi)", "baseline: RRF(cosine, BM25), k 60"
 CV = "CV-selected grid point (re-scored candidates)"
-SHIPPED_BEFORE_NAME = "grid point of round three's default (re-scored)"
+SHIPPED_BEFORE_NAME = "grid point of the previous build's default (re-scored)"
 SHIPPED_NAME = "grid point of this build's default (re-scored)"
 
 
@@ -321,9 +325,13 @@ def in_pool(candidates, pool):
 
 def rescore(candidates, config, query, store, cache):
     """The ranking of `config` over one question's candidate dump."""
-    fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost, anchors = config
+    (fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost, anchors,
+     ceiling_share) = config
+    ceiling = next((c["keyword_ceiling"] for c in candidates if c.get("keyword_ceiling") is not None), None)
     candidates = in_pool(candidates, pool)
     best_bm25 = max((c["bm25"] or 0.0 for c in candidates), default=0.0)
+    if ceiling_share and ceiling is not None:
+        best_bm25 = max(best_bm25, ceiling_share * ceiling)
     names = set(tokens(query["question"]))
     window = time_window(query["question"], store["now_dt"]) if time_boost else None
     scores = {}
@@ -523,6 +531,7 @@ def main():
                 for q in conv_queries:
                     candidates[q["id"]] = [{
                         "ref": h["source_ref"], "cosine": h["score"]["cosine"], "bm25": h["score"]["bm25"],
+                        "keyword_ceiling": h["score"].get("keyword_ceiling"),
                         "vector_rank": h["score"]["vector_rank"], "keyword_rank": h["score"]["keyword_rank"],
                         "importance": h["score"]["importance"], "age_days": h["score"]["age_days"],
                     } for h in dump[q["id"]]]
@@ -535,8 +544,9 @@ def main():
     if not args.no_grid:
         global GRID_INPUTS
         GRID_INPUTS = grid_inputs
+        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, SHIPPED)) if p not in GRID]
         with multiprocessing.get_context("fork").Pool(args.jobs) as workers:
-            for config, rows in zip(GRID, workers.imap(rescore_all, GRID)):
+            for config, rows in zip(points, workers.imap(rescore_all, points)):
                 for conversation, table in rows.items():
                     grid_q[config][conversation] = table
         print(f"grid re-scored ({len(GRID)} points)", file=sys.stderr)

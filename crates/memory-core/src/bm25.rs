@@ -157,6 +157,23 @@ impl Bm25Index {
         Ok(())
     }
 
+    /// The largest bm25 any document could reach for `query_terms`
+    /// (stemmed, distinct): each term's idf × (k1 + 1), the limit of its
+    /// term-frequency factor. A term no document holds counts with the idf
+    /// of a term in none, so a query whose telling words are missing has a
+    /// high ceiling that its best match stays far below.
+    pub(crate) fn ceiling(&self, query_terms: &[String]) -> f64 {
+        let inner = self.inner.read();
+        let count = inner.slots.len() as f64;
+        query_terms
+            .iter()
+            .map(|term| {
+                let df = inner.term_ids.get(term).map_or(0, |&term_id| inner.postings[term_id as usize].len()) as f64;
+                ((count - df + 0.5) / (df + 0.5)).ln().max(MIN_IDF) * (K1 + 1.0)
+            })
+            .sum()
+    }
+
     /// The `k` best documents for `query_terms` (stemmed, distinct), as
     /// `(id, score)` with the best first and ties broken by the lower id.
     /// Documents matching no term are not returned.

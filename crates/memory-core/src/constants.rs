@@ -188,6 +188,12 @@ pub const EPISODIC_TIME_BOOST: f64 = 0.25;
 /// (the cluster hypothesis). Chosen by the leave-one-conversation-out
 /// cross-validation over LoCoMo-dev and longchat-dev (`BENCHMARKS.md`).
 pub const EPISODIC_SESSION_BOOST: f64 = 0.1;
+/// Weighted fusion scales a hit's bm25 by the best hit's bm25, or by this
+/// share of the query's bm25 ceiling (each query term's idf × (k1 + 1))
+/// when the best hit stays under it: a query whose only match is a common
+/// word ("now") then gives that match a small keyword score instead of a
+/// full one. 0 keeps the best hit's scale.
+pub const EPISODIC_KEYWORD_CEILING_SHARE: f64 = 0.0;
 /// How many of the best rows mark the sessions [`EPISODIC_SESSION_BOOST`] lifts.
 pub const EPISODIC_SESSION_ANCHORS: usize = 3;
 /// Keyword admission into the context block, for a hit under the cosine

@@ -936,3 +936,63 @@ fn rows_of_the_best_hits_sitting_are_lifted_and_others_are_not() {
         assert!((hit.score.score / hit.score.fused - 1.0).abs() < 1e-9, "{hit:?}");
     }
 }
+
+#[test]
+fn a_match_on_a_common_word_alone_is_scaled_by_the_query_ceiling() {
+    const QUERY: &str = "What vehicle do I drive now?";
+    // (text, vector); the query is the first axis. Only the second row holds
+    // a query word ("now"), and no row holds "vehicle" or "drive".
+    let rows: &[(&str, Vec<f32>)] = &[
+        ("My car is a blue hatchback", vec![0.4, 0.917, 0.0, 0.0]),
+        ("I have lived here for a few months now", vec![0.1, -0.5, 0.86, 0.0]),
+        ("The garden needs water every evening", vec![0.0, 0.0, -0.5, 0.866]),
+        ("Tea with lemon is my favourite", vec![0.0, 0.5, 0.0, -0.866]),
+        ("We painted the fence last weekend", vec![0.0, -0.6, -0.64, -0.48]),
+    ];
+    let mut table: Vec<(&str, Vec<f32>)> = rows.to_vec();
+    table.push((QUERY, vec![1.0, 0.0, 0.0, 0.0]));
+    let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&table))));
+    for (text, _) in rows {
+        inserted(db.write_episodic(&NewEpisode::new(*text).created_at(NOW - DAY_MS)).unwrap());
+    }
+    let search = |share: f64| {
+        db.search_episodic(&EpisodicQuery::new(QUERY).now(NOW).limit(2).mmr(false).keyword_ceiling_share(share))
+            .unwrap()
+    };
+    // Scaled by the best hit's bm25, the weak match is worth a full keyword score and ranks first.
+    let by_best = search(0.0);
+    assert_eq!(by_best[0].text, rows[1].0, "{by_best:?}");
+    let weak = &by_best[0].score;
+    let (bm25, ceiling) = (weak.bm25.unwrap(), weak.keyword_ceiling.unwrap());
+    assert!(bm25 < 0.5 * ceiling, "one common word of three is far from the ceiling: {bm25} / {ceiling}");
+    // Scaled by half the ceiling, it is not: the nearer row ranks first.
+    let by_ceiling = search(0.5);
+    assert_eq!(by_ceiling[0].text, rows[0].0, "{by_ceiling:?}");
+    let weak = by_ceiling.iter().find(|hit| hit.text == rows[1].0).unwrap();
+    let expected = 0.7 * f64::from(weak.score.cosine.unwrap()) + 0.3 * bm25 / (0.5 * ceiling);
+    assert!((weak.score.fused - expected).abs() < 1e-6, "{} vs {expected}", weak.score.fused);
+}
+
+#[test]
+fn a_strong_keyword_match_keeps_the_best_hits_scale() {
+    const QUERY: &str = "harbour regatta";
+    let rows: &[(&str, Vec<f32>)] = &[
+        ("The harbour regatta had thirty boats", vec![0.5, 0.866, 0.0, 0.0]),
+        ("The garden needs water every evening", vec![0.0, 0.0, -0.5, 0.866]),
+        ("Tea with lemon is my favourite", vec![0.0, 0.5, 0.0, -0.866]),
+        ("We painted the fence last weekend", vec![0.0, -0.6, -0.64, -0.48]),
+    ];
+    let mut table: Vec<(&str, Vec<f32>)> = rows.to_vec();
+    table.push((QUERY, vec![1.0, 0.0, 0.0, 0.0]));
+    let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&table))));
+    for (text, _) in rows {
+        inserted(db.write_episodic(&NewEpisode::new(*text).created_at(NOW - DAY_MS)).unwrap());
+    }
+    let query = EpisodicQuery::new(QUERY).now(NOW).limit(1).mmr(false);
+    let by_best = db.search_episodic(&query.clone().keyword_ceiling_share(0.0)).unwrap();
+    let by_ceiling = db.search_episodic(&query.keyword_ceiling_share(0.25)).unwrap();
+    let score = &by_best[0].score;
+    assert!(score.bm25.unwrap() >= 0.25 * score.keyword_ceiling.unwrap(), "{score:?}");
+    assert_eq!(by_best[0].score.fused, by_ceiling[0].score.fused);
+    assert!((score.fused - (0.7 * f64::from(score.cosine.unwrap()) + 0.3)).abs() < 1e-6, "{score:?}");
+}

@@ -130,6 +130,9 @@ pub(crate) struct SearchArgs {
     /// Hybrid mode: candidates taken from each of the vector and keyword lists (1 to 1000).
     #[arg(long)]
     pub(crate) candidates: Option<usize>,
+    /// Weighted fusion: scale bm25 by at least this share of the query's bm25 ceiling (0 to 1; 0 scales by the best hit only).
+    #[arg(long)]
+    pub(crate) keyword_ceiling_share: Option<f64>,
     /// With `--context`: abstain when no row reaches this raw cosine (0 never abstains; default: the model's).
     #[arg(long)]
     pub(crate) abstain_below: Option<f32>,
@@ -306,6 +309,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
         bail!("--neighbour-weight must be between 0 and 1");
     }
+    if args.keyword_ceiling_share.is_some_and(|share| !(0.0..=1.0).contains(&share)) {
+        bail!("--keyword-ceiling-share must be between 0 and 1");
+    }
     let mut query = EpisodicQuery::new(text)
         .limit(args.limit)
         .mode(mode)
@@ -331,6 +337,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     }
     if let Some(boost) = args.session_boost {
         query = query.session_boost(boost);
+    }
+    if let Some(share) = args.keyword_ceiling_share {
+        query = query.keyword_ceiling_share(share);
     }
     if let Some(candidates) = args.candidates {
         if !(1..=1_000).contains(&candidates) {

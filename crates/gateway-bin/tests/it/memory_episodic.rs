@@ -82,6 +82,24 @@ fn add_list_search_delete_with_refusals() {
     let bad = command(home).args(["memory", "search", "x", "--mode", "fuzzy"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--mode"));
+    // Each ranking knob out of its range is refused by name.
+    for (flag, value) in [
+        ("--keyword-ceiling-share", "1.5"),
+        ("--keyword-ceiling-share", "-0.1"),
+        ("--neighbour-weight", "2"),
+        ("--session-boost", "-1"),
+        ("--candidates", "0"),
+    ] {
+        let bad = command(home).args(["memory", "search", "x", &format!("{flag}={value}")]).output().unwrap();
+        assert_eq!(bad.status.code(), Some(1), "{flag} {value}");
+        assert!(
+            String::from_utf8_lossy(&bad.stderr).contains(flag),
+            "{flag} {value}: {}",
+            String::from_utf8_lossy(&bad.stderr)
+        );
+    }
+    let (code, _) = one(home, &["search", "Biscuit", "--keyword-ceiling-share", "0.4", "--json"]);
+    assert_eq!(code, 0);
 
     assert_eq!(one(home, &["episodic", "delete", &id.to_string(), "--json"]).1["outcome"], json!("deleted"));
     assert_eq!(one(home, &["episodic", "delete", &id.to_string(), "--json"]).0, 1);

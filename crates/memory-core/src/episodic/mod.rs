@@ -337,6 +337,11 @@ pub struct EpisodicQuery {
     /// Hybrid mode: candidates taken from each of the vector and the keyword
     /// lists before ranking (see [`crate::constants::HYBRID_CANDIDATES`]).
     pub candidates: usize,
+    /// Hybrid mode, weighted fusion: bm25 is scaled by the best hit's bm25
+    /// or by this share of the query's bm25 ceiling, whichever is larger
+    /// (0 keeps the best hit's; see
+    /// [`crate::constants::EPISODIC_KEYWORD_CEILING_SHARE`]).
+    pub keyword_ceiling_share: f64,
 }
 
 impl EpisodicQuery {
@@ -360,6 +365,7 @@ impl EpisodicQuery {
             abstain_below: None,
             session_boost: crate::constants::EPISODIC_SESSION_BOOST,
             candidates: crate::constants::HYBRID_CANDIDATES,
+            keyword_ceiling_share: crate::constants::EPISODIC_KEYWORD_CEILING_SHARE,
         }
     }
 
@@ -447,6 +453,13 @@ impl EpisodicQuery {
         self
     }
 
+    /// Sets the share of the query's bm25 ceiling that scales bm25 when the
+    /// best hit stays under it (0 turns it off).
+    pub fn keyword_ceiling_share(mut self, share: f64) -> Self {
+        self.keyword_ceiling_share = share;
+        self
+    }
+
     /// Sets how many candidates hybrid mode takes from each list (at least 1).
     pub fn candidates(mut self, candidates: usize) -> Self {
         self.candidates = candidates.max(1);
@@ -487,6 +500,9 @@ pub struct ScoreBreakdown {
     pub keyword_rank: Option<usize>,
     /// bm25 relevance (SQLite's score negated: higher is better).
     pub bm25: Option<f64>,
+    /// The largest bm25 the query could reach in the keyword index (each
+    /// term's idf × (k1 + 1)), when the index could tell it.
+    pub keyword_ceiling: Option<f64>,
     /// The fused relevance before importance and age (the cosine in pure-vector mode).
     pub fused: f64,
     /// Importance of the row.

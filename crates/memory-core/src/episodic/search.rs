@@ -126,6 +126,9 @@ pub(crate) struct Candidate {
     pub(crate) vector_rank: Option<usize>,
     pub(crate) keyword_rank: Option<usize>,
     pub(crate) bm25: Option<f64>,
+    /// The query's bm25 ceiling ([`crate::bm25::Bm25::ceiling`]), when the
+    /// keyword index could tell it.
+    pub(crate) bm25_ceiling: Option<f64>,
 }
 
 /// Reads the rows written next to a row (its neighbours in a session),
@@ -162,6 +165,14 @@ pub(crate) fn rank(
     let query_words = if signals && query.speaker_boost > 0.0 { signals::words(&query.text) } else { BTreeSet::new() };
     let window = if signals && query.time_boost > 0.0 { signals::time_window(&query.text, now) } else { None };
     let best_bm25 = candidates.iter().filter_map(|c| c.bm25).fold(0.0f64, f64::max);
+    let keyword_ceiling = candidates.iter().find_map(|c| c.bm25_ceiling);
+    // The weighted sum scales bm25 by the best hit's, unless that hit stays
+    // under a share of what the query could reach (its telling words are
+    // missing): then by that share, so a weak match is not worth a full one.
+    let bm25_scale = match keyword_ceiling {
+        Some(ceiling) if query.keyword_ceiling_share > 0.0 => best_bm25.max(query.keyword_ceiling_share * ceiling),
+        _ => best_bm25,
+    };
     let mut scored: Vec<(Candidate, ScoreBreakdown)> = Vec::with_capacity(candidates.len());
     for candidate in candidates {
         let chars = candidate.row.text.chars().count();
@@ -205,7 +216,7 @@ pub(crate) fn rank(
                         let w = vector_weight.clamp(0.0, 1.0);
                         let cosine = f64::from(candidate.cosine.unwrap_or(0.0)).max(0.0);
                         let keyword = match candidate.bm25 {
-                            Some(bm25) if best_bm25 > 0.0 => bm25 / best_bm25,
+                            Some(bm25) if bm25_scale > 0.0 => bm25 / bm25_scale,
                             _ => 0.0,
                         };
                         w * cosine + (1.0 - w) * keyword
@@ -222,6 +233,7 @@ pub(crate) fn rank(
             vector_rank: candidate.vector_rank,
             keyword_rank: candidate.keyword_rank,
             bm25: candidate.bm25,
+            keyword_ceiling,
             fused,
             importance,
             age_days,
@@ -349,6 +361,7 @@ fn propagate_to_neighbours(
                 vector_rank: None,
                 keyword_rank: None,
                 bm25: None,
+                keyword_ceiling: None,
                 fused: weight * source_fused,
                 importance: row.importance,
                 age_days: (now - row.created_at) as f64 / MS_PER_DAY,
@@ -356,7 +369,10 @@ fn propagate_to_neighbours(
                 admitted: query.relevance_filter.then_some(Admission::Neighbour),
             };
             position.insert(row.id, scored.len());
-            scored.push((Candidate { row, cosine, vector_rank: None, keyword_rank: None, bm25: None }, breakdown));
+            scored.push((
+                Candidate { row, cosine, vector_rank: None, keyword_rank: None, bm25: None, bm25_ceiling: None },
+                breakdown,
+            ));
         }
     }
     Ok(())

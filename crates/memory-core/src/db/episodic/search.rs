@@ -119,6 +119,7 @@ impl MemoryDb {
             let mut dropped = 0;
             let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
             let mut ready_index = None;
+            let mut bm25_ceiling = None;
             if let (Some(vector), Some(space)) = (query_vector, space) {
                 let revision = tx.revision(Counter::Episodic)?;
                 let access = self.index_for_read(revision, space, dim)?;
@@ -169,11 +170,11 @@ impl MemoryDb {
                 };
                 let k = k * factor;
                 let hits = match self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)? {
-                    Some(index) => index
-                        .search(&bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS), k)
-                        .into_iter()
-                        .map(|(id, score)| (id as i64, score))
-                        .collect(),
+                    Some(index) => {
+                        let terms = bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS);
+                        bm25_ceiling = Some(index.ceiling(&terms));
+                        index.search(&terms, k).into_iter().map(|(id, score)| (id as i64, score)).collect()
+                    }
                     // Only a backend with its own keyword index builds the in-memory one in the background.
                     None => tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default(),
                 };
@@ -238,6 +239,7 @@ impl MemoryDb {
                     vector_rank: vector_hit.map(|(rank, _)| rank),
                     keyword_rank: keyword_hit.map(|(rank, _)| rank),
                     bm25: keyword_hit.map(|(_, bm25)| bm25),
+                    bm25_ceiling,
                 });
             }
             if dropped > 0 {
