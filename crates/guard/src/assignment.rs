@@ -56,6 +56,19 @@ const CREDENTIAL_WORDS: &[&str] = &[
     "apitoken",
     "contrasena",
     "mdp",
+    // Glued `<qualifier>key` names (detect-secrets' keyword list).
+    "appkey",
+    "authkey",
+    "servicekey",
+    "applicationkey",
+    "accountkey",
+    "dbkey",
+    "databasekey",
+    "clientkey",
+    "privkey",
+    "keypass",
+    "secreto",
+    "secrete",
 ];
 
 /// Substrings that make a one-word key a credential (`PGPASSWORD`,
@@ -120,6 +133,9 @@ const KEY_QUALIFIERS: &[&str] = &[
     "dev",
     "user",
     "personal",
+    "db",
+    "database",
+    "priv",
 ];
 
 /// Words before a credential word that make the key something else
@@ -449,14 +465,16 @@ pub(crate) const PROVIDER_WORDS: &[&str] = &[
     "algolia",
 ];
 
-/// The words of a key: split on every non-alphanumeric character and on
-/// lower-to-upper case changes (`oktaApiToken` → `okta`, `api`, `token`),
+/// The words of a key: split on every non-alphanumeric character, on
+/// lower-to-upper case changes (`oktaApiToken` → `okta`, `api`, `token`)
+/// and before the last capital of an acronym (`COMToken` → `com`, `token`),
 /// lower-cased.
 fn key_words(key: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut current = String::new();
     let mut previous_lower = false;
-    for c in key.chars() {
+    let chars: Vec<char> = key.chars().collect();
+    for (index, &c) in chars.iter().enumerate() {
         if !c.is_ascii_alphanumeric() {
             if !current.is_empty() {
                 words.push(std::mem::take(&mut current));
@@ -464,7 +482,11 @@ fn key_words(key: &str) -> Vec<String> {
             previous_lower = false;
             continue;
         }
-        if c.is_ascii_uppercase() && previous_lower && !current.is_empty() {
+        let acronym_end = c.is_ascii_uppercase()
+            && index > 0
+            && chars[index - 1].is_ascii_uppercase()
+            && chars.get(index + 1).is_some_and(char::is_ascii_lowercase);
+        if c.is_ascii_uppercase() && (previous_lower || acronym_end) && !current.is_empty() {
             words.push(std::mem::take(&mut current));
         }
         previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
@@ -731,7 +753,7 @@ pub(crate) fn keyed_value_is_secret(key: &str, value: &str, context: AssignmentC
     // `Anthropic::BedrockClient`: a key followed by `::` is a path in
     // Ruby, C++ or Rust (the separator took one colon), and an unquoted
     // `:name` a Ruby symbol, not a value.
-    if !context.quoted && value.starts_with(':') {
+    if !context.quoted && (value.starts_with(':') || value.contains("::")) {
         return false;
     }
     if value.contains(char::is_whitespace) {

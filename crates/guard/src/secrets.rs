@@ -26,7 +26,7 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use regex::{Regex, RegexSet, SetMatches};
 
-use crate::assignment::{AssignmentContext, keyed_value_is_secret};
+use crate::assignment::{AssignmentContext, KeyKind, key_kind, keyed_value_is_secret};
 use crate::normalize::ascii_pattern;
 
 /// A credential found in a text.
@@ -58,6 +58,10 @@ enum Check {
     /// A credential given to a command: anything but a placeholder, four or
     /// more characters.
     CommandLine,
+    /// A quoted base64 string with the entropy of random bytes (4.3 bits a
+    /// character, a little under detect-secrets' 4.5 so that 40-character
+    /// random strings pass), mixing upper and lower case and digits.
+    HighEntropyBase64,
 }
 
 struct CredentialRule {
@@ -138,7 +142,11 @@ const RULES: &[CredentialRule] = &[
     cred("grafana-token", Check::None, r"\bgl(?:c|sa)_[A-Za-z0-9_+/=-]{32,}"),
     cred("sourcegraph-token", Check::None, r"\bsgp_(?:local_)?[A-Za-z0-9_]{32,}"),
     cred("facebook-token", Check::None, r"\bEAA[A-Za-z0-9]{80,}|\b\d{15,16}(?:\||%7[Cc])[0-9A-Za-z_-]{27,}"),
-    cred("telegram-bot-token", Check::None, r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b"),
+    cred(
+        "telegram-bot-token",
+        Check::LettersAndDigits,
+        r"\b\d{5,16}:A[A-Za-z0-9_-]{34}\b|\b\d{8,10}:[A-Za-z0-9_-]{35}\b",
+    ),
     cred("azure-storage-key", Check::None, r"(?i)\bAccountKey=([A-Za-z0-9+/]{86}==)"),
     cred("square-token", Check::None, r"\bsq0(?:atp|csp|idp)-[A-Za-z0-9_-]{22,}"),
     cred("mailgun-key", Check::None, r"\bkey-[a-f0-9]{32}\b"),
@@ -191,7 +199,7 @@ const RULES: &[CredentialRule] = &[
     cred("infracost-token", Check::LettersAndDigits, r"\bico-[A-Za-z0-9]{32}\b"),
     cred("intra42-secret", Check::None, r"\bs-s4t2(?:ud|af)-[a-f0-9]{64}\b"),
     cred("langsmith-key", Check::None, r"\blsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}\b"),
-    cred("mailchimp-key", Check::None, r"\b[a-f0-9]{32}-us\d{1,2}\b"),
+    cred("mailchimp-key", Check::LettersAndDigits, r"\b[a-z0-9]{32}-us\d{1,2}\b"),
     cred("mailgun-public-key", Check::None, r"\bpubkey-[a-f0-9]{32}\b"),
     cred("mapbox-token", Check::None, r"\b(?:sk|pk|tk)\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
     cred("maxmind-license-key", Check::None, r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b"),
@@ -257,7 +265,7 @@ const RULES: &[CredentialRule] = &[
     cred(
         "xml-secret-element",
         Check::KeyedValue,
-        r#"(?i)<(?P<key>[A-Za-z0-9_.:-]*(?:password|passwd|pwd|secret|token|api-?key|apikey|passphrase|credentials?)[A-Za-z0-9_.:-]*)>([^<\s][^<]+)</"#,
+        r#"(?i)<(?P<key>[A-Za-z0-9_.:-]*(?:password|passwd|pwd|secret|token|api-?key|apikey|passphrase|credentials?)[A-Za-z0-9_.:-]*)>\s*([^<\s][^<]*?)\s*</"#,
     ),
     cred(
         "command-line-credential",
@@ -272,14 +280,32 @@ const RULES: &[CredentialRule] = &[
     cred(
         "secret-assignment",
         Check::KeyedValue,
-        r#"(?i)(?P<key>[A-Za-z0-9_.$@-]*(?:password|passwd|passphrase|passwort|contrasena|pwd|pass|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|creds|auth|login|accessid|[_.-]key|key)[A-Za-z0-9_.-]*)(?:["'\]]|\\")?[ \t]*(?:===|==|!==|!=|:::=|::=|:=|\?=|\|\|=|=>|=|:|,)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|\\"([^"\\\r\n]+)\\"|([^\s"'`,;<>(){}\[\]]+))"#,
+        r#"(?i)(?P<key>[A-Za-z0-9_.$@-]*(?:password|passwd|passphrase|passwort|contrasena|pwd|pass|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|creds|auth|login|accessid|[_.-]key|key)[A-Za-z0-9_.-]*)(?:["'\]]|\\")?ASSIGNMENT_OPERATOR(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|\\"([^"\\\r\n]+)\\"|@"([^"\r\n]+)"|([^\s"'`,;<>(){}\[\]]+))"#,
     ),
     cred(
         "provider-assignment",
         Check::KeyedValue,
-        r#"(?i)\b(?P<key>(?:PROVIDER_WORDS)[A-Za-z0-9_.-]*)(?:["'\]]|\\")?[ \t]*(?:===|==|:=|\?=|=>|=|:)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`,;<>(){}\[\]]+))"#,
+        r#"(?i)\b(?P<key>(?:PROVIDER_WORDS)[A-Za-z0-9_.-]*)(?:["'\]]|\\")?ASSIGNMENT_OPERATOR(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|\\"([^"\\\r\n]+)\\"|([^\s"'`,;<>(){}\[\]]+))"#,
     ),
+    cred(
+        "secret-statement",
+        Check::KeyedValue,
+        r#"(?i)(?P<key>[A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_.-]?key|apikey|private[_.-]?key|privkey|credentials?)[A-Za-z0-9_.-]*)[ \t]+(?:"([^"\r\n]{4,})"|'([^'\r\n]{4,})');"#,
+    ),
+    cred(
+        "secret-comparison",
+        Check::KeyedValue,
+        r#"(?i)(?:"([^"\r\n]{4,})"|'([^'\r\n]{4,})')[ \t]*(?:===|!==|==|!=)[ \t]*(?P<key>[A-Za-z0-9_.$-]*(?:password|passwd|passphrase|secret|token|api[_.-]?key|apikey|pwd)[A-Za-z0-9_.-]*)"#,
+    ),
+    cred("high-entropy-string", Check::HighEntropyBase64, r#"["']([A-Za-z0-9+/]{20,200}={0,2})["']"#),
 ];
+
+/// The operators between a key and its value, with the space around them:
+/// `=`, `:`, `:=` and Makefile's `::=`, `:::=`, `?=`, `+=`, PHP's `.=`,
+/// comparisons, `=>`, a CSV comma, a typed declaration (`var token string
+/// =`, `val token: String =`) and a YAML block scalar whose value sits on
+/// the next line (`token: |`).
+const ASSIGNMENT_OPERATOR: &str = r#"(?:[ \t]*:[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]*|(?:[ \t]*:[ \t]*|[ \t]+)(?:string|str|&'static[ \t]+str|&str|\[\]byte|char\[\])[ \t]*=[ \t]*|[ \t]*(?:===|==|!==|!=|:::=|::=|:=|\?=|\+=|\.=|\|\|=|=>|=|:|,)[ \t]*)"#;
 
 /// A base64 run long enough to hide a credential: [`base64_candidates`]
 /// finds the matches of this pattern without a regex.
@@ -301,8 +327,14 @@ struct Compiled {
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     let providers = crate::assignment::PROVIDER_WORDS.join("|");
-    let patterns: Vec<String> =
-        RULES.iter().map(|r| ascii_pattern(&r.pattern.replace("PROVIDER_WORDS", &providers))).collect();
+    let patterns: Vec<String> = RULES
+        .iter()
+        .map(|r| {
+            ascii_pattern(
+                &r.pattern.replace("PROVIDER_WORDS", &providers).replace("ASSIGNMENT_OPERATOR", ASSIGNMENT_OPERATOR),
+            )
+        })
+        .collect();
     Compiled {
         set: RegexSet::new(&patterns).expect("built-in credential patterns compile"),
         regexes: patterns.iter().map(|p| Regex::new(p).expect("credential pattern compiles")).collect(),
@@ -380,7 +412,7 @@ fn collect(text: &str, look_inside_base64: bool, findings: &mut Vec<CredentialFi
                 .find(|group| key.is_none_or(|key| key.range() != group.range()))
                 .unwrap_or(whole);
             let span = context_start + secret.start()..context_start + secret.end();
-            let quoted = is_quoted(text, span.start, span.end);
+            let quoted = is_quoted(text, span.start, span.end) || rule.name == "xml-secret-element";
             let accepted = match (rule.check, key) {
                 (Check::KeyedValue, Some(key)) => {
                     let context = AssignmentContext {
@@ -388,7 +420,16 @@ fn collect(text: &str, look_inside_base64: bool, findings: &mut Vec<CredentialFi
                         line_start: starts_line(text, context_start + key.start()),
                         line_end: ends_line(text, span.end + usize::from(quoted)),
                     };
-                    keyed_value_is_secret(key.as_str(), secret.as_str(), context)
+                    // A comma after a key that only hints at a secret lists
+                    // names (`NSKeyValueObserving, NSObject`); a CSV row
+                    // needs a key that names a credential.
+                    let between = window.get(key.end()..secret.start()).unwrap_or("");
+                    let comma_only = between.trim_matches(|c: char| c.is_whitespace() || c == '"' || c == '\'') == ",";
+                    (!comma_only || key_kind(key.as_str()) == Some(KeyKind::Credential))
+                        && keyed_value_is_secret(key.as_str(), secret.as_str(), context)
+                }
+                (Check::HighEntropyBase64, _) => {
+                    passes(Check::HighEntropyBase64, secret.as_str(), quoted) && !names_a_digest(text, span.start)
                 }
                 (check, _) => passes(check, secret.as_str(), quoted),
             };
@@ -447,10 +488,37 @@ pub(crate) fn base64_candidates(text: &str) -> Vec<std::ops::Range<usize>> {
     candidates
 }
 
+/// True when the line holding `index` speaks of a digest or a revision
+/// (`hash(...)`, `sha256 =`, `checksum`, `rev =`, `integrity`): a random
+/// looking string there is a fingerprint of public data, not a secret.
+fn names_a_digest(text: &str, index: usize) -> bool {
+    let start = text[..index].rfind('\n').map_or(0, |n| n + 1);
+    let end = text[index..].find('\n').map_or(text.len(), |n| index + n);
+    let line = text[start..end].to_ascii_lowercase();
+    [
+        "hash",
+        "digest",
+        "sha",
+        "md5",
+        "checksum",
+        "fingerprint",
+        "integrity",
+        "commit",
+        "rev",
+        "nonce",
+        "salt",
+        "uuid",
+        "id\"",
+    ]
+    .iter()
+    .any(|word| line.contains(word))
+}
+
 fn is_quoted(text: &str, start: usize, end: usize) -> bool {
     let before = text[..start].chars().next_back();
     let after = text[end..].chars().next();
     matches!((before, after), (Some('"'), Some('"')) | (Some('\''), Some('\'')) | (Some('`'), Some('`')))
+        || (text[..start].ends_with("\\\"") && text[end..].starts_with("\\\""))
 }
 
 /// True when only indentation, a list dash, `export`/`set`/`declare` or an
@@ -536,7 +604,22 @@ fn passes(check: Check, value: &str, quoted: bool) -> bool {
         }
         Check::NotPlaceholder => !is_placeholder(value),
         Check::AssignedValue => plausible_secret_value(value, quoted),
+        Check::HighEntropyBase64 => is_high_entropy_base64(value),
     }
+}
+
+/// A base64 string that reads as random bytes: upper and lower case and
+/// digits, and the entropy of random text (`AbstractSingletonProxyFactoryBean`
+/// has no digits).
+fn is_high_entropy_base64(value: &str) -> bool {
+    let body = value.trim_end_matches('=');
+    let bytes = body.as_bytes();
+    let digits = bytes.iter().filter(|b| b.is_ascii_digit()).count();
+    bytes.iter().any(u8::is_ascii_uppercase)
+        && bytes.iter().any(u8::is_ascii_lowercase)
+        && digits >= 2
+        && crate::assignment::entropy(body) >= 4.3
+        && !is_placeholder(value)
 }
 
 /// An assigned value counts as a secret when it is not a placeholder, not a

@@ -588,6 +588,71 @@ provider_family("tokens-other", [], [
     "license key format: 6 chars, 29 chars, _mmk",
 ])
 
+# The assignment syntaxes of gitleaks' sample generator and detect-secrets'
+# keyword plugin that plain `key = value` misses: typed declarations, Make's
+# `+=`, PHP's `.=`, YAML block scalars, a value on its own line inside an XML
+# element, escaped JSON, Objective-C `@"..."`, `key 'value';`, a reversed
+# comparison, keys whose acronym runs into the credential word.
+SYNTAX_VALUES = [tok(ALNUM, n) for n in (24, 32, 20, 28, 40, 36, 18, 30, 26, 22, 34, 16)]
+v = SYNTAX_VALUES
+SIDEKIQ = f"{tok(HEX, 8)}:{tok(HEX, 8)}"
+ASANA = tok(DIGITS, 16)
+positives("assignment-syntaxes", [
+    (f'var linodeToken string = "{v[0]}"', v[0]),
+    (f'val herokuToken: String = "{v[1]}"', v[1]),
+    (f'GRADLE_TOKEN += "{v[2]}"', v[2]),
+    (f'$mailerToken .= "{v[3]}";', v[3]),
+    (f"deploy_token: |\n  {v[4]}", v[4]),
+    (f"registry_password: >\n  {v[5]}", v[5]),
+    (f"<serviceToken>\n    {v[6]}\n</serviceToken>", v[6]),
+    (f'\\{{\n    \\"backup_token\\": \\"{v[7]}\\"\n\\}}', v[7]),
+    (f'NSString *dbkey = @"{v[8]}";', v[8]),
+    (f"private_key '{v[9]}';", v[9]),
+    (f'if ("{v[10]}" == admin_password) {{', v[10]),
+    (f"BUNDLE_GEMS__EXAMPLE__COMToken={SIDEKIQ}", SIDEKIQ),
+    (f'appkey = "{v[11]}"', v[11]),
+    (f"<asanaToken>{ASANA}</asanaToken>", ASANA),
+])
+near_misses("assignment-syntaxes", "secrets", [
+    "var tokenString string = getToken()",
+    "token += 1",
+    "$password .= $suffix;",
+    "password: |\n  ${DB_PASSWORD}",
+    "<apiToken>\n    <your-token-here>\n</apiToken>",
+    'NSString *password = @"";',
+    "private_key 'placeholder';",
+    'if ("" == password) {',
+    "    NSObjectNSKeyValueObserverRegistration, NSObjectProtocol, NSString,",
+    "use chacha20::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};",
+    "let token: String = String::new();",
+    "api_key: >\n  see the settings page",
+])
+
+# Provider formats whose published shape is wider than the hexadecimal or
+# `AA` form seen most often (detect-secrets' Mailchimp and Telegram plugins).
+positives("tokens-messaging", [
+    (f"{tok(LOWER_ALNUM, 32)}-us{rng.randint(1, 21)}", None),
+    (f"bot {rng.randint(10**8, 10**9)}:{tok(B64URL, 35)}", None),
+    (f"{rng.randint(10**5, 10**6)}:A{tok(B64URL, 34)}", None),
+])
+
+# Quoted base64 strings with the entropy of random bytes (detect-secrets'
+# Base64HighEntropyString), except where the line speaks of a digest.
+HIGH = [tok(B64, n) for n in (40, 44, 48, 56, 64, 40, 52, 60, 44, 48)]
+positives("high-entropy-strings", [(f'value = "{h}"', h) if i % 2 else (f"'{h}'", h) for i, h in enumerate(HIGH)])
+near_misses("high-entropy-strings", "secrets", [
+    f'assert_eq!(hash(&bytes).to_string(), "{tok(ALNUM, 44)}");',
+    f'sha256 = "{tok(B64, 44)}"',
+    f'integrity="sha384-{tok(B64, 64)}"',
+    '"AbstractSingletonProxyFactoryBeanFactory"',
+    '"ThisIsAVeryLongCamelCaseIdentifierName"',
+    f'rev = "{tok(HEX, 40)}"',
+    '"abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"',
+    '"0123456789012345678901234567890123"',
+    f'checksum: "{tok(B64, 44)}"',
+    f'"commit": "{tok(HEX, 40)}"',
+])
+
 for row in rows:
     if row["family"].startswith("tokens-") and row["label"] == "positive" and "secret" not in row:
         text = row["text"]

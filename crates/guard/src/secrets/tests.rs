@@ -39,6 +39,16 @@ const POSITIVES: &[(&str, &str, &str)] = &[
     ("secret-assignment", "\"oktaApiToken\": \"00ebObu4zSNkyc6dimLvUwq4KpTEop-PCEnnfSTpD3\",", "00ebObu4zSNkyc6dim"),
     ("secret-assignment", "SUPABASE_SERVICE_ROLE_KEY: Xk29aLq0Zp", "Xk29aLq0Zp"),
     ("secret-assignment", "client_secret=AbCdEf123456", "AbCdEf123456"),
+    ("secret-statement", "private_key 'Qm7vT2xkP9wLr4Zs';", "Qm7vT2xkP9wLr4Zs"),
+    ("secret-comparison", "if (\"Tz8qLm3vXw9pRk\" == user_password) {", "Tz8qLm3vXw9pRk"),
+    ("high-entropy-string", "value = \"oZH6A9VBpyCFIJ8ry7r7WTq64YIGwYYixko0txcI\"", "oZH6A9VBpyCFIJ8ry7r7"),
+    ("secret-assignment", "var linodeToken string = \"k3Jd9sLq2mXv8pRt5wZy\"", "k3Jd9sLq2mXv8pRt5wZy"),
+    ("secret-assignment", "deploy_token: |\n  k3Jd9sLq2mXv8pRt5wZy", "k3Jd9sLq2mXv8pRt5wZy"),
+    ("secret-assignment", "GRADLE_TOKEN += \"k3Jd9sLq2mXv8pRt5wZy\"", "k3Jd9sLq2mXv8pRt5wZy"),
+    ("secret-assignment", "NSString *dbkey = @\"k3Jd9sLq2mXv8pRt\";", "k3Jd9sLq2mXv8pRt"),
+    ("secret-assignment", "BUNDLE_GEMS__EXAMPLE__COMToken=64ad485b:ce6c5e51", "64ad485b:ce6c5e51"),
+    ("xml-secret-element", "<asanaToken>\n    1295237944238180\n</asanaToken>", "1295237944238180"),
+    ("telegram-bot-token", "bot 403350832:PZAGoro1S6c6QwX_sRzdbplHTr2osBHrd9x", "PZAGoro1S6c6QwX"),
 ];
 
 #[test]
