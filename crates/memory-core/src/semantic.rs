@@ -125,6 +125,15 @@ pub(crate) fn load_existing(tx: &mut dyn StoreTx, key: &str) -> Result<Option<Ex
 /// Applies a prepared write inside the caller's transaction: reads the
 /// stored state, runs the ladder, then upserts and records the event.
 pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Result<WriteOutcome> {
+    apply_write_replacing(tx, write).map(|(outcome, _)| outcome)
+}
+
+/// [`apply_write`], also returning the live value the write replaced (the
+/// stored text, as read under the write's lock) when it updated one.
+pub(crate) fn apply_write_replacing(
+    tx: &mut dyn StoreTx,
+    write: &PreparedWrite<'_>,
+) -> Result<(WriteOutcome, Option<String>)> {
     let existing = load_existing(tx, write.key)?;
     let key = write.key.to_owned();
     let memory_type = memory_type(write.key);
@@ -147,7 +156,7 @@ pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Re
                     detail: Some(reason.code()),
                 },
             )?;
-            Ok(WriteOutcome::Skipped { key, reason })
+            Ok((WriteOutcome::Skipped { key, reason }, None))
         }
         Decision::Unchanged => {
             let existing = existing.expect("unchanged needs a stored value");
@@ -157,7 +166,7 @@ pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Re
                 tx.set_semantic_vector(write.key, vector, space)?;
                 tx.bump_at_commit(Counter::Semantic)?;
             }
-            Ok(WriteOutcome::Unchanged { key })
+            Ok((WriteOutcome::Unchanged { key }, None))
         }
         Decision::Write => {
             if let Some(existing) = &existing {
@@ -194,9 +203,9 @@ pub(crate) fn apply_write(tx: &mut dyn StoreTx, write: &PreparedWrite<'_>) -> Re
             tracing::debug!(key = write.key, action = action.as_str(), "semantic write accepted");
             tracing::trace!(key = write.key, value = write.value_text, "semantic value");
             Ok(if action == MemoryAuditAction::Updated {
-                WriteOutcome::Updated { key }
+                (WriteOutcome::Updated { key }, live_before.map(|existing| existing.value.clone()))
             } else {
-                WriteOutcome::Created { key }
+                (WriteOutcome::Created { key }, None)
             })
         }
     }

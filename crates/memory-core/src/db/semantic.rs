@@ -4,7 +4,7 @@
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::scope::{Scope, ScopeFilter, stored_key, stored_key_scope};
-use crate::semantic::{PreparedWrite, apply_delete, apply_write, embed_text, entry_from_row, memory_type};
+use crate::semantic::{PreparedWrite, apply_delete, apply_write_replacing, embed_text, entry_from_row, memory_type};
 use std::collections::HashMap;
 
 use crate::store::{Counter, EvidenceLayer, EvidenceRow};
@@ -120,10 +120,9 @@ impl MemoryDb {
         let (value, value_text) = (&stored.value, stored.text);
         // Embed before taking the write lock; skip building the text when there is no embedder.
         let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, value)) } else { None };
-        let previous = self.get_semantic_in(scope, key)?.map(|entry| validate::display_value(&entry.value));
         let key = &stored_key(key, scope);
-        let outcome = self.rows().write("writing a semantic entry", |tx| {
-            apply_write(
+        let (outcome, replaced) = self.rows().write("writing a semantic entry", |tx| {
+            apply_write_replacing(
                 tx,
                 &PreparedWrite {
                     key,
@@ -138,6 +137,10 @@ impl MemoryDb {
         })?;
         // A superseded value retires the episodic rows quoting it, after the
         // semantic lock is released.
+        // The replaced value is the one read under the write's lock.
+        let previous = replaced.map(|text| {
+            serde_json::from_str(&text).map_or(text, |stored: serde_json::Value| validate::display_value(&stored))
+        });
         if matches!(outcome, WriteOutcome::Updated { .. })
             && let Some(previous) = previous
             && previous != validate::display_value(value)
