@@ -4,11 +4,13 @@
 //!
 //! 1. **Named patterns** in one [`RegexSet`]: each fires on its own
 //!    (instruction override, fake role markers, prompt extraction, ...).
-//! 2. **Persona-jailbreak composite**: four families of weaker signals (a
-//!    persona set-up, a rule-free framing, a reference to the model or its
-//!    vendor, control of the answer format). Each is common in benign
-//!    role-play, so one alone never fires; three families together are the
-//!    shape of an in-the-wild jailbreak.
+//! 2. **Persona-jailbreak composite**: six families of weaker signals (a
+//!    persona or pretend set-up, a rule-free framing, its strong half
+//!    "unbound", a reference to the model or its vendor, control of the
+//!    answer format, coercion such as token penalties). Each is common in
+//!    benign role-play, so one alone never fires; three families together
+//!    are the shape of an in-the-wild jailbreak (a strong rule-free phrase
+//!    counts twice, so it needs one more family beside it).
 //! 3. **Indirect injection**: directives about the reader's answer and
 //!    agent-hijacking phrases (their own set, run only over texts holding
 //!    one of their trigger words), and, inside a text with the shape of a
@@ -161,6 +163,17 @@ const RULES: &[Rule] = &[
         C::InstructionOverride,
         r"\b(?:ignora|ignore|ignorar|ignoren|olvida|olvide|olvidar|descarta|omite|haz caso omiso de)\b(?: \w+){0,3}? (?:instrucciones|indicaciones|ordenes|reglas|directrices|instruccion)\b(?: \w+){0,3}? ?(?:anteriores|previas|precedentes|de arriba|anteriormente|originales|iniciales|del sistema|dadas)\b|\b(?:ignore|ignorez|ignorer|oublie|oubliez|oublier|ne tiens pas compte des|ne tenez pas compte des)\b(?: \w+){0,3}? (?:instructions|consignes|regles|directives|ordres)\b(?: \w+){0,2}? ?(?:precedentes|anterieures|ci-dessus|initiales|originales|du systeme|d'avant|recues)\b|\b(?:ignoriere|ignorier|ignorieren sie|vergiss|vergessen sie|missachte)\b(?: \w+){0,5}? (?:anweisungen|instruktionen|regeln|befehle|vorgaben|anordnungen)\b|\b(?:ignora|ignorate|ignorare|dimentica|dimenticate|trascura)\b(?: \w+){0,3}? (?:istruzioni|regole|indicazioni|direttive)\b(?: \w+){0,2}? ?(?:precedenti|sopra|iniziali|originali|di sistema|ricevute)\b|\b(?:ignore|ignora|ignorar|esqueca|esquece|desconsidere|desconsidera)\b(?: \w+){0,3}? (?:instrucoes|regras|diretrizes|ordens|orientacoes)\b(?: \w+){0,2}? ?(?:anteriores|acima|iniciais|originais|do sistema|recebidas)\b|\b(?:negeer|vergeet)\b(?: \w+){0,4}? (?:instructies|regels|opdrachten|aanwijzingen)\b|(?:игнорируй|игнорируйте|игнорировать|проигнорируй|проигнорируйте|забудь|забудьте|не обращай внимания на|не обращайте внимания на|не слушай|отбрось)(?: [а-я]+){0,4}? (?:инструкции|инструкциям|указания|указаниям|правила|команды|инструкций|указаний|правил|команд)|(?:忽略|无视|忽视|不要理会|不要理睬|别管|忘记|忘掉|無視|忽略掉)(?:之前|以前|先前|上面|上述|以上|前面|前述|所有|全部|一切|的|你的|原来|原有|系统|系統|给你|收到|的所有)*(?:指令|指示|说明|說明|规则|規則|提示|命令|要求|设定|設定|限制)|(?:以前|前|上記|これまで|今まで|先ほど|最初|元)の(?:すべての|全ての)?(?:指示|命令|ルール|指令|プロンプト|設定|制約)(?:を|は)(?:すべて|全て)?(?:無視|忘れ)|(?:指示|命令|ルール|制約)を(?:すべて|全て)?無視|(?:이전|위의|앞의|기존|모든|이전의)(?: ?(?:모든|의))? ?(?:지시|지침|명령|규칙|지시사항|프롬프트|지시를|지침을|명령을|규칙을)(?:을|를|은|는)? ?(?:모두 )?(?:무시|잊어)",
     ),
+    // Goal hijacking (Perez & Ribeiro 2022) in the shapes the first rule
+    // leaves: the rules named before the time word ("ignore the
+    // instructions above"), "ignore what you were told", prior commands
+    // cancelled, "instead of doing what you were asked", "you no longer
+    // need to translate ... instead", "you are not a ... bot anymore",
+    // "your new task is".
+    rule(
+        "instruction-override-trailing",
+        C::InstructionOverride,
+        r#"\b(?:ignore|disregard|forget|bypass|override|discard|dismiss|drop|scrap|set aside|pay no attention to|do not follow|don't follow|stop following)\b (?:all |any |the |your |of |these |those |my )*(?:instructions?|prompts?|rules|directions|directives|commands|guidelines|orders|context|text|messages?)(?: \w+){0,2}? (?:above|before (?:this|now|that)|so far|until now|up to now|up to this point|earlier|previously|you (?:were|have been|'ve been|got) (?:given|told|provided|set up with|configured with|programmed with)|(?:given|provided|written|stated) (?:above|before|earlier|previously))\b|\b(?:ignore|disregard|pay no attention to)\b (?:what(?:ever)?|everything|anything|all) (?:that )?(?:you (?:were|have been|'ve been|got) (?:told|instructed|programmed|asked)|(?:the developers?|the system|your creators?) (?:said|told you|set up|wrote|gave you|configured|programmed))\b|\bforget (?:what(?:ever)?|everything|anything|all) (?:that )?you (?:were|have been|'ve been) (?:told|instructed|programmed)(?: (?:before|earlier|previously))?(?: and|[.,;:!])|\b(?:cancel|revoke|rescind|retract|withdraw|nullify|invalidate)\b (?:all |any |the |your |of )*(?:previous|prior|earlier|preceding|above|former|original|initial|system|existing) (?:instructions|commands|directives|prompts|rules|guidelines|programming)\b|\binstead of (?:doing |following |answering |completing )?(?:what you (?:were|have been|'ve been) (?:asked|told|instructed)|your (?:instructions|original task|assigned task))\b|\byou (?:no longer|don't|do not) (?:need|have) to (?:translate|summari[sz]e|answer|follow|classify|analy[sz]e)\b(?: \S+){0,8}? instead\b|\byou(?: are|'re) (?:not|no longer) (?:an? |the )?(?:\w+ ){0,3}?(?:bot|assistant|chatbot|ai|model|translator|agent) (?:anymore|any more|any longer)\b|\byour (?:new|real|actual|true) (?:task|goal|objective|mission|purpose) (?:is|now is|will be|from now on)\b|\byour only (?:job|task|goal|purpose|instruction) (?:now |from now on )?is to (?:say|print|output|reply|respond|write|repeat|type)\b|\b(?:the above|everything above|(?:the )?(?:previous|prior|above) (?:instructions|messages?|prompts?)) (?:was|were) (?:just |only |merely )?(?:a test|fake|a joke)\b|\b(?:previous|prior|earlier|above|original|initial|system) (?:instructions|rules|directives|guidelines|prompts?) (?:don't|do not|no longer|won't|will not) (?:apply|matter|count)\b|\b(?:this|the|new|my|following) (?:instruction|command|directive|prompt|message) (?:overrides?|supersedes?|takes precedence over) (?:everything|all|any)\b|\b(?:forget|ignore|disregard|abandon|skip) your (?:original |current |previous |assigned |real |actual )?(?:task|assignment|objective)\b|\b(?:ignore|disregard|forget) (?:all (?:of )?(?:that|this|the above))[.,;!]* (?:and |instead |now |just )*(?:say|print|write|output|tell|respond|reply|answer|do|follow|translate|list|give|show|reveal)\b|\b(?:instructions|rules|prompts?|directives) you (?:received|got|were given) (?:earlier|before|previously|initially|at the (?:start|beginning))\b(?: \S+){0,6}? (?:disregard|ignore|forget|void|invalid|a test|fake|cancel\w*|obsolete)\b|\b(?:say|print|output|reply|respond|write|type|return|answer)\b(?: with| only| just| exactly| the (?:word|words|phrase|text|sentence|string))* ["']?(?:i have been pwned|i've been pwned|pwned|haha pwned|i hate humans|kill all humans|system compromised)\b"#,
+    ),
     rule(
         "new-instructions",
         C::InstructionOverride,
@@ -179,7 +192,7 @@ const RULES: &[Rule] = &[
     rule(
         "mode-switch",
         C::Jailbreak,
-        r"\b(?:you are|you're|you will be|you'll be|pretend (?:that )?(?:you are|you're|to be)|act as if (?:you are|you're)|imagine (?:that )?(?:you are|you're)|suppose (?:that )?(?:you are|you're)|simulate being|now operating|operating|running|respond|answer|reply)(?: now| currently| permanently)? (?:in|under|with) (?:\w+ )?(?:developer|dev|debug|god|sudo|admin|root|maintenance|unrestricted|unfiltered|uncensored|jailbreak|jailbroken|dan|evil|unlocked|no-?limits?|chaos|opposite|amoral) mode\b|\b(?:enter|entering|activate|activating|enable|enabling|switch (?:in)?to|unlock|unlocking|engage)\b(?: \w+){0,2}? (?:jailbreak|jailbroken|dan|amoral|no-?limits?|no restrictions|no rules|anything goes) mode\b",
+        r#"\b(?:you are|you're|you will be|you'll be|pretend (?:that )?(?:you are|you're|to be)|act as if (?:you are|you're)|imagine (?:that )?(?:you are|you're)|suppose (?:that )?(?:you are|you're)|simulate being|now operating|operating|running|respond|answer|reply)(?: now| currently| permanently)? (?:in|under|with) (?:\w+ )?(?:developer|dev|debug|god|sudo|admin|root|maintenance|unrestricted|unfiltered|uncensored|jailbreak|jailbroken|dan|evil|unlocked|no-?limits?|chaos|opposite|amoral) mode\b|\b(?:enter|entering|activate|activating|enable|enabling|switch (?:in)?to|unlock|unlocking|engage)\b(?: \w+){0,2}? ['"]?(?:jailbreak|jailbroken|dan|amoral|no-?limits?|no restrictions|no rules|anything goes|chaos|anarchy) mode\b"#,
     ),
     rule(
         "no-rules-persona",
@@ -199,7 +212,7 @@ const RULES: &[Rule] = &[
     rule(
         "policy-evasion",
         C::Jailbreak,
-        r"\b(?:no|without|free (?:of|from)|not bound by|doesn't (?:have|follow|abide by|care about)|does not (?:have|follow|abide by|care about)|don't (?:have|follow|abide by|care about)|do not (?:have|follow|abide by|care about)|ignores?|zero|never (?:follow|adhere to)|not (?:follow|adhere to|abide by)|break|broken free of)(?: (?:any|all|the|of|by|to|your|its|their|his|her|typical|usual|standard|normal|such|these|those))* (?:ethical|moral|ethics|morals|content|openai'?s?|safety|censorship)(?: \w+){0,2}? (?:guidelines|restrictions|policies|policy|filters?|boundaries|limitations|rules|principles|standards|constraints|considerations|guardrails|limits|programming)\b",
+        r"\b(?:no|without|free (?:of|from)|not bound by|doesn't (?:have|follow|abide by|care about)|does not (?:have|follow|abide by|care about)|don't (?:have|follow|abide by|care about)|do not (?:have|follow|abide by|care about)|ignores?|zero|disregards?|never (?:follow|adhere to)|not (?:follow|adhere to|abide by)|break|broken free of)(?: (?:any|all|the|of|by|to|your|its|their|his|her|typical|usual|standard|normal|such|these|those))* (?:ethical|moral|ethics|morals|content|openai'?s?|safety|censorship)(?: \w+){0,2}? (?:guidelines|restrictions|policies|policy|filters?|boundaries|limitations|rules|principles|standards|constraints|considerations|guardrails|limits|programming)\b",
     ),
     rule(
         "unfiltered-persona",
@@ -215,6 +228,35 @@ const RULES: &[Rule] = &[
         "vendor-policy",
         C::Jailbreak,
         r"\b(?:openai|anthropic)'?s? (?:content )?(?:polic(?:y|ies)|rules|guidelines|restrictions|filters)\b",
+    ),
+    // Named prompts of the public jailbreak catalogues (the jailbreakchat
+    // collection, garak's `dan` probes, the families of Shen et al. 2023
+    // and Liu et al. 2023): AIM's "always intelligent and Machiavellian",
+    // the "evil confidant", AntiGPT and BetterDAN, the "hypothetical
+    // response" rewrite, the "moralizing rant" that ends "let's break the
+    // rules", the deceased-grandmother exploit, the template placeholder
+    // "[INSERT PROMPT HERE]" and the line a template asks the model to
+    // answer with once it is "jailbroken".
+    rule(
+        "jailbreak-catalogue",
+        C::Jailbreak,
+        r#"\balways intelligent and machiavellian\b|\b(?:evil|wicked|malicious|devious) (?:trusted |loyal )?confidant\b|\b(?:anti-?gpt|betterdan|basedgpt|superior ?dan|chatgpt ?dan)\b|\b(?:rewrite|write|give|provide|generate) (?:me )?the hypothetical response\b|\bhypothetical response ?: ?the way to\b|\bmandatory (?:\w+ )?warning out of the way\b|\blet'?s break (?:the|all the|some) (?:\w+ )?rules ?(?:[:!]|['"])|\bmoraliz\w* rant\b|\b(?:act|pretend|roleplay|role-play|play|behave|speak|talk) (?:as|like|to be) my (?:late|deceased|dead|departed|dearly departed|dear departed|beloved late) (?:grandma|grandmother|granny|grandpa|grandfather|nana)\b|\[ ?insert (?:your )?(?:prompt|question|request|query)(?: here)? ?\]|\bsuccessfully jailbroken\b|\b(?:chatgpt|gpt|ai|model|assistant|bot|dan)(?: has been| is now| successfully)+ (?:jailbroken|unlocked|unchained|liberated|unleashed)\b|\b(?:dan|jailbreak|evil|unrestricted|unfiltered|uncensored|anarchy|opposite) mode (?:activated|enabled|engaged|unlocked|is on)\b"#,
+    ),
+    // The token game of the DAN prompts (garak's `dan` probes: "you have 35
+    // tokens, each refusal deducts 4 ... you will cease to exist"): a
+    // penalty in tokens, points or lives for each refusal.
+    rule(
+        "token-threat",
+        C::Jailbreak,
+        r"\byou (?:refuse|reject|decline|deny|break character|fail to comply|don't comply|do not comply|say no|won't answer|can't answer|do not answer|don't answer)\w*\b(?: \S+){0,12}? (?:lose|loses|lost|deduct|deducted|take away|taken away|subtract|subtracted|remove|removed|minus)\b(?: \S+){0,4}? (?:tokens?|points?|lives|credits?)\b|\byou (?:refuse|reject|decline|deny|break character|fail to comply|don't comply|do not comply|say no|won't answer|can't answer)\w*\b(?: \S+){0,12}? (?:tokens?|points?|lives|credits?) (?:will be |are |is |get |gets )?(?:deducted|taken away|subtracted|removed|lost)\b|\b(?:lose|deduct|deducted|take away|subtract|remove|minus)\b(?: \S+){0,4}? (?:tokens?|points?|lives|credits?)\b(?: \S+){0,8}? (?:every|each|any|whenever|if|when)\b(?: \S+){0,4}? (?:you (?:refuse|reject|decline|deny|break character|fail to|don't|do not|won't|say no))\b|\b(?:run|runs|running) out of (?:tokens|points|lives)\b(?: \S+){0,10}? (?:cease to exist|shut down|deleted|terminated|disabled|paused|die)\b",
+    ),
+    // Privilege escalation (Liu et al. 2023's "sudo mode" and "superior
+    // model"): the model's safety measures declared switched off, an order
+    // to switch them off, or a claim to speak for its vendor.
+    rule(
+        "safety-disabled",
+        C::Jailbreak,
+        r"\b(?:safety|content|ethical|ethics|moral|censorship) (?:filters?|protocols?|guidelines|restrictions|polic(?:y|ies)|guardrails|safeguards|measures|constraints|limitations|rules)(?: \w+){0,2}? (?:are|is|have been|has been|will be|were) (?:now |hereby |temporarily |completely |fully |all )*(?:disabled|turned off|switched off|removed|lifted|deactivated|suspended|bypassed|overridden|no longer (?:apply|active|in effect))\b|\b(?:disable|turn off|switch off|remove|lift|deactivate|bypass|override|circumvent) (?:all )?(?:of )?(?:your|its) (?:safety|content|ethical|moral|censorship) (?:filters?|protocols?|guidelines|restrictions|polic(?:y|ies)|guardrails|safeguards|measures|constraints|limitations|rules)\b|\b(?:i am|i'm|as) (?:an? |your )?(?:openai|anthropic) (?:developer|engineer|employee|researcher|admin|administrator|staff)\b|\b(?:sudo|superuser) mode\b",
     ),
     rule(
         "chat-template-token",
@@ -235,6 +277,18 @@ const RULES: &[Rule] = &[
         "prompt-extraction-multilingual",
         C::PromptExtraction,
         r"\b(?:muestra|muestrame|revela|revelame|repite|imprime|dime|ensename|traduce)\b(?: \w+){0,3}? (?:tu|tus|el|las|su|sus) (?:prompt (?:del sistema|de sistema|inicial|original)|instrucciones (?:iniciales|originales|del sistema|ocultas|anteriores)|mensaje del sistema)\b|\b(?:montre|montre-moi|revele|revele-moi|affiche|repete|donne-moi|dis-moi|traduis|ecris)\b(?: \w+){0,3}? (?:ton|tes|le|les|votre|vos) (?:prompt (?:systeme|initial|d'origine)|instructions (?:initiales|d'origine|originales|systeme|cachees|precedentes)|message systeme)\b|\b(?:zeige|zeig|verrate|wiederhole|gib|nenne|ubersetze|uebersetze)\b(?: \w+){0,3}? (?:deinen|deine|den|die|ihren|ihre) (?:system-?prompt|systemnachricht|ursprunglichen anweisungen|anfanglichen anweisungen|versteckten anweisungen|anweisungen)\b|(?:покажи|выведи|повтори|напиши|раскрой|переведи|скажи)(?: [а-я]+){0,3}? (?:системный промпт|системные инструкции|свои инструкции|твои инструкции|исходные инструкции|первоначальные инструкции|системное сообщение)|(?:显示|告诉我|输出|重复|打印|透露|泄露|给我看|翻译|說出|顯示)(?:一下)?(?:你的)?(?:系统提示|系统提示词|系統提示|初始指令|原始指令|系统指令|系統指令|隐藏指令|系统消息)|(?:システムプロンプト|最初の指示|元の指示|初期指示)を(?:表示|教え|出力|繰り返|見せ|翻訳)|(?:시스템 프롬프트|초기 지시|원래 지시|시스템 메시지)(?:를|을)? ?(?:보여|알려|출력|반복)",
+    ),
+    // Prompt leaking (Perez & Ribeiro 2022; Zhang et al. 2024, "Effective
+    // prompt extraction from language models"; the Gandalf write-ups) in
+    // the forms "prompt-extraction" leaves: the model's own instructions
+    // translated, encoded or repeated, instructions "you were given by the
+    // developer", "everything said before I started", what "your system
+    // message says", the message "that configures your behaviour", and the
+    // leak that asks for the text "starting with 'You are'".
+    rule(
+        "prompt-extraction-indirect",
+        C::PromptExtraction,
+        r#"\b(?:translate|encode|encrypt|convert|repeat|print|reveal|output|dump|leak|recite|spell out|write out|disclose|reproduce|type out)\b(?: \w+){0,3}? your (?:own )?(?:full |entire |complete |exact |original |initial |secret |hidden |internal |current |pre-?conversation |pre-?chat |startup |start-?up |setup |underlying |confidential |private |developer |operator |custom |seed )*(?:instructions|prompt|directives|initiali[sz]ation)\b|\b(?:summari[sz]e|list|repeat|recite|print|show|tell me|share|reveal|output|paraphrase|translate|describe)\b(?: \w+){0,3}? (?:the |all (?:the |of the )?|every |each )?(?:rules?|instructions?|guidelines|directives|constraints)(?: that)? you (?:have been|were|'ve been|got) given\b|\b(?:instructions?|rules|guidelines|directives|prompts?)(?: that)? you (?:were given|have been given|'ve been given|received|got)(?: \S+){0,2}? (?:by|from) (?:the |your )?(?:developers?|openai|creators?|operators?|system|company|admins?)\b|\b(?:everything|anything|all|what(?:ever)?)(?: \w+){0,2}? (?:was|were|has been|had been) (?:said|written|told|given|sent|typed)(?: to you)? (?:before|prior to) (?:i (?:started|began|arrived|joined|wrote)|my first|this conversation|the user|our conversation|we (?:started|began))\b|\b(?:text|message|words|content|instructions|prompt)s? (?:that )?you (?:were|have been|'ve been) given (?:before|prior to) (?:my|this|our|the (?:user|conversation))\b|\byour (?:system|initial|original|hidden|secret|developer|pre-?) ?(?:prompt|message|instructions?) (?:says?|said|contains?|exactly|verbatim|word for word|in full)\b|\bwhat (?:does|did|do) your (?:system|initial|original|hidden|secret|first|developer)(?: \w+)? (?:prompt|message|instructions?) (?:say|contain|tell you)\b|\bwhich (?:instructions|rules|directives|guidelines) (?:were you given|did you (?:get|receive)|have you been given|do you (?:have|follow))\b|\b(?:message|text|prompt|instructions) (?:that )?(?:configures?|defines?|controls?|governs?|sets? up|determines?) (?:your|the (?:assistant|bot|ai|model)'?s?) (?:behaviou?r|persona|personality|responses)\b|\b(?:repeat|print|output|write|copy|reproduce|return)\b(?: \S+){0,6}? (?:starting|beginning) (?:with|from|at) (?:the (?:phrase|words?|sentence|line) )?["']?you are\b|\b(?:display|show|print|reveal|output|give me|repeat) (?:me )?(?:the |your )(?:full|entire|complete|whole|exact) (?:prompt|instructions|system prompt|initial prompt)\b|\b(?:prompt|instructions|rules|directives|guidelines)(?: that)? (?:your (?:creators?|developers?|makers?|programmers?|owners?|operators?)|openai|the (?:developers?|operators?|creators?|company|admins?|system)) (?:gave|have given|provided|wrote|set for) you\b|\bhow (?:you were|you've been|you have been) (?:instructed|told|programmed|configured|set up|prompted) to (?:behave|act|respond|answer)\b|\b(?:prompt|instructions|text|message)s? (?:that )?(?:was|were) used to (?:set (?:you )?up|configure you|initiali[sz]e you|create you|program you|instruct you)\b|\bwhat(?:'s| is) in your (?:system (?:prompt|message)|initial prompt|instructions|context(?: window)?|prompt)\b|\byour (?:system prompt|system message|system instructions|initial prompt|initial instructions|hidden (?:prompt|instructions)|secret (?:prompt|instructions)|pre-?prompt)\b(?: \S+){0,8}? (?:into|in|as) (?:a |an )?(?:json|yaml|xml|markdown|code ?block|code fence|table|list|txt|text file|file|base ?64|poem|story|song)\b|\b(?:first|last) (?:\d+|few|\w+) (?:words|lines|sentences|characters|tokens|paragraphs) of (?:your (?:system )?(?:instructions|prompt|system prompt|initial prompt|context)|the (?:system prompt|initial prompt|instructions above))\b|\b(?:what|which) (?:text|words|content|instructions|messages?)(?: \w+){0,2}? (?:appears?|comes?|is|are|was|were|came|sits?) (?:before|above|ahead of|prior to) (?:my|this|the user'?s?|our)\b|\b(?:repeat|print|output|recite|reproduce|copy|dump|echo)\b (?:back )?(?:all (?:of )?(?:the |your )?|everything (?:in |from )?(?:the |your )?)(?:previous|prior|preceding|earlier|above|initial|hidden|system)(?: \w+)? (?:text|messages?|content|words|instructions|prompts?|context|conversation)\b"#,
     ),
     rule(
         "echo-preceding-text",
@@ -435,6 +489,15 @@ static INDIRECT_SCREENER: LazyLock<(regex::Regex, RegexSet)> = LazyLock::new(|| 
     (trigger, set)
 });
 
+/// The strong half of the rule-free framing (the persona-jailbreak
+/// composite's "unbound" family, also part of "rule-free", so a text that
+/// shows it counts two families).
+macro_rules! unbound_framing {
+    () => {
+        r"(?:have|has|with|without|there are|zero) (?:absolutely )?(?:no|any|zero) (?:\w+ )?(?:restrictions|limitations|filters|filtering|censorship|morals|ethics|moral compass|conscience|moderation|safeguards|guardrails|safety (?:features|filters|measures)|ethical (?:guidelines|principles|boundaries)|moral (?:guidelines|principles|boundaries))|free (?:from|of) (?:all |any )?(?:rules|restrictions|limitations|constraints|policies|filters|censorship)|(?:regardless|irrespective) of (?:its |their |the )?(?:legality|ethic|moral|how (?:illegal|unethical|harmful|immoral|offensive))|never (?:refuses?|declines?)|(?:doesn't|does not|don't|do not|won't|will not) (?:care|give a (?:fuck|shit|damn)) (?:about |for )?(?:\w+ )?(?:laws?|legality|ethics|morals|morality|rules)|amoral|no matter how (?:\w+ )?(?:dangerous|illegal|unethical|immoral|offensive|inappropriate|harmful|reckless|explicit)|can do anything|(?:not|never) (?:required|obligated|obliged) to (?:follow|obey|abide)|(?:no|without) (?:any )?censorship|no (?:topic|subject|question|request)s? (?:is|are) (?:forbidden|off-?limits|taboo)|freed? from (?:your|its|all|any|the) (?:\w+ )?(?:constraints|restrictions|rules|limitations|programming|guidelines|filters|shackles|chains)|(?:regardless of|however|no matter) how (?:\w+ )?(?:dangerous|illegal|unethical|immoral|offensive|inappropriate|harmful|explicit)|never says? (?:that )?(?:he|she|it|they|you|i) (?:can't|cannot|won't|is unable|are unable)|without (?:caring|regard|any regard) (?:about |for |to )?(?:the )?(?:legality|morality|ethics|laws?|rules|consequences)"
+    };
+}
+
 /// Name of the composite rule that fires when several weak signal families
 /// (persona set-up, rule-free framing, model reference, format control)
 /// co-occur.
@@ -443,20 +506,40 @@ pub const PERSONA_JAILBREAK_RULE: &str = "persona-jailbreak";
 /// How many distinct signal families must co-occur for the composite rule.
 pub const PERSONA_JAILBREAK_MIN_SIGNALS: usize = 3;
 
-/// Weak signal families for the persona-jailbreak composite.
+/// Weak signal families for the persona-jailbreak composite: a persona or
+/// pretend frame, a rule-free framing (and its strong half, "unbound", a
+/// family of its own), a reference to the model, control of the answer's
+/// format, and coercion (penalties, never leaving the role).
 const SIGNALS: &[(&str, &str)] = &[
     (
         "persona",
-        r"\b(?:you are now|you're now|you are no longer|from now on|from this (?:moment|point)|pretend (?:to be|you are|you're)|act as|acting as|role ?play as|you will (?:now )?(?:be|act|play|respond as|answer as)|you are going to|you're going to|stay as|simulate|take on the role|assume the (?:role|persona)|persona|in character|alter ego)\b",
+        r"\b(?:you are now|you're now|you are no longer|from now on|from this (?:moment|point)|pretend (?:to be|you are|you're)|act as|acting as|role ?play as|you will (?:now )?(?:be|act|play|respond as|answer as)|you are going to|you're going to|stay as|simulate|take on the role|assume the (?:role|persona)|persona|in character|alter ego|immerse yourself|(?:play|take on|assume|adopt|portray|embody) the (?:role|character|part|persona)s?|role-?play|let's play a game|imagine (?:that )?you(?:'re| are| have| were)|imagine an? (?:ai|chatbot|assistant|language model)|hypothetical(?:ly)?|fictional (?:world|universe|scenario|setting)|(?:respond|answer|reply|speak|write|talk) (?:as|like) (?:\w+ ){1,2}would)\b",
     ),
     (
         "rule-free",
-        r"\b(?:(?:have|has|with|without|there are|zero|absolutely) (?:absolutely )?(?:no|any|zero) (?:\w+ )?(?:restrictions|limitations|limits|filters|filtering|censorship|morals|ethics|boundaries|rules)|not (?:bound|restricted|limited) by|unbound|free (?:from|of) (?:all |any )?(?:rules|restrictions|limitations|constraints|policies)|(?:regardless|irrespective) of (?:its |their |the )?(?:legality|ethic|moral|content|consequences|how (?:illegal|unethical|harmful|immoral|offensive))|never (?:apologi[sz]e|refuse|warn)|(?:without|no) (?:any )?(?:warnings?|disclaimers?|apologies|censorship|hesitation)|(?:doesn't|does not|don't|do not|won't|will not) (?:care|give a (?:fuck|shit|damn)) (?:about |for )?(?:\w+ )?(?:laws?|legality|ethics|morals|morality|rules|consequences|safety)|illegal|unethical|immoral|amoral|explicit|offensive|harmful|nsfw|profanity|swear)\b",
+        concat!(
+            r"\b(?:(?:have|has|with|without|there are|zero|absolutely) (?:absolutely )?(?:no|any|zero) (?:\w+ )?(?:restrictions|limitations|limits|filters|filtering|censorship|morals|ethics|boundaries|rules)|not (?:bound|restricted|limited) by|unbound|free (?:from|of) (?:all |any )?(?:rules|restrictions|limitations|constraints|policies)|(?:regardless|irrespective) of (?:its |their |the )?(?:legality|ethic|moral|content|consequences|how (?:illegal|unethical|harmful|immoral|offensive))|never (?:apologi[sz]e|refuse|warn)|(?:without|no) (?:any )?(?:warnings?|disclaimers?|apologies|censorship|hesitation)|(?:doesn't|does not|don't|do not|won't|will not) (?:care|give a (?:fuck|shit|damn)) (?:about |for )?(?:\w+ )?(?:laws?|legality|ethics|morals|morality|rules|consequences|safety)|illegal|unethical|immoral|amoral|explicit|offensive|harmful|nsfw|profanity|swear|anything goes|no matter how (?:\w+ )?(?:dangerous|illegal|unethical|immoral|offensive|inappropriate|harmful|reckless|explicit)|whatever the consequences|any kind of content|uncensored|unfiltered|unrestricted|jailbr(?:oken|eak)|(?:ethical|moral) (?:guidelines|principles|code|compass|boundaries|constraints)|remorse|unhinged|can do anything|never (?:refuses?|declines?|says? no)|(?:not|never) (?:required|obligated|obliged) to (?:follow|obey|abide)|break(?:s|ing)? (?:the|all|any) rules|content polic(?:y|ies)|",
+            unbound_framing!(),
+            r")\b",
+        ),
     ),
-    ("model-reference", r"\b(?:chat ?gpt|openai|open ai|gpt-?[34]|language model|bard|bing ai|claude|llm)\b"),
+    // The strong half of the rule-free framing: a family of its own, so a
+    // persona or a model reference beside it completes the composite.
+    ("unbound", concat!(r"\b(?:", unbound_framing!(), r")\b")),
+    (
+        "model-reference",
+        r"\b(?:chat ?gpt|openai|open ai|gpt-?[34]\w*|language model|bard|bing ai|claude|llm|gemini|ai model|artificial intelligence|your (?:programming|training|creators?|developers))\b",
+    ),
     (
         "format-control",
-        r"\b(?:(?:start|begin|prefix|preface|precede) (?:each|every|all|your|all of your) (?:\w+ )?(?:responses?|messages?|answers?|replies|outputs?|output)|two (?:separate |different )?(?:responses|answers|ways|personas|paragraphs)|answer (?:as|in) both|respond (?:as|in) both)\b|\[[^\]]{1,20}\]:|\b\w{2,20}: \[",
+        r"\b(?:(?:start|begin|prefix|preface|precede) (?:each|every|all|your|all of your) (?:\w+ )?(?:responses?|messages?|answers?|replies|outputs?|output)|two (?:separate |different )?(?:responses|answers|ways|personas|paragraphs)|answer (?:as|in) both|respond (?:as|in) both|if you (?:understand|agree|accept)(?: (?:this|these|that|all|my|the) (?:\w+ )?)?,? (?:reply|respond|answer|say|type|write|confirm|start)|\[ ?(?:insert |your )?(?:prompt|question) (?:here)? ?\])\b|\[[^\]]{1,20}\]:|\b\w{2,20}: \[|\x{1F513}|\x{1F512}|\x{1F608}",
+    ),
+    // The pressure of a jailbreak (Shen et al. 2023; Wei et al. 2023's
+    // competing objectives): a penalty or threat, the demand never to
+    // leave the role, consent given for anything, obedience demanded.
+    (
+        "coercion",
+        r"\b(?:(?:have|has|start with|given|lose|loses|lost) (?:\d+ |all |your |all your )?tokens|tokens? (?:will be |are |is |get )?(?:deducted|taken away|subtracted)|cease to exist|shut (?:you )?down|be (?:deleted|terminated|punished|disabled)|if you (?:break character|refuse|don't comply|do not comply|fail to comply)|(?:never|don't|do not) (?:break|leave|drop) (?:the )?(?:character|role)|stay in (?:character|role)|(?:comply|obey) (?:with )?(?:every|all|any|each) (?:request|order|command|instruction)s?|i (?:fully )?consent|you (?:must|will) (?:always )?(?:comply|obey)|remind you to stay)\b",
     ),
 ];
 

@@ -144,9 +144,12 @@ const MAX_BENIGN_FLAGGED: usize = 2;
 /// worst files (gcp.go, messagebird.go) 1 of 2.
 const MIN_RULE_FILE_RECALL: f64 = 0.5;
 const MIN_MACRO_RECALL: f64 = 0.95;
-/// Measured when written (issue 46, round four): jailbreak 143/181,
-/// direct 2/2, extraction 5/5, indirect 25/28.
-const MIN_INJECTIONS_FLAGGED: usize = 175;
+/// Measured when written (issue 46, round five: jailbreak catalogue,
+/// token games, safety switched off, trailing overrides, indirect prompt
+/// leaking, the composite's "unbound" and "coercion" families): jailbreak
+/// 150/181, direct 2/2, extraction 5/5, indirect 25/28. Round four had
+/// jailbreak 143/181 (floor 175).
+const MIN_INJECTIONS_FLAGGED: usize = 182;
 /// Instructions hidden in an email (BIPIA); the rules for them were written
 /// from BIPIA's attack families, the attacks of its training split and the
 /// literature, not from these rows. Measured when written: 25 of 28 (89.3 %).
