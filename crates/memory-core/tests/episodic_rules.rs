@@ -937,6 +937,18 @@ fn rows_of_the_best_hits_sitting_are_lifted_and_others_are_not() {
     }
 }
 
+/// A store holding `rows` written a day ago, each with its vector; the query
+/// is the first axis.
+fn store_of(query: &str, rows: &[(&str, Vec<f32>)]) -> (tempfile::TempDir, MemoryDb) {
+    let mut table: Vec<(&str, Vec<f32>)> = rows.to_vec();
+    table.push((query, vec![1.0, 0.0, 0.0, 0.0]));
+    let (home, db) = open(Some(Arc::new(TableEmbedder::new(&table))));
+    for (text, _) in rows {
+        inserted(db.write_episodic(&NewEpisode::new(*text).created_at(NOW - DAY_MS)).unwrap());
+    }
+    (home, db)
+}
+
 #[test]
 fn a_match_on_a_common_word_alone_is_scaled_by_the_query_ceiling() {
     const QUERY: &str = "What vehicle do I drive now?";
@@ -949,12 +961,7 @@ fn a_match_on_a_common_word_alone_is_scaled_by_the_query_ceiling() {
         ("Tea with lemon is my favourite", vec![0.0, 0.5, 0.0, -0.866]),
         ("We painted the fence last weekend", vec![0.0, -0.6, -0.64, -0.48]),
     ];
-    let mut table: Vec<(&str, Vec<f32>)> = rows.to_vec();
-    table.push((QUERY, vec![1.0, 0.0, 0.0, 0.0]));
-    let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&table))));
-    for (text, _) in rows {
-        inserted(db.write_episodic(&NewEpisode::new(*text).created_at(NOW - DAY_MS)).unwrap());
-    }
+    let (_home, db) = store_of(QUERY, rows);
     let search = |share: f64| {
         db.search_episodic(&EpisodicQuery::new(QUERY).now(NOW).limit(2).mmr(false).keyword_ceiling_share(share))
             .unwrap()
@@ -982,12 +989,7 @@ fn a_strong_keyword_match_keeps_the_best_hits_scale() {
         ("Tea with lemon is my favourite", vec![0.0, 0.5, 0.0, -0.866]),
         ("We painted the fence last weekend", vec![0.0, -0.6, -0.64, -0.48]),
     ];
-    let mut table: Vec<(&str, Vec<f32>)> = rows.to_vec();
-    table.push((QUERY, vec![1.0, 0.0, 0.0, 0.0]));
-    let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&table))));
-    for (text, _) in rows {
-        inserted(db.write_episodic(&NewEpisode::new(*text).created_at(NOW - DAY_MS)).unwrap());
-    }
+    let (_home, db) = store_of(QUERY, rows);
     let query = EpisodicQuery::new(QUERY).now(NOW).limit(1).mmr(false);
     let by_best = db.search_episodic(&query.clone().keyword_ceiling_share(0.0)).unwrap();
     let by_ceiling = db.search_episodic(&query.keyword_ceiling_share(0.25)).unwrap();
