@@ -737,8 +737,8 @@ pub(crate) fn keyed_value_is_secret(key: &str, value: &str, context: AssignmentC
     let value = value.trim();
     if value.is_empty()
         || value.len() > MAX_VALUE_BYTES
-        || crate::secrets::is_placeholder(value)
-        || crate::secrets::looks_like_code(value)
+        || crate::values::is_placeholder(value)
+        || crate::values::looks_like_code(value)
     {
         return false;
     }

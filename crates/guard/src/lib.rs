@@ -48,6 +48,7 @@ mod paths;
 mod private;
 mod secrets;
 mod urls;
+mod values;
 
 /// A seeded xorshift64 stream for the tests' random inputs.
 #[cfg(test)]
