@@ -297,11 +297,26 @@ fn missing_files(named: &BTreeSet<String>, files: &BTreeSet<String>) -> Vec<Stri
         .collect()
 }
 
-/// The repository's files (tracked by git), relative to the root.
+/// The repository's files, relative to the root (build output and version
+/// control left out).
 fn repository_files() -> BTreeSet<String> {
-    let output = Command::new("git").args(["ls-files"]).current_dir(root()).output().expect("git ls-files runs");
-    assert!(output.status.success(), "git ls-files: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).unwrap().lines().map(str::to_owned).collect()
+    let mut out = BTreeSet::new();
+    let mut stack = vec![root()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() {
+                if !matches!(name.to_str(), Some("target" | ".git" | "node_modules")) {
+                    stack.push(path);
+                }
+            } else {
+                out.insert(path.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out
 }
 
 // ---- The workspace ------------------------------------------------------------
