@@ -35,7 +35,6 @@ const DEBT: &[(&str, &str)] = &[
 const CYCLE_DEBT: &[(&str, &[&str])] = &[
     ("agent-spec", &["resources", "spec"]),
     ("gateway-bin", &["cli", "commands", "host", "locked_edit", "mcp", "serve"]),
-    ("hooks", &["merge", "projection"]),
     ("skills", &["catalog", "triggers"]),
 ];
 

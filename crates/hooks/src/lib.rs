@@ -45,6 +45,7 @@ mod config;
 pub mod constants;
 mod error;
 mod event;
+mod left_out;
 mod matcher;
 mod merge;
 mod projection;
@@ -59,11 +60,9 @@ pub use config::{
 };
 pub use error::{HooksError, Result};
 pub use event::{HookEvent, Trigger, classify_trigger};
+pub use left_out::{DropReason, DroppedHook, HookNotice};
 pub use matcher::{ToolMatcher, ToolName, canonical_tool, is_known_builtin};
-pub use merge::{
-    DropReason, DroppedHook, HookEntry, HookNotice, HookSet, MergeOptions, MergeReport, merge_user_hooks,
-    validate_command, validate_matcher,
-};
+pub use merge::{HookEntry, HookSet, MergeOptions, MergeReport, merge_user_hooks, validate_command, validate_matcher};
 pub use projection::{ProjectedHook, Projection, project_hook_array};
 pub use runner::{
     CapturedOutput, EventDecision, HookInput, HookOutcome, HookRun, HookRunner, RunnerOptions, Verdict, run_hook,

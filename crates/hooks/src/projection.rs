@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::event::{HookEvent, Trigger, classify_trigger};
-use crate::merge::{DropReason, DroppedHook, HookNotice};
+use crate::left_out::{DropReason, DroppedHook, HookNotice};
 
 /// One emitted entry, still to be validated like any user hook.
 #[derive(Debug, Clone, PartialEq)]
