@@ -1,6 +1,7 @@
 //! The `cairn` binary. Everything lives in modules; `main` only wires them.
 
 mod cli;
+mod clock;
 mod commands;
 mod dashboard;
 mod home;

@@ -16,6 +16,7 @@ use cairn_memory_core::{
 };
 use serde_json::json;
 
+use crate::clock::now_ms;
 use crate::home::Home;
 
 /// Exit status of a refused command.
@@ -79,12 +80,6 @@ pub(crate) struct RevertArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-}
-
-/// Unix milliseconds now.
-pub(crate) fn now_ms() -> i64 {
-    let elapsed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
 }
 
 fn refused(error: MemoryError, json: bool) -> anyhow::Result<ExitCode> {

@@ -86,7 +86,7 @@ impl HookBackend for LocalBackend<'_> {
     }
 
     fn record(&self, key: &str, scope: &Scope, message: TranscriptMessage) -> anyhow::Result<()> {
-        self.memory()?.append_transcript_in(scope, key, &[message], crate::serve::sessions::now_ms())?;
+        self.memory()?.append_transcript_in(scope, key, &[message], crate::clock::now_ms())?;
         if let Some(recorded) = &self.recorded {
             let _ = recorded.send(());
         }

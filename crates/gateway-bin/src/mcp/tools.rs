@@ -766,7 +766,7 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
-            let now = crate::commands::memory_review::now_ms();
+            let now = crate::clock::now_ms();
             let pending: Vec<cairn_memory_core::ConsolidationRun> = stores
                 .memory
                 .consolidation_runs(now, stores.review_ttl_ms)?
@@ -788,7 +788,7 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
-            let now = crate::commands::memory_review::now_ms();
+            let now = crate::clock::now_ms();
             let run = stores.memory.consolidation_run(args.id, now, stores.review_ttl_ms)?;
             Ok(serde_json::to_value(run).unwrap_or(Value::Null))
         })
@@ -805,7 +805,7 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
-            let now = crate::commands::memory_review::now_ms();
+            let now = crate::clock::now_ms();
             let run = cairn_memory_core::approve_changeset(
                 &stores.memory,
                 &stores.files,
@@ -826,7 +826,7 @@ impl CairnMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let stores = Arc::clone(&self.stores);
         blocking(move || {
-            let now = crate::commands::memory_review::now_ms();
+            let now = crate::clock::now_ms();
             let run = cairn_memory_core::reject_changeset(
                 &stores.memory,
                 args.id,

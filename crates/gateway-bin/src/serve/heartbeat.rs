@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -107,7 +107,7 @@ impl HeartbeatStatus {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
+    u64::try_from(crate::clock::now_ms()).unwrap_or(0)
 }
 
 /// Runs `jobs` every `period` until `stop` turns true.

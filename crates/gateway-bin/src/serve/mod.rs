@@ -471,7 +471,7 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
                     // Read at run time, so a settings change applies to the next run.
                     let idle = sessions::idle_from_hours(idle_state.settings.read().history_idle_hours);
                     let consolidation = Arc::clone(&consolidation);
-                    let now = sessions::now_ms();
+                    let now = crate::clock::now_ms();
                     match idle_state.pool.try_submit(move || consolidation.check_idle(now, idle)) {
                         Ok(answer) => {
                             let results = answer.blocking_recv().map_err(|_| PoolError::Lost)?;

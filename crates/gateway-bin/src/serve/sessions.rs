@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use cairn_memory_core::{
     ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, MemoryDb, MemoryFiles, Result, SkillGate,
@@ -66,13 +66,6 @@ impl std::fmt::Debug for Sessions {
 /// `memory.history_idle_hours` as a duration.
 pub(crate) fn idle_from_hours(hours: f64) -> Duration {
     Duration::try_from_secs_f64(hours.max(0.0) * 3600.0).unwrap_or(Duration::MAX)
-}
-
-/// Unix milliseconds now.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Redacts a proposed skill's texts (credentials, exfiltration URLs) and

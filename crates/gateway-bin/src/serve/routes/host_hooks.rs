@@ -22,12 +22,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{ApiResult, blocking, pooled};
+use crate::clock::now_ms;
 use crate::host::engine::{self, HookBackend};
 use crate::host::{EventKind, HookAnswer, HostName, Recall};
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody};
 use crate::serve::live::Live;
-use crate::serve::sessions::now_ms;
 
 /// The request `cairn hook` sends.
 #[derive(Debug, Deserialize)]

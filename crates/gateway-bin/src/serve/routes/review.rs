@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ApiResult, blocking};
-use crate::commands::memory_review::now_ms;
+use crate::clock::now_ms;
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, memory_error};
 

@@ -14,10 +14,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ApiResult, pooled};
+use crate::clock::now_ms;
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody, memory_error};
 use crate::serve::llm::LlmCompressor;
-use crate::serve::sessions::now_ms;
 
 /// Longest session key.
 const MAX_KEY_CHARS: usize = 128;
