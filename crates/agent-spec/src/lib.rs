@@ -55,6 +55,7 @@ pub mod projection;
 mod prompt;
 mod resources;
 mod spec;
+mod steering;
 mod tools;
 
 pub use check::{CheckReport, check_file};
@@ -67,8 +68,9 @@ pub use error::{AgentSpecError, Result, SyntaxProblem};
 pub use hooks::{Hooks, SpecHookEntry, SpecHookEvent};
 pub use mcp::{McpServer, McpTransport, SecretMap};
 pub use prompt::{PromptSource, ResolvedPrompt, resolve_prompt};
-pub use resources::{Resource, Steering, skill_globs, steering_files};
+pub use resources::Resource;
 pub use spec::{AgentSpec, PromptField, PromptValue, SpecFormat, ToolSetting, ToolsSettingsGroup};
+pub use steering::{Steering, skill_globs, steering_files};
 pub use tools::{
     AutoApprove, AutoApproveEntry, AutoApproveKind, GrantSummary, SubagentAllowlist, ToolGrants, ToolList,
     builtin_family, builtin_names, canonical_builtin,
