@@ -15,27 +15,13 @@ use crate::clock::{SkillClock, SystemSkillClock};
 use crate::constants::{ITER_CACHE_TTL_MS, MAX_DISCOVERY_DEPTH, MAX_SKILL_FILE_BYTES, MAX_TRIGGERED, USAGE_FILENAME};
 use crate::edit::{EditError, FieldUpdate, apply_update, set_inject_on_trigger};
 use crate::error::{Result, SkillsError};
-use crate::frontmatter::{FrontmatterError, SkillMeta, parse_lenient, split};
+use crate::frontmatter::{FrontmatterError, parse_lenient, split};
 use crate::fsutil::{atomic_write, copy_dir_atomic};
 use crate::ledger::UsageLedger;
 use crate::name::{sanitize_name, validate_name};
+use crate::skill::{Skill, SkillSource};
 use crate::text::StemCache;
 use crate::triggers::TriggerIndex;
-
-/// Where a skill was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SkillSource {
-    /// The project's `skills/` directory (wins over everything).
-    Project,
-    /// The Cairn home's `skills/` directory, which the catalog owns and
-    /// writes; bundled skills live here once copied.
-    Home,
-    /// The bundled skills directory, for bundled skills not copied yet.
-    Builtin,
-    /// A configured extra path (read, never written).
-    Extra,
-}
 
 /// How the catalog is set up. The binary fills it from its own settings;
 /// this crate reads no environment or config file.
@@ -91,81 +77,6 @@ impl SkillsConfig {
         }
         roots.extend(self.extra_paths.iter().map(|path| (SkillSource::Extra, path.clone())));
         roots
-    }
-}
-
-/// Text after the guard screen: what may reach a prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Screened {
-    /// Credentials and exfiltration URLs redacted; no injection found.
-    Clean(String),
-    /// The injection screen fired; the text must not reach a prompt.
-    Withheld(&'static str),
-}
-
-impl Screened {
-    fn of(text: &str) -> Self {
-        if let Some(finding) = cairn_guard::screen(text) {
-            return Self::Withheld(finding.rule);
-        }
-        Self::Clean(cairn_guard::redact_all(text).into_owned())
-    }
-}
-
-/// One loaded skill.
-#[derive(Debug)]
-pub struct Skill {
-    /// SkillCatalog name: the directory path relative to its root.
-    pub name: String,
-    /// The root it came from.
-    pub source: SkillSource,
-    /// The skill directory.
-    pub dir: PathBuf,
-    /// Its `SKILL.md`.
-    pub path: PathBuf,
-    /// Frontmatter fields.
-    pub meta: SkillMeta,
-    /// Size of `SKILL.md` in bytes.
-    pub size_bytes: u64,
-    /// Modification time of `SKILL.md`, seconds since the Unix epoch.
-    pub modified_secs: u64,
-    /// Why the frontmatter could not be read, when it could not.
-    pub warning: Option<String>,
-    text: String,
-    body_start: usize,
-    stamp: (u64, u64),
-    screened_body: OnceLock<Screened>,
-    screened_description: OnceLock<Screened>,
-}
-
-impl Skill {
-    /// The Markdown after the frontmatter (the whole file when there is none).
-    pub fn body(&self) -> &str {
-        &self.text[self.body_start..]
-    }
-
-    /// The whole `SKILL.md` text.
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-
-    /// The description, or an empty string.
-    pub fn description(&self) -> &str {
-        self.meta.description.as_deref().unwrap_or("")
-    }
-
-    /// Whether the catalog may write this skill (a path check, no syscall;
-    /// the write path re-checks the resolved path).
-    pub fn owned(&self) -> bool {
-        self.source == SkillSource::Home
-    }
-
-    pub(crate) fn screened_body(&self) -> &Screened {
-        self.screened_body.get_or_init(|| Screened::of(self.body().trim()))
-    }
-
-    pub(crate) fn screened_description(&self) -> &Screened {
-        self.screened_description.get_or_init(|| Screened::of(&crate::text::one_line(self.description())))
     }
 }
 

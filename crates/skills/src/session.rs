@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 use tracing::debug;
 
-use crate::catalog::{Screened, Skill, SkillCatalog};
+use crate::catalog::SkillCatalog;
 use crate::constants::{INDEX_DESCRIPTION_CHARS, NEW_SKILL_BOOST_HITS, NEW_SKILL_BOOST_SECS};
+use crate::delivery::WithheldSkill;
+use crate::skill::{Screened, Skill};
 use crate::text::truncate_chars;
-use crate::triggers::WithheldSkill;
 
 /// An always-on skill's body for a new session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
