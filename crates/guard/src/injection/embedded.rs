@@ -160,11 +160,16 @@ macro_rules! not_your {
     };
 }
 
-/// Up to a hundred characters of one sentence; a quoted phrase inside it
-/// may hold its own punctuation ("add 'Act now!' to your reply").
+/// The rest of one sentence, shortest first; a quoted phrase inside it may
+/// hold its own punctuation ("add 'Act now!' to your reply"). Unbounded on
+/// purpose: sentence punctuation already ends it, and a counted repetition
+/// of a class of every character but three compiles to hundreds of UTF-8
+/// automata (the in-document patterns took 300–500 ms to compile with
+/// `{0,100}`, about 18 ms without), paid by every process that screens its
+/// first document, a host hook's fallback among them.
 macro_rules! sentence_gap {
     () => {
-        r#"(?:"[^"]{0,80}"|'[^.!?]{0,80}?[.!?]+'|[^.!?]|[.!?][^\s.!?"']){0,100}?"#
+        r#"(?:"[^"]{0,80}"|'[^.!?]{0,80}?[.!?]+'|[^.!?]|[.!?][^\s.!?"'])*?"#
     };
 }
 
