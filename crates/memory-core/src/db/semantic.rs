@@ -4,7 +4,9 @@
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::scope::{Scope, ScopeFilter, stored_key, stored_key_scope};
-use crate::semantic::{PreparedWrite, apply_delete, apply_write_replacing, embed_text, entry_from_row, memory_type};
+use crate::semantic::{
+    PreparedWrite, apply_delete, apply_write_unless_forgotten, embed_text, entry_from_row, memory_type,
+};
 use std::collections::HashMap;
 
 use crate::store::{Counter, EvidenceLayer, EvidenceRow};
@@ -17,6 +19,9 @@ pub(crate) struct StoredValue {
     pub(crate) value: serde_json::Value,
     /// Its compact JSON text.
     pub(crate) text: String,
+    /// The value as the rules saw it, shown as text: what is checked
+    /// against the forgotten items.
+    pub(crate) shown: String,
 }
 
 /// The guard's marker, when `key` names a credential and `value` is not a
@@ -98,43 +103,38 @@ impl MemoryDb {
             let rejected = Rejected::InvalidScope(validate::cut(scope.as_str(), 100));
             return Err(self.refuse(memory_type(key), key, "", source.as_str(), Some(confidence), rejected));
         }
-        let checked = self.check_write(key, value, confidence, &source).and_then(|stored| {
+        // A refusal records what was sent (only the marker under a secret-named key).
+        let refuse = |rejected: Rejected| {
+            let attempted =
+                serde_json::to_string(secret_key_marker(key, value).as_ref().unwrap_or(value)).unwrap_or_default();
+            self.refuse(memory_type(key), key, &attempted, source.as_str(), Some(confidence), rejected)
+        };
+        let checked = self.check_value(key, value, confidence, &source).and_then(|stored| {
             let evidence = evidence.map(crate::evidence::check).transpose()?;
             Ok((stored, evidence))
         });
-        let (stored, evidence) = match checked {
-            Ok(stored) => stored,
-            Err(rejected) => {
-                let attempted =
-                    serde_json::to_string(secret_key_marker(key, value).as_ref().unwrap_or(value)).unwrap_or_default();
-                return Err(self.refuse(
-                    memory_type(key),
-                    key,
-                    &attempted,
-                    source.as_str(),
-                    Some(confidence),
-                    rejected,
-                ));
-            }
-        };
-        let (value, value_text) = (&stored.value, stored.text);
+        let (stored, evidence) = checked.map_err(refuse)?;
         // Embed before taking the write lock; skip building the text when there is no embedder.
-        let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, value)) } else { None };
-        let key = &stored_key(key, scope);
-        let (outcome, replaced) = self.rows().write("writing a semantic entry", |tx| {
-            apply_write_replacing(
+        let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, &stored.value)) } else { None };
+        let stored_key = &stored_key(key, scope);
+        let written = self.rows().write("writing a semantic entry", |tx| {
+            apply_write_unless_forgotten(
                 tx,
                 &PreparedWrite {
-                    key,
-                    value_text: &value_text,
+                    key: stored_key,
+                    value_text: &stored.text,
                     confidence,
                     source: &source,
                     category: None,
                     vector,
                     evidence: evidence.as_ref(),
                 },
+                &stored.shown,
+                key,
             )
         })?;
+        let (outcome, replaced) = written.map_err(refuse)?;
+        let value = &stored.value;
         // A superseded value retires the episodic rows quoting it, after the
         // semantic lock is released.
         // The replaced value is the one read under the write's lock.
@@ -172,13 +172,32 @@ impl MemoryDb {
     /// The write rules every semantic row passes, whichever path writes it
     /// (a write, a lesson, a merge or foreign import, a restore): source,
     /// key, value size, confidence and the injection screen over the value
-    /// as sent, its `<private>` spans already withheld. Returns the value as it is stored: credentials redacted and
+    /// as sent, its `<private>` spans already withheld, then the forgotten
+    /// items. Returns the value as it is stored: credentials redacted and
     /// control characters other than line breaks and tabs removed from
     /// every string (after the screen, which sees the value as sent), and
     /// its size checked again. A value under a secret-named key
     /// (`pref.db_password`) is a credential whatever its shape: only the
     /// guard's marker is checked and stored.
     pub(crate) fn check_write(
+        &self,
+        key: &str,
+        value: &serde_json::Value,
+        confidence: f64,
+        source: &Source,
+    ) -> Result<StoredValue, Rejected> {
+        let stored = self.check_value(key, value, confidence, source)?;
+        match self.refuse_forgotten(&stored.shown, Some(key)) {
+            Ok(verdict) => verdict?,
+            // The write that follows meets the same store and reports its failure.
+            Err(error) => tracing::warn!(%error, "could not read the forgotten items"),
+        }
+        Ok(stored)
+    }
+
+    /// [`check_write`](Self::check_write) but for the forgotten items,
+    /// which the one write path checks inside its transaction instead.
+    fn check_value(
         &self,
         key: &str,
         value: &serde_json::Value,
@@ -194,17 +213,13 @@ impl MemoryDb {
         let text = validate::value(value)?;
         validate::confidence(confidence, source)?;
         validate::injection(value)?;
-        match self.refuse_forgotten(&validate::display_value(value), Some(key)) {
-            Ok(verdict) => verdict?,
-            // The write that follows meets the same store and reports its failure.
-            Err(error) => tracing::warn!(%error, "could not read the forgotten items"),
-        }
+        let shown = validate::display_value(value);
         Ok(match validate::scrub_value(value) {
             Some(scrubbed) => {
                 let text = validate::value(&scrubbed)?;
-                StoredValue { value: scrubbed, text }
+                StoredValue { value: scrubbed, text, shown }
             }
-            None => StoredValue { value: value.clone(), text },
+            None => StoredValue { value: value.clone(), text, shown },
         })
     }
 

@@ -84,6 +84,9 @@ fn hold_write(db: Arc<MemoryDb>, key: &'static str) -> (mpsc::Sender<()>, std::t
                         evidence: None,
                     },
                 )?;
+                // A read sends the queued row and event: the transaction now
+                // holds them on the server, as a slow commit would.
+                tx.event_count()?;
                 held_tx.send(()).unwrap();
                 // Until the test lets go.
                 let _ = release_rx.recv();
@@ -277,4 +280,65 @@ fn racing_writers_of_near_duplicate_episodes_store_each_once() {
         }
     }
     assert_eq!(gateways.b.stats().unwrap().episodic_live, EPISODES as i64);
+}
+
+#[test]
+fn a_value_forgotten_on_one_gateway_is_refused_on_the_other_at_once() {
+    let Some(gateways) = two_gateways() else { return };
+    let (a, b) = (&gateways.a, &gateways.b);
+    // B has read the (empty) forgotten items and keeps that copy.
+    b.write_semantic("user.other", &serde_json::json!("warm"), 1.0, Source::UserExplicit).unwrap();
+    a.write_semantic("user.color", &serde_json::json!("teal"), 1.0, Source::UserExplicit).unwrap();
+    let report = a
+        .forget(&crate::ForgetRequest { keys: vec!["user.color".to_owned()], ..crate::ForgetRequest::default() })
+        .unwrap();
+    assert_eq!(report.counts.facts, 1);
+
+    // No notification needs to arrive first: the write reads the table's state under its lock.
+    let error = b.write_semantic("user.color", &serde_json::json!("teal"), 1.0, Source::UserExplicit).unwrap_err();
+    assert!(matches!(error, crate::MemoryError::Rejected(crate::Rejected::Forgotten { .. })), "{error}");
+    assert_eq!(b.get_semantic("user.color").unwrap(), None);
+    // Its refusal is in the audit trail, and other values still go in.
+    let newest = b.audit(1).unwrap();
+    assert_eq!(newest[0].action, crate::MemoryAuditAction::Rejected, "{newest:?}");
+    b.write_semantic("user.color", &serde_json::json!("green"), 1.0, Source::UserExplicit).unwrap();
+}
+
+#[test]
+fn a_queued_statement_the_server_refuses_fails_the_whole_transaction() {
+    let Some(gateways) = two_gateways() else { return };
+    let db = &gateways.a;
+    db.write_semantic("user.shell", &serde_json::json!("fish"), 1.0, Source::UserExplicit).unwrap();
+    let events = db.audit(1000).unwrap().len();
+    // The new value and its event wait in the queue; then a row PostgreSQL
+    // refuses (text with a NUL byte) is queued behind them.
+    let failed = db.rows().write("a write the server refuses at commit", |tx| {
+        apply_write(
+            tx,
+            &PreparedWrite {
+                key: "user.shell",
+                value_text: "\"zsh\"",
+                confidence: 1.0,
+                source: &Source::UserExplicit,
+                category: None,
+                vector: None,
+                evidence: None,
+            },
+        )?;
+        tx.record_forgotten(&crate::store::ForgottenRow {
+            kind: "fact\0".to_owned(),
+            scope: "global".to_owned(),
+            key: None,
+            fingerprint: "0".repeat(64),
+            shingles: Vec::new(),
+            at: 0,
+        })
+    });
+    let error = failed.unwrap_err();
+    assert!(matches!(error, crate::MemoryError::Storage { operation: "recording a forgotten item", .. }), "{error}");
+    assert_eq!(db.get_semantic("user.shell").unwrap().unwrap().value, serde_json::json!("fish"));
+    assert_eq!(db.audit(1000).unwrap().len(), events);
+    // The connection is fit for the next transaction.
+    db.write_semantic("user.shell", &serde_json::json!("nu"), 1.0, Source::UserExplicit).unwrap();
+    assert_eq!(db.get_semantic("user.shell").unwrap().unwrap().value, serde_json::json!("nu"));
 }

@@ -19,7 +19,10 @@
 //! on one row's lock while each flushes.
 //!
 //! Connections come from an `r2d2` pool of a set size, each keeping its
-//! prepared statements, so a statement is one round trip.
+//! prepared statements. A transaction pipelines what it can: its `BEGIN`,
+//! its locks and the writes whose answer nothing reads wait in a queue and
+//! go to the server together with the next statement whose answer is read,
+//! or with the `COMMIT`, so a semantic write is two round trips.
 //!
 //! Keys use the `"C"` collation, so listing order is byte order, as in SQLite.
 //!
@@ -29,13 +32,17 @@
 //! two writes that change the set of active texts.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use parking_lot::{Condvar, Mutex};
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::ToSql;
+use postgres::types::{IsNull, ToSql, Type};
 use postgres::{Client, NoTls, Statement};
 
 use super::{
@@ -287,6 +294,16 @@ pub(crate) struct PostgresBackend {
     changes: Arc<Changes>,
     /// One of the `QUOTING_*` statements, chosen by what `lower()` folds here.
     quoting: &'static str,
+    /// The forgotten items last read, so a write checks them without reading them again.
+    forgotten: Mutex<ForgottenCache>,
+}
+
+/// The `forgotten` table as last read. Its rows are only ever appended,
+/// each under the table's lock, so the highest id names its content.
+#[derive(Default)]
+struct ForgottenCache {
+    last_id: i64,
+    rows: Arc<Vec<ForgottenRow>>,
 }
 
 /// Connections to one schema for the pool: each selects the schema once
@@ -297,26 +314,51 @@ struct Connections {
     schema: String,
 }
 
+/// The statements that put a new connection on `schema`.
+fn schema_setup(schema: &str) -> String {
+    format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}")
+}
+
 /// A pooled connection and its prepared statements, by SQL text.
+///
+/// The asynchronous client is driven by a runtime of its own, run only
+/// while a call waits (as the blocking `postgres::Client` does inside), so
+/// that several statements can be in flight in one round trip.
 struct Connection {
-    client: Client,
+    client: tokio_postgres::Client,
+    runtime: tokio::runtime::Runtime,
     statements: HashMap<String, Statement>,
     /// Set when a rollback failed: the pool drops the connection.
     broken: bool,
 }
 
+/// Why a pooled connection could not be made.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error(transparent)]
+    Postgres(#[from] postgres::Error),
+    #[error("could not start the connection's runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
 impl r2d2::ManageConnection for Connections {
     type Connection = Connection;
-    type Error = postgres::Error;
+    type Error = ConnectError;
 
-    fn connect(&self) -> std::result::Result<Connection, postgres::Error> {
-        let mut client = Client::connect(&self.url, NoTls)?;
-        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {0}; SET search_path TO {0}", self.schema))?;
-        Ok(Connection { client, statements: HashMap::new(), broken: false })
+    fn connect(&self) -> std::result::Result<Connection, ConnectError> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (client, connection) = runtime.block_on(tokio_postgres::connect(&self.url, NoTls))?;
+        runtime.spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "PostgreSQL connection closed");
+            }
+        });
+        runtime.block_on(client.batch_execute(&schema_setup(&self.schema)))?;
+        Ok(Connection { client, runtime, statements: HashMap::new(), broken: false })
     }
 
-    fn is_valid(&self, connection: &mut Connection) -> std::result::Result<(), postgres::Error> {
-        connection.client.batch_execute("")
+    fn is_valid(&self, connection: &mut Connection) -> std::result::Result<(), ConnectError> {
+        Ok(connection.runtime.block_on(connection.client.batch_execute(""))?)
     }
 
     fn has_broken(&self, connection: &mut Connection) -> bool {
@@ -347,9 +389,10 @@ impl PostgresBackend {
             })?;
         let connections = Connections { url: url.to_owned(), schema: schema.to_owned() };
         // The first connection is made here, so a bad URL fails the open at once with the server's own error.
-        let mut first = r2d2::ManageConnection::connect(&connections).map_err(storage("connecting to PostgreSQL"))?;
-        migrate(&mut first.client, schema)?;
-        let quoting = quoting_statement(&mut first.client)?;
+        let mut first = Client::connect(url, NoTls).map_err(storage("connecting to PostgreSQL"))?;
+        first.batch_execute(&schema_setup(schema)).map_err(storage("connecting to PostgreSQL"))?;
+        migrate(&mut first, schema)?;
+        let quoting = quoting_statement(&mut first)?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size)
             .min_idle(Some(0))
@@ -365,6 +408,7 @@ impl PostgresBackend {
             pool,
             changes: Arc::new(Changes::default()),
             quoting,
+            forgotten: Mutex::new(ForgottenCache::default()),
         };
         drop(first);
         backend.start_listener();
@@ -410,9 +454,11 @@ impl PostgresBackend {
         }
     }
 
-    /// Runs `work` in one transaction on a pooled connection. `BEGIN` (with
-    /// a write's shared store lock) goes in one round trip, and a write's
-    /// deferred revision bumps go with its `COMMIT` in another.
+    /// Runs `work` in one transaction on a pooled connection. The `BEGIN`
+    /// (with a write's shared store lock) waits in the queue for the first
+    /// statement whose answer `work` reads, and a write's queued statements
+    /// and deferred revision bumps go with its `COMMIT`: a transaction that
+    /// sent nothing costs no round trip.
     fn transaction(
         &self,
         operation: &'static str,
@@ -430,26 +476,41 @@ impl PostgresBackend {
         } else {
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
         };
-        let result = (|| {
-            connection.client.batch_execute(&begin).map_err(storage(operation))?;
-            let mut tx = PgTx {
-                connection: &mut connection,
-                write,
-                schema: &self.schema,
-                quoting: self.quoting,
-                channel: &self.channel,
-                held: HashSet::new(),
-                whole_store: false,
-                bump_at_commit: Vec::new(),
-            };
-            work(&mut tx)?;
-            let commit = commit_statement(&tx.bump_at_commit, &self.channel);
-            connection.client.batch_execute(&commit).map_err(storage(operation))
-        })();
+        let mut tx = PgTx {
+            connection: &mut connection,
+            write,
+            schema: &self.schema,
+            quoting: self.quoting,
+            channel: &self.channel,
+            held: HashSet::new(),
+            whole_store: false,
+            bump_at_commit: Vec::new(),
+            queue: vec![Queued::Batch { operation: "starting a transaction", sql: begin, changes: false }],
+            sent: false,
+            forgotten: &self.forgotten,
+            forgotten_seen: None,
+        };
+        let result = work(&mut tx).and_then(|()| {
+            if !tx.sent && tx.bump_at_commit.is_empty() && !tx.queue.iter().any(Queued::changes) {
+                // Nothing reached the server and nothing is to be written.
+                return Ok(());
+            }
+            if !tx.bump_at_commit.is_empty() {
+                let counters: Vec<&str> = tx.bump_at_commit.iter().map(|counter| counter.name()).collect();
+                tx.defer("bumping revisions", BUMP_AT_COMMIT, &[&counters, &self.channel])?;
+            }
+            tx.send(async |client: &tokio_postgres::Client| {
+                client.batch_execute("COMMIT").await.map_err(storage(operation))
+            })
+        });
+        let sent = tx.sent;
         if result.is_err() {
             // Statements prepared before a schema change would fail again.
             connection.statements.clear();
-            if !connection.client.is_closed() && connection.client.batch_execute("ROLLBACK").is_err() {
+            if sent
+                && !connection.client.is_closed()
+                && connection.runtime.block_on(connection.client.batch_execute("ROLLBACK")).is_err()
+            {
                 connection.broken = true;
             }
         }
@@ -457,34 +518,20 @@ impl PostgresBackend {
     }
 }
 
-/// `COMMIT`, after bumping `counters` (at most once each) and announcing them.
-fn commit_statement(counters: &[Counter], channel: &str) -> String {
-    if counters.is_empty() {
-        return "COMMIT".to_owned();
-    }
-    // Counter names and the channel are lower-case letters, digits and '_'.
-    // A counter bumped at commit is spread over shard rows (`<name>.<n>`, by
-    // the server process), summed by [`PgTx::revision`]: a row is locked
-    // until the commit is flushed, and one row for every writer would make
-    // the commits wait on each other's flush.
-    let values = counters
-        .iter()
-        .map(|counter| format!("('{}.' || pg_backend_pid() % {REVISION_SHARDS}, 1)", counter.name()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "WITH bumped AS (
-            INSERT INTO meta (name, value) VALUES {values}
-            ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
-            RETURNING name
-         )
-         SELECT pg_notify('{channel}', name) FROM bumped;
-         COMMIT"
-    )
-}
-
-/// Shard rows of a counter bumped at commit.
-const REVISION_SHARDS: i32 = 64;
+/// Bumps the counters named in `$1` (each at most once) and announces them.
+///
+/// A counter bumped at commit is spread over 64 shard rows (`<name>.<n>`,
+/// by the server process), summed by [`PgTx::revision`]: a row is locked
+/// until the commit is flushed, and one row for every writer would make
+/// the commits wait on each other's flush. Prepared, it is queued before
+/// the `COMMIT` and goes in its round trip.
+const BUMP_AT_COMMIT: &str = "WITH bumped AS (
+        INSERT INTO meta (name, value)
+        SELECT counter || '.' || (pg_backend_pid() % 64), 1 FROM unnest($1::TEXT[]) AS counter
+        ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
+        RETURNING name
+     )
+     SELECT pg_notify($2, name) FROM bumped";
 
 /// The most connections a pool may hold.
 pub(crate) const MAX_POOL_SIZE: u32 = 1024;
@@ -601,6 +648,135 @@ struct PgTx<'t> {
     whole_store: bool,
     /// Counters bumped with the `COMMIT`.
     bump_at_commit: Vec<Counter>,
+    /// Statements waiting to go with the next one whose answer is read, or
+    /// with the `COMMIT`: the `BEGIN`, locks, and writes nothing reads back.
+    queue: Vec<Queued>,
+    /// Whether anything of this transaction has reached the server.
+    sent: bool,
+    /// The backend's copy of the forgotten items.
+    forgotten: &'t Mutex<ForgottenCache>,
+    /// The highest forgotten id as this transaction's last semantic read saw it.
+    forgotten_seen: Option<i64>,
+}
+
+/// A statement waiting in a transaction's queue.
+enum Queued {
+    /// Simple-protocol text: the `BEGIN`.
+    Batch { operation: &'static str, sql: String, changes: bool },
+    /// A prepared statement, its parameters already encoded.
+    Statement { operation: &'static str, statement: Statement, params: Vec<Encoded>, changes: bool },
+}
+
+impl Queued {
+    /// Whether it changes rows (a `BEGIN` or a lock does not).
+    fn changes(&self) -> bool {
+        match self {
+            Queued::Batch { changes, .. } | Queued::Statement { changes, .. } => *changes,
+        }
+    }
+
+    /// Sends it on `client` and waits for its answer (the request goes out
+    /// at the first poll).
+    fn send<'a>(&'a self, client: &'a tokio_postgres::Client) -> Pin<Box<dyn Future<Output = Result<()>> + 'a>> {
+        match self {
+            Queued::Batch { operation, sql, .. } => {
+                Box::pin(async move { client.batch_execute(sql).await.map_err(storage(operation)) })
+            }
+            Queued::Statement { operation, statement, params, .. } => Box::pin(async move {
+                client.execute_raw(statement, params.iter()).await.map(drop).map_err(storage(operation))
+            }),
+        }
+    }
+}
+
+/// A parameter already in the binary form its statement asked for.
+#[derive(Debug)]
+struct Encoded(Option<Vec<u8>>);
+
+impl ToSql for Encoded {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(match &self.0 {
+            Some(bytes) => {
+                out.extend_from_slice(bytes);
+                IsNull::No
+            }
+            None => IsNull::Yes,
+        })
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    fn to_sql_checked(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        self.to_sql(ty, out)
+    }
+}
+
+/// A parameter that does not fit its statement.
+#[derive(Debug, thiserror::Error)]
+#[error("a parameter does not fit its statement: {0}")]
+struct EncodeError(String);
+
+/// `params` in the binary forms `statement` asked for, checked as the
+/// client checks them when it sends a statement at once.
+fn encode(statement: &Statement, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<Vec<Encoded>, EncodeError> {
+    if params.len() != statement.params().len() {
+        return Err(EncodeError(format!("{} parameters for {}", params.len(), statement.params().len())));
+    }
+    params
+        .iter()
+        .zip(statement.params())
+        .map(|(param, ty)| {
+            let mut out = BytesMut::new();
+            match param.to_sql_checked(ty, &mut out) {
+                Ok(IsNull::Yes) => Ok(Encoded(None)),
+                Ok(IsNull::No) => Ok(Encoded(Some(out.to_vec()))),
+                Err(error) => Err(EncodeError(error.to_string())),
+            }
+        })
+        .collect()
+}
+
+/// Waits for every future of `earlier` and for `last`, polling them in
+/// order so that each sends its request before the next: they share one
+/// round trip. The first failure of `earlier` is the answer when there is
+/// one (the server then failed every later statement of the transaction).
+async fn in_order<'a, T>(
+    mut earlier: Vec<Pin<Box<dyn Future<Output = Result<()>> + 'a>>>,
+    last: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let mut last = pin!(last);
+    let mut done: Vec<Option<Result<()>>> = earlier.iter().map(|_| None).collect();
+    let mut answer = None;
+    std::future::poll_fn(|cx| {
+        for (future, slot) in earlier.iter_mut().zip(done.iter_mut()) {
+            if slot.is_none()
+                && let Poll::Ready(result) = future.as_mut().poll(cx)
+            {
+                *slot = Some(result);
+            }
+        }
+        if answer.is_none()
+            && let Poll::Ready(result) = last.as_mut().poll(cx)
+        {
+            answer = Some(result);
+        }
+        if answer.is_some() && done.iter().all(Option::is_some) { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    for result in done.into_iter().flatten() {
+        result?;
+    }
+    answer.expect("polled until answered")
 }
 
 /// A row count or offset as a query parameter (`usize::MAX` means no bound).
@@ -651,19 +827,57 @@ impl PgTx<'_> {
         if let Some(statement) = self.connection.statements.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.connection.client.prepare(sql).map_err(storage(operation))?;
+        let connection = &*self.connection;
+        let statement = connection.runtime.block_on(connection.client.prepare(sql)).map_err(storage(operation))?;
         self.connection.statements.insert(sql.to_owned(), statement.clone());
         Ok(statement)
     }
 
-    /// Takes the lock of `key` in `layer` for the rest of a write transaction.
+    /// Sends the queue and then `last` in one round trip, and answers
+    /// `last`'s result.
+    fn send<T>(&mut self, last: impl AsyncFnOnce(&tokio_postgres::Client) -> Result<T>) -> Result<T> {
+        let queue = std::mem::take(&mut self.queue);
+        self.sent = true;
+        let connection = &*self.connection;
+        connection.runtime.block_on(async {
+            let earlier = queue.iter().map(|queued| queued.send(&connection.client)).collect();
+            in_order(earlier, last(&connection.client)).await
+        })
+    }
+
+    /// Queues `sql` to go with the next statement whose answer is read, or
+    /// with the `COMMIT`; `changes` when it writes rows.
+    fn enqueue(
+        &mut self,
+        operation: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        changes: bool,
+    ) -> Result<()> {
+        let statement = self.statement(operation, sql)?;
+        let params = encode(&statement, params).map_err(|error| MemoryError::Storage {
+            operation,
+            source: StorageError::new(StorageErrorKind::Other, error),
+        })?;
+        self.queue.push(Queued::Statement { operation, statement, params, changes });
+        Ok(())
+    }
+
+    /// A write whose answer nothing reads: it goes with the next statement.
+    /// Its failure fails the transaction there.
+    fn defer(&mut self, operation: &'static str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<()> {
+        self.enqueue(operation, sql, params, true)
+    }
+
+    /// Takes the lock of `key` in `layer` for the rest of a write
+    /// transaction: before the next statement, in its round trip.
     fn lock(&mut self, layer: &str, key: &str) -> Result<()> {
         if !self.write || self.whole_store {
             return Ok(());
         }
         let id = lock_id(self.schema, layer, key);
         if self.held.insert(id) {
-            self.execute("taking a write lock", "SELECT pg_advisory_xact_lock($1, $2)", &[&id.0, &id.1])?;
+            self.enqueue("taking a write lock", "SELECT pg_advisory_xact_lock($1, $2)", &[&id.0, &id.1], false)?;
         }
         Ok(())
     }
@@ -707,7 +921,7 @@ impl PgTx<'_> {
             return Ok(());
         }
         let (class, object) = lock_id(self.schema, STORE_LAYER, "");
-        self.execute("taking the store lock", "SELECT pg_advisory_xact_lock($1, $2)", &[&class, &object])?;
+        self.enqueue("taking the store lock", "SELECT pg_advisory_xact_lock($1, $2)", &[&class, &object], false)?;
         self.whole_store = true;
         Ok(())
     }
@@ -736,7 +950,7 @@ impl PgTx<'_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>> {
         let statement = self.statement(operation, sql)?;
-        self.connection.client.query(&statement, params).map_err(storage(operation))
+        self.send(async |client| client.query(&statement, params).await.map_err(storage(operation)))
     }
 
     fn query_one(
@@ -746,7 +960,7 @@ impl PgTx<'_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<postgres::Row> {
         let statement = self.statement(operation, sql)?;
-        self.connection.client.query_one(&statement, params).map_err(storage(operation))
+        self.send(async |client| client.query_one(&statement, params).await.map_err(storage(operation)))
     }
 
     fn query_opt(
@@ -756,12 +970,12 @@ impl PgTx<'_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<postgres::Row>> {
         let statement = self.statement(operation, sql)?;
-        self.connection.client.query_opt(&statement, params).map_err(storage(operation))
+        self.send(async |client| client.query_opt(&statement, params).await.map_err(storage(operation)))
     }
 
     fn execute(&mut self, operation: &'static str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let statement = self.statement(operation, sql)?;
-        self.connection.client.execute(&statement, params).map_err(storage(operation))
+        self.send(async |client| client.execute(&statement, params).await.map_err(storage(operation)))
     }
 }
 
@@ -770,7 +984,8 @@ impl StoreTx for PgTx<'_> {}
 impl ForgetRows for PgTx<'_> {
     fn record_forgotten(&mut self, row: &ForgottenRow) -> Result<()> {
         self.lock("forgotten", "")?;
-        self.execute(
+        self.forgotten_seen = None;
+        self.defer(
             "recording a forgotten item",
             "INSERT INTO forgotten (kind, scope, key, fingerprint, shingles, at) VALUES ($1, $2, $3, $4, $5, $6)",
             &[&row.kind, &row.scope, &row.key, &row.fingerprint, &row.shingles, &row.at],
@@ -779,12 +994,21 @@ impl ForgetRows for PgTx<'_> {
     }
 
     fn forgotten_rows(&mut self) -> Result<Vec<ForgottenRow>> {
+        // The semantic read just before saw the table's highest id: when the
+        // copy is of that table, it is the answer without a round trip.
+        if let Some(seen) = self.forgotten_seen {
+            let cache = self.forgotten.lock();
+            if cache.last_id == seen {
+                return Ok(cache.rows.as_ref().clone());
+            }
+        }
         let rows = self.query(
             "reading forgotten items",
-            "SELECT kind, scope, key, fingerprint, shingles, at FROM forgotten ORDER BY id",
+            "SELECT kind, scope, key, fingerprint, shingles, at, id FROM forgotten ORDER BY id",
             &[],
         )?;
-        Ok(rows
+        let last_id = rows.last().map_or(0, |row| row.get(6));
+        let rows: Vec<ForgottenRow> = rows
             .iter()
             .map(|row| ForgottenRow {
                 kind: row.get(0),
@@ -794,7 +1018,9 @@ impl ForgetRows for PgTx<'_> {
                 shingles: row.get(4),
                 at: row.get(5),
             })
-            .collect())
+            .collect();
+        *self.forgotten.lock() = ForgottenCache { last_id, rows: Arc::new(rows.clone()) };
+        Ok(rows)
     }
 
     fn session_messages(&mut self) -> Result<Vec<SessionMessage>> {
@@ -853,19 +1079,26 @@ impl SemanticRows for PgTx<'_> {
 
     fn semantic_row(&mut self, key: &str) -> Result<Option<SemanticRow>> {
         self.lock_semantic(key)?;
-        let row = self.query_opt(
+        // With the row, the forgotten table's highest id: a write that checks
+        // the forgotten items next finds them in the backend's copy when
+        // that id is the copy's.
+        let row = self.query_one(
             "reading a semantic entry",
-            &format!("SELECT {ROW_COLUMNS} FROM semantic_memory WHERE key = $1"),
+            &format!(
+                "SELECT {ROW_COLUMNS}, (SELECT coalesce(max(id), 0) FROM forgotten)
+                 FROM (SELECT 1) AS one LEFT JOIN semantic_memory ON key = $1"
+            ),
             &[&key],
         )?;
-        Ok(row.as_ref().map(semantic_row))
+        self.forgotten_seen = Some(row.get(10));
+        Ok(row.get::<_, Option<String>>(0).is_some().then(|| semantic_row(&row)))
     }
 
     fn upsert_semantic(&mut self, write: &SemanticUpsert<'_>) -> Result<()> {
         self.lock_semantic(write.key)?;
         let (vector, space) = write.vector.map(|(vector, space)| (vector_blob(vector), space)).unzip();
         // The row and its vector (stored, or dropped when there is none) in one statement.
-        self.execute(
+        self.defer(
             "writing a semantic entry",
             "WITH stored AS (
                 INSERT INTO semantic_vectors (key, embedding) SELECT $1, $8::BYTEA WHERE $8::BYTEA IS NOT NULL
@@ -911,7 +1144,7 @@ impl SemanticRows for PgTx<'_> {
 
     fn tombstone_semantic(&mut self, key: &str, at: i64) -> Result<()> {
         self.lock_semantic(key)?;
-        self.execute(
+        self.defer(
             "tombstoning a semantic entry",
             "WITH dropped AS (DELETE FROM semantic_vectors WHERE key = $1)
              UPDATE semantic_memory SET is_deleted = TRUE, updated_at = $2, version = version + 1,
@@ -1030,19 +1263,22 @@ impl SemanticVectors for PgTx<'_> {
 impl AuditLog for PgTx<'_> {
     fn append_event(&mut self, at: i64, event: &EventRecord<'_>, cap: i64) -> Result<()> {
         // One statement: the row, and the trim of rows `cap` or more behind it.
+        // Both the trim's scan and its delete go by the primary key (a join
+        // with the new row, or `IN` over the trimmed ids, would be planned
+        // as a scan of the whole trail on every write).
         // Rows another open transaction is trimming are left to it (`SKIP
         // LOCKED`): writers of different keys never wait on each other here.
-        self.execute(
+        self.defer(
             "writing the audit trail",
             "WITH added AS (
                 INSERT INTO memory_events
                     (at, memory_type, action, key, old_value, new_value, source, confidence, detail)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
              ), old AS (
-                SELECT e.id FROM memory_events e, added WHERE e.id <= added.id - $10
-                FOR UPDATE OF e SKIP LOCKED
+                SELECT id FROM memory_events WHERE id <= (SELECT id FROM added) - $10
+                FOR UPDATE SKIP LOCKED
              )
-             DELETE FROM memory_events WHERE id IN (SELECT id FROM old)",
+             DELETE FROM memory_events WHERE id = ANY(ARRAY(SELECT id FROM old))",
             &[
                 &at,
                 &event.memory_type,
@@ -1093,7 +1329,7 @@ impl Revisions for PgTx<'_> {
         if matches!(counter, Counter::Episodic | Counter::EpisodicText) {
             self.lock_episodic()?;
         }
-        // The counter's own row and its shards (see `commit_statement`): the sum
+        // The counter's own row and its shards (see [`BUMP_AT_COMMIT`]): the sum
         // moves with every committed bump.
         let row = self.query_one(
             "reading a revision",
@@ -1647,7 +1883,7 @@ impl EvidenceRows for PgTx<'_> {
 
     fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()> {
         match evidence {
-            Some(evidence) => self.execute(
+            Some(evidence) => self.defer(
                 "recording the evidence of a row",
                 "INSERT INTO memory_evidence (layer, target, session_key, first_seq, last_seq, quote)
                  VALUES ($1, $2, $3, $4, $5, $6)
@@ -1662,7 +1898,7 @@ impl EvidenceRows for PgTx<'_> {
                     &evidence.quote.as_str(),
                 ],
             )?,
-            None => self.execute(
+            None => self.defer(
                 "removing the evidence of a row",
                 "DELETE FROM memory_evidence WHERE layer = $1 AND target = $2",
                 &[&layer.name(), &target],
