@@ -2,7 +2,7 @@
 
 use crate::audit::insert_event;
 use crate::clock::now_ms;
-use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX, MAX_SEMANTIC_VERSION};
+use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX, MAX_AUDIT_EVENTS, MAX_SEMANTIC_VERSION};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::store::EventRecord;
 use crate::store::{Counter, EvidenceLayer, EvidenceRow, SemanticRow, SemanticUpsert, StoreTx};
@@ -199,22 +199,22 @@ fn apply_to_existing(
             if let Some(existing) = &existing {
                 existing.check_next_version(write.key)?;
             }
-            tx.upsert_semantic(&SemanticUpsert {
-                key: write.key,
-                value: write.value_text,
-                confidence: write.confidence,
-                source: write.source.as_str(),
-                category: write.category,
-                at: now_ms(),
-                vector: write.vector.as_ref().map(|(vector, space)| (vector.as_slice(), space.as_str())),
-            })?;
-            tx.set_evidence(EvidenceLayer::Semantic, write.key, write.evidence)?;
             let live_before = existing.as_ref().filter(|existing| !existing.is_deleted);
             let action = if live_before.is_some() { MemoryAuditAction::Updated } else { MemoryAuditAction::Created };
             let old = live_before.map(|existing| cairn_guard::redact_all(&existing.value).into_owned());
             let new = cairn_guard::redact_all(write.value_text);
-            insert_event(
-                tx,
+            tx.write_semantic_change(
+                &SemanticUpsert {
+                    key: write.key,
+                    value: write.value_text,
+                    confidence: write.confidence,
+                    source: write.source.as_str(),
+                    category: write.category,
+                    at: now_ms(),
+                    vector: write.vector.as_ref().map(|(vector, space)| (vector.as_slice(), space.as_str())),
+                },
+                write.evidence,
+                now_ms(),
                 &EventRecord {
                     memory_type,
                     action,
@@ -225,6 +225,7 @@ fn apply_to_existing(
                     confidence: Some(write.confidence),
                     detail: None,
                 },
+                MAX_AUDIT_EVENTS,
             )?;
             tx.bump_at_commit(Counter::Semantic)?;
             tracing::debug!(key = write.key, action = action.as_str(), "semantic write accepted");

@@ -543,6 +543,22 @@ pub(crate) trait StoreTx:
     + EvidenceRows
     + RunRows
 {
+    /// The changes of one accepted semantic write: the row (as
+    /// [`SemanticRows::upsert_semantic`]), its evidence (cleared when
+    /// `None`) and its audit row, the trail trimmed to `cap`. A backend may
+    /// send them as one statement.
+    fn write_semantic_change(
+        &mut self,
+        write: &SemanticUpsert<'_>,
+        evidence: Option<&EvidenceRow>,
+        at: i64,
+        event: &EventRecord<'_>,
+        cap: i64,
+    ) -> Result<()> {
+        self.upsert_semantic(write)?;
+        self.set_evidence(EvidenceLayer::Semantic, write.key, evidence)?;
+        self.append_event(at, event, cap)
+    }
 }
 
 /// A store behind the seam: runs a closure in one transaction. A write

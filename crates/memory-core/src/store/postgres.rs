@@ -34,7 +34,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -624,6 +624,102 @@ fn migrate(client: &mut Client, schema: &str) -> Result<()> {
     transaction.commit().map_err(storage(operation))
 }
 
+/// `stored`, `dropped` and `upserted`: a semantic row written as new
+/// (inserted, or replacing the stored one with version + 1) and its vector
+/// stored, or dropped when there is none. Parameters from `$p`: key,
+/// value, confidence, source, category, time, vector space, vector.
+fn upsert_ctes(p: usize) -> String {
+    let [key, value, confidence, source, category, at, space, vector] = std::array::from_fn(|i| p + i);
+    format!(
+        "stored AS (
+            INSERT INTO semantic_vectors (key, embedding) SELECT ${key}, ${vector}::BYTEA WHERE ${vector}::BYTEA IS NOT NULL
+            ON CONFLICT (key) DO UPDATE SET embedding = excluded.embedding
+         ), dropped AS (
+            DELETE FROM semantic_vectors WHERE key = ${key} AND ${vector}::BYTEA IS NULL
+         ), upserted AS (
+            INSERT INTO semantic_memory
+                (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
+                 embedding_space)
+            VALUES (${key}, ${value}, ${confidence}, ${source}, ${category}, ${at}, ${at}, FALSE, 1, ${space})
+            ON CONFLICT (key) DO UPDATE SET
+                value = excluded.value,
+                confidence = excluded.confidence,
+                source = excluded.source,
+                category = excluded.category,
+                created_at = CASE WHEN semantic_memory.is_deleted
+                                  THEN excluded.created_at ELSE semantic_memory.created_at END,
+                updated_at = excluded.updated_at,
+                is_deleted = FALSE,
+                version = semantic_memory.version + 1,
+                embedding_space = excluded.embedding_space
+         )"
+    )
+}
+
+/// `evidence_set` and `evidence_cleared`: the evidence of a row recorded,
+/// or removed when the session key is NULL. Parameters from `$p`: layer,
+/// target, session key, first and last message, quote.
+fn evidence_ctes(p: usize) -> String {
+    let [layer, target, session, first, last, quote] = std::array::from_fn(|i| p + i);
+    format!(
+        "evidence_set AS (
+            INSERT INTO memory_evidence (layer, target, session_key, first_seq, last_seq, quote)
+            SELECT ${layer}::TEXT, ${target}::TEXT, ${session}::TEXT, ${first}::BIGINT, ${last}::BIGINT, ${quote}::TEXT
+            WHERE ${session}::TEXT IS NOT NULL
+            ON CONFLICT (layer, target) DO UPDATE SET session_key = excluded.session_key,
+                first_seq = excluded.first_seq, last_seq = excluded.last_seq, quote = excluded.quote
+         ), evidence_cleared AS (
+            DELETE FROM memory_evidence WHERE layer = ${layer} AND target = ${target} AND ${session}::TEXT IS NULL
+         )"
+    )
+}
+
+/// `added` and `old`, to be followed by [`EVENT_TRIM`]: an audit row, and
+/// the rows `cap` or more behind it. The trim's scan and its delete go by
+/// the primary key (a join with the new row, or `IN` over the trimmed ids,
+/// is planned as a scan of the whole trail on every write). Rows another
+/// open transaction is trimming are left to it (`SKIP LOCKED`): writers of
+/// different keys never wait on each other here. Parameters from `$p`:
+/// time, memory type, action, key, old value, new value, source,
+/// confidence, detail, cap.
+fn event_ctes(p: usize) -> String {
+    let [at, memory_type, action, key, old, new, source, confidence, detail, cap] = std::array::from_fn(|i| p + i);
+    format!(
+        "added AS (
+            INSERT INTO memory_events
+                (at, memory_type, action, key, old_value, new_value, source, confidence, detail)
+            VALUES (${at}, ${memory_type}, ${action}, ${key}, ${old}, ${new}, ${source}, ${confidence}, ${detail})
+            RETURNING id
+         ), old AS (
+            SELECT id FROM memory_events WHERE id <= (SELECT id FROM added) - ${cap}
+            FOR UPDATE SKIP LOCKED
+         )"
+    )
+}
+
+/// The trim after [`event_ctes`].
+const EVENT_TRIM: &str = "DELETE FROM memory_events WHERE id = ANY(ARRAY(SELECT id FROM old))";
+
+static UPSERT: LazyLock<String> = LazyLock::new(|| format!("WITH {} SELECT 1", upsert_ctes(1)));
+static SET_EVIDENCE: LazyLock<String> = LazyLock::new(|| format!("WITH {} SELECT 1", evidence_ctes(1)));
+static APPEND_EVENT: LazyLock<String> = LazyLock::new(|| format!("WITH {} {EVENT_TRIM}", event_ctes(1)));
+/// A semantic write's row, evidence and audit row in one statement.
+static SEMANTIC_CHANGE: LazyLock<String> =
+    LazyLock::new(|| format!("WITH {}, {}, {} {EVENT_TRIM}", upsert_ctes(1), evidence_ctes(9), event_ctes(15)));
+
+/// The evidence columns of `evidence`; all NULL clears it.
+fn evidence_params(evidence: Option<&EvidenceRow>) -> (Option<&str>, Option<i64>, Option<i64>, Option<&str>) {
+    match evidence {
+        Some(evidence) => (
+            Some(evidence.session_key.as_str()),
+            Some(evidence.first_seq),
+            Some(evidence.last_seq),
+            Some(evidence.quote.as_str()),
+        ),
+        None => (None, None, None, None),
+    }
+}
+
 /// The rows of one PostgreSQL transaction.
 ///
 /// A write transaction holds the store lock shared from its `BEGIN`, and
@@ -979,7 +1075,50 @@ impl PgTx<'_> {
     }
 }
 
-impl StoreTx for PgTx<'_> {}
+impl StoreTx for PgTx<'_> {
+    fn write_semantic_change(
+        &mut self,
+        write: &SemanticUpsert<'_>,
+        evidence: Option<&EvidenceRow>,
+        at: i64,
+        event: &EventRecord<'_>,
+        cap: i64,
+    ) -> Result<()> {
+        self.lock_semantic(write.key)?;
+        let (vector, space) = write.vector.map(|(vector, space)| (vector_blob(vector), space)).unzip();
+        let (session_key, first_seq, last_seq, quote) = evidence_params(evidence);
+        self.defer(
+            "writing a semantic entry",
+            &SEMANTIC_CHANGE,
+            &[
+                &write.key,
+                &write.value,
+                &write.confidence,
+                &write.source,
+                &write.category,
+                &write.at,
+                &space,
+                &vector,
+                &EvidenceLayer::Semantic.name(),
+                &write.key,
+                &session_key,
+                &first_seq,
+                &last_seq,
+                &quote,
+                &at,
+                &event.memory_type,
+                &event.action.as_str(),
+                &event.key,
+                &event.old_value,
+                &event.new_value,
+                &event.source,
+                &event.confidence,
+                &event.detail,
+                &cap,
+            ],
+        )
+    }
+}
 
 impl ForgetRows for PgTx<'_> {
     fn record_forgotten(&mut self, row: &ForgottenRow) -> Result<()> {
@@ -1097,33 +1236,11 @@ impl SemanticRows for PgTx<'_> {
     fn upsert_semantic(&mut self, write: &SemanticUpsert<'_>) -> Result<()> {
         self.lock_semantic(write.key)?;
         let (vector, space) = write.vector.map(|(vector, space)| (vector_blob(vector), space)).unzip();
-        // The row and its vector (stored, or dropped when there is none) in one statement.
         self.defer(
             "writing a semantic entry",
-            "WITH stored AS (
-                INSERT INTO semantic_vectors (key, embedding) SELECT $1, $8::BYTEA WHERE $8::BYTEA IS NOT NULL
-                ON CONFLICT (key) DO UPDATE SET embedding = excluded.embedding
-             ), dropped AS (
-                DELETE FROM semantic_vectors WHERE key = $1 AND $8::BYTEA IS NULL
-             )
-             INSERT INTO semantic_memory
-                (key, value, confidence, source, category, created_at, updated_at, is_deleted, version,
-                 embedding_space)
-             VALUES ($1, $2, $3, $4, $5, $6, $6, FALSE, 1, $7)
-             ON CONFLICT (key) DO UPDATE SET
-                value = excluded.value,
-                confidence = excluded.confidence,
-                source = excluded.source,
-                category = excluded.category,
-                created_at = CASE WHEN semantic_memory.is_deleted
-                                  THEN excluded.created_at ELSE semantic_memory.created_at END,
-                updated_at = excluded.updated_at,
-                is_deleted = FALSE,
-                version = semantic_memory.version + 1,
-                embedding_space = excluded.embedding_space",
+            &UPSERT,
             &[&write.key, &write.value, &write.confidence, &write.source, &write.category, &write.at, &space, &vector],
-        )?;
-        Ok(())
+        )
     }
 
     fn put_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
@@ -1262,23 +1379,9 @@ impl SemanticVectors for PgTx<'_> {
 
 impl AuditLog for PgTx<'_> {
     fn append_event(&mut self, at: i64, event: &EventRecord<'_>, cap: i64) -> Result<()> {
-        // One statement: the row, and the trim of rows `cap` or more behind it.
-        // Both the trim's scan and its delete go by the primary key (a join
-        // with the new row, or `IN` over the trimmed ids, would be planned
-        // as a scan of the whole trail on every write).
-        // Rows another open transaction is trimming are left to it (`SKIP
-        // LOCKED`): writers of different keys never wait on each other here.
         self.defer(
             "writing the audit trail",
-            "WITH added AS (
-                INSERT INTO memory_events
-                    (at, memory_type, action, key, old_value, new_value, source, confidence, detail)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
-             ), old AS (
-                SELECT id FROM memory_events WHERE id <= (SELECT id FROM added) - $10
-                FOR UPDATE SKIP LOCKED
-             )
-             DELETE FROM memory_events WHERE id = ANY(ARRAY(SELECT id FROM old))",
+            &APPEND_EVENT,
             &[
                 &at,
                 &event.memory_type,
@@ -1291,8 +1394,7 @@ impl AuditLog for PgTx<'_> {
                 &event.detail,
                 &cap,
             ],
-        )?;
-        Ok(())
+        )
     }
 
     fn newest_events(&mut self, limit: usize) -> Result<Vec<StoredEvent>> {
@@ -1882,29 +1984,12 @@ impl EvidenceRows for PgTx<'_> {
     }
 
     fn set_evidence(&mut self, layer: EvidenceLayer, target: &str, evidence: Option<&EvidenceRow>) -> Result<()> {
-        match evidence {
-            Some(evidence) => self.defer(
-                "recording the evidence of a row",
-                "INSERT INTO memory_evidence (layer, target, session_key, first_seq, last_seq, quote)
-                 VALUES ($1, $2, $3, $4, $5, $6)
-                 ON CONFLICT (layer, target) DO UPDATE SET session_key = excluded.session_key,
-                     first_seq = excluded.first_seq, last_seq = excluded.last_seq, quote = excluded.quote",
-                &[
-                    &layer.name(),
-                    &target,
-                    &evidence.session_key.as_str(),
-                    &evidence.first_seq,
-                    &evidence.last_seq,
-                    &evidence.quote.as_str(),
-                ],
-            )?,
-            None => self.defer(
-                "removing the evidence of a row",
-                "DELETE FROM memory_evidence WHERE layer = $1 AND target = $2",
-                &[&layer.name(), &target],
-            )?,
-        };
-        Ok(())
+        let (session_key, first_seq, last_seq, quote) = evidence_params(evidence);
+        self.defer(
+            "recording the evidence of a row",
+            &SET_EVIDENCE,
+            &[&layer.name(), &target, &session_key, &first_seq, &last_seq, &quote],
+        )
     }
 }
 
