@@ -9,7 +9,6 @@
 //! sender's text is never stored, in memory or on disk.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -446,23 +445,19 @@ impl ChannelHistory {
     /// renamed over the old one.
     fn persist(&self, channel_id: &str, buffer: &Buffer) -> Result<()> {
         let path = self.observe_path(channel_id)?;
-        let io = |operation: &'static str| {
-            let path = path.clone();
-            move |source| ContextError::Io { operation, path, source }
-        };
-        std::fs::create_dir_all(&self.root).map_err(io("creating the channel history directory"))?;
-        let mut temp = tempfile::NamedTempFile::new_in(&self.root).map_err(io("writing channel history"))?;
+        std::fs::create_dir_all(&self.root).map_err(|source| ContextError::Io {
+            operation: "creating the channel history directory",
+            path: path.clone(),
+            source,
+        })?;
         let mut bytes = Vec::with_capacity(buffer.entries.len() * 128);
         for entry in &buffer.entries {
             serde_json::to_writer(&mut bytes, entry).expect("a channel entry serialises");
             bytes.push(b'\n');
         }
-        temp.write_all(&bytes).map_err(io("writing channel history"))?;
-        temp.as_file().sync_all().map_err(io("syncing channel history"))?;
-        temp.persist(&path).map_err(|error| ContextError::Io {
-            operation: "replacing channel history",
-            path: path.clone(),
-            source: error.error,
+        cairn_files::write_atomic(&path, &bytes).map_err(|error| {
+            let (operation, path, source) = error.into_parts();
+            ContextError::Io { operation, path, source }
         })?;
         Ok(())
     }

@@ -16,9 +16,10 @@
 //! must therefore never call `edit_locked` on the same path from inside
 //! its closure.
 
-use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use cairn_files::LockFile;
 
 use crate::settings::{ConfigError, atomic_write};
 
@@ -167,29 +168,17 @@ where
     Ok(true)
 }
 
-/// The held lock; closing the file releases it.
-struct Held {
-    _file: File,
-}
-
-fn acquire(path: &Path) -> Result<Held, LockedEditError> {
+/// Takes the edit lock of `path`, polling while another edit holds it; the
+/// returned lock file releases it when dropped.
+fn acquire(path: &Path) -> Result<LockFile, LockedEditError> {
     let lock_path = lock_path(path);
-    let failed = |source| LockedEditError::Lock { path: path.to_owned(), source };
-    if let Some(parent) = lock_path.parent() {
-        std::fs::create_dir_all(parent).map_err(failed)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true).write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let file = options.open(&lock_path).map_err(failed)?;
     let started = Instant::now();
     loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(Held { _file: file }),
-            Err(TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => std::thread::sleep(LOCK_POLL),
-            Err(TryLockError::WouldBlock) => return Err(LockedEditError::Busy { path: path.to_owned() }),
-            Err(TryLockError::Error(error)) => return Err(failed(error)),
+        match LockFile::try_acquire(&lock_path) {
+            Ok(Some(held)) => return Ok(held),
+            Ok(None) if started.elapsed() < LOCK_PATIENCE => std::thread::sleep(LOCK_POLL),
+            Ok(None) => return Err(LockedEditError::Busy { path: path.to_owned() }),
+            Err(error) => return Err(LockedEditError::Lock { path: path.to_owned(), source: error.into_io() }),
         }
     }
 }
@@ -226,6 +215,8 @@ fn write(path: &Path, bytes: &[u8], mode: Option<std::fs::Permissions>) -> Resul
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
+
     use super::*;
 
     fn append(path: &Path, line: &str) -> Result<bool, LockedEditError> {

@@ -12,7 +12,6 @@
 //! order, are validated before they land and replace the file atomically.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -1390,29 +1389,11 @@ pub(crate) fn persist_memory_settings(home: &Path, settings: &MemorySettings) ->
 }
 
 /// Writes `bytes` to an owner-only temporary sibling, syncs it, and renames
-/// it over `path`.
+/// it over `path` (creating `path`'s directory first).
 pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let write_error = |source| ConfigError::Write { path: path.to_owned(), source };
-    let parent = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(write_error)?;
-    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let counter = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temporary = parent.join(format!(".{name}.{}.{counter}.tmp", std::process::id()));
-    let result = (|| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result.map_err(write_error)
+    std::fs::create_dir_all(cairn_files::parent_dir(path)).map_err(write_error)?;
+    cairn_files::write_atomic(path, bytes).map_err(|error| write_error(error.into_io()))
 }
 
 #[cfg(test)]

@@ -147,6 +147,12 @@ pub enum MemoryError {
 pub type Result<T, E = MemoryError> = std::result::Result<T, E>;
 
 impl MemoryError {
+    /// A failed shared file helper, as the I/O error it wraps.
+    pub(crate) fn files(error: cairn_files::FilesError) -> MemoryError {
+        let (operation, path, source) = error.into_parts();
+        MemoryError::Io { operation, path, source }
+    }
+
     pub(crate) fn sqlite(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> MemoryError {
         move |error| MemoryError::Storage { operation, source: StorageError::from_sqlite(error) }
     }

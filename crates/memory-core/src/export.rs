@@ -630,21 +630,13 @@ pub(crate) fn restore_day_file(history_dir: &Path, name: &str, content: &str) ->
         path: history_dir.to_owned(),
         source,
     })?;
-    let mut temp = tempfile::NamedTempFile::new_in(history_dir).map_err(|source| MemoryError::Io {
-        operation: "creating a temporary file in",
-        path: history_dir.to_owned(),
-        source,
-    })?;
+    let mut temp = cairn_files::AtomicFile::create(&path).map_err(MemoryError::files)?;
     temp.write_all(crate::files::stored_markdown(content).as_bytes()).map_err(|source| MemoryError::Io {
         operation: "writing",
         path: path.clone(),
         source,
     })?;
-    match temp.persist_noclobber(&path) {
-        Ok(_) => Ok(true),
-        Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(error) => Err(MemoryError::Io { operation: "restoring", path, source: error.error }),
-    }
+    temp.commit_new().map_err(MemoryError::files)
 }
 
 /// What a dry run can tell about an episodic row without writing it: the

@@ -224,9 +224,7 @@ pub fn repair_database(path: &Path, force: bool) -> Result<RepairReport> {
     if let Some(dir) = path.parent() {
         // The vector index snapshot belonged to the old store; it is rebuilt.
         let _ = std::fs::remove_file(dir.join(EPISODIC_INDEX_FILE_NAME));
-        if let Ok(handle) = std::fs::File::open(dir) {
-            let _ = handle.sync_all();
-        }
+        cairn_files::sync_dir(dir);
     }
     report.repaired = true;
     Ok(report)

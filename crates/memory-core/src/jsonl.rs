@@ -1,8 +1,8 @@
 //! The `lessons.jsonl` fallback, for when no database is available, and
 //! [`LessonBook`], which picks between it and the database.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -206,31 +206,17 @@ impl JsonlLessonStore {
         Ok(render_lessons(&lessons))
     }
 
-    fn lock(&self) -> Result<File> {
-        let lock_path = self.path.with_extension("jsonl.lock");
-        if let Some(parent) = lock_path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(self.io("creating the lessons directory"))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(self.io("opening the lessons lock"))?;
-        file.lock().map_err(self.io("locking lessons.jsonl"))?;
-        Ok(file)
+    fn lock(&self) -> Result<cairn_files::LockFile> {
+        cairn_files::LockFile::acquire(&self.path.with_extension("jsonl.lock")).map_err(MemoryError::files)
     }
 
     fn write_lines(&self, lines: &[Line]) -> Result<()> {
-        let directory = self.path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let mut temp = tempfile::NamedTempFile::new_in(directory).map_err(self.io("writing lessons"))?;
+        let mut bytes = Vec::new();
         for line in lines {
-            let json = serde_json::to_string(line).expect("a lesson line serialises");
-            writeln!(temp, "{json}").map_err(self.io("writing lessons"))?;
+            serde_json::to_writer(&mut bytes, line).expect("a lesson line serialises");
+            bytes.push(b'\n');
         }
-        temp.as_file().sync_all().map_err(self.io("writing lessons"))?;
-        temp.persist(&self.path).map_err(|error| self.io("replacing lessons.jsonl")(error.error))?;
-        Ok(())
+        cairn_files::write_atomic(&self.path, &bytes).map_err(MemoryError::files)
     }
 }
 

@@ -628,12 +628,6 @@ fn write_synced(path: &Path, text: &str) -> Result<()> {
     file.sync_all().map_err(io_error("syncing", path))
 }
 
-fn sync_dir(dir: &Path) {
-    if let Ok(handle) = std::fs::File::open(dir) {
-        let _ = handle.sync_all();
-    }
-}
-
 /// Writes the plan's Markdown files under `staged` as they will be stored
 /// (the top-level files and `history/<day>.md`), then the marker.
 fn stage(plan: &Plan, staged: &Path) -> Result<()> {
@@ -648,9 +642,9 @@ fn stage(plan: &Plan, staged: &Path) -> Result<()> {
     for (name, content) in &plan.history {
         write_synced(&history.join(name), &stored_markdown(content))?;
     }
-    sync_dir(&history);
+    cairn_files::sync_dir(&history);
     write_synced(&staged.join(STAGED_MARKER), "")?;
-    sync_dir(staged);
+    cairn_files::sync_dir(staged);
     Ok(())
 }
 
@@ -698,8 +692,8 @@ fn finish(db: &MemoryDb, files: &MemoryFiles, home: &Path, staged: &Path, report
             }
         }
     }
-    sync_dir(&history_dir);
-    sync_dir(&memory_dir);
+    cairn_files::sync_dir(&history_dir);
+    cairn_files::sync_dir(&memory_dir);
     report.files_written = report.files_written.saturating_sub(kept);
     remove_dir(staged)?;
     if let Some(root) = staged.parent() {

@@ -12,7 +12,7 @@
 //! the destination directory, synced, and renamed over the destination.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::constants::SNAPSHOT_FORMAT_VERSION;
 use crate::error::{Result, VectorError};
@@ -252,12 +252,14 @@ impl<'a> Decoder<'a> {
     }
 }
 
-/// Writes `file_name`'s bytes to a temporary file in `dir`, syncs it and
-/// renames it over `dir/file_name`, then syncs the directory.
+/// Writes `sections` one after another to a temporary file beside `path`,
+/// syncs it and renames it over `path`, then syncs the directory.
 pub(crate) fn write_atomic(path: &Path, sections: &[&[u8]]) -> Result<()> {
-    let dir = parent_dir(path);
-    let mut temp =
-        tempfile::NamedTempFile::new_in(&dir).map_err(|e| VectorError::io("creating a temporary file in", &dir, e))?;
+    let files = |error: cairn_files::FilesError| {
+        let (operation, path, source) = error.into_parts();
+        VectorError::io(operation, path, source)
+    };
+    let mut temp = cairn_files::AtomicFile::create(path).map_err(files)?;
     {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, temp.as_file_mut());
         for section in sections {
@@ -265,25 +267,7 @@ pub(crate) fn write_atomic(path: &Path, sections: &[&[u8]]) -> Result<()> {
         }
         out.flush().map_err(|e| VectorError::io("writing snapshot", path, e))?;
     }
-    temp.as_file().sync_all().map_err(|e| VectorError::io("syncing snapshot", path, e))?;
-    temp.persist(path).map_err(|e| VectorError::io("renaming temporary file onto", path, e.error))?;
-    sync_dir(&dir);
-    Ok(())
-}
-
-pub(crate) fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Best-effort directory sync so the rename itself is durable. Not every
-/// platform can open a directory, hence no error.
-pub(crate) fn sync_dir(dir: &Path) {
-    if let Ok(handle) = std::fs::File::open(dir) {
-        let _ = handle.sync_all();
-    }
+    temp.commit().map_err(files)
 }
 
 /// Serialises a whole snapshot file: magic, version, header, body, hash.

@@ -123,4 +123,10 @@ impl SkillsError {
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io { action, path: path.into(), source }
     }
+
+    /// A failed shared file helper, as the I/O error it wraps.
+    pub(crate) fn files(error: cairn_files::FilesError) -> Self {
+        let (action, path, source) = error.into_parts();
+        Self::Io { action, path, source }
+    }
 }

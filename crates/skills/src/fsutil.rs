@@ -1,7 +1,6 @@
 //! Atomic writes and directory copies.
 
 use std::fs;
-use std::io::Write as _;
 use std::path::Path;
 
 use crate::error::{Result, SkillsError};
@@ -9,15 +8,7 @@ use crate::error::{Result, SkillsError};
 /// Writes `bytes` to `path` through a temporary file in the same directory
 /// and a rename, so readers see the old file or the new one, never a part.
 pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let parent = path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(".cairn-tmp-")
-        .tempfile_in(parent)
-        .map_err(|source| SkillsError::io("creating a temporary file in", parent, source))?;
-    temp.write_all(bytes).map_err(|source| SkillsError::io("writing", temp.path().to_path_buf(), source))?;
-    temp.as_file().sync_all().map_err(|source| SkillsError::io("syncing", temp.path().to_path_buf(), source))?;
-    temp.persist(path).map_err(|error| SkillsError::io("renaming into place", path, error.error))?;
-    Ok(())
+    cairn_files::write_atomic(path, bytes).map_err(SkillsError::files)
 }
 
 /// Copies the directory `from` to the new path `to` (regular files and

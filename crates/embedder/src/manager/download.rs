@@ -6,6 +6,7 @@ use std::path::{Component, Path, PathBuf};
 #[cfg(feature = "download")]
 use std::time::Duration;
 
+use cairn_files::AtomicFile;
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 use tracing::{debug, info_span};
@@ -82,30 +83,18 @@ fn fetch_artifact(manager: &ModelManager, artifact: &Artifact, staging: &Path) -
     let span = info_span!("fetch_artifact", url = %artifact.url);
     let _entered = span.enter();
     check_url(&artifact.url)?;
-    let mut download = NamedTempFile::new_in(staging)
-        .map_err(|source| EmbedError::io("creating a temporary file in", staging, source))?;
-    let (bytes, digest) = stream_to(manager, &artifact.url, download.as_file_mut())?;
-    manager.set_status(|status| status.step = DownloadStep::Verifying);
-    if bytes < artifact.min_bytes {
-        return Err(EmbedError::Truncated { url: artifact.url.clone(), bytes, expected: artifact.min_bytes });
-    }
-    if !digest.eq_ignore_ascii_case(&artifact.sha256) {
-        return Err(EmbedError::ChecksumMismatch {
-            what: artifact.url.clone(),
-            expected: artifact.sha256.clone(),
-            actual: digest,
-        });
-    }
-    debug!(bytes, "download verified");
     match &artifact.kind {
         ArtifactKind::File { dest } => {
             let target = staging.join(safe_relative(dest)?);
             create_parent(&target)?;
-            download
-                .persist(&target)
-                .map_err(|error| EmbedError::io("moving the download to", &target, error.error))?;
+            let mut download = AtomicFile::create(&target).map_err(files_error)?;
+            download_verified(manager, artifact, download.as_file_mut())?;
+            download.commit().map_err(|error| EmbedError::io("moving the download to", &target, error.into_io()))?;
         }
         ArtifactKind::ZipArchive { members } => {
+            let mut download = NamedTempFile::new_in(staging)
+                .map_err(|source| EmbedError::io("creating a temporary file in", staging, source))?;
+            download_verified(manager, artifact, download.as_file_mut())?;
             let file = download.reopen().map_err(|source| EmbedError::io("reopening", download.path(), source))?;
             let mut archive = zip::ZipArchive::new(file)
                 .map_err(|error| EmbedError::Archive { what: artifact.url.clone(), message: error.to_string() })?;
@@ -116,9 +105,7 @@ fn fetch_artifact(manager: &ModelManager, artifact: &Artifact, staging: &Path) -
                     what: artifact.url.clone(),
                     message: format!("member `{}`: {error}", member.path),
                 })?;
-                let parent = target.parent().unwrap_or(staging);
-                let mut extracted = NamedTempFile::new_in(parent)
-                    .map_err(|source| EmbedError::io("creating a temporary file in", parent, source))?;
+                let mut extracted = AtomicFile::create(&target).map_err(files_error)?;
                 let (_, digest) =
                     copy_hashing(&mut entry, extracted.as_file_mut(), |_| {}).map_err(|error| EmbedError::Archive {
                         what: artifact.url.clone(),
@@ -132,12 +119,35 @@ fn fetch_artifact(manager: &ModelManager, artifact: &Artifact, staging: &Path) -
                     });
                 }
                 extracted
-                    .persist(&target)
-                    .map_err(|error| EmbedError::io("moving the extracted file to", &target, error.error))?;
+                    .commit()
+                    .map_err(|error| EmbedError::io("moving the extracted file to", &target, error.into_io()))?;
             }
         }
     }
     Ok(())
+}
+
+/// Streams `artifact` into `file` and checks its length and checksum.
+fn download_verified(manager: &ModelManager, artifact: &Artifact, file: &mut File) -> Result<()> {
+    let (bytes, digest) = stream_to(manager, &artifact.url, file)?;
+    manager.set_status(|status| status.step = DownloadStep::Verifying);
+    if bytes < artifact.min_bytes {
+        return Err(EmbedError::Truncated { url: artifact.url.clone(), bytes, expected: artifact.min_bytes });
+    }
+    if !digest.eq_ignore_ascii_case(&artifact.sha256) {
+        return Err(EmbedError::ChecksumMismatch {
+            what: artifact.url.clone(),
+            expected: artifact.sha256.clone(),
+            actual: digest,
+        });
+    }
+    debug!(bytes, "download verified");
+    Ok(())
+}
+
+fn files_error(error: cairn_files::FilesError) -> EmbedError {
+    let (operation, path, source) = error.into_parts();
+    EmbedError::io(operation, path, source)
 }
 
 fn create_parent(path: &Path) -> Result<()> {

@@ -101,11 +101,7 @@ pub(crate) fn export(home: &Home, args: &ExportArgs) -> anyhow::Result<ExitCode>
     let text = serde_json::to_string_pretty(&document)?;
     match &args.file {
         Some(path) => {
-            let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-            let mut temp =
-                tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing {}", path.display()))?;
-            std::io::Write::write_all(&mut temp, text.as_bytes())?;
-            temp.persist(path).with_context(|| format!("writing {}", path.display()))?;
+            cairn_files::write_atomic(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
             eprintln!(
                 "exported {} semantic entries, {} lessons, {} episodic rows, {} day files to {}",
                 document.semantic.len(),

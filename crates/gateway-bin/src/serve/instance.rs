@@ -4,12 +4,13 @@
 //! so a second server can say which one is running. CLI commands never take
 //! the lock.
 
-use std::fs::{File, TryLockError};
+use std::fs::File;
 use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use cairn_files::LockFile;
 
 /// The lock file inside the home.
 pub(crate) const LOCK_FILE_NAME: &str = "serve.lock";
@@ -24,7 +25,7 @@ const MAX_ADDRESS_BYTES: u64 = 128;
 /// The held instance lock; dropping it releases the lock.
 #[derive(Debug)]
 pub(crate) struct InstanceLock {
-    _file: File,
+    _lock: LockFile,
     address_path: PathBuf,
 }
 
@@ -32,19 +33,14 @@ impl InstanceLock {
     /// Takes the home's lock, or says which server holds it.
     pub(crate) fn acquire(home: &Path) -> anyhow::Result<Self> {
         let path = home.join(LOCK_FILE_NAME);
-        let mut options = std::fs::OpenOptions::new();
-        options.read(true).write(true).create(true).truncate(false);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(&path).with_context(|| format!("opening {}", path.display()))?;
         let address_path = home.join(ADDRESS_FILE_NAME);
         // A client checking whether a server runs holds the lock for an
         // instant (`host::client::is_running`): a few short retries keep a
         // starting server from mistaking that check for a running server.
         let mut attempt = 0;
         let locked = loop {
-            match file.try_lock() {
-                Err(TryLockError::WouldBlock) if attempt < LOCK_RETRIES => {
+            match LockFile::try_acquire(&path) {
+                Ok(None) if attempt < LOCK_RETRIES => {
                     attempt += 1;
                     std::thread::sleep(LOCK_RETRY_PAUSE);
                 }
@@ -52,13 +48,13 @@ impl InstanceLock {
             }
         };
         match locked {
-            Ok(()) => {
+            Ok(Some(lock)) => {
                 // The holder's process id, for whoever must stop it.
-                let _ = file.set_len(0);
-                let _ = std::io::Write::write_all(&mut &file, format!("{}\n", std::process::id()).as_bytes());
-                Ok(Self { _file: file, address_path })
+                let _ = lock.file().set_len(0);
+                let _ = std::io::Write::write_all(&mut lock.file(), format!("{}\n", std::process::id()).as_bytes());
+                Ok(Self { _lock: lock, address_path })
             }
-            Err(TryLockError::WouldBlock) => {
+            Ok(None) => {
                 let running = match read_address(&address_path) {
                     Some(address) => format!("listening on http://{address}"),
                     None => "its address is not recorded yet".to_owned(),
@@ -69,9 +65,7 @@ impl InstanceLock {
                     home.display()
                 )
             }
-            Err(TryLockError::Error(error)) => {
-                Err(error).with_context(|| format!("locking {} for this server", path.display()))
-            }
+            Err(error) => Err(error).with_context(|| format!("taking {} for this server", path.display())),
         }
     }
 

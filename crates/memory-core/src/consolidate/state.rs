@@ -6,8 +6,6 @@
 //! file and a rename, so processes sharing a home never lose an update and
 //! never see a torn file.
 
-use std::fs::OpenOptions;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -45,36 +43,11 @@ impl StateFile {
 
     /// Applies `change` to the stored state under the lock and writes it back.
     pub(crate) fn update<T>(&self, change: impl FnOnce(&mut MemoryState) -> T) -> Result<T> {
-        let io = |operation: &'static str, path: &Path| {
-            let path = path.to_owned();
-            move |source| MemoryError::Io { operation, path, source }
-        };
-        if let Some(parent) = self.path.parent() {
-            std::fs::create_dir_all(parent).map_err(io("creating", parent))?;
-        }
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock_path)
-            .map_err(io("opening", &self.lock_path))?;
-        lock.lock().map_err(io("locking", &self.lock_path))?;
+        let lock = cairn_files::LockFile::acquire(&self.lock_path).map_err(MemoryError::files)?;
         let mut state = self.load()?;
         let value = change(&mut state);
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        let mut temp = tempfile::Builder::new()
-            .prefix(".memory_state.")
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(io("creating a temporary file in", dir))?;
         let text = serde_json::to_string_pretty(&state).expect("the state serialises");
-        temp.write_all(text.as_bytes()).map_err(io("writing", temp.path()))?;
-        temp.as_file().sync_all().map_err(io("syncing", temp.path()))?;
-        temp.persist(&self.path).map_err(|error| MemoryError::Io {
-            operation: "replacing",
-            path: self.path.clone(),
-            source: error.error,
-        })?;
+        cairn_files::write_atomic(&self.path, text.as_bytes()).map_err(MemoryError::files)?;
         drop(lock);
         Ok(value)
     }

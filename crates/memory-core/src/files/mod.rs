@@ -309,24 +309,7 @@ impl MemoryFiles {
 
     /// Writes a top-level file whole: a synced temporary file renamed onto it.
     fn write_top_level(&self, name: &str, text: &str) -> Result<()> {
-        let path = self.memory_dir.join(name);
-        let io = |operation: &'static str| {
-            let path = path.clone();
-            move |source| MemoryError::Io { operation, path, source }
-        };
-        let mut temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".tmp")
-            .tempfile_in(&self.memory_dir)
-            .map_err(io("creating a temporary file for"))?;
-        temp.write_all(text.as_bytes()).map_err(io("writing a temporary file for"))?;
-        temp.as_file().sync_all().map_err(io("syncing a temporary file for"))?;
-        temp.persist(&path).map_err(|error| MemoryError::Io {
-            operation: "renaming a temporary file onto",
-            path: path.clone(),
-            source: error.error,
-        })?;
-        Ok(())
+        cairn_files::write_atomic(&self.memory_dir.join(name), text.as_bytes()).map_err(MemoryError::files)
     }
 
     /// Appends one entry to today's day file under a `#### HH:MM` header in
