@@ -138,26 +138,9 @@ pub(crate) fn apply_write_replacing(
     apply_to_existing(tx, write, existing)
 }
 
-/// [`apply_write_replacing`] of a value first checked, under the write's
-/// lock, against what was forgotten: `shown` (the value as its rules saw
-/// it) must not bring back a forgotten item of `plain_key` (the key
-/// without its scope). A refusal changes nothing.
-pub(crate) fn apply_write_unless_forgotten(
-    tx: &mut dyn StoreTx,
-    write: &PreparedWrite<'_>,
-    shown: &str,
-    plain_key: &str,
-) -> Result<Result<(WriteOutcome, Option<String>), Rejected>> {
-    let existing = load_existing(tx, write.key)?;
-    if let Err(rejected) = crate::forget::check_not_forgotten(tx, shown, Some(plain_key))? {
-        return Ok(Err(rejected));
-    }
-    apply_to_existing(tx, write, existing).map(Ok)
-}
-
 /// The ladder and the write of [`apply_write_replacing`], against the
 /// stored state `existing` read under the write's lock.
-fn apply_to_existing(
+pub(crate) fn apply_to_existing(
     tx: &mut dyn StoreTx,
     write: &PreparedWrite<'_>,
     existing: Option<Existing>,

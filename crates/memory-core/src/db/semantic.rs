@@ -4,9 +4,7 @@
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::scope::{Scope, ScopeFilter, stored_key, stored_key_scope};
-use crate::semantic::{
-    PreparedWrite, apply_delete, apply_write_unless_forgotten, embed_text, entry_from_row, memory_type,
-};
+use crate::semantic::{PreparedWrite, apply_delete, embed_text, entry_from_row, memory_type};
 use std::collections::HashMap;
 
 use crate::store::{Counter, EvidenceLayer, EvidenceRow};
@@ -118,7 +116,7 @@ impl MemoryDb {
         let vector = if self.embedder().is_some() { self.try_embed(&embed_text(key, &stored.value)) } else { None };
         let stored_key = &stored_key(key, scope);
         let written = self.rows().write("writing a semantic entry", |tx| {
-            apply_write_unless_forgotten(
+            Self::apply_write_unless_forgotten(
                 tx,
                 &PreparedWrite {
                     key: stored_key,

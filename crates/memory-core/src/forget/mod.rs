@@ -28,9 +28,9 @@ use crate::constants::LESSON_PREFIX;
 use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::scope::{Scope, ScopeFilter, split_stored_key, stored_key_scope};
-use crate::semantic::{apply_delete, memory_type};
+use crate::semantic::{PreparedWrite, apply_delete, apply_to_existing, load_existing, memory_type};
 use crate::store::{ForgottenRow, StoreTx};
-use crate::types::Source;
+use crate::types::{Source, WriteOutcome};
 use crate::validate;
 
 /// Share of a forgotten text's shingles a new text must hold to bring it back.
@@ -236,6 +236,23 @@ fn listed(text: &str) -> String {
 }
 
 impl MemoryDb {
+    /// [`crate::semantic::apply_write_replacing`] of a value first checked,
+    /// under the write's lock, against what was forgotten: `shown` (the
+    /// value as its rules saw it) must not bring back a forgotten item of
+    /// `plain_key` (the key without its scope). A refusal changes nothing.
+    pub(crate) fn apply_write_unless_forgotten(
+        tx: &mut dyn StoreTx,
+        write: &PreparedWrite<'_>,
+        shown: &str,
+        plain_key: &str,
+    ) -> Result<Result<(WriteOutcome, Option<String>), Rejected>> {
+        let existing = load_existing(tx, write.key)?;
+        if let Err(rejected) = check_not_forgotten(tx, shown, Some(plain_key))? {
+            return Ok(Err(rejected));
+        }
+        apply_to_existing(tx, write, existing).map(Ok)
+    }
+
     /// Refuses a write of `text` (the value of `key` for a fact or lesson)
     /// that would bring back something forgotten.
     pub(crate) fn refuse_forgotten(&self, text: &str, key: Option<&str>) -> Result<Result<(), Rejected>> {
