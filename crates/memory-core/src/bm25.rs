@@ -42,10 +42,15 @@ pub(crate) fn query_terms(text: &str, max: usize) -> Vec<String> {
     out
 }
 
+/// A document's count of one term, and the document's length in terms:
+/// a search's walk over postings reads nothing else per document. Both
+/// saturate at `u16::MAX`, far above what an episodic document (2,000
+/// characters and its tags) holds.
 #[derive(Clone, Copy)]
 struct Posting {
     slot: u32,
-    tf: u32,
+    tf: u16,
+    length: u16,
 }
 
 #[derive(Default)]
@@ -57,10 +62,6 @@ struct Inner {
     slots: HashMap<u64, u32>,
     /// By slot: the document id, its length in terms and its distinct term ids.
     docs: Vec<Option<(u64, u32, Vec<u32>)>>,
-    /// By slot: the document's length in terms (0 for a free slot), apart
-    /// from `docs` so a search's walk over postings reads 4 bytes a posting
-    /// from a table a tenth of the size.
-    lengths: Vec<u32>,
     free: Vec<u32>,
     total_len: u64,
 }
@@ -90,7 +91,6 @@ impl Bm25Index {
             inner.postings.iter_mut().for_each(Vec::shrink_to_fit);
             inner.postings.shrink_to_fit();
             inner.docs.shrink_to_fit();
-            inner.lengths.shrink_to_fit();
         }
         index
     }
@@ -128,7 +128,7 @@ impl Bm25Index {
             + inner.term_ids.capacity() * (std::mem::size_of::<(String, u32)>() + 1);
         let slots = inner.slots.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
         let scratch: usize = self.scratch.lock().iter().map(|table| table.capacity() * 8).sum();
-        postings + docs + terms + slots + (inner.free.capacity() + inner.lengths.capacity()) * 4 + scratch
+        postings + docs + terms + slots + inner.free.capacity() * 4 + scratch
     }
 
     /// Every document id, unordered.
@@ -208,9 +208,8 @@ impl Bm25Index {
         }
         let mut walk = |postings: &Vec<Posting>, idf: f64, touched: &mut Vec<u32>| {
             for posting in postings {
-                let length = inner.lengths[posting.slot as usize];
                 let tf = f64::from(posting.tf);
-                let norm = K1 * (1.0 - B + B * f64::from(length) / average.max(f64::MIN_POSITIVE));
+                let norm = K1 * (1.0 - B + B * f64::from(posting.length) / average.max(f64::MIN_POSITIVE));
                 let score = &mut scores[posting.slot as usize];
                 if *score == 0.0 {
                     touched.push(posting.slot);
@@ -227,18 +226,29 @@ impl Bm25Index {
             }
         }
         let id_of = |slot: u32| inner.docs[slot as usize].as_ref().map_or(u64::MAX, |(id, _, _)| *id);
-        let order = |a: &u32, b: &u32| {
-            scores[*b as usize].total_cmp(&scores[*a as usize]).then_with(|| id_of(*a).cmp(&id_of(*b)))
-        };
-        if touched.len() > k {
-            touched.select_nth_unstable_by(k - 1, order);
-        }
-        let mut best = touched[..touched.len().min(k)].to_vec();
-        best.sort_unstable_by(order);
-        let found = best.into_iter().map(|slot| (id_of(slot), scores[slot as usize])).collect();
-        for slot in touched {
+        // The top k by score, ties by id. Scores are read once into one
+        // contiguous list and selected there; ids are read only for the
+        // documents that end up in the answer or tie with its last score.
+        let mut ranked: Vec<(f64, u32)> = touched.iter().map(|&slot| (scores[slot as usize], slot)).collect();
+        for &slot in &touched {
             scores[slot as usize] = 0.0;
         }
+        let by_score = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0);
+        let mut best: Vec<(f64, u64)> = if ranked.len() > k {
+            ranked.select_nth_unstable_by(k - 1, by_score);
+            let last = ranked[k - 1].0;
+            // Every document scoring `last` may take the last places: the lowest ids do.
+            let (above, rest): (Vec<_>, Vec<_>) = ranked.iter().partition(|(score, _)| *score > last);
+            let mut tied: Vec<(f64, u64)> =
+                rest.iter().filter(|(score, _)| *score == last).map(|&(score, slot)| (score, id_of(slot))).collect();
+            tied.sort_unstable_by_key(|&(_, id)| id);
+            tied.truncate(k - above.len());
+            above.into_iter().map(|(score, slot)| (score, id_of(slot))).chain(tied).collect()
+        } else {
+            ranked.into_iter().map(|(score, slot)| (score, id_of(slot))).collect()
+        };
+        best.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let found = best.into_iter().map(|(score, id)| (id, score)).collect();
         self.scratch.lock().push(scores);
         found
     }
@@ -250,7 +260,6 @@ impl Inner {
             Some(slot) => slot,
             None => {
                 self.docs.push(None);
-                self.lengths.push(0);
                 (self.docs.len() - 1) as u32
             }
         };
@@ -266,12 +275,12 @@ impl Inner {
                 None => counts.push((term_id, 1)),
             }
         }
-        for (term_id, tf) in &counts {
-            self.postings[*term_id as usize].push(Posting { slot, tf: *tf });
-        }
         let length = terms.len() as u32;
+        let short = |n: u32| u16::try_from(n).unwrap_or(u16::MAX);
+        for (term_id, tf) in &counts {
+            self.postings[*term_id as usize].push(Posting { slot, tf: short(*tf), length: short(length) });
+        }
         self.total_len += u64::from(length);
-        self.lengths[slot as usize] = length;
         self.docs[slot as usize] = Some((id, length, counts.into_iter().map(|(term_id, _)| term_id).collect()));
         self.slots.insert(id, slot);
     }
@@ -280,7 +289,6 @@ impl Inner {
         let Some(slot) = self.slots.remove(&id) else { return false };
         if let Some((_, length, term_ids)) = self.docs[slot as usize].take() {
             self.total_len -= u64::from(length);
-            self.lengths[slot as usize] = 0;
             for term_id in term_ids {
                 let postings = &mut self.postings[term_id as usize];
                 if let Some(position) = postings.iter().position(|posting| posting.slot == slot) {

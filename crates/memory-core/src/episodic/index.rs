@@ -1,7 +1,7 @@
 //! The in-memory vector index of episodic rows: building it, keeping it in
 //! step with the table, backfilling missing vectors and swapping models.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
@@ -122,13 +122,16 @@ pub(crate) fn build_index_from_table(tx: &mut dyn StoreTx, space: &str, config: 
 /// `hits` of `index` for `query` with exact cosines: as they are from an
 /// index that keeps its vectors; re-scored with the stored vectors (and
 /// re-sorted) from one that keeps codes only. Rows no longer active are
-/// dropped.
+/// dropped. `known` keeps the exact cosines (or `None` for a row no longer
+/// active) read so far for this query, so a wider probe reads only the
+/// rows the narrower one did not.
 pub(crate) fn exact_hits(
     tx: &mut dyn StoreTx,
     index: &AutoIndex,
     space: &str,
     query: &[f32],
     k: usize,
+    known: &mut HashMap<u64, Option<f32>>,
 ) -> Result<Vec<cairn_memory_vector::Hit>> {
     let search = |k: usize| index.search(query, k).map_err(index_error("searching episodic vectors"));
     if index.exact() {
@@ -137,14 +140,21 @@ pub(crate) fn exact_hits(
     // The codes' order is close to the cosines': a margin of extra hits
     // lets a row just past the k-th by its codes move in.
     let hits = search(k + k / 4 + 8)?;
-    let ids: Vec<i64> = hits.iter().map(|hit| hit.id as i64).collect();
-    let mut exact: Vec<cairn_memory_vector::Hit> = tx
-        .episodic_vectors(space, Some(&ids))?
-        .into_iter()
-        .filter_map(|(id, blob)| {
-            let vector = blob_vector(&blob).filter(|vector| vector.len() == query.len())?;
-            Some(cairn_memory_vector::Hit { id: id as u64, cosine: cairn_memory_vector::dot(query, &vector) })
-        })
+    let missing: Vec<i64> = hits.iter().filter(|hit| !known.contains_key(&hit.id)).map(|hit| hit.id as i64).collect();
+    if !missing.is_empty() {
+        for id in &missing {
+            known.insert(*id as u64, None);
+        }
+        for (id, blob) in tx.episodic_vectors(space, Some(&missing))? {
+            let cosine = blob_vector(&blob)
+                .filter(|vector| vector.len() == query.len())
+                .map(|vector| cairn_memory_vector::dot(query, &vector));
+            known.insert(id as u64, cosine);
+        }
+    }
+    let mut exact: Vec<cairn_memory_vector::Hit> = hits
+        .iter()
+        .filter_map(|hit| Some(cairn_memory_vector::Hit { id: hit.id, cosine: known.get(&hit.id).copied().flatten()? }))
         .collect();
     exact.sort_by(cairn_memory_vector::Hit::rank_cmp);
     exact.truncate(k);

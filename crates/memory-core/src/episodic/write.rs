@@ -109,8 +109,9 @@ pub(crate) fn find_near_duplicate(
     match access {
         IndexAccess::Ready(index) => {
             let mut probe = DEDUP_PROBE;
+            let mut known = std::collections::HashMap::new();
             loop {
-                let hits = super::index::exact_hits(tx, index, space, vector, probe)?;
+                let hits = super::index::exact_hits(tx, index, space, vector, probe, &mut known)?;
                 for hit in &hits {
                     if hit.cosine <= EPISODIC_DEDUP_COSINE {
                         return Ok(None);

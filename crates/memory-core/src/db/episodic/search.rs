@@ -129,9 +129,10 @@ impl MemoryDb {
                 // While a large store's index is first made ready, the
                 // keyword path answers alone.
                 let skip_scan = matches!(access, IndexAccess::Scan) && self.too_large_to_scan();
+                let mut known = HashMap::new();
                 let mut search = |k: usize| -> Result<Vec<Hit>> {
                     match &access {
-                        IndexAccess::Ready(index) => exact_hits(tx, index, space, vector, k),
+                        IndexAccess::Ready(index) => exact_hits(tx, index, space, vector, k, &mut known),
                         IndexAccess::Scan if skip_scan => Ok(Vec::new()),
                         IndexAccess::Scan => scan(tx, space, vector, k),
                     }
