@@ -171,6 +171,12 @@ pub(crate) struct EpisodicConfig {
     pub(crate) prior_weight: f64,
 }
 
+impl Drop for MemoryDb {
+    fn drop(&mut self) {
+        self.write_touches();
+    }
+}
+
 impl fmt::Debug for MemoryDb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryDb")

@@ -53,7 +53,25 @@ pub(crate) struct EpisodicState {
     pub(crate) saved: Mutex<Option<(String, i64)>>,
     /// The in-memory keyword index.
     pub(crate) keywords: KeywordState,
+    /// `last_accessed` of rows searches returned, not yet written.
+    pub(crate) touches: Mutex<PendingTouches>,
 }
+
+/// `last_accessed` times waiting to be written, by row id, and since when
+/// the oldest has waited. Searches write them together, once the oldest has
+/// waited [`TOUCH_BATCH_WAIT`] or [`TOUCH_BATCH_ROWS`] are waiting, and the
+/// store writes what is left when it closes: a search does not commit,
+/// and every commit would empty the other connections' page caches.
+#[derive(Default)]
+pub(crate) struct PendingTouches {
+    pub(crate) at: HashMap<i64, i64>,
+    pub(crate) since: Option<Instant>,
+}
+
+/// How long a returned row's `last_accessed` may wait to be written.
+pub(crate) const TOUCH_BATCH_WAIT: Duration = Duration::from_secs(2);
+/// How many rows' `last_accessed` may wait to be written.
+pub(crate) const TOUCH_BATCH_ROWS: usize = 1_000;
 
 /// A usable index for one space, or the reason to scan instead.
 pub(crate) enum IndexAccess {

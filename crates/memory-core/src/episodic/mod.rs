@@ -312,7 +312,8 @@ pub struct EpisodicQuery {
     /// Weight of importance × age in hybrid mode (see
     /// [`crate::constants::HYBRID_PRIOR_WEIGHT`]).
     pub prior_weight: f64,
-    /// Record `last_accessed` on the returned rows.
+    /// Record `last_accessed` on the returned rows (written in batches, at
+    /// most a few seconds later, and when the store closes).
     pub touch: bool,
     /// Hybrid and keyword modes: a row whose `Name:` prefix names a speaker
     /// the query names scores `× (1 + speaker_boost)` (see

@@ -208,3 +208,39 @@ fn warming_up_makes_both_indexes_ready_before_the_first_search() {
     assert_eq!(db.current_index().map(|index| index.len()), Some(12));
     assert_eq!(db.keyword_index_len(), Some(12));
 }
+
+#[test]
+fn a_search_records_last_accessed_in_a_batch_that_the_store_writes_when_it_closes() {
+    let home = tempfile::tempdir().unwrap();
+    let open = || {
+        MemoryDb::open_in_home(home.path(), MemoryConfig::default())
+            .unwrap()
+            .with_embedder(Arc::new(HashEmbedder::new(64)))
+    };
+    let last_accessed =
+        |db: &MemoryDb| db.list_episodic(10, 0).unwrap().iter().map(|e| e.last_accessed).collect::<Vec<_>>();
+    let db = open();
+    db.write_episodic(&NewEpisode::new("The ferry to the island leaves at nine")).unwrap();
+    db.write_episodic(&NewEpisode::new("Quarterly taxes are due in April")).unwrap();
+    assert_eq!(last_accessed(&db), [None, None]);
+
+    let hits = db.search_episodic(&EpisodicQuery::new("ferry island").limit(1)).unwrap();
+    assert_eq!(hits.len(), 1);
+    // Not written by the search itself: it waits for its batch.
+    assert_eq!(last_accessed(&db), [None, None]);
+    // A search that does not touch adds nothing to it.
+    db.search_episodic(&EpisodicQuery::new("taxes April").limit(1).touch(false)).unwrap();
+    drop(db);
+
+    let db = open();
+    let mut touched: Vec<_> =
+        db.list_episodic(10, 0).unwrap().into_iter().map(|e| (e.text, e.last_accessed.is_some())).collect();
+    touched.sort();
+    assert_eq!(
+        touched,
+        [
+            ("Quarterly taxes are due in April".to_owned(), false),
+            ("The ferry to the island leaves at nine".to_owned(), true)
+        ]
+    );
+}

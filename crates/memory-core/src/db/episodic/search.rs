@@ -5,7 +5,7 @@ use crate::bm25;
 use crate::clock::now_ms;
 use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
 use crate::db::MemoryDb;
-use crate::episodic::index::{IndexAccess, exact_hits};
+use crate::episodic::index::{IndexAccess, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits};
 use crate::episodic::search::{
     Candidate, FILTERED_PROBES, ListPositions, fetch_rows, rank, read_neighbours, sanitize_fts_query, scan,
 };
@@ -15,8 +15,9 @@ use crate::store::Counter;
 use crate::store::space_signature;
 use cairn_memory_vector::constants::MMR_MAX_POOL;
 use cairn_memory_vector::{Hit, RelevanceGate};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 impl MemoryDb {
     /// Searches episodic memory (see [`EpisodicQuery`] for the options).
@@ -250,12 +251,41 @@ impl MemoryDb {
         }
     }
 
-    /// Records `last_accessed` on returned rows, outside the read path: it
-    /// is skipped when another thread holds the writer (it is advisory).
+    /// Records `last_accessed` on returned rows, outside the read path and
+    /// in batches (see [`crate::episodic::index::PendingTouches`]).
     fn touch_episodic(&self, hits: &[EpisodicHit], at: i64) {
+        let due = {
+            let mut pending = self.episodic.touches.lock();
+            pending.at.extend(hits.iter().map(|hit| (hit.id, at)));
+            let since = *pending.since.get_or_insert_with(Instant::now);
+            since.elapsed() >= TOUCH_BATCH_WAIT || pending.at.len() >= TOUCH_BATCH_ROWS
+        };
+        if due {
+            self.write_touches();
+        }
+    }
+
+    /// Writes the `last_accessed` times searches left waiting, in one
+    /// transaction. Skipped, the times kept, while another thread holds the
+    /// episodic writer (they are advisory); a failure drops them.
+    pub(crate) fn write_touches(&self) {
         let Some(_episodic) = self.try_lock_episodic() else { return };
-        let ids: Vec<i64> = hits.iter().map(|hit| hit.id).collect();
-        if let Err(error) = self.rows().write("recording last_accessed", |tx| tx.touch_episodic(&ids, at)) {
+        let waiting = {
+            let mut pending = self.episodic.touches.lock();
+            pending.since = None;
+            std::mem::take(&mut pending.at)
+        };
+        if waiting.is_empty() {
+            return;
+        }
+        let mut by_time: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for (id, at) in waiting {
+            by_time.entry(at).or_default().push(id);
+        }
+        let written = self.rows().write("recording last_accessed", |tx| {
+            by_time.iter().try_for_each(|(at, ids)| tx.touch_episodic(ids, *at))
+        });
+        if let Err(error) = written {
             tracing::debug!(%error, "could not record last_accessed");
         }
     }
