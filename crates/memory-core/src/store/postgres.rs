@@ -707,6 +707,36 @@ static APPEND_EVENT: LazyLock<String> = LazyLock::new(|| format!("WITH {} {EVENT
 static SEMANTIC_CHANGE: LazyLock<String> =
     LazyLock::new(|| format!("WITH {}, {}, {} {EVENT_TRIM}", upsert_ctes(1), evidence_ctes(9), event_ctes(15)));
 
+/// The parameters of [`upsert_ctes`].
+fn upsert_params<'a>(
+    write: &'a SemanticUpsert<'_>,
+    space: &'a Option<&str>,
+    vector: &'a Option<Vec<u8>>,
+) -> [&'a (dyn ToSql + Sync); 8] {
+    [&write.key, &write.value, &write.confidence, &write.source, &write.category, &write.at, space, vector]
+}
+
+/// The parameters of [`event_ctes`] (`action` is `event`'s, as text).
+fn event_params<'a>(
+    at: &'a i64,
+    event: &'a EventRecord<'_>,
+    action: &'a &str,
+    cap: &'a i64,
+) -> [&'a (dyn ToSql + Sync); 10] {
+    [
+        at,
+        &event.memory_type,
+        action,
+        &event.key,
+        &event.old_value,
+        &event.new_value,
+        &event.source,
+        &event.confidence,
+        &event.detail,
+        cap,
+    ]
+}
+
 /// The evidence columns of `evidence`; all NULL clears it.
 fn evidence_params(evidence: Option<&EvidenceRow>) -> (Option<&str>, Option<i64>, Option<i64>, Option<&str>) {
     match evidence {
@@ -1087,36 +1117,12 @@ impl StoreTx for PgTx<'_> {
         self.lock_semantic(write.key)?;
         let (vector, space) = write.vector.map(|(vector, space)| (vector_blob(vector), space)).unzip();
         let (session_key, first_seq, last_seq, quote) = evidence_params(evidence);
-        self.defer(
-            "writing a semantic entry",
-            &SEMANTIC_CHANGE,
-            &[
-                &write.key,
-                &write.value,
-                &write.confidence,
-                &write.source,
-                &write.category,
-                &write.at,
-                &space,
-                &vector,
-                &EvidenceLayer::Semantic.name(),
-                &write.key,
-                &session_key,
-                &first_seq,
-                &last_seq,
-                &quote,
-                &at,
-                &event.memory_type,
-                &event.action.as_str(),
-                &event.key,
-                &event.old_value,
-                &event.new_value,
-                &event.source,
-                &event.confidence,
-                &event.detail,
-                &cap,
-            ],
-        )
+        let layer = EvidenceLayer::Semantic.name();
+        let mut params = upsert_params(write, &space, &vector).to_vec();
+        params.extend_from_slice(&[&layer, &write.key, &session_key, &first_seq, &last_seq, &quote]);
+        let action = event.action.as_str();
+        params.extend_from_slice(&event_params(&at, event, &action, &cap));
+        self.defer("writing a semantic entry", &SEMANTIC_CHANGE, &params)
     }
 }
 
@@ -1236,11 +1242,7 @@ impl SemanticRows for PgTx<'_> {
     fn upsert_semantic(&mut self, write: &SemanticUpsert<'_>) -> Result<()> {
         self.lock_semantic(write.key)?;
         let (vector, space) = write.vector.map(|(vector, space)| (vector_blob(vector), space)).unzip();
-        self.defer(
-            "writing a semantic entry",
-            &UPSERT,
-            &[&write.key, &write.value, &write.confidence, &write.source, &write.category, &write.at, &space, &vector],
-        )
+        self.defer("writing a semantic entry", &UPSERT, &upsert_params(write, &space, &vector))
     }
 
     fn put_semantic_row(&mut self, row: &SemanticRow) -> Result<()> {
@@ -1379,22 +1381,8 @@ impl SemanticVectors for PgTx<'_> {
 
 impl AuditLog for PgTx<'_> {
     fn append_event(&mut self, at: i64, event: &EventRecord<'_>, cap: i64) -> Result<()> {
-        self.defer(
-            "writing the audit trail",
-            &APPEND_EVENT,
-            &[
-                &at,
-                &event.memory_type,
-                &event.action.as_str(),
-                &event.key,
-                &event.old_value,
-                &event.new_value,
-                &event.source,
-                &event.confidence,
-                &event.detail,
-                &cap,
-            ],
-        )
+        let action = event.action.as_str();
+        self.defer("writing the audit trail", &APPEND_EVENT, &event_params(&at, event, &action, &cap))
     }
 
     fn newest_events(&mut self, limit: usize) -> Result<Vec<StoredEvent>> {
