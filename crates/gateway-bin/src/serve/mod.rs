@@ -461,6 +461,18 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
         }),
     });
 
+    let touches_state = Arc::clone(state);
+    jobs.push(Job {
+        name: "episodic_touches",
+        every_ticks: 1,
+        at_start: false,
+        run: Arc::new(move || {
+            // Searches leave `last_accessed` waiting; an idle gateway writes it here.
+            let written = touches_state.memory.write_touches();
+            Ok(format!("recorded last_accessed on {written} episodes"))
+        }),
+    });
+
     let ledger_state = Arc::clone(state);
     jobs.push(Job {
         name: "skills_ledger_flush",

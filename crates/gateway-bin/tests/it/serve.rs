@@ -513,6 +513,29 @@ fn serve_agents_detail_and_patch_rules() {
 }
 
 #[test]
+fn serve_records_last_accessed_of_searched_episodes_at_the_next_heartbeat() {
+    let gateway = start_with_config(json!({}), &["--heartbeat-secs", "1"]);
+    for text in ["The ferry to the island leaves at nine", "Quarterly taxes are due in April"] {
+        let written = gateway.send("POST", "/api/memory/episodic", &json!({"text": text}));
+        assert_eq!(written.status, 200, "{}", written.body);
+    }
+    let found = gateway.get("/api/memory/episodic/search?q=ferry%20island&limit=1");
+    assert_eq!(found.body["results"][0]["text"], "The ferry to the island leaves at nine", "{}", found.body);
+    // No further search: the heartbeat writes what the search left waiting.
+    let listed = gateway.wait_for("/api/memory/episodic", "last_accessed recorded", |body| {
+        body["episodes"].as_array().is_some_and(|rows| rows.iter().any(|row| row["last_accessed"].is_i64()))
+    });
+    let touched: Vec<&str> = listed["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["last_accessed"].is_i64())
+        .map(|row| row["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(touched, ["The ferry to the island leaves at nine"]);
+}
+
+#[test]
 fn serve_health_reports_jobs_consolidation_and_config_warnings() {
     let gateway = start_with_config(json!({"server": {"colour": "blue"}}), &["--heartbeat-secs", "1"]);
     let health = gateway.wait_for("/api/health", "two heartbeat ticks", |body| {

@@ -266,18 +266,21 @@ impl MemoryDb {
     }
 
     /// Writes the `last_accessed` times searches left waiting, in one
-    /// transaction. Skipped, the times kept, while another thread holds the
-    /// episodic writer (they are advisory); a failure drops them.
-    pub(crate) fn write_touches(&self) {
-        let Some(_episodic) = self.try_lock_episodic() else { return };
+    /// transaction, and answers how many rows it recorded. Skipped, the
+    /// times kept, while another thread holds the episodic writer (they are
+    /// advisory); a failure drops them. A long-running process calls it
+    /// now and then, so an idle store's times do not wait for its close.
+    pub fn write_touches(&self) -> usize {
+        let Some(_episodic) = self.try_lock_episodic() else { return 0 };
         let waiting = {
             let mut pending = self.episodic.touches.lock();
             pending.since = None;
             std::mem::take(&mut pending.at)
         };
         if waiting.is_empty() {
-            return;
+            return 0;
         }
+        let rows = waiting.len();
         let mut by_time: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
         for (id, at) in waiting {
             by_time.entry(at).or_default().push(id);
@@ -285,8 +288,12 @@ impl MemoryDb {
         let written = self.rows().write("recording last_accessed", |tx| {
             by_time.iter().try_for_each(|(at, ids)| tx.touch_episodic(ids, *at))
         });
-        if let Err(error) = written {
-            tracing::debug!(%error, "could not record last_accessed");
+        match written {
+            Ok(()) => rows,
+            Err(error) => {
+                tracing::debug!(%error, "could not record last_accessed");
+                0
+            }
         }
     }
 }
