@@ -700,8 +700,16 @@ mod tests {
         let ids: Vec<u64> = rows.iter().map(|(id, _)| *id).collect();
         // Not yet unit length: the build normalises in place.
         let data: Vec<f32> = rows.iter().flat_map(|(_, vector)| vector.iter().map(|x| x * 3.0)).collect();
-        let flat = AutoIndex::build_flat(config(dim, 100), ids.clone(), data.clone()).unwrap();
-        let built = AutoIndex::build(config(dim, 100), &borrowed(&rows)).unwrap();
+        // A graph links its nodes in parallel, so two builds agree only when
+        // each runs on one thread: the same rows in the same order then
+        // give the same graph.
+        let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let (flat, built) = one_thread.install(|| {
+            (
+                AutoIndex::build_flat(config(dim, 100), ids.clone(), data.clone()).unwrap(),
+                AutoIndex::build(config(dim, 100), &borrowed(&rows)).unwrap(),
+            )
+        });
         assert_eq!(flat.backend(), AutoBackend::Hnsw);
         for probe in [0usize, 17, 4_321] {
             let (a, b) = (flat.search(&rows[probe].1, 5).unwrap(), built.search(&rows[probe].1, 5).unwrap());
