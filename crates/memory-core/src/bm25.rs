@@ -237,13 +237,20 @@ impl Bm25Index {
         let mut best: Vec<(f64, u64)> = if ranked.len() > k {
             ranked.select_nth_unstable_by(k - 1, by_score);
             let last = ranked[k - 1].0;
-            // Every document scoring `last` may take the last places: the lowest ids do.
-            let (above, rest): (Vec<_>, Vec<_>) = ranked.iter().partition(|(score, _)| *score > last);
+            // Every document scoring above `last` is among the first k - 1;
+            // those scoring `last`, on either side, share the last places:
+            // the lowest ids take them.
+            let mut best: Vec<(f64, u64)> = ranked[..k - 1]
+                .iter()
+                .filter(|(score, _)| *score > last)
+                .map(|&(score, slot)| (score, id_of(slot)))
+                .collect();
             let mut tied: Vec<(f64, u64)> =
-                rest.iter().filter(|(score, _)| *score == last).map(|&(score, slot)| (score, id_of(slot))).collect();
+                ranked.iter().filter(|(score, _)| *score == last).map(|&(score, slot)| (score, id_of(slot))).collect();
             tied.sort_unstable_by_key(|&(_, id)| id);
-            tied.truncate(k - above.len());
-            above.into_iter().map(|(score, slot)| (score, id_of(slot))).chain(tied).collect()
+            tied.truncate(k - best.len());
+            best.extend(tied);
+            best
         } else {
             ranked.into_iter().map(|(score, slot)| (score, id_of(slot))).collect()
         };

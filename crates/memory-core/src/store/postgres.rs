@@ -485,7 +485,7 @@ impl PostgresBackend {
             held: HashSet::new(),
             whole_store: false,
             bump_at_commit: Vec::new(),
-            queue: vec![Queued::Batch { operation: "starting a transaction", sql: begin, changes: false }],
+            queue: vec![Queued::Begin(begin)],
             sent: false,
             forgotten: &self.forgotten,
             forgotten_seen: None,
@@ -787,8 +787,8 @@ struct PgTx<'t> {
 
 /// A statement waiting in a transaction's queue.
 enum Queued {
-    /// Simple-protocol text: the `BEGIN`.
-    Batch { operation: &'static str, sql: String, changes: bool },
+    /// The `BEGIN` (with a write's shared store lock), as simple-protocol text.
+    Begin(String),
     /// A prepared statement, its parameters already encoded.
     Statement { operation: &'static str, statement: Statement, params: Vec<Encoded>, changes: bool },
 }
@@ -797,7 +797,8 @@ impl Queued {
     /// Whether it changes rows (a `BEGIN` or a lock does not).
     fn changes(&self) -> bool {
         match self {
-            Queued::Batch { changes, .. } | Queued::Statement { changes, .. } => *changes,
+            Queued::Begin(_) => false,
+            Queued::Statement { changes, .. } => *changes,
         }
     }
 
@@ -805,8 +806,8 @@ impl Queued {
     /// at the first poll).
     fn send<'a>(&'a self, client: &'a tokio_postgres::Client) -> Pin<Box<dyn Future<Output = Result<()>> + 'a>> {
         match self {
-            Queued::Batch { operation, sql, .. } => {
-                Box::pin(async move { client.batch_execute(sql).await.map_err(storage(operation)) })
+            Queued::Begin(sql) => {
+                Box::pin(async move { client.batch_execute(sql).await.map_err(storage("starting a transaction")) })
             }
             Queued::Statement { operation, statement, params, .. } => Box::pin(async move {
                 client.execute_raw(statement, params.iter()).await.map(drop).map_err(storage(operation))
