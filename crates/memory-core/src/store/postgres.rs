@@ -303,7 +303,7 @@ pub(crate) struct PostgresBackend {
 #[derive(Default)]
 struct ForgottenCache {
     last_id: i64,
-    rows: Arc<Vec<ForgottenRow>>,
+    rows: Vec<ForgottenRow>,
 }
 
 /// Connections to one schema for the pool: each selects the schema once
@@ -1145,7 +1145,7 @@ impl ForgetRows for PgTx<'_> {
         if let Some(seen) = self.forgotten_seen {
             let cache = self.forgotten.lock();
             if cache.last_id == seen {
-                return Ok(cache.rows.as_ref().clone());
+                return Ok(cache.rows.clone());
             }
         }
         let rows = self.query(
@@ -1165,7 +1165,7 @@ impl ForgetRows for PgTx<'_> {
                 at: row.get(5),
             })
             .collect();
-        *self.forgotten.lock() = ForgottenCache { last_id, rows: Arc::new(rows.clone()) };
+        *self.forgotten.lock() = ForgottenCache { last_id, rows: rows.clone() };
         Ok(rows)
     }
 
