@@ -11,9 +11,10 @@
 //! row (read committed), as SQLite's `BEGIN IMMEDIATE` would have it. A
 //! restore or a migration holds the store lock exclusively. Reads run in
 //! `REPEATABLE READ READ ONLY` transactions (one consistent snapshot) and
-//! never wait for a writer. A revision bump also sends `NOTIFY
-//! cairn_<schema>` (`cairn_cairn` for the default schema), delivered at
-//! commit, to wake other gateways' caches. The semantic counter is bumped in
+//! never wait for a writer. After a transaction that bumped a revision
+//! commits, the gateway sends `NOTIFY cairn_<schema>` (`cairn_cairn` for
+//! the default schema) from a connection of its own, to wake other
+//! gateways' caches (see [`Announcer`]). The semantic counter is bumped in
 //! the `COMMIT`'s own round trip, on one of 64 shard rows (by server
 //! process) whose sum is the revision, so concurrent commits do not queue
 //! on one row's lock while each flushes.
@@ -292,6 +293,8 @@ pub(crate) struct PostgresBackend {
     pool: r2d2::Pool<Connections>,
     /// Notifications heard, counted by the listener thread.
     changes: Arc<Changes>,
+    /// Commits to announce, sent by the announcer thread.
+    announcer: Arc<Announcer>,
     /// One of the `QUOTING_*` statements, chosen by what `lower()` folds here.
     quoting: &'static str,
     /// The forgotten items last read, so a write checks them without reading them again.
@@ -407,11 +410,13 @@ impl PostgresBackend {
             channel: format!("cairn_{schema}"),
             pool,
             changes: Arc::new(Changes::default()),
+            announcer: Arc::new(Announcer::default()),
             quoting,
             forgotten: Mutex::new(ForgottenCache::default()),
         };
         drop(first);
         backend.start_listener();
+        backend.start_announcer();
         Ok(backend)
     }
 
@@ -454,6 +459,46 @@ impl PostgresBackend {
         }
     }
 
+    /// Sends the announcements [`Announcer::request`] asks for, on a
+    /// connection of its own, at most one every [`ANNOUNCE_GAP`]; reconnects
+    /// after a failure and announces again. The thread ends once the backend
+    /// is dropped.
+    fn start_announcer(&self) {
+        let announcer = Arc::downgrade(&self.announcer);
+        let (url, channel) = (self.url.clone(), self.channel.clone());
+        let spawned = std::thread::Builder::new().name("cairn-pg-announce".to_owned()).spawn(move || {
+            let mut client: Option<Client> = None;
+            loop {
+                let Some(announcer) = announcer.upgrade() else { return };
+                if !announcer.take(LISTEN_POLL) {
+                    continue;
+                }
+                let sent = (|| -> std::result::Result<(), postgres::Error> {
+                    let client = match &mut client {
+                        Some(client) => client,
+                        None => client.insert(Client::connect(&url, NoTls)?),
+                    };
+                    client.execute("SELECT pg_notify($1, '')", &[&channel])?;
+                    Ok(())
+                })();
+                if let Err(error) = sent {
+                    tracing::debug!(%error, "PostgreSQL announcer lost its connection; reconnecting");
+                    client = None;
+                    announcer.request();
+                    drop(announcer);
+                    std::thread::sleep(LISTEN_POLL);
+                    continue;
+                }
+                drop(announcer);
+                // Commits made meanwhile are announced together.
+                std::thread::sleep(ANNOUNCE_GAP);
+            }
+        });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "could not start the PostgreSQL announcer; other gateways see changes on their next read");
+        }
+    }
+
     /// Runs `work` in one transaction on a pooled connection. The `BEGIN`
     /// (with a write's shared store lock) waits in the queue for the first
     /// statement whose answer `work` reads, and a write's queued statements
@@ -471,8 +516,15 @@ impl PostgresBackend {
         })?;
         let begin = if write {
             // Read committed: a statement after a lock sees every commit made before the lock was granted.
+            // No sequential scan where an index serves: a write's statements are prepared
+            // once, and their generic plans are made while the store is small, when
+            // scanning a table looks cheaper than its index, and kept as it grows (the
+            // audit trim would then scan the whole trail on every write).
             let (class, object) = lock_id(&self.schema, STORE_LAYER, "");
-            format!("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared({class}, {object})")
+            format!(
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off; \
+                 SELECT pg_advisory_xact_lock_shared({class}, {object})"
+            )
         } else {
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
         };
@@ -481,10 +533,10 @@ impl PostgresBackend {
             write,
             schema: &self.schema,
             quoting: self.quoting,
-            channel: &self.channel,
             held: HashSet::new(),
             whole_store: false,
             bump_at_commit: Vec::new(),
+            bumped: false,
             queue: vec![Queued::Begin(begin)],
             sent: false,
             forgotten: &self.forgotten,
@@ -497,13 +549,16 @@ impl PostgresBackend {
             }
             if !tx.bump_at_commit.is_empty() {
                 let counters: Vec<&str> = tx.bump_at_commit.iter().map(|counter| counter.name()).collect();
-                tx.defer("bumping revisions", BUMP_AT_COMMIT, &[&counters, &self.channel])?;
+                tx.defer("bumping revisions", BUMP_AT_COMMIT, &[&counters])?;
             }
             tx.send(async |client: &tokio_postgres::Client| {
                 client.batch_execute("COMMIT").await.map_err(storage(operation))
             })
         });
-        let sent = tx.sent;
+        let (sent, bumped) = (tx.sent, tx.bumped || !tx.bump_at_commit.is_empty());
+        if result.is_ok() && bumped {
+            self.announcer.request();
+        }
         if result.is_err() {
             // Statements prepared before a schema change would fail again.
             connection.statements.clear();
@@ -518,20 +573,16 @@ impl PostgresBackend {
     }
 }
 
-/// Bumps the counters named in `$1` (each at most once) and announces them.
+/// Bumps the counters named in `$1` (each at most once).
 ///
 /// A counter bumped at commit is spread over 64 shard rows (`<name>.<n>`,
 /// by the server process), summed by [`PgTx::revision`]: a row is locked
 /// until the commit is flushed, and one row for every writer would make
 /// the commits wait on each other's flush. Prepared, it is queued before
 /// the `COMMIT` and goes in its round trip.
-const BUMP_AT_COMMIT: &str = "WITH bumped AS (
-        INSERT INTO meta (name, value)
-        SELECT counter || '.' || (pg_backend_pid() % 64), 1 FROM unnest($1::TEXT[]) AS counter
-        ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
-        RETURNING name
-     )
-     SELECT pg_notify($2, name) FROM bumped";
+const BUMP_AT_COMMIT: &str = "INSERT INTO meta (name, value)
+     SELECT counter || '.' || (pg_backend_pid() % 64), 1 FROM unnest($1::TEXT[]) AS counter
+     ON CONFLICT (name) DO UPDATE SET value = meta.value + 1";
 
 /// The most connections a pool may hold.
 pub(crate) const MAX_POOL_SIZE: u32 = 1024;
@@ -540,6 +591,42 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 /// How long the listener waits for a notification before checking that
 /// its backend still exists.
 const LISTEN_POLL: Duration = Duration::from_millis(500);
+/// The least time between two announcements of one backend: under a
+/// stream of commits, at most one `NOTIFY` per gap.
+const ANNOUNCE_GAP: Duration = Duration::from_millis(10);
+
+/// Commits waiting to be announced to other gateways.
+///
+/// A `NOTIFY` inside a write transaction would take, at its commit, one
+/// lock for the whole database cluster, held until the commit is done
+/// (PostgreSQL keeps its notification queue in commit order): writers
+/// that notify commit one at a time. Announced after the commit instead,
+/// by one thread and at most once per [`ANNOUNCE_GAP`], the writes commit
+/// in parallel and other gateways hear of them a round trip later. Nothing
+/// depends on the announcement for correctness: every read compares the
+/// revisions it reads with its caches'.
+#[derive(Default)]
+struct Announcer {
+    pending: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Announcer {
+    /// Asks for an announcement of the commits made so far.
+    fn request(&self) {
+        *self.pending.lock() = true;
+        self.wake.notify_one();
+    }
+
+    /// Waits up to `timeout` for a request and takes it: whether there was one.
+    fn take(&self, timeout: Duration) -> bool {
+        let mut pending = self.pending.lock();
+        if !*pending {
+            self.wake.wait_for(&mut pending, timeout);
+        }
+        std::mem::replace(&mut *pending, false)
+    }
+}
 
 /// A count of the notifications heard, and a way to wait for the next.
 #[derive(Default)]
@@ -766,14 +853,14 @@ struct PgTx<'t> {
     write: bool,
     schema: &'t str,
     quoting: &'static str,
-    /// Where revision bumps are announced.
-    channel: &'t str,
     /// The narrow locks taken so far.
     held: HashSet<(i32, i32)>,
     /// Whether the store lock is held exclusively (every narrow lock is then moot).
     whole_store: bool,
     /// Counters bumped with the `COMMIT`.
     bump_at_commit: Vec<Counter>,
+    /// Whether a counter was bumped before the `COMMIT` (announced after it).
+    bumped: bool,
     /// Statements waiting to go with the next one whose answer is read, or
     /// with the `COMMIT`: the `BEGIN`, locks, and writes nothing reads back.
     queue: Vec<Queued>,
@@ -1434,16 +1521,13 @@ impl Revisions for PgTx<'_> {
         if matches!(counter, Counter::Episodic | Counter::EpisodicText) {
             self.lock_episodic()?;
         }
-        let channel = self.channel.to_owned();
+        self.bumped = true;
         self.query_one(
             "bumping a revision",
-            "WITH bumped AS (
-                INSERT INTO meta (name, value) VALUES ($1, 1)
-                ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
-                RETURNING name, value
-             )
-             SELECT value, pg_notify($2, name) FROM bumped",
-            &[&counter.name(), &channel],
+            "INSERT INTO meta (name, value) VALUES ($1, 1)
+             ON CONFLICT (name) DO UPDATE SET value = meta.value + 1
+             RETURNING value",
+            &[&counter.name()],
         )
         .map(|row| row.get(0))
     }
