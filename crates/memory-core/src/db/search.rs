@@ -37,30 +37,47 @@ impl MemoryDb {
                 .map(|cached| cached.entries.iter().map(|entry| (entry.key.as_str(), entry)).collect())
                 .unwrap_or_default();
             let heads = tx.semantic_heads()?;
+            let reused: Vec<Option<Arc<SnapshotEntry>>> = heads
+                .iter()
+                .map(|head| {
+                    previous
+                        .get(head.key.as_str())
+                        .filter(|entry| {
+                            entry.version == head.version
+                                && entry.space == head.embedding_space
+                                && entry.updated_at == head.updated_at
+                        })
+                        .map(|entry| Arc::clone(entry))
+                })
+                .collect();
+            // The changed rows in one read, with their vectors in this space.
+            let changed: Vec<&str> = heads
+                .iter()
+                .zip(&reused)
+                .filter(|(_, reused)| reused.is_none())
+                .map(|(head, _)| head.key.as_str())
+                .collect();
+            let mut fresh: HashMap<String, (crate::store::SemanticRow, Option<Vec<f32>>)> = tx
+                .semantic_rows_with_vectors(&changed, space.as_deref())?
+                .into_iter()
+                .map(|(row, vector)| (row.key.clone(), (row, vector)))
+                .collect();
+            let rederived = changed.len();
             let mut entries = Vec::with_capacity(heads.len());
-            let mut rederived = 0;
-            for head in heads {
-                if let Some(entry) = previous.get(head.key.as_str()).filter(|entry| {
-                    entry.version == head.version
-                        && entry.space == head.embedding_space
-                        && entry.updated_at == head.updated_at
-                }) {
-                    entries.push(Arc::clone(entry));
+            for (head, reused) in heads.into_iter().zip(reused) {
+                if let Some(entry) = reused {
+                    entries.push(entry);
                     continue;
                 }
-                let row = tx.semantic_row(&head.key)?.ok_or_else(|| MemoryError::CorruptRow {
+                let (row, vector) = fresh.remove(&head.key).ok_or_else(|| MemoryError::CorruptRow {
                     table: "semantic_memory",
                     reason: format!("row {} vanished inside a read transaction", head.key),
                 })?;
-                let vector = match (&space, &head.embedding_space) {
-                    (Some(space), Some(_)) => tx.semantic_vector(&head.key, space)?,
-                    _ => None,
-                };
+                let vector = if head.embedding_space.is_some() { vector } else { None };
                 let mut entry =
                     derive_entry(head.key, head.version, head.embedding_space, &row.value, vector, space.as_deref())?;
                 entry.updated_at = head.updated_at;
                 entries.push(Arc::new(entry));
-                rederived += 1;
             }
             let mut key_postings: HashMap<Arc<str>, Vec<u32>> = HashMap::new();
             let mut value_postings: HashMap<Arc<str>, Vec<u32>> = HashMap::new();

@@ -559,6 +559,27 @@ pub(crate) trait StoreTx:
         self.set_evidence(EvidenceLayer::Semantic, write.key, evidence)?;
         self.append_event(at, event, cap)
     }
+
+    /// The rows of `keys` (live or tombstoned; a key with no row is left
+    /// out), each with its vector in `space` as [`SemanticVectors::semantic_vector`]
+    /// answers it (none without a space), in the order of `keys`. A backend
+    /// may read them in one statement.
+    fn semantic_rows_with_vectors(
+        &mut self,
+        keys: &[&str],
+        space: Option<&str>,
+    ) -> Result<Vec<(SemanticRow, Option<Vec<f32>>)>> {
+        let mut rows = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(row) = self.semantic_row(key)? else { continue };
+            let vector = match space {
+                Some(space) => self.semantic_vector(key, space)?,
+                None => None,
+            };
+            rows.push((row, vector));
+        }
+        Ok(rows)
+    }
 }
 
 /// A store behind the seam: runs a closure in one transaction. A write

@@ -516,13 +516,18 @@ impl PostgresBackend {
         })?;
         let begin = if write {
             // Read committed: a statement after a lock sees every commit made before the lock was granted.
-            // No sequential scan where an index serves: a write's statements are prepared
-            // once, and their generic plans are made while the store is small, when
-            // scanning a table looks cheaper than its index, and kept as it grows (the
-            // audit trim would then scan the whole trail on every write).
+            // A write's statements are prepared once and planned once (a generic plan),
+            // with plain index scans wherever an index serves. Left to the planner, the
+            // plans made while the store is small scan whole tables, which looks
+            // cheaper then, and are kept as it grows (the audit trim then scanned the
+            // whole trail on every write); and a custom plan per execution costs more
+            // than the statement itself. Bitmap scans would visit every trimmed row not
+            // yet vacuumed on each trim; a plain index scan marks them dead in the index
+            // and skips them after.
             let (class, object) = lock_id(&self.schema, STORE_LAYER, "");
             format!(
-                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off; \
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL plan_cache_mode = force_generic_plan; \
+                 SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
                  SELECT pg_advisory_xact_lock_shared({class}, {object})"
             )
         } else {
@@ -1211,6 +1216,33 @@ impl StoreTx for PgTx<'_> {
         let action = event.action.as_str();
         params.extend_from_slice(&event_params(&at, event, &action, &cap));
         self.defer("writing a semantic entry", &SEMANTIC_CHANGE, &params)
+    }
+
+    fn semantic_rows_with_vectors(
+        &mut self,
+        keys: &[&str],
+        space: Option<&str>,
+    ) -> Result<Vec<(SemanticRow, Option<Vec<f32>>)>> {
+        for key in keys {
+            self.lock_semantic(key)?;
+        }
+        let found = self.query(
+            "reading semantic entries",
+            "SELECT m.key, m.value, m.confidence, m.source, m.category, m.created_at, m.updated_at, m.is_deleted,
+                    m.version, m.embedding_space, CASE WHEN m.embedding_space = $2 THEN v.embedding END
+             FROM semantic_memory m LEFT JOIN semantic_vectors v ON v.key = m.key
+             WHERE m.key = ANY($1)",
+            &[&keys, &space],
+        )?;
+        let mut found: HashMap<String, (SemanticRow, Option<Vec<f32>>)> = found
+            .iter()
+            .map(|row| {
+                let vector = row.get::<_, Option<&[u8]>>(10).and_then(blob_vector);
+                let row = semantic_row(row);
+                (row.key.clone(), (row, vector))
+            })
+            .collect();
+        Ok(keys.iter().filter_map(|key| found.remove(*key)).collect())
     }
 }
 
