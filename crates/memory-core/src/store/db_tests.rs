@@ -235,6 +235,11 @@ fn a_second_process_on_postgresql_hears_of_a_change_and_catches_up_before_it_rea
     assert_eq!(b.episodic_index_status().unwrap().index_len, 0, "nothing has read the store yet");
     b.catch_up().unwrap();
     assert_eq!(b.episodic_index_status().unwrap().index_len, 1, "the vector index caught up without a search");
+    // A semantic write bumps its revision with the commit; it is announced after the commit too.
+    let seen = b.wait_for_change(heard, std::time::Duration::ZERO);
+    a.write_semantic("user.city", &json!("Lisbon"), 1.0, Source::UserExplicit).unwrap();
+    assert!(b.wait_for_change(seen, patience) > seen, "no notification of the semantic write");
+    assert_eq!(b.get_semantic("user.city").unwrap().unwrap().value, json!("Lisbon"));
 }
 
 /// Two handles on one store (two gateways, as far as the store can tell),
