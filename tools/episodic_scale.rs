@@ -38,6 +38,8 @@ use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode};
 use synthetic::{query, sentence};
 
 const DIM: usize = 384;
+/// How long after the index is ready the gateway's memory is read again.
+const SETTLE: Duration = Duration::from_secs(10);
 const MODEL_ID: &str = "all-MiniLM-L6-v2";
 /// Rows written per progress line.
 const FILL_REPORT_EVERY: usize = 50_000;
@@ -347,10 +349,17 @@ fn gateway(options: &Options, cairn: &Path, model: &Path) -> anyhow::Result<()> 
         let ready = started.elapsed();
         let response = search(1)?;
         let kib = rss_kib(child.id())?;
+        // Once the indexes are loaded the gateway hands the memory their
+        // loading freed back to the system; what stays is its working size.
+        std::thread::sleep(SETTLE);
+        search(2)?;
+        let settled_kib = rss_kib(child.id())?;
         println!(
-            "| `cairn serve` with the model, index ready | {:.0} MiB resident, ready {ready:.1?} after start; a search answered {} hits |",
+            "| `cairn serve` with the model, index ready | {:.0} MiB resident, ready {ready:.1?} after start; \
+             a search answered {} hits; {:.0} MiB resident {SETTLE:?} later |",
             mib(kib),
-            response["results"].as_array().map_or(0, Vec::len)
+            response["results"].as_array().map_or(0, Vec::len),
+            mib(settled_kib)
         );
         Ok(())
     })();

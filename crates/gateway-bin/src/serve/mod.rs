@@ -6,6 +6,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod error;
+mod heap;
 pub(crate) mod heartbeat;
 pub(crate) mod instance;
 pub(crate) mod listener;
@@ -256,7 +257,14 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
             // keywords); then both indexes are brought in step with the table.
             if let Err(error) = warmed.warm_up().and_then(|()| warmed.build_episodic_index().map(drop)) {
                 tracing::warn!(%error, "could not load the memory indexes at start; the first searches load them");
+                return;
             }
+            heap::wait_for_keyword_index(&warmed);
+            // Loading them freed the snapshot's buffers and the texts the
+            // keyword index was built from: hundreds of megabytes at a
+            // million rows, which the allocator would otherwise keep.
+            let released = heap::release_freed();
+            tracing::debug!(released, "handed freed heap memory back after loading the memory indexes");
         });
         tokio::spawn(migrate_at_start(Arc::clone(&state)));
         tokio::spawn(routes::probe_at_start(Arc::clone(&state)));
