@@ -71,10 +71,10 @@ struct Inner {
 pub(crate) struct Bm25Index {
     inner: RwLock<Inner>,
     /// Score tables of finished searches, all zero, for the next ones: a
-    /// table has a slot per document (8 MB at a million rows), too much to
+    /// table has a slot per document (4 MB at a million rows), too much to
     /// allocate and clear at every search, and a search puts back only the
     /// slots it touched.
-    scratch: parking_lot::Mutex<Vec<Vec<f64>>>,
+    scratch: parking_lot::Mutex<Vec<Vec<f32>>>,
 }
 
 impl Bm25Index {
@@ -127,7 +127,7 @@ impl Bm25Index {
         let terms: usize = inner.term_ids.keys().map(String::capacity).sum::<usize>()
             + inner.term_ids.capacity() * (std::mem::size_of::<(String, u32)>() + 1);
         let slots = inner.slots.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
-        let scratch: usize = self.scratch.lock().iter().map(|table| table.capacity() * 8).sum();
+        let scratch: usize = self.scratch.lock().iter().map(|table| table.capacity() * 4).sum();
         postings + docs + terms + slots + inner.free.capacity() * 4 + scratch
     }
 
@@ -214,7 +214,7 @@ impl Bm25Index {
                 if *score == 0.0 {
                     touched.push(posting.slot);
                 }
-                *score += idf * tf * (K1 + 1.0) / (tf + norm);
+                *score += (idf * tf * (K1 + 1.0) / (tf + norm)) as f32;
             }
         };
         for (postings, idf) in weighted {
@@ -229,7 +229,8 @@ impl Bm25Index {
         // The top k by score, ties by id. Scores are read once into one
         // contiguous list and selected there; ids are read only for the
         // documents that end up in the answer or tie with its last score.
-        let mut ranked: Vec<(f64, u32)> = touched.iter().map(|&slot| (scores[slot as usize], slot)).collect();
+        let mut ranked: Vec<(f64, u32)> =
+            touched.iter().map(|&slot| (f64::from(scores[slot as usize]), slot)).collect();
         for &slot in &touched {
             scores[slot as usize] = 0.0;
         }
