@@ -65,7 +65,7 @@ mod tests {
         // written so their pages are resident; one block in 64 is kept, so
         // the heap's top never frees and nothing returns by itself.
         let mut blocks: Vec<Box<[u8]>> = (0..131_072).map(|n| vec![(n % 251) as u8; 1024].into_boxed_slice()).collect();
-        let kept: Vec<Box<[u8]>> = blocks.iter_mut().step_by(64).map(|block| std::mem::take(block)).collect();
+        let kept: Vec<Box<[u8]>> = blocks.iter_mut().step_by(64).map(std::mem::take).collect();
         drop(blocks);
         let before = resident_kib();
         assert!(release_freed(), "glibc returned nothing");
