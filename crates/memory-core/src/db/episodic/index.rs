@@ -307,11 +307,16 @@ impl MemoryDb {
         self.rows().wait_for_change(seen, timeout)
     }
 
-    /// Brings this process's caches (the semantic snapshot, the keyword
-    /// index and, with a ready embedder, the vector index) in step with the
-    /// store now, so the next search does not have to.
+    /// Brings this process's caches (the semantic snapshot once a search
+    /// has built it, the keyword index and, with a ready embedder, the
+    /// vector index) in step with the store now, so the next search does
+    /// not have to.
     pub fn catch_up(&self) -> Result<()> {
-        self.snapshot()?;
+        // A snapshot no search has asked for is not kept: the first
+        // semantic search builds it, and catch-ups keep it current after.
+        if self.snapshot.current.lock().is_some() {
+            self.snapshot()?;
+        }
         let (text_revision, revision) = self.rows().read("reading the revisions", |tx| {
             Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?))
         })?;
