@@ -316,3 +316,25 @@ fn the_episodic_cap_holds_under_two_writers_on_postgresql() {
     let open = |home: &tempfile::TempDir| MemoryDb::open_postgres_schema(&url, &schema, home.path(), config()).unwrap();
     the_episodic_cap_holds_under_two_writers([open(&home_a), open(&home_b)]);
 }
+
+/// The revision of the semantic snapshot this process holds, if any.
+fn held_snapshot_revision(db: &MemoryDb) -> Option<i64> {
+    db.snapshot.current.lock().as_ref().map(|snapshot| snapshot.revision)
+}
+
+#[test]
+fn a_catch_up_keeps_the_semantic_snapshot_current_once_a_search_has_built_it() {
+    let Opened { db, _home } = on_sqlite();
+    db.write_semantic("user.city", &json!("Lisbon"), 1.0, Source::UserExplicit).unwrap();
+    db.catch_up().unwrap();
+    assert_eq!(held_snapshot_revision(&db), None, "no search asked for a snapshot");
+    assert_eq!(db.search_semantic("city", 5).unwrap().len(), 1);
+    let built = held_snapshot_revision(&db).expect("the search built the snapshot");
+    db.write_semantic("user.editor", &json!("helix"), 1.0, Source::UserExplicit).unwrap();
+    assert_eq!(held_snapshot_revision(&db), Some(built), "a write leaves the snapshot to the next reader");
+    db.catch_up().unwrap();
+    let caught_up = held_snapshot_revision(&db).unwrap();
+    assert!(caught_up > built, "the catch-up brought the snapshot to the new revision");
+    assert_eq!(db.search_semantic("editor", 5).unwrap().len(), 1);
+    assert_eq!(held_snapshot_revision(&db), Some(caught_up), "the search found it current");
+}
