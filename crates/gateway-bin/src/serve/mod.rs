@@ -339,12 +339,18 @@ async fn migrate_at_start(state: Arc<AppState>) {
 /// How long the catch-up thread waits for a change before it checks for a stop.
 const CATCH_UP_POLL: Duration = Duration::from_secs(1);
 
+/// The least rest between two catch-ups.
+const CATCH_UP_MIN_REST: Duration = Duration::from_millis(100);
+
 /// The rest after a catch-up that took `spent`: nine times as long, at
-/// most [`CATCH_UP_POLL`]. A catch-up reads every semantic head, so under
-/// many writers catching up after each announced write would keep a core
-/// and the server busy; searches meanwhile catch up themselves.
+/// least [`CATCH_UP_MIN_REST`] and at most [`CATCH_UP_POLL`]. Under a
+/// stream of other gateways' writes, catching up after each would keep a
+/// core and the server busy (once a search has built the semantic
+/// snapshot, a catch-up reads every changed fact); the changes heard during
+/// a rest are caught up together after it, and a search meanwhile catches
+/// up itself.
 fn catch_up_rest(spent: Duration) -> Duration {
-    spent.saturating_mul(9).min(CATCH_UP_POLL)
+    spent.saturating_mul(9).clamp(CATCH_UP_MIN_REST, CATCH_UP_POLL)
 }
 
 /// On a store other gateways write too (PostgreSQL), a thread that wakes

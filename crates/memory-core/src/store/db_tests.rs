@@ -242,6 +242,27 @@ fn a_second_process_on_postgresql_hears_of_a_change_and_catches_up_before_it_rea
     assert_eq!(b.get_semantic("user.city").unwrap().unwrap().value, json!("Lisbon"));
 }
 
+/// A gateway's own commits are no news to it: its catch-up thread wakes
+/// only for what other processes wrote.
+#[test]
+fn a_process_on_postgresql_does_not_hear_its_own_announcements() {
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = MemoryDb::open_postgres_schema(&url, &schema, home_a.path(), config()).unwrap();
+    let b = MemoryDb::open_postgres_schema(&url, &schema, home_b.path(), config()).unwrap();
+    let patience = std::time::Duration::from_secs(30);
+    let listening = a.wait_for_change(0, patience);
+    assert!(listening > 0, "the listener never started");
+    let seen = a.wait_for_change(listening, std::time::Duration::ZERO);
+    a.write_semantic("user.city", &json!("Lisbon"), 1.0, Source::UserExplicit).unwrap();
+    a.write_episodic(&NewEpisode::new("The release train leaves on Thursday")).unwrap();
+    // Announcements go out within a few hundredths of a second; two seconds is ample.
+    assert_eq!(a.wait_for_change(seen, std::time::Duration::from_secs(2)), seen, "a heard its own writes");
+    b.write_semantic("user.city", &json!("Porto"), 1.0, Source::UserExplicit).unwrap();
+    assert!(a.wait_for_change(seen, patience) > seen, "a did not hear the other process's write");
+}
+
 /// Two handles on one store (two gateways, as far as the store can tell),
 /// each writing from its own thread: the active-row cap and the
 /// preservation-mode capacity check are decided inside the write

@@ -35,6 +35,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::Poll;
 use std::time::Duration;
@@ -425,6 +426,7 @@ impl PostgresBackend {
     /// backend is dropped.
     fn start_listener(&self) {
         let changes = Arc::downgrade(&self.changes);
+        let announcer = Arc::downgrade(&self.announcer);
         let (url, channel) = (self.url.clone(), self.channel.clone());
         let spawned = std::thread::Builder::new().name("cairn-pg-listen".to_owned()).spawn(move || {
             while changes.strong_count() > 0 {
@@ -441,7 +443,9 @@ impl PostgresBackend {
                         let mut heard = notifications.timeout_iter(LISTEN_POLL);
                         let mut any = false;
                         while let Some(notification) = heard.next()? {
-                            any |= notification.channel() == channel;
+                            // This backend's own commits are no news to it.
+                            let own = announcer.upgrade().is_some_and(|announcer| announcer.sent_by(&notification));
+                            any |= notification.channel() == channel && !own;
                         }
                         if any {
                             changes.bump();
@@ -476,7 +480,12 @@ impl PostgresBackend {
                 let sent = (|| -> std::result::Result<(), postgres::Error> {
                     let client = match &mut client {
                         Some(client) => client,
-                        None => client.insert(Client::connect(&url, NoTls)?),
+                        None => {
+                            let mut connected = Client::connect(&url, NoTls)?;
+                            let pid: i32 = connected.query_one("SELECT pg_backend_pid()", &[])?.get(0);
+                            announcer.pid.store(pid, Ordering::Relaxed);
+                            client.insert(connected)
+                        }
                     };
                     client.execute("SELECT pg_notify($1, '')", &[&channel])?;
                     Ok(())
@@ -598,7 +607,7 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 const LISTEN_POLL: Duration = Duration::from_millis(500);
 /// The least time between two announcements of one backend: under a
 /// stream of commits, at most one `NOTIFY` per gap.
-const ANNOUNCE_GAP: Duration = Duration::from_millis(10);
+const ANNOUNCE_GAP: Duration = Duration::from_millis(50);
 
 /// Commits waiting to be announced to other gateways.
 ///
@@ -614,6 +623,9 @@ const ANNOUNCE_GAP: Duration = Duration::from_millis(10);
 struct Announcer {
     pending: Mutex<bool>,
     wake: Condvar,
+    /// The server process of the announcing connection (0 before it
+    /// connects): the listener leaves out what it announced.
+    pid: AtomicI32,
 }
 
 impl Announcer {
@@ -621,6 +633,11 @@ impl Announcer {
     fn request(&self) {
         *self.pending.lock() = true;
         self.wake.notify_one();
+    }
+
+    /// Whether this announcer sent `notification`.
+    fn sent_by(&self, notification: &postgres::Notification) -> bool {
+        notification.process_id() == self.pid.load(Ordering::Relaxed)
     }
 
     /// Waits up to `timeout` for a request and takes it: whether there was one.
