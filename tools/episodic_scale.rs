@@ -19,8 +19,9 @@
 //! searches run under that model's gate and the gateway, loading the real
 //! model, reads them as its own space. A home that already holds `--rows`
 //! rows is reused (the fill is printed once). With `--postgres-url` the rows
-//! live in that PostgreSQL database (created if missing) and the home keeps
-//! the snapshot.
+//! live in that PostgreSQL database (created if missing; every row after
+//! the first written in bulk, with its vector) and the home keeps the
+//! snapshot.
 
 #[path = "support/serve_address.rs"]
 mod serve_address;
@@ -154,8 +155,60 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
+/// Rows written per statement of the PostgreSQL bulk fill.
+const BULK_BATCH: usize = 5_000;
+
+/// Writes rows `from..rows` straight into a PostgreSQL store's table, with
+/// their vectors, in statements of [`BULK_BATCH`] rows: the write path
+/// takes a few milliseconds a row there (its checks, locks and audit), far
+/// too long for a million. Each row takes the source, scope and embedding
+/// space of row 1, which came through the write path; the counts follow by
+/// the table's own trigger, and the revisions are bumped once at the end,
+/// so every cache sees a changed store.
+fn bulk_fill_postgres(url: &str, from: usize, rows: usize) -> anyhow::Result<()> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+    client.batch_execute("SET search_path TO cairn")?;
+    let first =
+        client.query_one("SELECT source, scope, embedding_space FROM episodic_memories ORDER BY id LIMIT 1", &[])?;
+    let (source, scope, space): (String, String, Option<String>) = (first.get(0), first.get(1), first.get(2));
+    let space = space.context("row 1 has no vector; it must be written with one")?;
+    let embedder = embedder();
+    let started = Instant::now();
+    let mut seed = from;
+    while seed < rows {
+        let end = (seed + BULK_BATCH).min(rows);
+        let texts: Vec<String> = (seed..end).map(sentence).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let blobs: Vec<Vec<u8>> = embedder
+            .embed_batch(&refs)?
+            .iter()
+            .map(|vector| vector.iter().flat_map(|value| value.to_le_bytes()).collect())
+            .collect();
+        let importance: Vec<f64> = (seed..end).map(|seed| (seed % 10) as f64 / 10.0).collect();
+        let created: Vec<i64> = (seed..end).map(|seed| 1_700_000_000_000 - (seed as i64 % 400) * 86_400_000).collect();
+        client.execute(
+            "INSERT INTO episodic_memories
+                (text, tags, importance, source, created_at, is_deleted, embedding, embedding_space, scope)
+             SELECT text, '[]', importance, $4, created_at, FALSE, embedding, $5, $6
+             FROM unnest($1::TEXT[], $2::FLOAT8[], $3::INT8[], $7::BYTEA[]) AS rows (text, importance, created_at, embedding)",
+            &[&texts, &importance, &created, &source, &space, &scope, &blobs],
+        )?;
+        if seed / FILL_REPORT_EVERY != end / FILL_REPORT_EVERY {
+            eprintln!("  {end} rows, {:.0?}", started.elapsed());
+        }
+        seed = end;
+    }
+    client.execute(
+        "INSERT INTO meta (name, value) VALUES ('episodic_revision', 1), ('episodic_text_revision', 1)
+         ON CONFLICT (name) DO UPDATE SET value = meta.value + 1",
+        &[],
+    )?;
+    Ok(())
+}
+
 /// Writes the rows the store lacks, then embeds them and builds and saves
-/// the index; nothing when the store is full already.
+/// the index; nothing when the store is full already. On PostgreSQL the
+/// first row goes through the write path and the rest in bulk.
 fn fill(options: &Options) -> anyhow::Result<()> {
     std::fs::create_dir_all(&options.home)?;
     if let Some(url) = &options.postgres_url {
@@ -173,15 +226,23 @@ fn fill(options: &Options) -> anyhow::Result<()> {
     }
     eprintln!("filling {} rows ({have} there) ...", options.rows);
     let started = Instant::now();
-    for seed in have..options.rows {
+    // On PostgreSQL only the first row goes through the write path.
+    let through_write_path = match options.postgres_url {
+        Some(_) => have..have.max(1),
+        None => have..options.rows,
+    };
+    for seed in through_write_path.clone() {
         let episode = NewEpisode::new(sentence(seed))
             .importance((seed % 10) as f64 / 10.0)
             .created_at(1_700_000_000_000 - (seed as i64 % 400) * 86_400_000)
-            .defer_embedding(true);
+            .defer_embedding(options.postgres_url.is_none());
         db.write_episodic(&episode)?;
         if (seed + 1) % FILL_REPORT_EVERY == 0 {
             eprintln!("  {} rows, {:.0?}", seed + 1, started.elapsed());
         }
+    }
+    if let Some(url) = &options.postgres_url {
+        bulk_fill_postgres(url, through_write_path.end, options.rows)?;
     }
     let written = started.elapsed();
     let started = Instant::now();
