@@ -117,3 +117,35 @@ fn small_indexes_are_not_written() {
     assert!(!db.save_episodic_index().unwrap());
     assert!(!home.path().join(EPISODIC_INDEX_FILE_NAME).exists());
 }
+
+/// Stores whose index holds one row while another process adds more rows
+/// than that (an import, a bulk load) build their index again from the
+/// table, which here means loading the other process's snapshot, instead
+/// of adding the new rows one at a time: through a start-up build and
+/// through a search.
+#[test]
+fn an_index_far_behind_the_table_is_built_again_rather_than_caught_up() {
+    let home = tempfile::tempdir().unwrap();
+    let rows = AUTO_CROSSOVER + 200;
+    let (built, searched) = (open(home.path(), 32), open(home.path(), 32));
+    built.write_episodic(&NewEpisode::new(text(0))).unwrap();
+    assert_eq!(built.build_episodic_index().unwrap().index_len, 1);
+    assert_eq!(search(&searched, &text(0)), vec![1]);
+    {
+        let other = open(home.path(), 32);
+        for i in 1..rows {
+            other.write_episodic(&NewEpisode::new(text(i)).defer_embedding(true)).unwrap();
+        }
+        assert_eq!(other.backfill_missing_embeddings(None).unwrap().embedded, rows - 1);
+        assert!(!other.build_episodic_index().unwrap().loaded_from_snapshot);
+        assert!(home.path().join(EPISODIC_INDEX_FILE_NAME).exists());
+    }
+
+    let status = built.build_episodic_index().unwrap();
+    assert_eq!((status.index_len, status.loaded_from_snapshot), (rows, true));
+
+    search(&searched, &text(7));
+    let status = searched.build_episodic_index().unwrap();
+    assert_eq!((status.index_len, status.loaded_from_snapshot), (rows, true));
+    assert_eq!(search(&searched, &text(7)), search(&built, &text(7)));
+}

@@ -22,6 +22,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Whether an index of `indexed` vectors that lacks `arriving` stored ones
+/// is better built again from the table than caught up: when more arrived
+/// (another process imported them, a bulk load) than it holds, and more
+/// than the exact-scan crossover. A build links the graph on every core; a
+/// catch-up adds one vector at a time.
+fn rebuild_rather_than_add(indexed: usize, arriving: usize) -> bool {
+    arriving > cairn_memory_vector::constants::AUTO_CROSSOVER && arriving > indexed
+}
+
 impl MemoryDb {
     /// The index for `space`, brought in step with the table through `tx`
     /// (the caller holds the episodic lock). Builds inline up to the
@@ -42,18 +51,24 @@ impl MemoryDb {
                 drop(slot);
                 let wanted = active_vector_ids(tx, space)?;
                 let have: HashSet<u64> = index.ids().into_iter().collect();
-                for id in have.difference(&wanted) {
-                    index.remove(*id).map_err(index_error("removing a stale vector"))?;
-                }
                 let missing: Vec<i64> = wanted.difference(&have).map(|id| *id as i64).collect();
-                for (id, vector) in load_vectors(tx, space, Some(&missing))? {
-                    index.add(id, &vector).map_err(index_error("adding a vector"))?;
+                if !rebuild_rather_than_add(have.len(), missing.len()) {
+                    for id in have.difference(&wanted) {
+                        index.remove(*id).map_err(index_error("removing a stale vector"))?;
+                    }
+                    for (id, vector) in load_vectors(tx, space, Some(&missing))? {
+                        index.add(id, &vector).map_err(index_error("adding a vector"))?;
+                    }
+                    let mut slot = self.episodic.slot.write();
+                    slot.revision = Some(revision);
+                    return Ok(IndexAccess::Ready(index));
                 }
+                // Dropped; built again below, from the table.
                 let mut slot = self.episodic.slot.write();
-                slot.revision = Some(revision);
-                return Ok(IndexAccess::Ready(index));
-            }
-            if slot.building {
+                slot.index = None;
+                slot.space = None;
+                slot.revision = None;
+            } else if slot.building {
                 return Ok(IndexAccess::Scan);
             }
         }
@@ -270,13 +285,24 @@ impl MemoryDb {
         if let Some(embedder) = self.embedder() {
             let space = space_signature(&*embedder);
             let _episodic = self.lock_episodic();
-            let needs_full = {
-                let slot = self.episodic.slot.read();
-                slot.space.as_deref() != Some(space.as_str()) || slot.index.is_none()
-            };
             self.rows().read("building the episodic index", |tx| {
+                let revision = tx.revision(Counter::Episodic)?;
+                let indexed = {
+                    let slot = self.episodic.slot.read();
+                    slot.index
+                        .as_ref()
+                        .filter(|_| slot.space.as_deref() == Some(space.as_str()))
+                        .map(|index| (index.len(), slot.revision == Some(revision)))
+                };
+                let needs_full = match indexed {
+                    None => true,
+                    Some((_, true)) => false,
+                    Some((indexed, false)) => {
+                        let stored = tx.episodic_counts(Some(&space))?.with_vectors as usize;
+                        rebuild_rather_than_add(indexed, stored.saturating_sub(indexed))
+                    }
+                };
                 if needs_full {
-                    let revision = tx.revision(Counter::Episodic)?;
                     let snapshot = self.episodic_snapshot_path();
                     let loaded =
                         load_or_build_index(tx, &space, self.index_config(embedder.dim()), snapshot.as_deref())?;
