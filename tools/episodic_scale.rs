@@ -167,6 +167,7 @@ const BULK_BATCH: usize = 5_000;
 /// so every cache sees a changed store.
 fn bulk_fill_postgres(url: &str, from: usize, rows: usize) -> anyhow::Result<()> {
     let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+    // The schema `MemoryDb::open_postgres` uses.
     client.batch_execute("SET search_path TO cairn")?;
     let first =
         client.query_one("SELECT source, scope, embedding_space FROM episodic_memories ORDER BY id LIMIT 1", &[])?;

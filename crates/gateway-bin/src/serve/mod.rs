@@ -577,3 +577,16 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
     });
     jobs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_catch_up_rests_nine_times_its_length_within_bounds() {
+        let ms = Duration::from_millis;
+        for (spent, rest) in [(ms(0), ms(100)), (ms(5), ms(100)), (ms(20), ms(180)), (ms(200), ms(1_000))] {
+            assert_eq!(catch_up_rest(spent), rest, "after a catch-up of {spent:?}");
+        }
+    }
+}
