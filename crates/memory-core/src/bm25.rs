@@ -21,7 +21,7 @@ pub(crate) const K1: f64 = 1.2;
 /// Length normalisation (FTS5's `b`).
 pub(crate) const B: f64 = 0.75;
 /// Smallest idf a matching term contributes (FTS5 clamps the same way).
-const MIN_IDF: f64 = 1e-6;
+pub(crate) const MIN_IDF: f64 = 1e-6;
 
 /// The stemmed terms of `text`, in order, with repeats.
 pub(crate) fn terms(text: &str) -> Vec<String> {

@@ -90,6 +90,11 @@ pub(crate) fn fts_query(text: &str, max_terms: usize, only_stopwords: OnlyStopwo
     Some(terms.iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" OR "))
 }
 
+/// The words of a query [`fts_query`] made, unquoted.
+pub(crate) fn fts_query_words(query: &str) -> impl Iterator<Item = &str> {
+    query.split(" OR ").map(|term| term.trim_matches('"')).filter(|word| !word.is_empty())
+}
+
 /// A word and its snowball stem; two terms match when either form matches.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Term {

@@ -421,9 +421,10 @@ impl MemoryDb {
     }
 
     /// Whether the backend searches keywords itself while the in-memory
-    /// keyword index is first built (SQLite's FTS5 does).
+    /// keyword index is first built (SQLite's FTS5 and PostgreSQL's term
+    /// table do).
     pub(crate) fn has_own_keyword_index(&self) -> bool {
-        matches!(self.storage, Storage::Sqlite { .. })
+        self.rows().searches_keywords()
     }
 
     fn sqlite_only(&self, operation: &'static str) -> MemoryError {
@@ -581,6 +582,10 @@ impl MemoryDb {
 
 /// The SQLite rows (what [`MemoryDb::rows`] is for a `memory.db`).
 impl Backend for MemoryDb {
+    fn searches_keywords(&self) -> bool {
+        true
+    }
+
     fn write_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
         self.write(operation, |tx| work(&mut SqliteTx::new(tx)))
     }

@@ -595,6 +595,12 @@ pub(crate) trait Backend: Send + Sync {
     /// count of the previous call). A backend that announces nothing waits
     /// out the timeout and answers `seen`: its readers find changes through
     /// the revision counters when they read.
+    /// Whether [`EpisodicRows::episodic_keyword_hits`] answers from an
+    /// index of the backend's own, so the in-memory keyword index of a
+    /// large store can be built in the background while searches go there.
+    fn searches_keywords(&self) -> bool {
+        false
+    }
     fn wait_for_change(&self, seen: u64, timeout: std::time::Duration) -> u64 {
         std::thread::sleep(timeout);
         seen

@@ -27,10 +27,11 @@
 //!
 //! Keys use the `"C"` collation, so listing order is byte order, as in SQLite.
 //!
-//! There is no full-text index: [`EpisodicRows::episodic_keyword_hits`]
-//! answers `None` and the in-memory keyword index serves every keyword
-//! search; the text revision SQLite's triggers bump is bumped here by the
-//! two writes that change the set of active texts.
+//! Keyword searches go to the in-memory keyword index; while a gateway
+//! first builds it, [`EpisodicRows::episodic_keyword_hits`] answers from
+//! `episodic_keywords`, the active rows' stemmed terms kept by a trigger
+//! (migration 8). The text revision SQLite's triggers bump is bumped here
+//! by the two writes that change the set of active texts.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -54,7 +55,9 @@ use super::{
     SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
     blob_vector, vector_blob,
 };
-use crate::constants::LESSON_PREFIX;
+use crate::bm25;
+use crate::constants::{FTS_COMMON_TERM_ROWS, LESSON_PREFIX};
+use crate::keywords;
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
 /// The layer name of the store lock ([`lock_id`] of the schema): every
@@ -238,6 +241,63 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER episodic_count_moved AFTER UPDATE OF is_deleted ON episodic_memories
         FOR EACH ROW WHEN (OLD.is_deleted IS DISTINCT FROM NEW.is_deleted) EXECUTE FUNCTION episodic_count();
     "#,
+    // 8: the stemmed terms of every active row, kept by a trigger and
+    // indexed by term, so keyword searches have an answer while a
+    // gateway's in-memory keyword index is first built (the part SQLite's
+    // FTS5 table plays). A table of its own, not a column: an episodic row
+    // carries its vector, four rows fill a page, and a search reads a page
+    // per matching row. With the terms alone some thirty rows share a page.
+    r#"
+    CREATE TABLE episodic_keywords (
+        id     BIGINT PRIMARY KEY,
+        terms  TEXT[] NOT NULL,
+        counts SMALLINT[] NOT NULL,
+        length INTEGER NOT NULL
+    );
+    -- The distinct terms of `body`, sorted, with how often each occurs and
+    -- the count of all terms: PostgreSQL's English configuration, the
+    -- Snowball stemmer and stop list the in-memory index uses too.
+    CREATE FUNCTION episodic_terms(body TEXT, OUT terms TEXT[], OUT counts SMALLINT[], OUT length INTEGER)
+    LANGUAGE sql STABLE AS $body$
+        SELECT array_agg(lexeme ORDER BY lexeme),
+               array_agg(least(cardinality(positions), 32767)::SMALLINT ORDER BY lexeme),
+               coalesce(sum(cardinality(positions)), 0)::INTEGER
+        FROM unnest(to_tsvector('pg_catalog.english', body))
+    $body$;
+    CREATE FUNCTION episodic_keywords_follow() RETURNS trigger LANGUAGE plpgsql AS $body$
+    DECLARE
+        added INTEGER;
+        removed INTEGER;
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            DELETE FROM episodic_keywords WHERE id = OLD.id RETURNING length INTO removed;
+        END IF;
+        IF TG_OP IN ('UPDATE', 'INSERT') AND NOT NEW.is_deleted THEN
+            INSERT INTO episodic_keywords (id, terms, counts, length)
+            SELECT NEW.id, t.terms, t.counts, t.length FROM episodic_terms(NEW.text || ' ' || NEW.tags) t
+            WHERE t.terms IS NOT NULL
+            RETURNING length INTO added;
+        END IF;
+        IF coalesce(added, 0) <> coalesce(removed, 0) THEN
+            UPDATE meta SET value = value + coalesce(added, 0) - coalesce(removed, 0)
+            WHERE name = 'episodic_keyword_length';
+        END IF;
+        RETURN NULL;
+    END
+    $body$;
+    INSERT INTO episodic_keywords (id, terms, counts, length)
+        SELECT m.id, t.terms, t.counts, t.length
+        FROM episodic_memories m, episodic_terms(m.text || ' ' || m.tags) t
+        WHERE NOT m.is_deleted AND t.terms IS NOT NULL;
+    INSERT INTO meta (name, value) SELECT 'episodic_keyword_length', coalesce(sum(length), 0) FROM episodic_keywords;
+    CREATE INDEX episodic_keyword_terms ON episodic_keywords USING gin (terms);
+    CREATE TRIGGER episodic_keywords AFTER INSERT OR DELETE ON episodic_memories
+        FOR EACH ROW EXECUTE FUNCTION episodic_keywords_follow();
+    CREATE TRIGGER episodic_keywords_changed AFTER UPDATE OF text, tags, is_deleted ON episodic_memories
+        FOR EACH ROW WHEN (OLD.text IS DISTINCT FROM NEW.text OR OLD.tags IS DISTINCT FROM NEW.tags
+                           OR OLD.is_deleted IS DISTINCT FROM NEW.is_deleted)
+        EXECUTE FUNCTION episodic_keywords_follow();
+    "#,
 ];
 
 /// The schema a gateway's store lives in.
@@ -272,6 +332,39 @@ fn storage(operation: &'static str) -> impl FnOnce(postgres::Error) -> MemoryErr
 
 /// The candidates of [`EpisodicRows::episodic_quoting`] when the database's
 /// own `lower()` folds non-ASCII letters (its `LC_CTYPE` is a Unicode locale).
+/// The active rows that best match a keyword query, by Okapi BM25 over
+/// `episodic_keywords` (migration 8), as the in-memory index
+/// ranks them: `$1` the query's words, each stemmed here as the rows' texts
+/// were; `$2` the most rows a term's postings are read for
+/// ([`FTS_COMMON_TERM_ROWS`]): a term found in that many rows is left out
+/// when a rarer one is asked for, as on SQLite, and otherwise counts that
+/// many; `$3` how many hits; `$4`, `$5` and `$6` BM25's `k1`, `b` and idf
+/// floor. Each term's postings are read once, through the term index.
+const KEYWORD_HITS: &str = "
+    WITH words AS (
+        SELECT DISTINCT t.terms[1] AS term
+        FROM unnest($1::TEXT[]) AS w, episodic_terms(w) AS t
+        WHERE cardinality(t.terms) = 1
+    ), postings AS MATERIALIZED (
+        SELECT w.term, k.id, k.length, k.counts[array_position(k.terms, w.term)] AS tf
+        FROM words w, LATERAL (
+            SELECT id, length, terms, counts FROM episodic_keywords k WHERE k.terms @> ARRAY[w.term] LIMIT $2
+        ) k
+    ), counted AS (
+        SELECT term, count(*) AS df FROM postings GROUP BY term
+    ), kept AS (
+        SELECT term, df FROM counted WHERE df < $2 OR NOT EXISTS (SELECT 1 FROM counted WHERE df < $2)
+    ), stats AS (
+        SELECT live.n, greatest(total.value, 1)::FLOAT8 / live.n AS average_length
+        FROM (SELECT greatest(value, 1)::FLOAT8 AS n FROM meta WHERE name = 'episodic_live') live,
+             (SELECT value FROM meta WHERE name = 'episodic_keyword_length') total
+    )
+    SELECT p.id,
+           sum(greatest(ln((s.n - c.df + 0.5) / (c.df + 0.5)), $6::FLOAT8) * p.tf * ($4::FLOAT8 + 1)
+               / (p.tf + $4::FLOAT8 * (1 - $5::FLOAT8 + $5::FLOAT8 * p.length / s.average_length))) AS score
+    FROM postings p JOIN kept c USING (term) CROSS JOIN stats s
+    GROUP BY p.id ORDER BY score DESC, p.id LIMIT $3";
+
 const QUOTING_DEFAULT: &str = "SELECT id, text FROM episodic_memories
      WHERE NOT is_deleted AND strpos(lower(text), $1) > 0 ORDER BY id";
 /// The same through ICU's root locale, when the database's `lower()` folds ASCII only.
@@ -665,6 +758,10 @@ impl Changes {
 }
 
 impl Backend for PostgresBackend {
+    fn searches_keywords(&self) -> bool {
+        true
+    }
+
     fn wait_for_change(&self, seen: u64, timeout: Duration) -> u64 {
         let mut count = self.changes.count.lock();
         if *count == seen {
@@ -1877,8 +1974,14 @@ impl EpisodicText for PgTx<'_> {
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
-    fn episodic_keyword_hits(&mut self, _fts_query: &str, _k: usize) -> Result<Option<Vec<(i64, f64)>>> {
-        Ok(None)
+    fn episodic_keyword_hits(&mut self, fts_query: &str, k: usize) -> Result<Option<Vec<(i64, f64)>>> {
+        let words: Vec<&str> = keywords::fts_query_words(fts_query).collect();
+        let rows = self.query(
+            "searching episodic keywords",
+            KEYWORD_HITS,
+            &[&words, &FTS_COMMON_TERM_ROWS, &(k as i64), &bm25::K1, &bm25::B, &bm25::MIN_IDF],
+        )?;
+        Ok(Some(rows.iter().map(|row| (row.get(0), row.get(1))).collect()))
     }
 }
 

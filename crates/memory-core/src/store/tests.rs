@@ -1250,3 +1250,62 @@ fn evidence_follows_its_row(fixture: &Fixture) {
     let episodic = backend.read("reading", |tx| tx.evidence(EvidenceLayer::Episodic, "7")).unwrap();
     assert_eq!(episodic, Some(evidence));
 }
+
+/// PostgreSQL answers keyword searches from its term table with the scores
+/// the in-memory index gives the same active rows: same stems, same
+/// lengths, same BM25; tombstoned rows are left out.
+#[test]
+fn postgres_keyword_hits_score_as_the_in_memory_index() {
+    use crate::bm25::{self, Bm25Index};
+    use crate::constants::FTS_MAX_QUERY_TERMS;
+    use crate::episodic::keyword::document;
+    use crate::keywords::{OnlyStopwords, fts_query};
+
+    let Some(fixture) = postgres() else { return };
+    let backend = &*fixture.backend;
+    assert!(backend.searches_keywords());
+    const WORDS: &[&str] = &[
+        "deploy", "deploying", "deployed", "deployment", "server", "servers", "staging", "stage", "release",
+        "releases", "garden", "gardening", "frost", "tomato", "tomatoes", "editor", "editing", "cluster", "clusters",
+        "backup", "backups", "nightly", "weekly", "the", "and", "on",
+    ];
+    let mut state: u64 = 7;
+    let mut next = |below: u64| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % below
+    };
+    let texts: Vec<String> = (0..120)
+        .map(|_| {
+            let length = 3 + next(14);
+            (0..length).map(|_| WORDS[next(WORDS.len() as u64) as usize]).collect::<Vec<_>>().join(" ")
+        })
+        .collect();
+    let ids: Vec<i64> = texts.iter().map(|text| insert_episode(backend, (text, 0.5, 100, None))).collect();
+    for id in ids.iter().step_by(7) {
+        tombstone(backend, *id);
+    }
+    let active: Vec<(u64, String)> = ids
+        .iter()
+        .zip(&texts)
+        .enumerate()
+        .filter(|(n, _)| n % 7 != 0)
+        .map(|(_, (id, text))| (*id as u64, document(text, r#"["test"]"#)))
+        .collect();
+    let index = Bm25Index::build(active.iter().map(|(id, text)| (*id, text.as_str())));
+
+    for query in ["deploying servers", "garden frost tomatoes", "the weekly backups of the staging cluster", "editor"] {
+        let fts = fts_query(query, FTS_MAX_QUERY_TERMS, OnlyStopwords::MatchNothing).unwrap();
+        let hits = backend.read("searching", |tx| tx.episodic_keyword_hits(&fts, 10)).unwrap().unwrap();
+        let everything: HashMap<u64, f64> =
+            index.search(&bm25::query_terms(query, FTS_MAX_QUERY_TERMS), active.len()).into_iter().collect();
+        let mut expected: Vec<f64> = everything.values().copied().collect();
+        expected.sort_by(|a, b| b.total_cmp(a));
+        expected.truncate(10);
+        assert_eq!(hits.len(), expected.len(), "{query}: {hits:?}");
+        for ((id, score), best) in hits.iter().zip(&expected) {
+            let indexed = everything.get(&(*id as u64)).unwrap_or_else(|| panic!("{query}: {id} is no match"));
+            assert!((score - indexed).abs() < 1e-4 * indexed, "{query}: {id} scores {score}, the index {indexed}");
+            assert!((score - best).abs() < 1e-4 * best, "{query}: {score} where the index ranks {best}");
+        }
+    }
+}
