@@ -57,8 +57,8 @@ use super::{
 };
 use crate::bm25;
 use crate::constants::{FTS_COMMON_TERM_ROWS, LESSON_PREFIX};
-use crate::keywords;
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
+use crate::keywords;
 
 /// The layer name of the store lock ([`lock_id`] of the schema): every
 /// write transaction holds it shared, a restore and a migration exclusively.
@@ -1845,6 +1845,15 @@ impl EpisodicRows for PgTx<'_> {
             &[],
         )?;
         Ok(row.get(0))
+    }
+
+    fn episodic_vectors_up_to(&mut self, space: &str, limit: i64) -> Result<i64> {
+        self.lock_episodic()?;
+        self.count(
+            "SELECT count(*) FROM (SELECT FROM episodic_memories
+             WHERE NOT is_deleted AND embedding_space = $1 AND embedding IS NOT NULL LIMIT $2) c",
+            &[&space, &limit],
+        )
     }
 
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {

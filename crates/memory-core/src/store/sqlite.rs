@@ -557,6 +557,14 @@ impl EpisodicRows for SqliteTx<'_> {
         self.count("SELECT value FROM meta WHERE name = 'episodic_live'", [])
     }
 
+    fn episodic_vectors_up_to(&mut self, space: &str, limit: i64) -> Result<i64> {
+        self.count(
+            "SELECT count(*) FROM (SELECT 1 FROM episodic_memories
+             WHERE is_deleted = 0 AND embedding_space = ?1 AND embedding IS NOT NULL LIMIT ?2)",
+            params![space, limit],
+        )
+    }
+
     fn episodic_counts(&mut self, space: Option<&str>) -> Result<EpisodicCounts> {
         // The kept counts, and the rows with a vector from their index.
         let live = self.count("SELECT value FROM meta WHERE name = 'episodic_live'", [])?;

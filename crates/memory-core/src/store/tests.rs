@@ -794,6 +794,11 @@ fn episodic_vectors_by_space(fixture: &Fixture) {
         let counts = backend.read("counting", |tx| tx.episodic_counts(space)).unwrap();
         assert_eq!((counts.live, counts.deleted, counts.with_vectors), (live, deleted, with_vectors), "{space:?}");
     }
+    // (space, counted up to, count): the tombstoned row's vector never counts.
+    for (space, limit, expected) in [("s1", 0, 0), ("s1", 1, 1), ("s1", 5, 1), ("s2", 5, 1), ("s3", 5, 0)] {
+        let counted = backend.read("counting", |tx| tx.episodic_vectors_up_to(space, limit)).unwrap();
+        assert_eq!(counted, expected, "{space} up to {limit}");
+    }
 }
 
 fn episodic_missing_vectors(fixture: &Fixture) {
@@ -1265,9 +1270,32 @@ fn postgres_keyword_hits_score_as_the_in_memory_index() {
     let backend = &*fixture.backend;
     assert!(backend.searches_keywords());
     const WORDS: &[&str] = &[
-        "deploy", "deploying", "deployed", "deployment", "server", "servers", "staging", "stage", "release",
-        "releases", "garden", "gardening", "frost", "tomato", "tomatoes", "editor", "editing", "cluster", "clusters",
-        "backup", "backups", "nightly", "weekly", "the", "and", "on",
+        "deploy",
+        "deploying",
+        "deployed",
+        "deployment",
+        "server",
+        "servers",
+        "staging",
+        "stage",
+        "release",
+        "releases",
+        "garden",
+        "gardening",
+        "frost",
+        "tomato",
+        "tomatoes",
+        "editor",
+        "editing",
+        "cluster",
+        "clusters",
+        "backup",
+        "backups",
+        "nightly",
+        "weekly",
+        "the",
+        "and",
+        "on",
     ];
     let mut state: u64 = 7;
     let mut next = |below: u64| {

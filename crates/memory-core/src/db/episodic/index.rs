@@ -72,7 +72,8 @@ impl MemoryDb {
                 return Ok(IndexAccess::Scan);
             }
         }
-        let count = tx.episodic_counts(Some(space))?.with_vectors;
+        // Counted only as far as the two thresholds below need.
+        let count = tx.episodic_vectors_up_to(space, crate::constants::EPISODIC_SCAN_MAX_ROWS as i64 + 1)?;
         if count as usize <= cairn_memory_vector::constants::AUTO_CROSSOVER {
             let index = Arc::new(build_index_from_table(tx, space, self.index_config(dim))?);
             let mut slot = self.episodic.slot.write();

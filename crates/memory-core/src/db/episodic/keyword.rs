@@ -112,7 +112,9 @@ impl MemoryDb {
                 slot.index = Some(Arc::new(index));
                 slot.revision = Some(revision);
             }
-            Some(Err(error)) => tracing::warn!(%error, "keyword index build failed; keyword search stays on the store's own index"),
+            Some(Err(error)) => {
+                tracing::warn!(%error, "keyword index build failed; keyword search stays on the store's own index")
+            }
             None => {}
         }
     }
