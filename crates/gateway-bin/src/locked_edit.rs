@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 
 use cairn_files::LockFile;
 
-use crate::settings::{ConfigError, atomic_write};
-
 /// Largest file an edit reads (a Claude Code `~/.claude.json` carries
 /// per-project state and grows large; nothing Cairn edits is near this).
 pub(crate) const MAX_EDITED_BYTES: u64 = 16 * 1024 * 1024;
@@ -78,34 +76,6 @@ impl LockedEditError {
     /// writing; `false` when the existing file could not be read.
     pub(crate) fn is_write_side(&self) -> bool {
         matches!(self, Self::Lock { .. } | Self::Busy { .. } | Self::Write { .. })
-    }
-}
-
-impl From<LockedEditError> for ConfigError {
-    fn from(error: LockedEditError) -> Self {
-        let path = error.path().to_owned();
-        let message = error.to_string();
-        match error {
-            LockedEditError::Read { source, .. } => ConfigError::Read { path, source },
-            LockedEditError::Lock { source, .. } | LockedEditError::Write { source, .. } => {
-                ConfigError::Write { path, source }
-            }
-            LockedEditError::NotRegular { .. } | LockedEditError::TooLarge { .. } => {
-                ConfigError::Read { path, source: std::io::Error::other(message) }
-            }
-            LockedEditError::Busy { .. } => ConfigError::Write { path, source: std::io::Error::other(message) },
-        }
-    }
-}
-
-impl From<LockedEditError> for crate::serve::error::ApiError {
-    fn from(error: LockedEditError) -> Self {
-        let busy = matches!(error, LockedEditError::Busy { .. });
-        let message = format!("{:#}", anyhow::Error::from(error));
-        if busy {
-            return Self::conflict("busy", message).retry_after(1);
-        }
-        Self::internal(message)
     }
 }
 
@@ -203,10 +173,8 @@ fn read_current(path: &Path) -> Result<(Option<String>, Option<std::fs::Permissi
 
 fn write(path: &Path, bytes: &[u8], mode: Option<std::fs::Permissions>) -> Result<(), LockedEditError> {
     let failed = |source| LockedEditError::Write { path: path.to_owned(), source };
-    atomic_write(path, bytes).map_err(|error| match error {
-        ConfigError::Write { source, .. } => failed(source),
-        other => failed(std::io::Error::other(other.to_string())),
-    })?;
+    std::fs::create_dir_all(cairn_files::parent_dir(path)).map_err(failed)?;
+    cairn_files::write_atomic(path, bytes).map_err(|error| failed(error.into_io()))?;
     if let Some(mode) = mode {
         std::fs::set_permissions(path, mode).map_err(failed)?;
     }

@@ -8,6 +8,8 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::locked_edit::LockedEditError;
+
 /// An API error: status, stable code, human message, optional details.
 #[derive(Debug)]
 pub(crate) struct ApiError {
@@ -186,5 +188,16 @@ fn status_code_name(status: StatusCode) -> &'static str {
         StatusCode::SERVICE_UNAVAILABLE => "unavailable",
         status if status.is_server_error() => "internal",
         _ => "refused",
+    }
+}
+
+impl From<LockedEditError> for ApiError {
+    fn from(error: LockedEditError) -> Self {
+        let busy = matches!(error, LockedEditError::Busy { .. });
+        let message = format!("{:#}", anyhow::Error::from(error));
+        if busy {
+            return Self::conflict("busy", message).retry_after(1);
+        }
+        Self::internal(message)
     }
 }
