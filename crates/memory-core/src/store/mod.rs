@@ -341,9 +341,11 @@ pub(crate) trait EpisodicText {
     /// Active rows that may contain the lower-case phrase `needle` (of the
     /// alphanumeric `words`): a superset the caller confirms on the text.
     fn episodic_quoting(&mut self, needle: &str, words: &[String]) -> Result<Vec<(i64, String)>>;
-    /// The backend's own keyword search (SQLite's FTS5): top `k` of a
-    /// sanitised query, `(id, score)` with higher better. `None` when the
-    /// backend has none; the in-memory keyword index is then always built inline.
+    /// The backend's own keyword search (SQLite's FTS5, PostgreSQL's
+    /// `episodic_keywords`): top `k` of a sanitised query, `(id, score)`
+    /// with higher better. `None` when the backend has none (then
+    /// [`Backend::searches_keywords`] is false and the in-memory keyword
+    /// index is always built inline).
     fn episodic_keyword_hits(&mut self, fts_query: &str, k: usize) -> Result<Option<Vec<(i64, f64)>>>;
 }
 
