@@ -170,7 +170,10 @@ impl Home {
     pub(crate) fn agents_dir(&self, override_dir: Option<&Path>) -> anyhow::Result<PathBuf> {
         match override_dir.map(Path::to_owned).or_else(|| self.settings.agent.agents_dir.clone()) {
             Some(dir) => Ok(dir),
-            None => Ok(dirs::home_dir()
+            None => Ok(self
+                .settings
+                .user_home
+                .clone()
                 .context("no home directory; pass --agents-dir or set agent.agents_dir")?
                 .join(".kiro/agents")),
         }
@@ -204,8 +207,9 @@ impl Home {
 
     /// How agent prompts and resources are resolved (guarded reads).
     pub(crate) fn resolve_context(&self, project: Option<&Path>) -> ResolveContext {
-        let mut context =
-            ResolveContext::new(dirs::home_dir()).with_env(std::env::vars()).with_sensitive(self.sensitive.clone());
+        let mut context = ResolveContext::new(self.settings.user_home.clone())
+            .with_env(std::env::vars())
+            .with_sensitive(self.sensitive.clone());
         if let Some(project) = self.project_dir(project) {
             context = context.with_project_dir(project);
         }

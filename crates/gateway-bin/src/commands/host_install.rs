@@ -212,7 +212,7 @@ fn claude_edits(home: &Home, args: &HostArgs, install: bool) -> anyhow::Result<V
     let (settings_path, mcp_path) = match &args.project {
         Some(dir) => (dir.join(".claude/settings.json"), dir.join(".mcp.json")),
         None => {
-            let user = dirs::home_dir().context("no home directory; pass --project")?;
+            let user = home.settings().user_home.clone().context("no home directory; pass --project")?;
             (user.join(".claude/settings.json"), user.join(".claude.json"))
         }
     };

@@ -173,9 +173,13 @@ impl SourceArgs {
 
     /// The roots: flags first, then `configured_openclaw` (the resolved
     /// `import.openclaw_workspace`), then the documented defaults.
-    pub(crate) fn roots(&self, configured_openclaw: Option<&std::path::Path>) -> anyhow::Result<ForeignRoots> {
-        let mut roots = match dirs::home_dir() {
-            Some(home) => ForeignRoots::under_user_home(&home),
+    pub(crate) fn roots(
+        &self,
+        user_home: Option<&std::path::Path>,
+        configured_openclaw: Option<&std::path::Path>,
+    ) -> anyhow::Result<ForeignRoots> {
+        let mut roots = match user_home {
+            Some(home) => ForeignRoots::under_user_home(home),
             None => ForeignRoots::default(),
         };
         if self.openclaw_workspace.is_none()
@@ -224,7 +228,8 @@ pub(crate) fn run(home: &Home, command: &ImportCommand) -> anyhow::Result<ExitCo
 }
 
 fn scan(home: &Home, args: &ScanArgs) -> anyhow::Result<ExitCode> {
-    let roots = args.sources.roots(home.settings().openclaw_workspace.as_deref())?;
+    let roots =
+        args.sources.roots(home.settings().user_home.as_deref(), home.settings().openclaw_workspace.as_deref())?;
     let selection = args.sources.selection()?;
     let db = home.open_memory()?;
     let catalog = import_catalog(home)?;
@@ -248,7 +253,8 @@ fn bar(total: u64, message: &'static str) -> Option<ProgressBar> {
 }
 
 fn apply(home: &Home, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
-    let roots = args.sources.roots(home.settings().openclaw_workspace.as_deref())?;
+    let roots =
+        args.sources.roots(home.settings().user_home.as_deref(), home.settings().openclaw_workspace.as_deref())?;
     let selection = args.sources.selection()?;
     let db = home.open_memory()?;
     let catalog = import_catalog(home)?;

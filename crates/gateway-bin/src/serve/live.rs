@@ -103,6 +103,7 @@ impl Live {
             pins: home.pins()?,
             sensitive: home.sensitive().clone(),
             skills_root: home.skills_config(&skill_sources).owned_dir(),
+            user_home: home.settings().user_home.clone(),
             write_lock: previous.map_or_else(Arc::default, |previous| Arc::clone(&previous.agents.write_lock)),
         };
         Ok(Self { home, skills, config_hooks, hook_warnings, user_hooks, context, channels, agents })

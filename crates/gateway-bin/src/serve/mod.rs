@@ -130,6 +130,8 @@ pub(crate) struct AgentsHandle {
     pub(crate) pins: Pins,
     pub(crate) sensitive: SensitivePaths,
     pub(crate) skills_root: PathBuf,
+    /// The user's home directory (`~` in agent specs).
+    pub(crate) user_home: Option<PathBuf>,
     /// One agent-spec write at a time (kept across settings reloads).
     pub(crate) write_lock: Arc<tokio::sync::Mutex<()>>,
 }

@@ -211,6 +211,9 @@ pub(crate) struct Settings {
     pub(crate) entries: Vec<Entry>,
     /// The flags these settings were resolved with.
     pub(crate) flags: Flags,
+    /// The user's home directory, looked up once here: agent specs' `~`,
+    /// the hosts' settings files and the foreign-import roots are under it.
+    pub(crate) user_home: Option<PathBuf>,
 }
 
 impl Settings {
@@ -319,6 +322,7 @@ impl Settings {
             warnings,
             entries: recorder.entries,
             flags: flags.clone(),
+            user_home: dirs::home_dir(),
         })
     }
     /// The semantic store's configuration.

@@ -137,7 +137,7 @@ pub(crate) struct Locations {
 impl Locations {
     /// The locations of `home`'s settings; `project` overrides `agent.project_dir`.
     pub(crate) fn from_home(home: &Home, project: Option<&Path>) -> anyhow::Result<Self> {
-        let user_home = dirs::home_dir();
+        let user_home = home.settings().user_home.clone();
         let project = home.project_dir(project);
         Ok(Self {
             catalog_dirs: home.agent_dirs(None, project.as_deref())?,

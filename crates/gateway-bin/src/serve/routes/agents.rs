@@ -26,7 +26,8 @@ fn load(state: &AppState) -> Result<AgentCatalog, ApiError> {
 }
 
 fn context(state: &AppState) -> ResolveContext {
-    let mut context = ResolveContext::new(dirs::home_dir()).with_sensitive(state.live().agents.sensitive.clone());
+    let mut context = ResolveContext::new(state.live().agents.user_home.clone())
+        .with_sensitive(state.live().agents.sensitive.clone());
     if let Some(project) = &state.live().agents.project_dir {
         context = context.with_project_dir(project);
     }
@@ -45,13 +46,13 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> ApiResult {
 /// The skill name a `skill://` entry manages, when it is a plain path to a
 /// `SKILL.md` under the home's skills directory (wildcards and other roots
 /// are read-only and kept where they are).
-fn managed_skill(entry: &Value, skills_root: &std::path::Path) -> Option<String> {
+fn managed_skill(entry: &Value, skills_root: &std::path::Path, user_home: Option<&std::path::Path>) -> Option<String> {
     let rest = entry.as_str()?.trim().strip_prefix("skill://")?;
     if rest.contains(['*', '?', '[', '{']) {
         return None;
     }
     let path = match rest.strip_prefix("~/") {
-        Some(relative) => dirs::home_dir()?.join(relative),
+        Some(relative) => user_home?.join(relative),
         None => PathBuf::from(rest),
     };
     let relative = path.strip_prefix(skills_root).ok()?;
@@ -63,10 +64,10 @@ fn skill_uri(skills_root: &std::path::Path, name: &str) -> String {
     format!("skill://{}/{name}/SKILL.md", skills_root.display())
 }
 
-fn managed_skills(spec: &Value, skills_root: &std::path::Path) -> Vec<String> {
+fn managed_skills(spec: &Value, skills_root: &std::path::Path, user_home: Option<&std::path::Path>) -> Vec<String> {
     spec.get("resources")
         .and_then(Value::as_array)
-        .map(|resources| resources.iter().filter_map(|entry| managed_skill(entry, skills_root)).collect())
+        .map(|resources| resources.iter().filter_map(|entry| managed_skill(entry, skills_root, user_home)).collect())
         .unwrap_or_default()
 }
 
@@ -80,7 +81,11 @@ fn detail(state: &AppState, name: &str) -> Result<Value, ApiError> {
         .map_err(|error| ApiError::conflict("agent_unresolved", error.to_string()))?;
     let mut view = crate::commands::agents::resolved_view(&resolved, &context(state));
     let editable = resolved.spec.format() == SpecFormat::Json;
-    view["skills"] = json!(managed_skills(&resolved.spec.to_json(), &state.live().agents.skills_root));
+    view["skills"] = json!(managed_skills(
+        &resolved.spec.to_json(),
+        &state.live().agents.skills_root,
+        state.live().agents.user_home.as_deref(),
+    ));
     view["editable"] = json!(editable);
     view["ok"] = json!(true);
     Ok(view)
@@ -110,11 +115,16 @@ fn validate_skill_name(name: &str) -> Result<(), ApiError> {
 /// Places `wanted` into the managed slots of `resources`, keeping every
 /// other entry where it is: slots are refilled in order, extra skills go
 /// after the last managed slot, surplus slots are removed.
-fn place_skills(resources: &mut Vec<Value>, wanted: &[String], skills_root: &std::path::Path) {
+fn place_skills(
+    resources: &mut Vec<Value>,
+    wanted: &[String],
+    skills_root: &std::path::Path,
+    user_home: Option<&std::path::Path>,
+) {
     let slots: Vec<usize> = resources
         .iter()
         .enumerate()
-        .filter(|(_, entry)| managed_skill(entry, skills_root).is_some())
+        .filter(|(_, entry)| managed_skill(entry, skills_root, user_home).is_some())
         .map(|(index, _)| index)
         .collect();
     for (slot, name) in slots.iter().zip(wanted) {
@@ -246,7 +256,12 @@ pub(crate) async fn patch_detail(
                     Some(Field::Edited(Value::Array(items))) => items.clone(),
                     _ => Vec::new(),
                 };
-                place_skills(&mut resources, skills, &state.live().agents.skills_root);
+                place_skills(
+                    &mut resources,
+                    skills,
+                    &state.live().agents.skills_root,
+                    state.live().agents.user_home.as_deref(),
+                );
                 spec.insert("resources".to_owned(), Field::Edited(Value::Array(resources)));
             }
             let mut text = serde_json::to_string_pretty(&spec).expect("JSON values serialise");
@@ -283,7 +298,7 @@ mod tests {
             json!("skill:///h/skills/**/SKILL.md"),
             json!("skill:///elsewhere/x/SKILL.md"),
         ];
-        place_skills(&mut resources, &["b".to_owned(), "a".to_owned(), "c".to_owned()], root);
+        place_skills(&mut resources, &["b".to_owned(), "a".to_owned(), "c".to_owned()], root, None);
         assert_eq!(
             resources,
             vec![
@@ -295,7 +310,7 @@ mod tests {
                 json!("skill:///elsewhere/x/SKILL.md"),
             ]
         );
-        place_skills(&mut resources, &["c".to_owned()], root);
+        place_skills(&mut resources, &["c".to_owned()], root, None);
         assert_eq!(
             resources,
             vec![
@@ -305,7 +320,7 @@ mod tests {
                 json!("skill:///elsewhere/x/SKILL.md"),
             ]
         );
-        place_skills(&mut resources, &[], root);
+        place_skills(&mut resources, &[], root, None);
         assert_eq!(resources.len(), 3);
     }
 

@@ -67,8 +67,12 @@ impl ImportRequest {
 
     /// The roots: the body's, then `configured_openclaw` (the resolved
     /// `import.openclaw_workspace`), then the documented defaults.
-    fn roots(&self, configured_openclaw: Option<&std::path::Path>) -> Result<ForeignRoots, ApiError> {
-        let mut roots = dirs::home_dir().map(|home| ForeignRoots::under_user_home(&home)).unwrap_or_default();
+    fn roots(
+        &self,
+        user_home: Option<&std::path::Path>,
+        configured_openclaw: Option<&std::path::Path>,
+    ) -> Result<ForeignRoots, ApiError> {
+        let mut roots = user_home.map(ForeignRoots::under_user_home).unwrap_or_default();
         if let Some(dir) = configured_openclaw {
             roots.openclaw_workspace = Some(dir.to_path_buf());
         }
@@ -114,7 +118,10 @@ static BACKFILL: LazyLock<Mutex<BackfillStatus>> =
 /// `POST /api/import/scan`: the dry run; nothing is written.
 pub(crate) async fn scan(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ImportRequest>) -> ApiResult {
     let sources = body.sources()?;
-    let roots = body.roots(state.live().home.settings().openclaw_workspace.as_deref())?;
+    let roots = body.roots(
+        state.live().home.settings().user_home.as_deref(),
+        state.live().home.settings().openclaw_workspace.as_deref(),
+    )?;
     let selection = body.selection()?;
     let memory = Arc::clone(&state.memory);
     let catalog = Arc::clone(&state.live().skills);
@@ -130,7 +137,10 @@ pub(crate) async fn scan(State(state): State<Arc<AppState>>, JsonBody(body): Jso
 /// the backfill of the new episodic rows.
 pub(crate) async fn apply(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ImportRequest>) -> ApiResult {
     let sources = body.sources()?;
-    let roots = body.roots(state.live().home.settings().openclaw_workspace.as_deref())?;
+    let roots = body.roots(
+        state.live().home.settings().user_home.as_deref(),
+        state.live().home.settings().openclaw_workspace.as_deref(),
+    )?;
     let selection = body.selection()?;
     let guard = Arc::clone(&state.transfer_lock).try_lock_owned().map_err(|_| {
         ApiError::conflict("transfer_in_progress", "a migration or import is already running; retry when it is done")
