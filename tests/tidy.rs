@@ -29,10 +29,10 @@ const DEBT: &[(&str, &str)] = &[
     ("rusqlite-outside-backend", "crates/memory-core/src/schema.rs"),
 ];
 
-/// Known cycles between top-level modules (rule 3), per crate: the split of
-/// gateway-bin into `main → cli → {commands, serve, mcp} → services` and
-/// the renovation of the other crates' modules remove them.
-const CYCLE_DEBT: &[(&str, &[&str])] = &[("gateway-bin", &["cli", "commands", "host", "mcp", "serve"])];
+/// Known cycles between top-level modules (rule 3), per crate: none left.
+/// A new one fails the test; the list stays for a cycle that must be
+/// recorded while it is taken apart.
+const CYCLE_DEBT: &[(&str, &[&str])] = &[];
 
 /// The file that is the SQLite backend: the only one that may name rusqlite.
 const SQLITE_BACKEND: &str = "crates/memory-core/src/store/sqlite.rs";

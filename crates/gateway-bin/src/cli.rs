@@ -1,8 +1,19 @@
-//! Command-line surface of `cairn`, parsed with clap.
+//! Command-line surface of `cairn`, parsed with clap, and the dispatch:
+//! [`run`] resolves the settings once, opens the [`Home`] and hands the
+//! subcommand to its module.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+
+use crate::commands::guard::GuardCommand;
+use crate::commands::model::ModelCommand;
+use crate::commands::{
+    agents, config, context, dashboard, embed, guard, hooks, host_hook, host_install, import, memory, model, skills,
+};
+use crate::home::Home;
+use crate::settings::{Environment, Flags, Settings};
 
 /// Cairn: long-term memory, skills, hooks and context for AI agent hosts.
 #[derive(Debug, Parser)]
@@ -24,15 +35,15 @@ pub(crate) enum Command {
     Agent(crate::commands::agents::AgentCommand),
     /// Text and path safety checks.
     #[command(subcommand)]
-    Guard(GuardCommand),
+    Guard(crate::commands::guard::GuardCommand),
     /// Hooks: check the effective hook set, run the hooks of one event.
     #[command(subcommand)]
     Hooks(crate::commands::hooks::HooksCommand),
     /// The embedding model: where it is, and downloading it.
     #[command(subcommand)]
-    Model(ModelCommand),
+    Model(crate::commands::model::ModelCommand),
     /// Embed JSONL rows (each with `id` and `text`); prints `{"id", "vector"}` per row.
-    Embed(EmbedArgs),
+    Embed(crate::commands::embed::EmbedArgs),
     /// The skill catalog: list, show, search, create, delete, seed, lint, set-inject, match; generated
     /// candidates and refinements: pending, approve, reject, archive, restore; the trail: audit.
     Skills(crate::commands::skills::SkillsArgs),
@@ -63,54 +74,44 @@ pub(crate) enum Command {
     Dashboard(crate::commands::dashboard::DashboardArgs),
 }
 
-#[derive(Debug, Subcommand)]
-pub(crate) enum ModelCommand {
-    /// Show where the model is resolved from and the download state (JSON).
-    Status(ModelStatusArgs),
-    /// Download, verify and install the default model (or re-verify the installed copy).
-    Fetch,
+/// The flags of this invocation that are settings.
+fn flags(cli: &Cli) -> Flags {
+    let mut flags = Flags { home: cli.home.clone(), ..Flags::default() };
+    match &cli.command {
+        Command::Serve(args) => args.apply(&mut flags),
+        Command::Embed(args) => flags.model_path = args.model.clone(),
+        Command::Memory(memory::MemoryCommand::Consolidate(args)) => args.llm.apply(&mut flags),
+        _ => {}
+    }
+    flags
 }
 
-#[derive(Debug, Args)]
-pub(crate) struct ModelStatusArgs {
-    /// Also re-hash the installed files against their sha256 pins.
-    #[arg(long)]
-    pub(crate) verify: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct EmbedArgs {
-    /// Input file, one JSON object per line; `-` reads standard input.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) jsonl: PathBuf,
-    /// Model folder to use (overrides CAIRN_EMBED_MODEL_PATH and the installed model).
-    #[arg(long, value_name = "DIR")]
-    pub(crate) model: Option<PathBuf>,
-    /// Rows per forward pass.
-    #[arg(long, default_value_t = 32)]
-    pub(crate) batch_size: usize,
-}
-
-#[derive(Debug, Subcommand)]
-pub(crate) enum GuardCommand {
-    /// Screen JSONL rows (each with a `text` field) and print one verdict per row.
-    Scan(ScanArgs),
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct ScanArgs {
-    /// What to look for.
-    #[arg(long, value_enum)]
-    pub(crate) kind: ScanKind,
-    /// Input file, one JSON object per line; `-` reads standard input.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) jsonl: PathBuf,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ScanKind {
-    /// Prompt-injection screen.
-    Injection,
-    /// Credential and exfiltration-URL redaction.
-    Secrets,
+pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::Guard(GuardCommand::Scan(args)) = &cli.command {
+        return guard::scan(args);
+    }
+    let settings = Settings::load(&flags(&cli), &Environment::capture())?;
+    // `config show` reports the warnings itself.
+    if !matches!(cli.command, Command::Config(_)) {
+        settings.warn();
+    }
+    let home = Home::new(settings);
+    match &cli.command {
+        Command::Agent(command) => agents::run(&home, command),
+        Command::Guard(GuardCommand::Scan(args)) => guard::scan(args),
+        Command::Hooks(command) => hooks::run(&home, command),
+        Command::Memory(command) => memory::run(&home, command),
+        Command::Context(command) => context::run(&home, command),
+        Command::Config(command) => config::run(&home, command),
+        Command::Model(ModelCommand::Status(args)) => model::status(&home, args),
+        Command::Model(ModelCommand::Fetch) => model::fetch(&home),
+        Command::Embed(args) => embed::embed(&home, args),
+        Command::Skills(args) => skills::run(&home, args),
+        Command::Serve(args) => crate::serve::run(&home, args),
+        Command::Mcp(command) => crate::mcp::run(&home, command),
+        Command::Hook(args) => host_hook::run(&home, args),
+        Command::Host(command) => host_install::run(&home, command),
+        Command::Import(command) => import::run(&home, command),
+        Command::Dashboard(args) => dashboard::run(&home, args),
+    }
 }

@@ -6,9 +6,12 @@ mod commands;
 mod dashboard;
 mod home;
 mod host;
+mod instance;
+mod llm;
 mod locked_edit;
 mod logging;
 mod mcp;
+mod model;
 mod serve;
 mod settings;
 mod skills_audit;
@@ -18,7 +21,7 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     logging::init();
-    match commands::run(cli) {
+    match cli::run(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");

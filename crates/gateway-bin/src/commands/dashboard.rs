@@ -21,8 +21,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use crate::home::Home;
-use crate::serve::auth::TOKEN_FILE_NAME;
-use crate::serve::instance::ADDRESS_FILE_NAME;
+use crate::instance::{ADDRESS_FILE_NAME, TOKEN_FILE_NAME};
 
 /// Largest port file or token file read.
 const MAX_SMALL_FILE_BYTES: u64 = 4_096;

@@ -2,14 +2,28 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use cairn_embedder::{EmbeddingBackend, ModelInfo, ModelManager};
+use clap::Args;
 use serde_json::{Value, json};
 
-use crate::cli::EmbedArgs;
 use crate::home::Home;
+
+#[derive(Debug, Args)]
+pub(crate) struct EmbedArgs {
+    /// Input file, one JSON object per line; `-` reads standard input.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) jsonl: PathBuf,
+    /// Model folder to use (overrides CAIRN_EMBED_MODEL_PATH and the installed model).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) model: Option<PathBuf>,
+    /// Rows per forward pass.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) batch_size: usize,
+}
 
 /// A row waiting in the current batch: its output slot and its text.
 struct Pending {

@@ -2,12 +2,36 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::cli::{ScanArgs, ScanKind};
+#[derive(Debug, Subcommand)]
+pub(crate) enum GuardCommand {
+    /// Screen JSONL rows (each with a `text` field) and print one verdict per row.
+    Scan(ScanArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ScanArgs {
+    /// What to look for.
+    #[arg(long, value_enum)]
+    pub(crate) kind: ScanKind,
+    /// Input file, one JSON object per line; `-` reads standard input.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) jsonl: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ScanKind {
+    /// Prompt-injection screen.
+    Injection,
+    /// Credential and exfiltration-URL redaction.
+    Secrets,
+}
 
 /// Reads rows with a `text` field and prints one verdict object per input
 /// line, in input order. A malformed line yields an error object for that

@@ -18,7 +18,7 @@ use cairn_memory_core::{Consolidator, ConsolidatorConfig, MemoryError, Transcrip
 use serde_json::json;
 
 use crate::home::Home;
-use crate::serve::llm::{LlmClient, LlmSummarizer};
+use crate::llm::{LlmClient, LlmSummarizer};
 
 /// `cairn memory consolidate`
 #[derive(Debug, clap::Args)]
@@ -30,7 +30,7 @@ pub(crate) struct ConsolidateArgs {
     #[arg(long, value_name = "FILE.jsonl")]
     pub(crate) transcript: PathBuf,
     #[command(flatten)]
-    pub(crate) llm: crate::serve::LlmArgs,
+    pub(crate) llm: crate::llm::LlmArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,

@@ -8,8 +8,23 @@ use anyhow::Context as _;
 use cairn_embedder::manager::{DownloadStep, ModelManager, RetryPolicy};
 use serde_json::json;
 
-use crate::cli::ModelStatusArgs;
 use crate::home::Home;
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ModelCommand {
+    /// Show where the model is resolved from and the download state (JSON).
+    Status(ModelStatusArgs),
+    /// Download, verify and install the default model (or re-verify the installed copy).
+    Fetch,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ModelStatusArgs {
+    /// Also re-hash the installed files against their sha256 pins.
+    #[arg(long)]
+    pub(crate) verify: bool,
+}
 
 /// How often `fetch` looks at the download status.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);

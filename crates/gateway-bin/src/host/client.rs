@@ -14,8 +14,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 
 use crate::home::Home;
-use crate::serve::auth::TOKEN_FILE_NAME;
-use crate::serve::instance::{ADDRESS_FILE_NAME, LOCK_FILE_NAME, read_address};
+use crate::instance::{ADDRESS_FILE_NAME, LOCK_FILE_NAME, TOKEN_FILE_NAME, read_address};
 
 /// Longest token file read.
 const MAX_SMALL_FILE_BYTES: u64 = 256;

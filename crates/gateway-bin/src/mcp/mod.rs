@@ -41,7 +41,7 @@ use rmcp::model::{CallToolRequestParams, Implementation, ServerCapabilities, Ser
 use self::proxy::{McpProxy, ToolCallAnswer};
 
 use crate::home::{Home, SkillSources};
-use crate::serve::model::ModelLifecycle;
+use crate::model::ModelLifecycle;
 
 pub(crate) use tools::{CairnMcp, TOOL_NAMES};
 

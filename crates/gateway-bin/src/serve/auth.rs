@@ -13,9 +13,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+pub(crate) use crate::instance::TOKEN_FILE_NAME;
 
-/// The token file's name inside the home.
-pub(crate) const TOKEN_FILE_NAME: &str = "server.token";
 /// Header carrying the token, besides `Authorization: Bearer`.
 pub(crate) const TOKEN_HEADER: &str = "x-cairn-token";
 /// Cookie carrying the token.

@@ -8,11 +8,8 @@ pub(crate) mod auth;
 pub(crate) mod error;
 mod heap;
 pub(crate) mod heartbeat;
-pub(crate) mod instance;
 pub(crate) mod listener;
 pub(crate) mod live;
-pub(crate) mod llm;
-pub(crate) mod model;
 pub(crate) mod pool;
 mod routes;
 pub(crate) mod sessions;
@@ -34,11 +31,11 @@ use tokio::sync::watch;
 
 use self::auth::ApiToken;
 use self::heartbeat::{HeartbeatStatus, Job};
-use self::llm::LlmClient;
-use self::model::ModelLifecycle;
 use self::pool::{EmbedPool, PoolError};
 use self::sessions::Sessions;
 use crate::home::Home;
+use crate::llm::{LlmArgs, LlmClient};
+use crate::model::ModelLifecycle;
 use crate::settings::{Flags, MemorySettings};
 
 /// Vectors the backfill job computes per heartbeat tick.
@@ -96,30 +93,6 @@ impl ServeArgs {
         flags.model_url = self.model_url.clone();
         flags.skip_download = self.skip_download;
         self.llm.apply(flags);
-    }
-}
-
-/// The OpenAI-compatible endpoint used for consolidation; flags win over
-/// the environment, which wins over `llm` in config.json.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct LlmArgs {
-    /// OpenAI-compatible API base URL (e.g. http://127.0.0.1:11434/v1). Env: CAIRN_LLM_BASE_URL.
-    #[arg(long, value_name = "URL")]
-    pub(crate) llm_base_url: Option<String>,
-    /// Chat model name. Env: CAIRN_LLM_MODEL.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) llm_model: Option<String>,
-    /// API key sent as a bearer token (prefer the environment: CAIRN_LLM_API_KEY).
-    #[arg(long, value_name = "KEY")]
-    pub(crate) llm_api_key: Option<String>,
-}
-
-impl LlmArgs {
-    /// Copies these flags into `flags`.
-    pub(crate) fn apply(&self, flags: &mut Flags) {
-        flags.llm_base_url = self.llm_base_url.clone();
-        flags.llm_model = self.llm_model.clone();
-        flags.llm_api_key = self.llm_api_key.clone();
     }
 }
 
@@ -183,7 +156,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
              (or set server.allow_non_loopback in config.json) to expose the API to the network"
         );
     }
-    let instance = instance::InstanceLock::acquire(&home)?;
+    let instance = crate::instance::InstanceLock::acquire(&home)?;
     let (token, token_path) = ApiToken::load_or_create(&home)?;
 
     let lifecycle = Arc::new(ModelLifecycle::new(ModelManager::new(home_ctx.model_manager_config())));
@@ -408,7 +381,7 @@ const HOME_CHECK: Duration = Duration::from_secs(2);
 /// Resolves once the home's instance lock file is gone (the home was
 /// deleted): a gateway started for a home that no longer exists stops.
 async fn home_removed(home: PathBuf) {
-    let lock = home.join(instance::LOCK_FILE_NAME);
+    let lock = home.join(crate::instance::LOCK_FILE_NAME);
     loop {
         tokio::time::sleep(HOME_CHECK).await;
         if !lock.exists() {

@@ -36,7 +36,7 @@ use serde_json::Value;
 
 use crate::home::Home;
 
-use super::llm::{LlmClient, LlmSummarizer};
+use crate::llm::{LlmClient, LlmSummarizer};
 
 /// Serialises posts to one session without holding a thread while a post
 /// waits for the one before it.

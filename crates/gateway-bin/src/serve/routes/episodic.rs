@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 
 use super::forget::ScopeQuery;
 use super::{ApiResult, blocking, pooled};
+use crate::model::Loaded;
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody, memory_error};
-use crate::serve::model::Loaded;
 
 /// Largest page of the episodic list.
 const MAX_PAGE: usize = 500;

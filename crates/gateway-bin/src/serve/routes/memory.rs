@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiResult, blocking, pooled};
+use crate::model::{EnableError, Phase};
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody, memory_error};
-use crate::serve::model::{EnableError, Phase};
 use crate::settings::persist_memory_settings;
 
 /// Largest `limit` a list or search accepts.

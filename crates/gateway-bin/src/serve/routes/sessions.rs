@@ -15,9 +15,9 @@ use serde_json::json;
 
 use super::{ApiResult, pooled};
 use crate::clock::now_ms;
+use crate::llm::LlmCompressor;
 use crate::serve::AppState;
 use crate::serve::error::{ApiError, JsonBody, memory_error};
-use crate::serve::llm::LlmCompressor;
 
 /// Longest session key.
 const MAX_KEY_CHARS: usize = 128;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use cairn_memory_core::{Summarizer, SummarizerError};
 
-use crate::settings::LlmSection;
+use crate::settings::{Flags, LlmSection};
 
 /// First delay between retries; doubles per retry.
 const RETRY_BASE: Duration = Duration::from_millis(500);
@@ -220,6 +220,30 @@ impl cairn_context::Compressor for LlmCompressor {
             cairn_context::ContextError::Source { what: "thread compression", message: error.to_string() }
         })?;
         Ok(summary.chars().take(budget_chars).collect())
+    }
+}
+
+/// The OpenAI-compatible endpoint used for consolidation; flags win over
+/// the environment, which wins over `llm` in config.json.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct LlmArgs {
+    /// OpenAI-compatible API base URL (e.g. http://127.0.0.1:11434/v1). Env: CAIRN_LLM_BASE_URL.
+    #[arg(long, value_name = "URL")]
+    pub(crate) llm_base_url: Option<String>,
+    /// Chat model name. Env: CAIRN_LLM_MODEL.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) llm_model: Option<String>,
+    /// API key sent as a bearer token (prefer the environment: CAIRN_LLM_API_KEY).
+    #[arg(long, value_name = "KEY")]
+    pub(crate) llm_api_key: Option<String>,
+}
+
+impl LlmArgs {
+    /// Copies these flags into `flags`.
+    pub(crate) fn apply(&self, flags: &mut Flags) {
+        flags.llm_base_url = self.llm_base_url.clone();
+        flags.llm_model = self.llm_model.clone();
+        flags.llm_api_key = self.llm_api_key.clone();
     }
 }
 

@@ -2,7 +2,8 @@
 //! held for the life of the process (the kernel drops it when the process
 //! ends, a crash included), and the bound address in `<home>/serve.address`
 //! so a second server can say which one is running. CLI commands never take
-//! the lock.
+//! the lock. Hooks, MCP sessions and the dashboard command find a running
+//! server through these files and the token file beside them.
 
 use std::fs::File;
 use std::io::Read as _;
@@ -11,6 +12,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use cairn_files::LockFile;
+
+/// The token file's name inside the home (written by the server's auth).
+pub(crate) const TOKEN_FILE_NAME: &str = "server.token";
 
 /// The lock file inside the home.
 pub(crate) const LOCK_FILE_NAME: &str = "serve.lock";
