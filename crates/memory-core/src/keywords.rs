@@ -91,6 +91,7 @@ pub(crate) fn fts_query(text: &str, max_terms: usize, only_stopwords: OnlyStopwo
 }
 
 /// The words of a query [`fts_query`] made, unquoted.
+#[cfg(any(test, feature = "postgres"))]
 pub(crate) fn fts_query_words(query: &str) -> impl Iterator<Item = &str> {
     query.split(" OR ").map(|term| term.trim_matches('"')).filter(|word| !word.is_empty())
 }

@@ -265,16 +265,18 @@ impl MemoryDb {
     }
 
     /// Opens a store held in memory only (gone with the process), behind
-    /// the same seam: for tests of code built on this crate.
-    #[cfg(test)]
-    pub(crate) fn open_in_memory(config: MemoryConfig) -> Result<Self> {
+    /// the same seam as SQLite and PostgreSQL: for tests of code built on
+    /// this crate (feature `in-memory`). It writes no file: no index
+    /// snapshot, no Markdown layer.
+    #[cfg(any(test, feature = "in-memory"))]
+    pub fn open_in_memory(config: MemoryConfig) -> Result<Self> {
         let backend = Arc::new(crate::store::memory::MemoryBackend::default());
         Self::open_remote(PathBuf::new(), backend, "memory", crate::schema::SCHEMA_VERSION, &config)
     }
 
     /// A store on `backend` (named `kind`, at `schema_version`), `path`
     /// being where its `memory.db` would be.
-    #[cfg(any(test, feature = "postgres"))]
+    #[cfg(any(test, feature = "postgres", feature = "in-memory"))]
     fn open_remote(
         path: PathBuf,
         backend: Arc<dyn Backend>,

@@ -13,12 +13,13 @@
 //!
 //! Backends: SQLite (`memory.db`, [`sqlite::SqliteTx`], what
 //! `MemoryDb` runs on), an in-memory one that proves the seam in
-//! tests ([`memory`]), and PostgreSQL, for many gateways on one store
+//! tests and serves other crates' tests (`memory`, feature `in-memory`),
+//! and PostgreSQL, for many gateways on one store
 //! ([`postgres`], tested against a real server).
 
 #[cfg(test)]
 pub(crate) mod db_tests;
-#[cfg(test)]
+#[cfg(any(test, feature = "in-memory"))]
 pub(crate) mod memory;
 #[cfg(test)]
 mod pg_concurrency_tests;
