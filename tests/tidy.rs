@@ -21,7 +21,6 @@ use std::process::Command;
 /// removes them.
 const DEBT: &[(&str, &str)] = &[
     ("home-directory", "crates/guard/src/paths.rs"),
-    ("environment", "crates/host/src/lib.rs"),
     ("rusqlite-outside-backend", "crates/memory-core/src/db/mod.rs"),
     ("rusqlite-outside-backend", "crates/memory-core/src/error.rs"),
     ("rusqlite-outside-backend", "crates/memory-core/src/files/index.rs"),

@@ -109,6 +109,8 @@ pub struct Config {
     skill_paths: Vec<PathBuf>,
     project_dir: Option<PathBuf>,
     agent: Option<(String, PathBuf)>,
+    user_home: Option<PathBuf>,
+    environment: Vec<(String, String)>,
     model_window: Option<u64>,
 }
 
@@ -123,6 +125,8 @@ impl std::fmt::Debug for Config {
             .field("skill_paths", &self.skill_paths)
             .field("project_dir", &self.project_dir)
             .field("agent", &self.agent)
+            .field("user_home", &self.user_home)
+            .field("environment", &self.environment.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .field("model_window", &self.model_window)
             .finish_non_exhaustive()
     }
@@ -143,6 +147,8 @@ impl Config {
             skill_paths: Vec::new(),
             project_dir: None,
             agent: None,
+            user_home: None,
+            environment: Vec::new(),
             model_window: None,
         }
     }
@@ -200,6 +206,23 @@ impl Config {
         self
     }
 
+    /// The user's home directory: what `~/` means in an agent spec's
+    /// resources and steering. Cairn does not look it up itself.
+    #[must_use]
+    pub fn user_home(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.user_home = Some(dir.into());
+        self
+    }
+
+    /// The variables an agent spec's prompt may name (`$NAME`, `${NAME}`);
+    /// a name not given here makes the spec an error. Cairn reads no
+    /// environment itself: pass `std::env::vars()` to offer the process's.
+    #[must_use]
+    pub fn environment(mut self, variables: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.environment = variables.into_iter().collect();
+        self
+    }
+
     /// The model's context window in tokens; section caps scale with it.
     #[must_use]
     pub fn model_window(mut self, tokens: u64) -> Self {
@@ -254,8 +277,8 @@ impl Cairn {
         let agent = match &config.agent {
             Some((name, agents_dir)) => {
                 let mut dirs = AgentDirs::user(agents_dir);
-                let mut resolve = ResolveContext::new(std::env::var_os("HOME").map(PathBuf::from))
-                    .with_env(std::env::vars())
+                let mut resolve = ResolveContext::new(config.user_home.clone())
+                    .with_env(config.environment.clone())
                     .with_sensitive(sensitive.clone());
                 if let Some(project) = &config.project_dir {
                     dirs = dirs.with_project(project);

@@ -190,3 +190,42 @@ fn an_agents_prompt_file_cannot_read_the_homes_own_stores_and_settings() {
         }
     }
 }
+
+#[test]
+fn an_agent_spec_sees_only_the_user_home_and_the_variables_it_is_given() {
+    let home = tempfile::tempdir().unwrap();
+    let agents = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    std::fs::create_dir(user.path().join("notes")).unwrap();
+    std::fs::write(user.path().join("notes/prompt.md"), "You answer from the team notes.").unwrap();
+    // (spec, its prompt)
+    let specs = [("by-variable", "file://${NOTES}/prompt.md"), ("by-tilde", "file://~/notes/prompt.md")];
+    for (name, prompt) in specs {
+        let spec = serde_json::json!({"name": name, "prompt": prompt});
+        std::fs::write(agents.path().join(format!("{name}.json")), spec.to_string()).unwrap();
+    }
+    let prompt_of = |config: Config| Cairn::open(config).unwrap().session_context("s-1", "").unwrap().text;
+    let notes = user.path().join("notes").display().to_string();
+    enum Given {
+        Nothing,
+        Variable,
+        UserHome,
+    }
+    // (agent, what the config is given, whether the prompt is read)
+    let cases = [
+        ("by-variable", Given::Nothing, false),
+        ("by-variable", Given::Variable, true),
+        ("by-tilde", Given::Nothing, false),
+        ("by-tilde", Given::UserHome, true),
+    ];
+    for (agent, given, read) in cases {
+        let config = Config::new(home.path()).agent(agent, agents.path());
+        let config = match given {
+            Given::Nothing => config,
+            Given::Variable => config.environment([("NOTES".to_owned(), notes.clone())]),
+            Given::UserHome => config.user_home(user.path()),
+        };
+        let text = prompt_of(config);
+        assert_eq!(text.contains("You answer from the team notes."), read, "{agent}: {text}");
+    }
+}
