@@ -14,6 +14,7 @@ use std::sync::mpsc::Receiver;
 use parking_lot::{Mutex, RwLock};
 
 use crate::bm25::Bm25Index;
+use crate::constants::KEYWORD_INLINE_BUILD;
 use crate::error::Result;
 use crate::store::{Counter, StoreTx};
 
@@ -25,14 +26,35 @@ pub(crate) struct Slot {
     pub(crate) building: bool,
 }
 
+/// The keyword index a search may use.
+pub(crate) enum KeywordAccess {
+    Ready(Arc<Bm25Index>),
+    /// None yet: the backend's own keyword index answers meanwhile. With
+    /// `start`, no build runs and the caller starts one
+    /// ([`MemoryDb::start_keyword_build`](crate::db::MemoryDb)) once it
+    /// has its answer, so the build's reads of every text do not compete
+    /// with the search that found the index missing.
+    Own {
+        start: bool,
+    },
+}
+
 /// A finished build: the index and the text revision it reflects.
 type Built = Result<(Bm25Index, i64)>;
 
 /// Per-store keyword index state.
-#[derive(Default)]
 pub(crate) struct KeywordState {
     pub(crate) slot: RwLock<Slot>,
     pub(crate) pending: Mutex<Option<Receiver<Built>>>,
+    /// Up to how many active rows a missing index is built inline
+    /// ([`KEYWORD_INLINE_BUILD`]; lower in tests).
+    pub(crate) inline_build_rows: usize,
+}
+
+impl Default for KeywordState {
+    fn default() -> Self {
+        Self { slot: RwLock::default(), pending: Mutex::default(), inline_build_rows: KEYWORD_INLINE_BUILD }
+    }
 }
 
 /// What the keyword index holds for a row: its text and its tags.

@@ -244,3 +244,42 @@ fn a_search_records_last_accessed_in_a_batch_that_the_store_writes_when_it_close
         ]
     );
 }
+
+/// A search that finds no keyword index on a store too large to index
+/// inline answers from the store's own keyword index (FTS5 here) and then
+/// starts the in-memory build, so the build's reads of every text do not
+/// compete with the search that found it missing.
+#[test]
+fn a_search_without_a_keyword_index_answers_from_the_store_and_then_starts_the_build() {
+    let home = tempfile::tempdir().unwrap();
+    let open = || {
+        let mut db = MemoryDb::open_in_home(home.path(), MemoryConfig::default())
+            .unwrap()
+            .with_embedder(Arc::new(HashEmbedder::new(64)));
+        db.episodic.keywords.inline_build_rows = 10;
+        db
+    };
+    let db = open();
+    let words = ["gull", "anchor", "lantern", "rope", "tide", "mast", "cargo", "pier", "buoy", "crane"];
+    let mut inserted = 0;
+    for (i, first) in words.iter().enumerate() {
+        for second in &words[i + 1..] {
+            let text = format!("The ferry by the harbour carried a {first} and a {second}");
+            // Not embedded: the hash embedder would find some near duplicates.
+            if let EpisodicOutcome::Inserted { .. } =
+                db.write_episodic(&NewEpisode::new(text).defer_embedding(true)).unwrap()
+            {
+                inserted += 1;
+            }
+        }
+    }
+    assert!(inserted > 10, "{inserted} rows: more than the inline build takes");
+    drop(db);
+
+    let db = open();
+    assert_eq!(db.keyword_index_len(), None, "nothing loaded on open");
+    let hits = db.search_episodic(&EpisodicQuery::new("ferry harbour").mode(RetrievalMode::Keyword).limit(5)).unwrap();
+    assert_eq!(hits.len(), 5, "answered from FTS5 while the index is missing");
+    db.wait_for_keyword_index();
+    assert_eq!(db.keyword_index_len(), Some(inserted), "the search started the build");
+}

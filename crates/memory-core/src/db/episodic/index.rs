@@ -9,6 +9,7 @@ use crate::episodic::index::{
     IndexAccess, LoadedIndex, SPACE_SETTING, Slot, active_vector_ids, build_index_from_table, index_error,
     load_or_build_index, load_vectors, snapshot_signature, wait_ready,
 };
+use crate::episodic::keyword::KeywordAccess;
 use crate::episodic::{
     BackfillProgress, BackfillReport, BackfillStep, EpisodicIndexStatus, ReembedProgress, ReembedStep,
 };
@@ -347,7 +348,9 @@ impl MemoryDb {
         let (text_revision, revision) = self.rows().read("reading the revisions", |tx| {
             Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?))
         })?;
-        self.keyword_index_for_read(text_revision)?;
+        if let KeywordAccess::Own { start: true } = self.keyword_index_for_read(text_revision)? {
+            self.start_keyword_build();
+        }
         if let Some(embedder) = self.embedder().filter(|embedder| embedder.is_ready()) {
             self.index_for_read(revision, &space_signature(&*embedder), embedder.dim())?;
         }
@@ -363,7 +366,9 @@ impl MemoryDb {
         let (text_revision, revision) = self.rows().read("reading the revisions", |tx| {
             Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?))
         })?;
-        self.keyword_index_for_read(text_revision)?;
+        if let KeywordAccess::Own { start: true } = self.keyword_index_for_read(text_revision)? {
+            self.start_keyword_build();
+        }
         if let Some(embedder) = self.embedder() {
             self.index_for_read(revision, &space_signature(&*embedder), embedder.dim())?;
         }

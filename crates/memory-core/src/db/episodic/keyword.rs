@@ -1,10 +1,8 @@
 //! The episodic keyword index on [`MemoryDb`], kept in step with the
 //! rows; its state and document form are in [`crate::episodic::keyword`].
 
-use crate::bm25::Bm25Index;
-use crate::constants::KEYWORD_INLINE_BUILD;
 use crate::db::MemoryDb;
-use crate::episodic::keyword::{Slot, build, document, load_documents};
+use crate::episodic::keyword::{KeywordAccess, Slot, build, document, load_documents};
 use crate::error::Result;
 use crate::store::{Counter, StoreTx};
 use std::collections::HashSet;
@@ -14,19 +12,19 @@ use std::time::Duration;
 
 impl MemoryDb {
     /// The keyword index in step with `revision` (the caller's snapshot),
-    /// brought there under the episodic lock; `None` while a first build
-    /// runs in the background (search the backend's own keyword index instead).
-    pub(crate) fn keyword_index_for_read(&self, revision: i64) -> Result<Option<Arc<Bm25Index>>> {
+    /// brought there under the episodic lock; [`KeywordAccess::Own`] while
+    /// there is none yet (search the backend's own keyword index instead).
+    pub(crate) fn keyword_index_for_read(&self, revision: i64) -> Result<KeywordAccess> {
         self.collect_keyword_build();
         {
             let slot = self.episodic.keywords.slot.read();
             if slot.revision == Some(revision)
                 && let Some(index) = &slot.index
             {
-                return Ok(Some(Arc::clone(index)));
+                return Ok(KeywordAccess::Ready(Arc::clone(index)));
             }
             if slot.building {
-                return Ok(None);
+                return Ok(KeywordAccess::Own { start: false });
             }
         }
         let _episodic = self.lock_episodic();
@@ -36,16 +34,17 @@ impl MemoryDb {
     /// Brings the index in step with the table through `tx` (the caller
     /// holds the episodic lock), building it when missing: inline when
     /// small, when `inline`, or when the backend has no keyword index of its
-    /// own to search meanwhile; else on a background thread.
-    pub(crate) fn keywords_locked(&self, tx: &mut dyn StoreTx, inline: bool) -> Result<Option<Arc<Bm25Index>>> {
+    /// own to search meanwhile; else on a background thread that the
+    /// caller starts ([`KeywordAccess::Own`]).
+    pub(crate) fn keywords_locked(&self, tx: &mut dyn StoreTx, inline: bool) -> Result<KeywordAccess> {
         let revision = tx.revision(Counter::EpisodicText)?;
         let existing = {
             let slot = self.episodic.keywords.slot.read();
             if slot.building {
-                return Ok(None);
+                return Ok(KeywordAccess::Own { start: false });
             }
             match &slot.index {
-                Some(index) if slot.revision == Some(revision) => return Ok(Some(Arc::clone(index))),
+                Some(index) if slot.revision == Some(revision) => return Ok(KeywordAccess::Ready(Arc::clone(index))),
                 Some(index) => Some(Arc::clone(index)),
                 None => None,
             }
@@ -58,21 +57,22 @@ impl MemoryDb {
                 load_documents(tx, Some(&missing))
             })?;
             self.episodic.keywords.slot.write().revision = Some(revision);
-            return Ok(Some(index));
+            return Ok(KeywordAccess::Ready(index));
         }
         let count = tx.episodic_live_count()?;
-        if inline || count as usize <= KEYWORD_INLINE_BUILD || !self.has_own_keyword_index() {
+        if inline || count as usize <= self.episodic.keywords.inline_build_rows || !self.has_own_keyword_index() {
             let (index, revision) = build(tx)?;
             let index = Arc::new(index);
             *self.episodic.keywords.slot.write() =
                 Slot { index: Some(Arc::clone(&index)), revision: Some(revision), building: false };
-            return Ok(Some(index));
+            return Ok(KeywordAccess::Ready(index));
         }
-        self.start_keyword_build();
-        Ok(None)
+        Ok(KeywordAccess::Own { start: true })
     }
 
-    fn start_keyword_build(&self) {
+    /// Starts building the keyword index on a background thread, unless a
+    /// build runs already.
+    pub(crate) fn start_keyword_build(&self) {
         {
             let mut slot = self.episodic.keywords.slot.write();
             if slot.building {

@@ -6,6 +6,7 @@ use crate::clock::now_ms;
 use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
 use crate::db::MemoryDb;
 use crate::episodic::index::{IndexAccess, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits};
+use crate::episodic::keyword::KeywordAccess;
 use crate::episodic::search::{
     Candidate, FILTERED_PROBES, ListPositions, fetch_rows, rank, read_neighbours, sanitize_fts_query, scan,
 };
@@ -172,13 +173,21 @@ impl MemoryDb {
                 };
                 let k = k * factor;
                 let hits = match self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)? {
-                    Some(index) => {
+                    KeywordAccess::Ready(index) => {
                         let terms = bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS);
                         bm25_ceiling = Some(index.ceiling(&terms));
                         index.search(&terms, k).into_iter().map(|(id, score)| (id as i64, score)).collect()
                     }
-                    // Only a backend with its own keyword index builds the in-memory one in the background.
-                    None => tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default(),
+                    // Only a backend with its own keyword index builds the
+                    // in-memory one in the background, started once this
+                    // search has its answer.
+                    KeywordAccess::Own { start } => {
+                        let hits = tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default();
+                        if start {
+                            self.start_keyword_build();
+                        }
+                        hits
+                    }
                 };
                 for (rank, (id, bm25)) in hits.into_iter().enumerate() {
                     by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
