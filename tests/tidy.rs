@@ -21,11 +21,7 @@ use std::process::Command;
 /// removes them.
 const DEBT: &[(&str, &str)] = &[
     ("home-directory", "crates/guard/src/paths.rs"),
-    ("rusqlite-outside-backend", "crates/memory-core/src/db/mod.rs"),
-    ("rusqlite-outside-backend", "crates/memory-core/src/error.rs"),
     ("rusqlite-outside-backend", "crates/memory-core/src/files/index.rs"),
-    ("rusqlite-outside-backend", "crates/memory-core/src/integrity.rs"),
-    ("rusqlite-outside-backend", "crates/memory-core/src/schema.rs"),
 ];
 
 /// Known cycles between top-level modules (rule 3), per crate: none left.
@@ -33,8 +29,8 @@ const DEBT: &[(&str, &str)] = &[
 /// recorded while it is taken apart.
 const CYCLE_DEBT: &[(&str, &[&str])] = &[];
 
-/// The file that is the SQLite backend: the only one that may name rusqlite.
-const SQLITE_BACKEND: &str = "crates/memory-core/src/store/sqlite.rs";
+/// The folder of the SQLite backend: the only code that may name rusqlite.
+const SQLITE_BACKEND: &str = "crates/memory-core/src/store/sqlite/";
 
 /// The crate that is a binary: it owns the process, its environment and
 /// its home directory.
@@ -174,7 +170,7 @@ fn library_violations(path: &str, text: &str) -> BTreeSet<(String, String)> {
         if line.contains("home_dir(") {
             found.insert(("home-directory".to_owned(), path.to_owned()));
         }
-        if line.contains("rusqlite") && path != SQLITE_BACKEND {
+        if line.contains("rusqlite") && !path.starts_with(SQLITE_BACKEND) {
             found.insert(("rusqlite-outside-backend".to_owned(), path.to_owned()));
         }
     }

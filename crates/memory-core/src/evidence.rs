@@ -120,7 +120,7 @@ mod tests {
         {
             let connection = rusqlite::Connection::open(&path).unwrap();
             for index in 0..7 {
-                connection.execute_batch(crate::schema::migration(index)).unwrap();
+                connection.execute_batch(crate::store::sqlite::schema::migration(index)).unwrap();
             }
             connection.pragma_update(None, "user_version", 7).unwrap();
             connection

@@ -59,13 +59,11 @@ mod export;
 mod files;
 mod foreign;
 mod forget;
-mod integrity;
 mod jsonl;
 mod keywords;
 mod lessons;
 mod migrate;
 mod restore;
-mod schema;
 mod scope;
 mod search;
 mod semantic;
@@ -111,15 +109,15 @@ pub use forget::{
     FORGOTTEN_CONTAINMENT, ForgetCounts, ForgetReport, ForgetRequest, ForgottenItem, MIN_CONTAINMENT_SHINGLES,
     forget_memory,
 };
-pub use integrity::{RepairReport, TableSalvage, checkpoint_wal, repair_database};
 pub use jsonl::{JsonlLessonStore, LessonBook};
 pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,
 };
 pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_at_start, migrate_from_markdown};
 pub use restore::{RESTORE_STAGING_DIR, RestoreStep, restore_memory, restore_memory_interrupted};
-pub use schema::SCHEMA_VERSION;
 pub use scope::{GLOBAL_SCOPE, PROJECT_KEY_PREFIX, ProjectRule, Scope, ScopeFilter, project_named, project_of};
+pub use store::sqlite::integrity::{RepairReport, TableSalvage, checkpoint_wal, repair_database};
+pub use store::sqlite::schema::SCHEMA_VERSION;
 pub use transcript::{StoredMessage, ToolCall, TranscriptAppend, TranscriptMessage, TranscriptState};
 pub use types::{
     DeleteOutcome, Evidence, MemoryAuditAction, MemoryAuditEvent, MemoryStats, SemanticEntry, SemanticHit, SkipReason,

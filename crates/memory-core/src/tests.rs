@@ -633,15 +633,16 @@ fn search_snapshot_follows_writes_from_another_instance() {
 fn the_keyword_fallback_drops_words_most_rows_hold() {
     let (_home, db) = open();
     let rows = constants::FTS_COMMON_TERM_ROWS + 10;
-    db.write("filling", |tx| {
+    let mut connection = rusqlite::Connection::open(db.path()).unwrap();
+    let tx = connection.transaction().unwrap();
+    {
         let mut statement = tx.prepare("INSERT INTO episodic_memories (text, created_at) VALUES (?1, 0)").unwrap();
         for i in 0..rows {
             let text = if i % 1_000 == 7 { format!("weekly standup moved, entry {i}") } else { format!("entry {i}") };
             statement.execute([text]).unwrap();
         }
-        Ok(())
-    })
-    .unwrap();
+    }
+    tx.commit().unwrap();
     let hits =
         |query: &str| db.rows().read("searching", |tx| Ok(tx.episodic_keyword_hits(query, 50)?.unwrap())).unwrap();
     let found = hits("\"entry\" OR \"standup\"");

@@ -15,16 +15,14 @@ use std::time::Duration;
 
 use cairn_embedder::EmbeddingBackend;
 use parking_lot::{Mutex, RwLock};
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use crate::audit::{audit_event, insert_event};
-use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME, MAX_IDLE_READERS, PAGE_CACHE_KIB};
+use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME};
 use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
-use crate::schema;
 use crate::search::SnapshotCache;
-use crate::store::sqlite::SqliteTx;
-use crate::store::{Backend, EventRecord, StoreTx, space_signature};
+use crate::store::sqlite::SqliteBackend;
+use crate::store::{Backend, EventRecord, space_signature};
 use crate::types::{MemoryAuditAction, MemoryAuditEvent, MemoryStats};
 
 /// How hard a commit tries to reach the disk.
@@ -99,18 +97,18 @@ impl MemoryConfig {
     }
 }
 
-/// Cairn's `memory.db`: semantic entries, lessons, episodic rows and the
+/// Cairn's memory store: semantic entries, lessons, episodic rows and the
 /// audit trail, shared by every thread of a process through an `Arc`.
 ///
-/// Writes are serialised on one connection and run as `BEGIN IMMEDIATE`
-/// transactions, so a read-modify-write is atomic against other threads
-/// *and* other processes. Reads use a pool of separate connections and,
-/// thanks to WAL, never wait behind a writer. No lock is held while text is
+/// The rows live in a backend behind the storage seam: `memory.db`
+/// (SQLite, the default), PostgreSQL, or memory only. Every write
+/// transaction is atomic and serialised against the other writers of the
+/// same rows, in this process and others. No lock is held while text is
 /// embedded: writes embed first, then lock.
 pub struct MemoryDb {
     path: PathBuf,
     pub(crate) prefixes: Vec<String>,
-    storage: Storage,
+    backend: Arc<dyn Backend>,
     /// Held by episodic writes (and index catch-ups) across their
     /// transaction and the index updates after its commit.
     episodic_lock: Mutex<()>,
@@ -123,42 +121,6 @@ pub struct MemoryDb {
     pub(crate) episodic_config: EpisodicConfig,
     /// What the integrity check at open reported, when it failed.
     damage: Option<Vec<String>>,
-}
-
-/// Where the rows live.
-enum Storage {
-    /// `memory.db`: one writer connection, a pool of readers.
-    Sqlite { writer: Mutex<Connection>, readers: Mutex<Vec<Connection>>, busy_timeout: Duration },
-    /// Another backend behind the seam (PostgreSQL).
-    #[cfg_attr(not(any(test, feature = "postgres")), allow(dead_code))]
-    Remote { backend: Arc<dyn Backend>, kind: &'static str, schema_version: i64 },
-}
-
-/// A handle a background thread reads the store through.
-pub(crate) enum BackgroundReader {
-    Sqlite(PathBuf),
-    Remote(Arc<dyn Backend>),
-}
-
-impl BackgroundReader {
-    /// Runs `work` in one read transaction on a connection of its own.
-    pub(crate) fn read<T>(
-        self,
-        operation: &'static str,
-        work: impl FnOnce(&mut dyn StoreTx) -> Result<T>,
-    ) -> Result<T> {
-        match self {
-            BackgroundReader::Sqlite(path) => {
-                let connection = Connection::open(&path).map_err(MemoryError::sqlite("opening memory.db"))?;
-                connection
-                    .busy_timeout(Duration::from_secs(10))
-                    .map_err(MemoryError::sqlite("setting the busy timeout"))?;
-                let tx = connection.unchecked_transaction().map_err(MemoryError::sqlite(operation))?;
-                work(&mut SqliteTx::new(&tx))
-            }
-            BackgroundReader::Remote(backend) => backend.read(operation, work),
-        }
-    }
 }
 
 /// The episodic settings of a [`MemoryConfig`], validated.
@@ -202,42 +164,9 @@ impl MemoryDb {
     pub fn open(path: &Path, config: MemoryConfig) -> Result<Self> {
         let _span = tracing::debug_span!("memory_db_open", path = %path.display()).entered();
         let (prefixes, episodic_config) = validate_config(&config)?;
-        crate::integrity::refuse_lost_database(path)?;
-        let mut writer = open_connection(path, config.busy_timeout)?;
-        // WAL lets readers run while a writer commits; the mode is stored in the file.
-        let mode: String = writer
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(MemoryError::sqlite("switching to WAL"))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(MemoryError::InvalidConfig(format!("memory.db refused WAL mode (got {mode})")));
-        }
-        let synchronous = match config.durability {
-            Durability::Normal => "NORMAL",
-            Durability::Full => "FULL",
-        };
-        writer.pragma_update(None, "synchronous", synchronous).map_err(MemoryError::sqlite("setting durability"))?;
-        let damage = crate::integrity::quick_check(&writer);
-        match &damage {
-            None => {
-                schema::migrate(&mut writer)?;
-            }
-            Some(problems) => {
-                // Nothing may be written to a damaged file: a write could
-                // spread the damage. Reads go on where pages are intact.
-                tracing::warn!(
-                    path = %path.display(),
-                    problem = problems.first().map_or("", String::as_str),
-                    "memory.db is damaged; serving reads only. Stop `cairn serve` and run `cairn memory repair`"
-                );
-                writer.pragma_update(None, "query_only", true).map_err(MemoryError::sqlite("refusing writes"))?;
-            }
-        }
-        let storage = Storage::Sqlite {
-            writer: Mutex::new(writer),
-            readers: Mutex::new(Vec::new()),
-            busy_timeout: config.busy_timeout,
-        };
-        Ok(Self::assemble(path.to_owned(), prefixes, storage, episodic_config, damage))
+        let backend = SqliteBackend::open(path, config.busy_timeout, config.durability == Durability::Full)?;
+        let damage = backend.damage().map(<[String]>::to_vec);
+        Ok(Self::assemble(path.to_owned(), prefixes, Arc::new(backend), episodic_config, damage))
     }
 
     /// Opens the store in PostgreSQL at `url` (schema `cairn`, created and
@@ -255,13 +184,7 @@ impl MemoryDb {
     pub(crate) fn open_postgres_schema(url: &str, schema: &str, home: &Path, config: MemoryConfig) -> Result<Self> {
         let _span = tracing::debug_span!("memory_db_open", backend = "postgres").entered();
         let backend = crate::store::postgres::PostgresBackend::open(url, schema, config.postgres_pool_size)?;
-        Self::open_remote(
-            home.join(DB_FILE_NAME),
-            Arc::new(backend),
-            "postgres",
-            crate::store::postgres::SCHEMA_VERSION,
-            &config,
-        )
+        Self::open_on(home.join(DB_FILE_NAME), Arc::new(backend), &config)
     }
 
     /// Opens a store held in memory only (gone with the process), behind
@@ -271,36 +194,28 @@ impl MemoryDb {
     #[cfg(any(test, feature = "in-memory"))]
     pub fn open_in_memory(config: MemoryConfig) -> Result<Self> {
         let backend = Arc::new(crate::store::memory::MemoryBackend::default());
-        Self::open_remote(PathBuf::new(), backend, "memory", crate::schema::SCHEMA_VERSION, &config)
+        Self::open_on(PathBuf::new(), backend, &config)
     }
 
-    /// A store on `backend` (named `kind`, at `schema_version`), `path`
-    /// being where its `memory.db` would be.
+    /// A store on `backend`, `path` being where its `memory.db` would be.
     #[cfg(any(test, feature = "postgres", feature = "in-memory"))]
-    fn open_remote(
-        path: PathBuf,
-        backend: Arc<dyn Backend>,
-        kind: &'static str,
-        schema_version: i64,
-        config: &MemoryConfig,
-    ) -> Result<Self> {
+    fn open_on(path: PathBuf, backend: Arc<dyn Backend>, config: &MemoryConfig) -> Result<Self> {
         let (prefixes, episodic_config) = validate_config(config)?;
-        let storage = Storage::Remote { backend, kind, schema_version };
-        Ok(Self::assemble(path, prefixes, storage, episodic_config, None))
+        Ok(Self::assemble(path, prefixes, backend, episodic_config, None))
     }
 
-    /// A store on `storage` with empty caches and no embedder yet.
+    /// A store on `backend` with empty caches and no embedder yet.
     fn assemble(
         path: PathBuf,
         prefixes: Vec<String>,
-        storage: Storage,
+        backend: Arc<dyn Backend>,
         episodic_config: EpisodicConfig,
         damage: Option<Vec<String>>,
     ) -> Self {
         Self {
             path,
             prefixes,
-            storage,
+            backend,
             episodic_lock: Mutex::new(()),
             embedder: RwLock::new(None),
             space_generation: AtomicU64::new(1),
@@ -406,20 +321,15 @@ impl MemoryDb {
         self.episodic_lock.try_lock()
     }
 
-    /// What a background thread reads this store through.
-    pub(crate) fn background_reader(&self) -> BackgroundReader {
-        match &self.storage {
-            Storage::Sqlite { .. } => BackgroundReader::Sqlite(self.path.clone()),
-            Storage::Remote { backend, .. } => BackgroundReader::Remote(Arc::clone(backend)),
-        }
+    /// What a background thread reads this store through: the backend,
+    /// whose every transaction runs on a connection of its own.
+    pub(crate) fn background_reader(&self) -> Arc<dyn Backend> {
+        Arc::clone(&self.backend)
     }
 
-    /// Which backend holds the rows: `"sqlite"` or `"postgres"`.
+    /// Which backend holds the rows: `"sqlite"`, `"postgres"` or `"memory"`.
     pub fn backend_kind(&self) -> &'static str {
-        match &self.storage {
-            Storage::Sqlite { .. } => "sqlite",
-            Storage::Remote { kind, .. } => kind,
-        }
+        self.backend.kind()
     }
 
     /// Whether the backend searches keywords itself while the in-memory
@@ -429,67 +339,9 @@ impl MemoryDb {
         self.rows().searches_keywords()
     }
 
-    fn sqlite_only(&self, operation: &'static str) -> MemoryError {
-        MemoryError::Unsupported { operation, backend: self.backend_kind() }
-    }
-
-    /// Runs `work` in a `BEGIN IMMEDIATE` transaction on the writer
-    /// connection and commits it; an error rolls everything back.
-    pub(crate) fn write<T>(
-        &self,
-        operation: &'static str,
-        work: impl FnOnce(&Transaction<'_>) -> Result<T>,
-    ) -> Result<T> {
-        self.refuse_when_damaged()?;
-        let Storage::Sqlite { writer, .. } = &self.storage else { return Err(self.sqlite_only(operation)) };
-        let mut connection = writer.lock();
-        let transaction = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(MemoryError::sqlite(operation))?;
-        let value = work(&transaction)?;
-        transaction.commit().map_err(MemoryError::sqlite(operation))?;
-        Ok(value)
-    }
-
-    /// Runs `work` in a read transaction on a pooled reader connection.
-    pub(crate) fn read<T>(
-        &self,
-        operation: &'static str,
-        work: impl FnOnce(&Transaction<'_>) -> Result<T>,
-    ) -> Result<T> {
-        let Storage::Sqlite { readers, busy_timeout, .. } = &self.storage else {
-            return Err(self.sqlite_only(operation));
-        };
-        let pooled = readers.lock().pop();
-        let mut connection = match pooled {
-            Some(connection) => connection,
-            None => {
-                let connection = open_connection(&self.path, *busy_timeout)?;
-                connection.pragma_update(None, "query_only", true).map_err(MemoryError::sqlite(operation))?;
-                connection
-            }
-        };
-        let result = (|| {
-            let transaction = connection
-                .transaction_with_behavior(TransactionBehavior::Deferred)
-                .map_err(MemoryError::sqlite(operation))?;
-            let value = work(&transaction)?;
-            transaction.commit().map_err(MemoryError::sqlite(operation))?;
-            Ok(value)
-        })();
-        let mut readers = readers.lock();
-        if readers.len() < MAX_IDLE_READERS {
-            readers.push(connection);
-        }
-        result
-    }
-
     /// The rows of this store, behind the storage seam.
     pub(crate) fn rows(&self) -> &dyn Backend {
-        match &self.storage {
-            Storage::Sqlite { .. } => self,
-            Storage::Remote { backend, .. } => &**backend,
-        }
+        &*self.backend
     }
 
     /// Records a refused write in its own transaction and hands back the
@@ -544,13 +396,7 @@ impl MemoryDb {
             Some(embedder) => (Some(embedder.model_id().to_owned()), embedder.is_ready()),
             None => (None, false),
         };
-        let schema_version = match &self.storage {
-            Storage::Sqlite { .. } => self.read("reading statistics", |tx| {
-                tx.query_row("PRAGMA user_version", [], |row| row.get(0))
-                    .map_err(MemoryError::sqlite("reading statistics"))
-            })?,
-            Storage::Remote { schema_version, .. } => *schema_version,
-        };
+        let schema_version = self.backend.schema_version()?;
         self.rows().read("reading statistics", |tx| {
             let semantic = tx.semantic_counts(space.as_deref())?;
             let episodic = tx.episodic_counts(None)?;
@@ -569,48 +415,11 @@ impl MemoryDb {
         })
     }
 
-    /// Runs `PRAGMA integrity_check` and returns its report (`["ok"]` when sound).
+    /// Runs the backend's integrity check (SQLite's `PRAGMA
+    /// integrity_check`) and returns its report (`["ok"]` when sound).
     pub fn integrity_check(&self) -> Result<Vec<String>> {
-        self.read("checking integrity", |tx| {
-            let mut statement =
-                tx.prepare("PRAGMA integrity_check").map_err(MemoryError::sqlite("checking integrity"))?;
-            let rows = statement
-                .query_map([], |row| row.get::<_, String>(0))
-                .map_err(MemoryError::sqlite("checking integrity"))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite("checking integrity"))
-        })
+        self.backend.integrity_check()
     }
-}
-
-/// The SQLite rows (what [`MemoryDb::rows`] is for a `memory.db`).
-impl Backend for MemoryDb {
-    fn searches_keywords(&self) -> bool {
-        true
-    }
-
-    fn write_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
-        self.write(operation, |tx| work(&mut SqliteTx::new(tx)))
-    }
-
-    fn read_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
-        self.read(operation, |tx| work(&mut SqliteTx::new(tx)))
-    }
-}
-
-fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        | OpenFlags::SQLITE_OPEN_URI;
-    let connection = Connection::open_with_flags(path, flags).map_err(MemoryError::sqlite("opening memory.db"))?;
-    connection.busy_timeout(busy_timeout).map_err(MemoryError::sqlite("setting the busy timeout"))?;
-    connection.set_prepared_statement_cache_capacity(32);
-    // Searches touch rows scattered over the file (vectors make rows
-    // ~1.7 KB); no memory map: any commit unmaps it for every reader.
-    connection
-        .pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
-        .map_err(MemoryError::sqlite("sizing the page cache"))?;
-    Ok(connection)
 }
 
 /// The accepted prefixes and the episodic settings of `config`, validated.

@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use crate::schema;
+use crate::store::sqlite::schema;
 use crate::{MemoryConfig, MemoryDb, SCHEMA_VERSION};
 
 #[test]

@@ -109,6 +109,15 @@ struct MemoryTx<'s> {
 }
 
 impl Backend for MemoryBackend {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    /// The rows are those of the current SQLite schema.
+    fn schema_version(&self) -> Result<i64> {
+        Ok(super::sqlite::schema::SCHEMA_VERSION)
+    }
+
     fn write_dyn(&self, _operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()> {
         let mut state = self.state.lock();
         let mut draft = state.clone();

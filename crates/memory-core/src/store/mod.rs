@@ -596,21 +596,30 @@ pub(crate) trait StoreTx:
 /// transaction is atomic (an error leaves the store as it was) and
 /// serialised against every other writer of the same store.
 pub(crate) trait Backend: Send + Sync {
+    /// The backend's name: `"sqlite"`, `"postgres"` or `"memory"`.
+    fn kind(&self) -> &'static str;
+    /// The version of the schema the store is at.
+    fn schema_version(&self) -> Result<i64>;
+    /// The backend's own check of its files, `["ok"]` when sound; refused
+    /// by a backend that has none.
+    fn integrity_check(&self) -> Result<Vec<String>> {
+        Err(crate::error::MemoryError::Unsupported { operation: "checking integrity", backend: self.kind() })
+    }
     /// Runs `work` in a write transaction and commits it when `work` returns `Ok`.
     fn write_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()>;
     /// Runs `work` in a read transaction (one consistent view).
     fn read_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()>;
-    /// Waits up to `timeout` for another process to announce a change, and
-    /// answers the count of announcements heard (compare it with `seen`, the
-    /// count of the previous call). A backend that announces nothing waits
-    /// out the timeout and answers `seen`: its readers find changes through
-    /// the revision counters when they read.
     /// Whether [`EpisodicRows::episodic_keyword_hits`] answers from an
     /// index of the backend's own, so the in-memory keyword index of a
     /// large store can be built in the background while searches go there.
     fn searches_keywords(&self) -> bool {
         false
     }
+    /// Waits up to `timeout` for another process to announce a change, and
+    /// answers the count of announcements heard (compare it with `seen`, the
+    /// count of the previous call). A backend that announces nothing waits
+    /// out the timeout and answers `seen`: its readers find changes through
+    /// the revision counters when they read.
     fn wait_for_change(&self, seen: u64, timeout: std::time::Duration) -> u64 {
         std::thread::sleep(timeout);
         seen

@@ -758,6 +758,15 @@ impl Changes {
 }
 
 impl Backend for PostgresBackend {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    /// Migrated at open to this build's version.
+    fn schema_version(&self) -> Result<i64> {
+        Ok(SCHEMA_VERSION)
+    }
+
     fn searches_keywords(&self) -> bool {
         true
     }

@@ -11,14 +11,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::memory::MemoryBackend;
 use super::postgres::PostgresBackend;
+use super::sqlite::SqliteBackend;
 use super::{
     Backend, Counter, EventRecord, LedgerEntry, MarkerColumn, NewEpisodicRow, SessionRow, TranscriptRow, vector_blob,
 };
+use crate::MemoryConfig;
 use crate::error::{MemoryError, Result, StorageErrorKind};
 use crate::lessons::{LessonCategory, LessonWrite, apply_lesson, lesson_key, newest_lessons};
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, decide, load_existing};
 use crate::types::{DeleteOutcome, MemoryAuditAction, Source, WriteOutcome};
-use crate::{MemoryConfig, MemoryDb};
 
 /// A store under test and a way to open a second handle on the same rows
 /// (a second process or gateway, where the backend has one).
@@ -31,7 +32,10 @@ struct Fixture {
 fn sqlite() -> Fixture {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("memory.db");
-    let open = move || -> Arc<dyn Backend> { Arc::new(MemoryDb::open(&path, MemoryConfig::default()).unwrap()) };
+    let open = move || -> Arc<dyn Backend> {
+        let config = MemoryConfig::default();
+        Arc::new(SqliteBackend::open(&path, config.busy_timeout, false).unwrap())
+    };
     Fixture { backend: open(), reopen: Box::new(open), _home: Some(home) }
 }
 

@@ -1,6 +1,14 @@
-//! The SQLite backend: the rows of `memory.db`, read and written inside a
-//! transaction [`crate::MemoryDb`] opened (`BEGIN IMMEDIATE` for writes, so
-//! a read-modify-write is atomic against other threads and processes).
+//! The SQLite backend: [`SqliteBackend`] opens `memory.db` (its schema and
+//! integrity checks beside it) and runs transactions (`BEGIN IMMEDIATE` for
+//! writes, so a read-modify-write is atomic against other threads and
+//! processes); [`SqliteTx`] reads and writes the rows inside one.
+
+mod backend;
+mod error;
+pub(crate) mod integrity;
+pub(crate) mod schema;
+
+pub(crate) use backend::SqliteBackend;
 
 use rusqlite::{Connection, OptionalExtension, params};
 

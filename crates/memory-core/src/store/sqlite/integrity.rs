@@ -17,12 +17,12 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 use serde::Serialize;
 
+use super::schema;
 use crate::constants::{
     EPISODIC_INDEX_FILE_NAME, IMPORT_LEDGER_FILE_NAME, INDEX_FILE_NAME, LESSONS_JSONL_FILE_NAME, MAX_SEMANTIC_VERSION,
     MEMORY_STATE_FILE_NAME,
 };
 use crate::error::{MemoryError, Result};
-use crate::schema;
 
 /// The most problems `PRAGMA quick_check` reports at open.
 const QUICK_CHECK_MAX_ERRORS: u32 = 8;
