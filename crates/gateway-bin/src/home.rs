@@ -55,7 +55,7 @@ impl Home {
         // The guard's gateway-home rules cover the home's own secrets (token,
         // settings, MCP definitions, raw stores), for this binary and the
         // library front door alike.
-        let sensitive = cairn_host::compose::sensitive_paths(&settings.home);
+        let sensitive = cairn_host::compose::sensitive_paths(&settings.home, settings.user_home.as_deref());
         sensitive.clone().install();
         Self { settings, sensitive }
     }

@@ -2,8 +2,10 @@
 //!
 //! A path is resolved the way the operating system would see it (`~`
 //! expanded, made absolute, `..` folded, symlinks followed where the file
-//! exists) and then checked against credential stores in the user's home,
-//! kernel interfaces, system secrets and the gateway's own secrets. Both the
+//! exists) and then checked against credential stores (wherever they lie:
+//! the user's home, another user's, a project's copy), kernel interfaces,
+//! system secrets and the gateway's own secrets. The home directory serves
+//! only to expand `~`; the guard never looks it up: its caller passes it. Both the
 //! path as written and the resolved target are checked, so neither a
 //! symlink *to* `~/.ssh` nor a link *named* `.env` gets through.
 
@@ -14,7 +16,7 @@ use regex::RegexSet;
 
 use crate::error::{GuardError, Result};
 
-/// Credential stores relative to the user's home directory.
+/// Credential stores, as they lie in a home directory; refused at any depth.
 const HOME_SECRETS: &[(&str, &str)] = &[
     (".aws", "AWS credentials"),
     (".ssh", "SSH keys"),
@@ -68,11 +70,13 @@ const GATEWAY_SECRETS: &[(&str, &str)] = &[
 
 /// Which paths no Cairn component may read on a model's behalf.
 ///
-/// [`SensitivePaths::for_current_user`] covers the user's home; add the
-/// gateway's home with [`SensitivePaths::with_gateway_home`] so its own
-/// secrets are covered too. The free functions [`is_sensitive_path`] and
-/// [`safe_read_file`] use a process-wide instance that the binary can
-/// replace with [`SensitivePaths::install`].
+/// Credential stores, system secrets and secret file names are covered
+/// everywhere; [`SensitivePaths::for_user`] adds the home `~` expands to
+/// (without one a `~` path is refused), and
+/// [`SensitivePaths::with_gateway_home`] the gateway's own secrets. The
+/// free functions [`is_sensitive_path`] and [`safe_read_file`] use a
+/// process-wide instance that the binary replaces with
+/// [`SensitivePaths::install`].
 #[derive(Debug, Clone, Default)]
 pub struct SensitivePaths {
     home: Option<PathBuf>,
@@ -80,17 +84,18 @@ pub struct SensitivePaths {
     extra: Vec<PathBuf>,
 }
 
-static GLOBAL: LazyLock<RwLock<SensitivePaths>> = LazyLock::new(|| RwLock::new(SensitivePaths::for_current_user()));
+static GLOBAL: LazyLock<RwLock<SensitivePaths>> = LazyLock::new(|| RwLock::new(SensitivePaths::default()));
 
 impl SensitivePaths {
-    /// Rules for the current user's home directory (if the OS reports one).
-    pub fn for_current_user() -> Self {
-        Self { home: dirs::home_dir(), ..Self::default() }
+    /// Rules for the user whose home directory is `home`, when it is known
+    /// (the binary looks it up once; without one a `~` path is refused).
+    pub fn for_user(home: Option<PathBuf>) -> Self {
+        Self { home, ..Self::default() }
     }
 
     /// Rules for an explicit home directory (tests, other users).
     pub fn with_home(home: impl Into<PathBuf>) -> Self {
-        Self { home: Some(home.into()), ..Self::default() }
+        Self::for_user(Some(home.into()))
     }
 
     /// Also protects the gateway's own secrets under `gateway_home`.
@@ -218,13 +223,8 @@ impl SensitivePaths {
     }
 
     fn classify_resolved(&self, path: &Path) -> Option<&'static str> {
-        if let Some(home) = &self.home {
-            let home = lexical_normalize(home);
-            for (relative, reason) in HOME_SECRETS {
-                if path.starts_with(home.join(relative)) {
-                    return Some(reason);
-                }
-            }
+        if let Some(reason) = classify_credential_store(path) {
+            return Some(reason);
         }
         if let Some(gateway_home) = &self.gateway_home {
             let gateway_home = lexical_normalize(gateway_home);
@@ -244,6 +244,22 @@ impl SensitivePaths {
         }
         classify_file_name(path)
     }
+}
+
+/// A credential store ([`HOME_SECRETS`]) at any depth: in the user's home,
+/// another user's, or a copy inside a project.
+fn classify_credential_store(path: &Path) -> Option<&'static str> {
+    let names: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|component| match component {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    HOME_SECRETS.iter().find_map(|(relative, reason)| {
+        let wanted: Vec<&std::ffi::OsStr> = Path::new(relative).iter().collect();
+        names.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*reason)
+    })
 }
 
 /// Sensitive by file name wherever they live.

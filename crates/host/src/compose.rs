@@ -38,12 +38,12 @@ pub fn open_memory(home: &Path, storage: &Storage, config: MemoryConfig) -> cair
     }
 }
 
-/// The paths nothing may read on a model's behalf for `home`: the user's
-/// credential stores, the system's, and the home's own token, settings,
-/// MCP definitions and raw stores.
+/// The paths nothing may read on a model's behalf for `home`: credential
+/// stores (`~` expanding to `user_home`), the system's secrets, and the
+/// home's own token, settings, MCP definitions and raw stores.
 #[must_use]
-pub fn sensitive_paths(home: &Path) -> SensitivePaths {
-    SensitivePaths::for_current_user().with_gateway_home(home)
+pub fn sensitive_paths(home: &Path, user_home: Option<&Path>) -> SensitivePaths {
+    SensitivePaths::for_user(user_home.map(Path::to_path_buf)).with_gateway_home(home)
 }
 
 /// The lessons as the context reads them: the store, and

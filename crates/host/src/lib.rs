@@ -256,7 +256,7 @@ impl Cairn {
     pub fn open(config: Config) -> Result<Self> {
         let home = config.home;
         std::fs::create_dir_all(&home).map_err(|source| HostError::Home { path: home.clone(), source })?;
-        let sensitive = compose::sensitive_paths(&home);
+        let sensitive = compose::sensitive_paths(&home, config.user_home.as_deref());
 
         let mut memory = compose::open_memory(&home, &compose::Storage::Sqlite, config.memory)?;
         if let Some(embedder) = config.embedder {

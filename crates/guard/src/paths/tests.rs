@@ -171,3 +171,32 @@ fn a_tail_read_returns_whole_lines_and_what_it_skipped_and_refuses_secrets() {
     let refused = rules.read_tail_bounded(&dir.path().join("home/project"), 1024).unwrap_err();
     assert!(matches!(refused, GuardError::NotRegularFile { .. }), "{refused}");
 }
+
+/// Credential stores are refused wherever they lie, with no home given:
+/// another user's, a copy inside a project, a root-owned one. A name that
+/// only starts like one is not.
+#[test]
+fn credential_stores_are_sensitive_at_any_depth_without_a_home() {
+    let rules = SensitivePaths::default();
+    for path in [
+        "/home/someone/.ssh/config",
+        "/srv/checkout/.aws/credentials",
+        "/root/.config/gh/hosts.yml",
+        "/data/backup/.docker/config.json",
+        "/tmp/x/.cargo/credentials.toml",
+    ] {
+        assert!(rules.is_sensitive(Path::new(path)), "{path}");
+    }
+    for path in ["/srv/checkout/.sshfoo/notes", "/srv/checkout/.config/ghost/x", "/srv/checkout/docker/config.json"] {
+        assert!(!rules.is_sensitive(Path::new(path)), "{path}");
+    }
+}
+
+/// Without a home directory `~` cannot be expanded: such a path is refused,
+/// never read relative to somewhere else.
+#[test]
+fn a_tilde_path_without_a_home_is_refused() {
+    let rules = SensitivePaths::for_user(None);
+    assert!(rules.is_sensitive(Path::new("~/notes.md")));
+    assert!(matches!(rules.read_to_string(Path::new("~/notes.md")), Err(GuardError::Unresolvable { .. })));
+}

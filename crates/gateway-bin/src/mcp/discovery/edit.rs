@@ -14,6 +14,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use cairn_guard::SensitivePaths;
 use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -223,8 +224,8 @@ impl JsonText {
 }
 
 /// Reads a JSON object file for editing; `Ok(None)` when it does not exist.
-pub(crate) fn read_json_file(path: &Path) -> Result<Option<JsonText>, EditRefused> {
-    let text = match super::read_config_file(&cairn_guard::SensitivePaths::for_current_user(), path) {
+pub(crate) fn read_json_file(reader: &SensitivePaths, path: &Path) -> Result<Option<JsonText>, EditRefused> {
+    let text = match super::read_config_file(reader, path) {
         Ok(None) => return Ok(None),
         Ok(Some(text)) => text,
         Err(problem) => return Err(EditRefused::new("unreadable", format!("{}: {problem}", path.display()))),
@@ -274,8 +275,8 @@ fn string_list(spec: &JsonText, key: &str, path: &Path) -> Result<Option<Vec<Str
 
 /// Refuses a spec path the guard classifies as sensitive (the locked
 /// read below is a plain read).
-fn check_readable(path: &Path) -> Result<(), EditRefused> {
-    if cairn_guard::SensitivePaths::for_current_user().is_sensitive(path) {
+fn check_readable(reader: &SensitivePaths, path: &Path) -> Result<(), EditRefused> {
+    if reader.is_sensitive(path) {
         return Err(EditRefused::new("unreadable", format!("{}: the guard refuses this path", path.display())));
     }
     Ok(())
@@ -319,7 +320,7 @@ pub(crate) fn toggle(discovery: &Discovery, name: &str, enable: bool) -> Result<
         return Err(EditRefused::new("unknown_server", format!("no source defines an MCP server named {name:?}")));
     }
     let path = &agent.path;
-    check_readable(path)?;
+    check_readable(&discovery.spec_reader, path)?;
     let reference = format!("@{name}");
     let mut edited = String::new();
     let mut cleared_disabled = false;
@@ -401,7 +402,7 @@ pub(crate) fn sync(discovery: &Discovery, dry_run: bool) -> Result<SyncOutcome, 
         return Err(EditRefused::new(code, message));
     }
     let path = &agent.path;
-    check_readable(path)?;
+    check_readable(&discovery.spec_reader, path)?;
     // The entries to add, and the names the spec already defines.
     type Plan = (Vec<(String, Value)>, Vec<String>);
     let plan = |spec: &JsonText| -> Result<Plan, EditRefused> {
@@ -450,7 +451,7 @@ pub(crate) fn sync(discovery: &Discovery, dry_run: bool) -> Result<SyncOutcome, 
         Ok((wanted, kept))
     };
     if dry_run {
-        let spec = read_json_file(path)?
+        let spec = read_json_file(&discovery.spec_reader, path)?
             .ok_or_else(|| EditRefused::new("spec_missing", format!("{} no longer exists", path.display())))?;
         let (wanted, kept) = plan(&spec)?;
         let added = wanted.into_iter().map(|(name, _)| name).collect();

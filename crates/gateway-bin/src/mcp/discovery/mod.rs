@@ -145,8 +145,8 @@ impl Locations {
             kiro_project: project.map(|dir| dir.join(KIRO_SETTINGS_MCP)),
             kiro_global: user_home.as_ref().map(|dir| dir.join(KIRO_SETTINGS_MCP)),
             cairn_home: home.dir().to_owned(),
-            config_reader: SensitivePaths::for_current_user().with_gateway_home(home.dir()),
-            own_file_reader: SensitivePaths::for_current_user(),
+            config_reader: SensitivePaths::for_user(user_home.clone()).with_gateway_home(home.dir()),
+            own_file_reader: SensitivePaths::for_user(user_home.clone()),
             user_home,
             sensitive: home.sensitive().clone(),
         })
@@ -186,6 +186,9 @@ pub(crate) struct Definition {
 #[derive(Debug, Clone)]
 pub(crate) struct Discovery {
     pub(crate) agent: Option<SelectedAgent>,
+    /// What an edit may read the agent's spec through (the user's
+    /// credential stores refused).
+    pub(crate) spec_reader: SensitivePaths,
     pub(crate) sources: Vec<SourceInfo>,
     /// In precedence order (see the module docs).
     pub(crate) definitions: Vec<Definition>,
@@ -311,7 +314,12 @@ impl Discovery {
                 })
             }
         };
-        let mut discovery = Self { agent: selected, sources: Vec::new(), definitions: Vec::new() };
+        let mut discovery = Self {
+            agent: selected,
+            spec_reader: locations.own_file_reader.clone(),
+            sources: Vec::new(),
+            definitions: Vec::new(),
+        };
         let mut agent_sources: Vec<(SourceInfo, Vec<(McpServer, Value)>)> = Vec::new();
         for file in catalog.files() {
             if file.dropped_for_twin {
