@@ -159,6 +159,34 @@ fn an_index_of_codes_only_keeps_every_cosine_exact() {
             assert!((cosine - exact(&hit.text, &query)).abs() < 1e-5, "hit {} scored {cosine} from codes", hit.id);
         }
     }
+    // Hybrid searches read the rows of the graph's hits and of the keyword
+    // hits together: every cosine is still exact, keyword-only rows
+    // included, and a row tombstoned since is never returned.
+    let hybrid = |text: &str, query: &[f32]| {
+        db.search_episodic(
+            &EpisodicQuery::new(text).mode(RetrievalMode::Hybrid).limit(60).vector(query.to_vec()).touch(false),
+        )
+        .unwrap()
+    };
+    let mut keyword_only = 0;
+    let probes = [7, 2_345, 5_100];
+    for probe in probes {
+        let text = format!("{} and more", sentence(probe));
+        let mut query = embedder.embed(&text).unwrap();
+        cairn_embedder::l2_normalize(&mut query);
+        let hits = hybrid(&text, &query);
+        assert!(hits.iter().any(|hit| hit.text == sentence(probe)), "the row itself is found");
+        for hit in &hits {
+            let cosine = hit.score.cosine.unwrap();
+            assert!((cosine - exact(&hit.text, &query)).abs() < 1e-5, "hit {} scored {cosine} from codes", hit.id);
+            keyword_only += usize::from(hit.score.vector_rank.is_none() && hit.score.keyword_rank.is_some());
+        }
+        let top = hits[0].id;
+        assert!(matches!(db.delete_episodic(top).unwrap(), crate::DeleteOutcome::Deleted { .. }));
+        let after = hybrid(&text, &query);
+        assert!(!after.is_empty() && after.iter().all(|hit| hit.id != top), "the tombstoned row {top} is gone");
+    }
+    assert!(keyword_only > 0, "some hits came from the keyword list alone");
     // A near duplicate is found, with its exact cosine.
     let outcome = db.write_episodic(&NewEpisode::new(format!("{}.", sentence(42)))).unwrap();
     let EpisodicOutcome::Duplicate { cosine, .. } = outcome else { panic!("a near duplicate: {outcome:?}") };
@@ -171,7 +199,7 @@ fn an_index_of_codes_only_keeps_every_cosine_exact() {
     drop(db);
     let reopened = MemoryDb::open_in_home(home.path(), config).unwrap().with_embedder(embedder);
     let status = reopened.build_episodic_index().unwrap();
-    assert!(status.loaded_from_snapshot && status.index_len == rows, "{status:?}");
+    assert!(status.loaded_from_snapshot && status.index_len == rows - probes.len(), "{status:?}");
     assert!(!reopened.current_index().unwrap().exact());
 }
 
