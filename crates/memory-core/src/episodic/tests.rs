@@ -182,7 +182,7 @@ fn an_index_of_codes_only_keeps_every_cosine_exact() {
             keyword_only += usize::from(hit.score.vector_rank.is_none() && hit.score.keyword_rank.is_some());
         }
         let top = hits[0].id;
-        assert!(matches!(db.delete_episodic(top).unwrap(), crate::DeleteOutcome::Deleted { .. }));
+        assert!(matches!(db.delete_episodic(top).unwrap(), crate::DeleteOutcome::Deleted));
         let after = hybrid(&text, &query);
         assert!(!after.is_empty() && after.iter().all(|hit| hit.id != top), "the tombstoned row {top} is gone");
     }
