@@ -102,7 +102,7 @@ fn parent() {
                     // Each key belongs to one child thread, so its lines arrive in order.
                     let index: u64 = value.parse().expect("numeric value");
                     expected.insert(key.to_owned(), Some(index));
-                    if index > 0 && index % 50 == 0 {
+                    if index > 0 && index.is_multiple_of(50) {
                         let (prefix, _) = key.rsplit_once('_').expect("an indexed key");
                         delete_in_flight.insert(format!("{prefix}_{}", index - 1));
                     }
