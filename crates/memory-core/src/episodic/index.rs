@@ -151,31 +151,6 @@ pub(crate) fn exact_hits(
     k: usize,
     known: &mut HashMap<u64, Option<f32>>,
 ) -> Result<Vec<cairn_memory_vector::Hit>> {
-    rescored_hits(index, query, k, known, |missing| {
-        Ok(tx
-            .episodic_vectors(space, Some(missing))?
-            .into_iter()
-            .map(|(id, blob)| (id, blob_vector(&blob).and_then(|vector| cosine(query, &vector))))
-            .collect())
-    })
-}
-
-/// The exact cosine of `vector` with `query`, when their lengths agree.
-pub(crate) fn cosine(query: &[f32], vector: &[f32]) -> Option<f32> {
-    (vector.len() == query.len()).then(|| cairn_memory_vector::dot(query, vector))
-}
-
-/// [`exact_hits`] with the stored cosines read by `read`: given the ids
-/// not in `known` yet, it answers the cosine of each active one with a
-/// vector in the space (and may answer more ids than asked; they are kept
-/// in `known` too).
-pub(crate) fn rescored_hits(
-    index: &AutoIndex,
-    query: &[f32],
-    k: usize,
-    known: &mut HashMap<u64, Option<f32>>,
-    mut read: impl FnMut(&[i64]) -> Result<Vec<(i64, Option<f32>)>>,
-) -> Result<Vec<cairn_memory_vector::Hit>> {
     let search = |k: usize| index.search(query, k).map_err(index_error("searching episodic vectors"));
     if index.exact() {
         return search(k);
@@ -188,7 +163,10 @@ pub(crate) fn rescored_hits(
         for id in &missing {
             known.insert(*id as u64, None);
         }
-        for (id, cosine) in read(&missing)? {
+        for (id, blob) in tx.episodic_vectors(space, Some(&missing))? {
+            let cosine = blob_vector(&blob)
+                .filter(|vector| vector.len() == query.len())
+                .map(|vector| cairn_memory_vector::dot(query, &vector));
             known.insert(id as u64, cosine);
         }
     }

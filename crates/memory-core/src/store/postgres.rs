@@ -1672,20 +1672,6 @@ impl Revisions for PgTx<'_> {
         Ok(row.get(0))
     }
 
-    fn revisions(&mut self, counters: &[Counter]) -> Result<Vec<i64>> {
-        if counters.iter().any(|counter| matches!(counter, Counter::Episodic | Counter::EpisodicText)) {
-            self.lock_episodic()?;
-        }
-        let names: Vec<&str> = counters.iter().map(|counter| counter.name()).collect();
-        let rows = self.query(
-            "reading revisions",
-            "SELECT (SELECT coalesce(sum(value), 0)::BIGINT FROM meta WHERE name = c.name OR starts_with(name, c.name || '.'))
-             FROM unnest($1::TEXT[]) WITH ORDINALITY AS c(name, position) ORDER BY c.position",
-            &[&names],
-        )?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
-    }
-
     fn bump_revision(&mut self, counter: Counter) -> Result<i64> {
         if matches!(counter, Counter::Episodic | Counter::EpisodicText) {
             self.lock_episodic()?;

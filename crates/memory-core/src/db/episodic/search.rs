@@ -5,10 +5,10 @@ use crate::bm25;
 use crate::clock::now_ms;
 use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
 use crate::db::MemoryDb;
-use crate::episodic::index::{IndexAccess, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, cosine, exact_hits, rescored_hits};
+use crate::episodic::index::{IndexAccess, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits};
 use crate::episodic::keyword::KeywordAccess;
 use crate::episodic::search::{
-    Candidate, FILTERED_PROBES, ListPositions, Row, fetch_rows, rank, read_neighbours, sanitize_fts_query, scan,
+    Candidate, FILTERED_PROBES, ListPositions, fetch_rows, rank, read_neighbours, sanitize_fts_query, scan,
 };
 use crate::episodic::{EpisodicHit, EpisodicQuery, RetrievalMode};
 use crate::error::{MemoryError, Result};
@@ -122,45 +122,8 @@ impl MemoryDb {
             let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
             let mut ready_index = None;
             let mut bm25_ceiling = None;
-            let (revision, text_revision) = match tx.revisions(&[Counter::Episodic, Counter::EpisodicText])?[..] {
-                [revision, text_revision] => (revision, text_revision),
-                _ => unreachable!("one value per counter asked"),
-            };
-            // Keywords first: a codes-only vector index reads its hits'
-            // rows whole, and the keyword hits' rows with them.
-            let mut keyword_ids = Vec::new();
-            if use_keywords && let Some(fts_query) = &fts_query {
-                let k = if query.mode == RetrievalMode::Hybrid {
-                    query.candidates.clamp(1, MMR_MAX_POOL)
-                } else {
-                    query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
-                };
-                let k = k * factor;
-                let hits = match self.keyword_index_for_read(text_revision)? {
-                    KeywordAccess::Ready(index) => {
-                        let terms = bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS);
-                        bm25_ceiling = Some(index.ceiling(&terms));
-                        index.search(&terms, k).into_iter().map(|(id, score)| (id as i64, score)).collect()
-                    }
-                    // Only a backend with its own keyword index builds the
-                    // in-memory one in the background, started once this
-                    // search has its answer.
-                    KeywordAccess::Own { start } => {
-                        let hits = tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default();
-                        if start {
-                            self.start_keyword_build();
-                        }
-                        hits
-                    }
-                };
-                for (rank, (id, bm25)) in hits.into_iter().enumerate() {
-                    keyword_ids.push(id);
-                    by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
-                }
-            }
-            // Rows a codes-only index's probes read whole, by id.
-            let mut rows_read: HashMap<i64, Row> = HashMap::new();
             if let (Some(vector), Some(space)) = (query_vector, space) {
+                let revision = tx.revision(Counter::Episodic)?;
                 let access = self.index_for_read(revision, space, dim)?;
                 if let IndexAccess::Ready(index) = &access {
                     ready_index = Some(Arc::clone(index));
@@ -171,28 +134,6 @@ impl MemoryDb {
                 let mut known = HashMap::new();
                 let mut search = |k: usize| -> Result<Vec<Hit>> {
                     match &access {
-                        // Each probe reads the rows of its new hits, text and
-                        // all, in one call: the page holding a row's vector
-                        // holds the rest of it. The first also reads the
-                        // keyword hits' rows.
-                        IndexAccess::Ready(index) if !index.exact() => {
-                            rescored_hits(index, vector, k, &mut known, |missing| {
-                                let mut wanted: Vec<(i64, bool)> = missing.iter().map(|id| (*id, true)).collect();
-                                wanted.extend(
-                                    keyword_ids
-                                        .drain(..)
-                                        .filter(|id| !missing.contains(id) && !rows_read.contains_key(id))
-                                        .map(|id| (id, true)),
-                                );
-                                let rows = fetch_rows(tx, &wanted, Some(space))?;
-                                let cosines = rows
-                                    .values()
-                                    .map(|row| (row.id, row.vector.as_deref().and_then(|v| cosine(vector, v))));
-                                let cosines: Vec<(i64, Option<f32>)> = cosines.collect();
-                                rows_read.extend(rows);
-                                Ok(cosines)
-                            })
-                        }
                         IndexAccess::Ready(index) => exact_hits(tx, index, space, vector, k, &mut known),
                         IndexAccess::Scan if skip_scan => Ok(Vec::new()),
                         IndexAccess::Scan => scan(tx, space, vector, k),
@@ -222,6 +163,34 @@ impl MemoryDb {
                 };
                 for (rank, hit) in hits.iter().enumerate() {
                     by_id.entry(hit.id as i64).or_default().0 = Some((rank + 1, hit.cosine));
+                }
+            }
+            if use_keywords && let Some(fts_query) = &fts_query {
+                let k = if query.mode == RetrievalMode::Hybrid {
+                    query.candidates.clamp(1, MMR_MAX_POOL)
+                } else {
+                    query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
+                };
+                let k = k * factor;
+                let hits = match self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)? {
+                    KeywordAccess::Ready(index) => {
+                        let terms = bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS);
+                        bm25_ceiling = Some(index.ceiling(&terms));
+                        index.search(&terms, k).into_iter().map(|(id, score)| (id as i64, score)).collect()
+                    }
+                    // Only a backend with its own keyword index builds the
+                    // in-memory one in the background, started once this
+                    // search has its answer.
+                    KeywordAccess::Own { start } => {
+                        let hits = tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default();
+                        if start {
+                            self.start_keyword_build();
+                        }
+                        hits
+                    }
+                };
+                for (rank, (id, bm25)) in hits.into_iter().enumerate() {
+                    by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
                 }
             }
             // Keyword-only rows take their cosine from the index's copy of
@@ -255,14 +224,12 @@ impl MemoryDb {
             });
             let wanted: Vec<(i64, bool)> = ids
                 .iter()
-                .filter(|(id, _)| !rows_read.contains_key(id))
                 .map(|(id, (vector_hit, _))| {
                     let known = vector_hit.is_some() || index_cosines.contains_key(id);
                     (*id, !known && query_vector.is_some())
                 })
                 .collect();
             let mut rows = fetch_rows(tx, &wanted, space)?;
-            rows.extend(rows_read);
             for (id, (vector_hit, keyword_hit)) in ids {
                 let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(&id).copied());
                 let Some(row) = rows.remove(&id) else { continue };
