@@ -1,7 +1,6 @@
 //! `cairn embed --jsonl FILE`: one vector per input row, in input order.
 
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -50,12 +49,7 @@ pub(crate) fn embed(home: &Home, args: &EmbedArgs) -> anyhow::Result<ExitCode> {
     let backend = info.load().with_context(|| format!("loading the model in {}", resolved.dir.display()))?;
     tracing::debug!(model_id = backend.model_id(), dim = backend.dim(), "model loaded");
 
-    let input: Box<dyn BufRead> = if args.jsonl.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        let file = File::open(&args.jsonl).with_context(|| format!("opening {}", args.jsonl.display()))?;
-        Box::new(BufReader::new(file))
-    };
+    let input = super::input_lines(&args.jsonl)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     // Output rows in input order; `None` marks a row still waiting for its vector.

@@ -1,7 +1,6 @@
 //! `cairn guard scan`: batch screening of JSONL rows.
 
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,12 +36,7 @@ pub(crate) enum ScanKind {
 /// line, in input order. A malformed line yields an error object for that
 /// line; the scan goes on.
 pub(crate) fn scan(args: &ScanArgs) -> anyhow::Result<ExitCode> {
-    let input: Box<dyn BufRead> = if args.jsonl.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        let file = File::open(&args.jsonl).with_context(|| format!("opening {}", args.jsonl.display()))?;
-        Box::new(BufReader::new(file))
-    };
+    let input = super::input_lines(&args.jsonl)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut summary = Summary::default();

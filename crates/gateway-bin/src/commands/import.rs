@@ -16,7 +16,6 @@
 //! Skill folders (`skills/<name>/SKILL.md`) are imported as
 //! `imported/<source>/<name>` through the catalog's own create path.
 
-use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -29,9 +28,9 @@ use cairn_memory_core::{
     MemoryDb, SkillWriteOutcome, apply_foreign_with, scan_foreign_with,
 };
 use cairn_skills::{SkillCatalog, SkillsError};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
+use super::progress::with_progress;
 use crate::home::{Home, SkillSources};
 
 /// Imported skills go through the catalog's own create path (name rules,
@@ -239,19 +238,6 @@ fn scan(home: &Home, args: &ScanArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn bar(total: u64, message: &'static str) -> Option<ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = ProgressBar::new(total);
-    let style = ProgressStyle::with_template("{msg:10} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
-        .map(|style| style.progress_chars("#>-"))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
-    bar.set_message(message);
-    Some(bar)
-}
-
 fn apply(home: &Home, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let roots =
         args.sources.roots(home.settings().user_home.as_deref(), home.settings().openclaw_workspace.as_deref())?;
@@ -260,20 +246,9 @@ fn apply(home: &Home, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let catalog = import_catalog(home)?;
     let writer = CatalogSkillWriter(&catalog);
     let started = Instant::now();
-    let import_bar = std::cell::RefCell::new(None::<ProgressBar>);
-    let progress = |done: usize, total: usize| {
-        let mut slot = import_bar.borrow_mut();
-        if slot.is_none() {
-            *slot = bar(total as u64, "import");
-        }
-        if let Some(bar) = slot.as_ref() {
-            bar.set_position(done as u64);
-        }
-    };
-    let report = apply_foreign_with(&db, &roots, &args.sources.selected(), &selection, Some(&writer), Some(&progress))?;
-    if let Some(bar) = import_bar.into_inner() {
-        bar.finish_and_clear();
-    }
+    let report = with_progress("import", |progress| {
+        apply_foreign_with(&db, &roots, &args.sources.selected(), &selection, Some(&writer), Some(progress))
+    })?;
     let import_ms = started.elapsed().as_millis() as u64;
     let backfill = if args.no_backfill || report.deferred_episodic() == 0 { None } else { Some(backfill(home, db)?) };
     let timing = json!({"import_ms": import_ms, "backfill": backfill});
@@ -310,20 +285,8 @@ fn backfill(home: &Home, db: MemoryDb) -> anyhow::Result<Value> {
     };
     let db = db.with_embedder(embedder);
     let started = Instant::now();
-    let backfill_bar = std::cell::RefCell::new(None::<ProgressBar>);
-    let progress = |done: usize, total: usize| {
-        let mut slot = backfill_bar.borrow_mut();
-        if slot.is_none() {
-            *slot = bar(total as u64, "backfill");
-        }
-        if let Some(bar) = slot.as_ref() {
-            bar.set_position(done as u64);
-        }
-    };
-    let report = db.backfill_missing_embeddings(Some(&progress)).context("embedding the imported rows")?;
-    if let Some(bar) = backfill_bar.into_inner() {
-        bar.finish_and_clear();
-    }
+    let report = with_progress("backfill", |progress| db.backfill_missing_embeddings(Some(progress)))
+        .context("embedding the imported rows")?;
     Ok(json!({
         "embedded": report.embedded,
         "remaining": report.remaining,

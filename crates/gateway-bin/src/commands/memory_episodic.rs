@@ -21,6 +21,7 @@ use cairn_memory_core::{
 };
 use serde_json::{Value, json};
 
+use super::progress::with_progress;
 use crate::home::Home;
 
 /// `cairn memory episodic ...`
@@ -521,68 +522,8 @@ fn backfill_with_progress(db: &MemoryDb) -> anyhow::Result<Value> {
     if db.embedder().is_none() {
         eprintln!("no embedding model installed; rows stay keyword-searchable until `cairn memory backfill`");
     }
-    let shown = std::cell::RefCell::new(Progress::new("backfill"));
-    let progress = |done: usize, total: usize| shown.borrow_mut().update(done, total);
-    let report = db.backfill_missing_embeddings(Some(&progress));
-    shown.into_inner().finish();
+    let report = with_progress("backfill", |progress| db.backfill_missing_embeddings(Some(progress)));
     Ok(serde_json::to_value(report?)?)
-}
-
-/// How often progress is written as a plain line when stderr is not a
-/// terminal (a log file gets a line, not a redraw per row).
-const PLAIN_PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Progress on stderr: an indicatif bar on a terminal; elsewhere (a log
-/// file, a pipe) one plain line at most every [`PLAIN_PROGRESS_EVERY`],
-/// never a carriage return.
-enum Progress {
-    Bar { label: &'static str, bar: Option<indicatif::ProgressBar> },
-    Lines { label: &'static str, last: std::time::Instant, done: usize, total: usize, written: bool },
-}
-
-impl Progress {
-    fn new(label: &'static str) -> Self {
-        use std::io::IsTerminal as _;
-        if std::io::stderr().is_terminal() {
-            Self::Bar { label, bar: None }
-        } else {
-            Self::Lines { label, last: std::time::Instant::now(), done: 0, total: 0, written: false }
-        }
-    }
-
-    fn update(&mut self, done: usize, total: usize) {
-        match self {
-            Self::Bar { label, bar } => {
-                let bar = bar.get_or_insert_with(|| {
-                    let bar = indicatif::ProgressBar::new(total as u64);
-                    let style = indicatif::ProgressStyle::with_template("{msg:10} [{bar:30}] {pos}/{len} eta {eta}")
-                        .map(|style| style.progress_chars("#>-"))
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-                    bar.set_style(style);
-                    bar.set_message(*label);
-                    bar
-                });
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            }
-            Self::Lines { label, last, done: seen, total: of, written } => {
-                (*seen, *of) = (done, total);
-                if last.elapsed() >= PLAIN_PROGRESS_EVERY {
-                    eprintln!("{label}: {done}/{total}");
-                    *last = std::time::Instant::now();
-                    *written = true;
-                }
-            }
-        }
-    }
-
-    fn finish(self) {
-        match self {
-            Self::Bar { bar: Some(bar), .. } => bar.finish_and_clear(),
-            Self::Lines { label, done, total, written: true, .. } => eprintln!("{label}: {done}/{total}"),
-            _ => {}
-        }
-    }
 }
 
 pub(crate) fn backfill(home: &Home, args: &BackfillArgs) -> anyhow::Result<ExitCode> {

@@ -18,7 +18,18 @@ pub(crate) mod memory_forget;
 pub(crate) mod memory_review;
 pub(crate) mod memory_transfer;
 pub(crate) mod model;
+mod progress;
 pub(crate) mod skills;
 
 pub(crate) use memory::print_json;
 pub(crate) use memory_forget::parse_time_bound;
+
+/// The lines of `path`, or of standard input for `-`.
+pub(crate) fn input_lines(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::BufRead>> {
+    use anyhow::Context as _;
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    Ok(Box::new(std::io::BufReader::new(file)))
+}
