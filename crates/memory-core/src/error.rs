@@ -161,6 +161,11 @@ impl MemoryError {
         }
     }
 
+    /// The refusal of a write to `path`, damaged as `problems` report.
+    pub(crate) fn damaged(path: &std::path::Path, problems: &[String]) -> MemoryError {
+        MemoryError::Damaged { path: path.to_owned(), problem: problems.first().cloned().unwrap_or_default() }
+    }
+
     /// True when the store is damaged or lost and must be repaired first.
     pub fn is_damaged_store(&self) -> bool {
         matches!(self, MemoryError::Damaged { .. } | MemoryError::EmptyDatabase { .. })

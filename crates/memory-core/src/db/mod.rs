@@ -119,8 +119,6 @@ pub struct MemoryDb {
     pub(crate) snapshot: SnapshotCache,
     pub(crate) episodic: EpisodicState,
     pub(crate) episodic_config: EpisodicConfig,
-    /// What the integrity check at open reported, when it failed.
-    damage: Option<Vec<String>>,
 }
 
 /// The episodic settings of a [`MemoryConfig`], validated.
@@ -165,8 +163,7 @@ impl MemoryDb {
         let _span = tracing::debug_span!("memory_db_open", path = %path.display()).entered();
         let (prefixes, episodic_config) = validate_config(&config)?;
         let backend = SqliteBackend::open(path, config.busy_timeout, config.durability == Durability::Full)?;
-        let damage = backend.damage().map(<[String]>::to_vec);
-        Ok(Self::assemble(path.to_owned(), prefixes, Arc::new(backend), episodic_config, damage))
+        Ok(Self::assemble(path.to_owned(), prefixes, Arc::new(backend), episodic_config))
     }
 
     /// Opens the store in PostgreSQL at `url` (schema `cairn`, created and
@@ -201,7 +198,7 @@ impl MemoryDb {
     #[cfg(any(test, feature = "postgres", feature = "in-memory"))]
     fn open_on(path: PathBuf, backend: Arc<dyn Backend>, config: &MemoryConfig) -> Result<Self> {
         let (prefixes, episodic_config) = validate_config(config)?;
-        Ok(Self::assemble(path, prefixes, backend, episodic_config, None))
+        Ok(Self::assemble(path, prefixes, backend, episodic_config))
     }
 
     /// A store on `backend` with empty caches and no embedder yet.
@@ -210,7 +207,6 @@ impl MemoryDb {
         prefixes: Vec<String>,
         backend: Arc<dyn Backend>,
         episodic_config: EpisodicConfig,
-        damage: Option<Vec<String>>,
     ) -> Self {
         Self {
             path,
@@ -222,23 +218,19 @@ impl MemoryDb {
             snapshot: SnapshotCache::default(),
             episodic: EpisodicState::default(),
             episodic_config,
-            damage,
         }
     }
 
     /// What the integrity check at open reported when `memory.db` is
     /// damaged (writes are then refused), or `None` when it passed.
     pub fn damage(&self) -> Option<&[String]> {
-        self.damage.as_deref()
+        self.backend.damage()
     }
 
     pub(crate) fn refuse_when_damaged(&self) -> Result<()> {
-        match &self.damage {
+        match self.damage() {
             None => Ok(()),
-            Some(problems) => Err(MemoryError::Damaged {
-                path: self.path.clone(),
-                problem: problems.first().cloned().unwrap_or_default(),
-            }),
+            Some(problems) => Err(MemoryError::damaged(&self.path, problems)),
         }
     }
 

@@ -609,6 +609,11 @@ pub(crate) trait Backend: Send + Sync {
     fn write_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()>;
     /// Runs `work` in a read transaction (one consistent view).
     fn read_dyn(&self, operation: &'static str, work: &mut dyn FnMut(&mut dyn StoreTx) -> Result<()>) -> Result<()>;
+    /// What the backend's own check at open reported, when it found its
+    /// files damaged: it then refuses every write.
+    fn damage(&self) -> Option<&[String]> {
+        None
+    }
     /// Whether [`EpisodicRows::episodic_keyword_hits`] answers from an
     /// index of the backend's own, so the in-memory keyword index of a
     /// large store can be built in the background while searches go there.

@@ -70,19 +70,11 @@ impl SqliteBackend {
         })
     }
 
-    /// What the integrity check at open reported, when it failed.
-    pub(crate) fn damage(&self) -> Option<&[String]> {
-        self.damage.as_deref()
-    }
-
     /// Runs `work` in a `BEGIN IMMEDIATE` transaction on the writer
     /// connection and commits it; an error rolls everything back.
     fn write<T>(&self, operation: &'static str, work: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         if let Some(problems) = &self.damage {
-            return Err(MemoryError::Damaged {
-                path: self.path.clone(),
-                problem: problems.first().cloned().unwrap_or_default(),
-            });
+            return Err(MemoryError::damaged(&self.path, problems));
         }
         let mut connection = self.writer.lock();
         let transaction = connection
@@ -127,6 +119,10 @@ impl Backend for SqliteBackend {
 
     fn searches_keywords(&self) -> bool {
         true
+    }
+
+    fn damage(&self) -> Option<&[String]> {
+        self.damage.as_deref()
     }
 
     fn schema_version(&self) -> Result<i64> {
