@@ -336,7 +336,7 @@ fn entries_of(value: Option<&Value>) -> Vec<(String, Value)> {
 /// The candidates of one file, or why it could not be read.
 fn read_candidates(origin: Origin, path: &Path, locations: &Locations) -> (SourceFile, Vec<Candidate>) {
     let mut file = SourceFile { origin, path: path.to_owned(), exists: false, problem: None };
-    let text = match read_config_file(&locations.config_reader, path) {
+    let text = match read_config_file(&locations.sensitive, path) {
         Ok(None) => return (file, Vec::new()),
         Ok(Some(text)) => text,
         Err(problem) => {

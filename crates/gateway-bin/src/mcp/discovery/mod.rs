@@ -124,11 +124,10 @@ pub(crate) struct Locations {
     pub(crate) cairn_home: PathBuf,
     /// The user's home directory (foreign configs live there).
     pub(crate) user_home: Option<PathBuf>,
-    /// Agent specs are read through the home's sensitive-path rules.
+    /// Agent specs and the config files of servers are read through the
+    /// home's sensitive-path rules: the user's plus the home's secrets
+    /// (which include `<home>/mcp.json`).
     pub(crate) sensitive: SensitivePaths,
-    /// Config files of servers are read through the user's rules plus the
-    /// home's secrets (which include `<home>/mcp.json`).
-    pub(crate) config_reader: SensitivePaths,
     /// The home's own files this module reads and writes (`mcp.json`, the
     /// import ledger), at paths it builds itself: the user's rules only.
     pub(crate) own_file_reader: SensitivePaths,
@@ -145,7 +144,6 @@ impl Locations {
             kiro_project: project.map(|dir| dir.join(KIRO_SETTINGS_MCP)),
             kiro_global: user_home.as_ref().map(|dir| dir.join(KIRO_SETTINGS_MCP)),
             cairn_home: home.dir().to_owned(),
-            config_reader: SensitivePaths::for_user(user_home.clone()).with_gateway_home(home.dir()),
             own_file_reader: SensitivePaths::for_user(user_home.clone()),
             user_home,
             sensitive: home.sensitive().clone(),
@@ -364,7 +362,7 @@ impl Discovery {
         for (kind, path) in files {
             if let Some(path) = path {
                 let reader =
-                    if kind == SourceKind::CairnHome { &locations.own_file_reader } else { &locations.config_reader };
+                    if kind == SourceKind::CairnHome { &locations.own_file_reader } else { &locations.sensitive };
                 discovery.push(read_mcp_file(reader, kind, &path));
             }
         }
