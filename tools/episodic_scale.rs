@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use cairn_embedder::{EmbeddingBackend, WordVectorEmbedder};
+use cairn_memory_core::constants::EPISODIC_VECTORS_FILE_NAME;
 use cairn_memory_core::{EpisodicQuery, MemoryConfig, MemoryDb, NewEpisode};
 use synthetic::{query, sentence};
 
@@ -223,6 +224,13 @@ fn fill(options: &Options) -> anyhow::Result<()> {
     let db = open(options)?;
     let have = db.episodic_index_status()?.active;
     if have >= options.rows {
+        // A store filled before the index kept a vector file gets one.
+        if !options.home.join(EPISODIC_VECTORS_FILE_NAME).exists() {
+            db.build_episodic_index()?;
+            let started = Instant::now();
+            db.save_episodic_vector_file()?;
+            println!("fill: vector file written in {:.1?}", started.elapsed());
+        }
         return Ok(());
     }
     eprintln!("filling {} rows ({have} there) ...", options.rows);
@@ -257,10 +265,11 @@ fn fill(options: &Options) -> anyhow::Result<()> {
     let built = started.elapsed();
     let started = Instant::now();
     db.save_episodic_index()?;
+    db.save_episodic_vector_file()?;
     let saved = started.elapsed();
     println!(
         "fill: {} rows written in {written:.1?} ({:.0} rows/s); backfill of their vectors {backfill:.1?} \
-         ({:.0} rows/s); index built from the table {built:.1?} ({} vectors); snapshot saved {saved:.1?}",
+         ({:.0} rows/s); index built from the table {built:.1?} ({} vectors); snapshot and vector file saved {saved:.1?}",
         options.rows - have,
         (options.rows - have) as f64 / written.as_secs_f64(),
         report.embedded as f64 / backfill.as_secs_f64(),

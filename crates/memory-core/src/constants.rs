@@ -74,6 +74,13 @@ pub const DB_FILE_NAME: &str = "memory.db";
 /// The episodic vector index snapshot, beside [`DB_FILE_NAME`]: loaded at
 /// start when it holds exactly the table's active vectors, rebuilt otherwise.
 pub const EPISODIC_INDEX_FILE_NAME: &str = "episodic.index";
+/// The full vectors of an episodic index that keeps codes only
+/// ([`EPISODIC_FULL_VECTORS_MAX`]), beside [`DB_FILE_NAME`]: searches
+/// re-score their hits from it instead of reading the rows' vectors from
+/// the store. Tied to the store and the embedding space, not to a
+/// revision (a row's vector never changes); rows written after it are
+/// read from the store until it is written again.
+pub const EPISODIC_VECTORS_FILE_NAME: &str = "episodic.vectors";
 /// File name of the JSONL lesson fallback inside Cairn's home.
 pub const LESSONS_JSONL_FILE_NAME: &str = "lessons.jsonl";
 
@@ -138,6 +145,10 @@ pub const EPISODIC_BACKFILL_BATCH: usize = 32;
 /// only (about 0.55 KB a row instead of 2.1 KB) and searches re-score its
 /// hits with the stored vectors, so every cosine they use stays exact.
 pub const EPISODIC_FULL_VECTORS_MAX: usize = 50_000;
+/// Rows of a codes-only index its vector file may lack before
+/// [`MemoryDb::save_episodic_index`](crate::MemoryDb::save_episodic_index)
+/// writes the file again: this many, or a fiftieth of the index if more.
+pub const EPISODIC_VECTOR_FILE_STALE_ROWS: usize = 1_000;
 /// Active vectors above which a search does not scan the stored vectors
 /// while the index is first loaded or built (the scan costs about 5 µs a
 /// row): it answers from the keyword path alone meanwhile, each candidate's

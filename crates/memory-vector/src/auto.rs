@@ -223,6 +223,24 @@ impl AutoIndex {
             .collect())
     }
 
+    /// Whether `vector` is the one row `id` was added with, as far as the
+    /// index can tell (`None` when it does not hold the row): equal to the
+    /// stored vector within float rounding, or, in an index that keeps
+    /// codes only, encoding to the row's SQ8 codes within one level in
+    /// every dimension. A caller reading full vectors from elsewhere (a
+    /// file) checks them with this before trusting them. Takes only the
+    /// shared lock.
+    pub fn holds_vector(&self, id: u64, vector: &[f32]) -> Result<Option<bool>> {
+        let scale = crate::distance::unit_scale(vector, self.config.dim)?;
+        let state = self.state.read();
+        Ok(match &*state {
+            Inner::Flat(index) => {
+                index.stored(id).map(|stored| stored.iter().zip(vector).all(|(a, b)| (a - b * scale).abs() <= 1e-5))
+            }
+            Inner::Hnsw(index) => index.holds_vector(id, vector, scale),
+        })
+    }
+
     /// See [`VectorIndex::add`]. Holds the exclusive lock for one insert;
     /// the add that crosses the crossover also builds the graph, outside it.
     /// An insert that refits the SQ8 code grid (when the table has doubled,
@@ -647,6 +665,33 @@ mod tests {
         let (recall, recall_full) = (found as f64 / wanted as f64, found_full as f64 / wanted as f64);
         assert!(recall >= recall_full - 0.05, "recall@10 from codes alone {recall}, with the vectors {recall_full}");
         assert!(worst_error < 0.02, "a similarity from codes is off by {worst_error}");
+    }
+
+    #[test]
+    fn an_index_knows_its_rows_vectors_from_any_other() {
+        let dim = 48;
+        let rows = clustered(3_000, dim);
+        let small = AutoIndex::build(config(dim, 5_000), &borrowed(&rows[..200])).unwrap();
+        let coded = AutoIndex::build(config(dim, 100).with_full_vectors_max(2_000), &borrowed(&rows)).unwrap();
+        let full = AutoIndex::build(config(dim, 100), &borrowed(&rows)).unwrap();
+        assert!(matches!(small.backend(), AutoBackend::Flat) && !coded.exact() && full.exact());
+        for index in [&small, &coded, &full] {
+            for (id, vector) in rows.iter().take(200) {
+                assert_eq!(index.holds_vector(*id, vector).unwrap(), Some(true), "row {id}'s own vector");
+                // Its neighbour in the same cluster, and a vector of the row scaled (the
+                // index compares directions).
+                let other = &rows[(*id as usize + 1) % 200].1;
+                assert_eq!(index.holds_vector(*id, other).unwrap(), Some(false), "row {id} holds another vector");
+                let scaled: Vec<f32> = vector.iter().map(|x| x * 3.0).collect();
+                assert_eq!(index.holds_vector(*id, &scaled).unwrap(), Some(true));
+            }
+            // A vector nudged in one dimension by a tenth.
+            let mut nudged = rows[7].1.clone();
+            nudged[5] += 0.1;
+            assert_eq!(index.holds_vector(7, &nudged).unwrap(), Some(false));
+            assert_eq!(index.holds_vector(99_999, &rows[0].1).unwrap(), None, "an unknown id");
+            assert!(index.holds_vector(7, &[1.0; 3]).is_err(), "a vector of another width");
+        }
     }
 
     #[test]

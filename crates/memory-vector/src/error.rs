@@ -37,6 +37,14 @@ pub enum VectorError {
     /// `remove` was called with an id the index does not hold.
     #[error("id {0} is not in the index")]
     UnknownId(u64),
+    /// A vector file's rows were written out of ascending id order.
+    #[error("vector file rows must come in ascending id order: {id} came after {after}")]
+    OutOfOrder {
+        /// The row pushed.
+        id: u64,
+        /// The row pushed before it.
+        after: u64,
+    },
     /// A configuration value is outside its accepted range.
     #[error("invalid index configuration: {0}")]
     InvalidConfig(String),

@@ -282,6 +282,17 @@ impl Graph {
         }
     }
 
+    /// Whether `vector × scale` (a unit vector) is the vector `node` was
+    /// added with, as far as the graph can tell: equal to the stored one
+    /// within float rounding, or coding to the node's codes within one
+    /// level in every dimension.
+    pub(crate) fn holds_vector(&self, node: usize, vector: &[f32], scale: f32) -> bool {
+        if self.full {
+            return self.vector(node).iter().zip(vector).all(|(a, b)| (a - b * scale).abs() <= 1e-5);
+        }
+        self.codes.grid().within_one_level(self.code(node), vector, scale)
+    }
+
     /// Similarity of `query` (a unit vector) to `node`: exact on a graph
     /// that keeps its vectors, from the codes in `f32` otherwise.
     #[inline]

@@ -310,6 +310,13 @@ impl HnswIndex {
         Some(self.graph.query_sim(unit, slot))
     }
 
+    /// See [`AutoIndex::holds_vector`](crate::AutoIndex::holds_vector);
+    /// `vector × scale` is a unit vector.
+    pub(crate) fn holds_vector(&self, id: u64, vector: &[f32], scale: f32) -> Option<bool> {
+        let slot = *self.slots.get(&id)?;
+        Some(self.graph.holds_vector(slot, vector, scale))
+    }
+
     /// Frees the full vectors, keeping the SQ8 codes (see
     /// [`HnswConfig::full_vectors`]).
     pub(crate) fn drop_vectors(&mut self) {

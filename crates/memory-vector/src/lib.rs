@@ -30,8 +30,8 @@
 //! What this crate deliberately does not do: store rows or texts (that is
 //! `memory-core`'s SQLite), embed text (the `embedder` crate), or fall back
 //! to keyword search (the last rung of the ladder lives with the rows). It
-//! performs no I/O except reading and writing the snapshot files it is
-//! pointed at.
+//! performs no I/O except reading and writing the snapshot and vector
+//! files it is pointed at.
 
 #![warn(missing_docs)]
 
@@ -46,6 +46,7 @@ mod index;
 mod quant;
 mod ranking;
 mod snapshot;
+mod vector_file;
 
 pub use auto::{AutoBackend, AutoIndex, OpenOutcome};
 pub use distance::{dot, kernel_name};
@@ -58,3 +59,4 @@ pub use ranking::{
     relevance_threshold,
 };
 pub use snapshot::{SnapshotExpectation, SnapshotHeader, SnapshotKind, id_checksum, read_header};
+pub use vector_file::{VECTOR_FILE_FORMAT_VERSION, VectorFile, VectorFileWriter};

@@ -116,6 +116,24 @@ impl Sq8 {
         within
     }
 
+    /// Whether `vector × scale` codes to `code` within one level in every
+    /// dimension (past the grid's edge, whether it lies beyond the same
+    /// edge), without coding it: no division, no rounding.
+    pub(crate) fn within_one_level(&self, code: &[i8], vector: &[f32], scale: f32) -> bool {
+        let edge = CODE_MAX - 1.5;
+        code.iter().zip(vector).zip(self.mid.iter().zip(&self.step)).all(|((&code, &x), (&mid, &step))| {
+            let offset = x * scale - mid;
+            let level = f32::from(code);
+            if level >= CODE_MAX {
+                offset >= edge * step
+            } else if level <= -CODE_MAX {
+                offset <= -edge * step
+            } else {
+                (offset - level * step).abs() <= 1.5 * step
+            }
+        })
+    }
+
     /// Codes of every row of `data`, row-major.
     #[cfg(test)]
     pub(crate) fn encode_all(&self, data: &[f32]) -> Vec<i8> {

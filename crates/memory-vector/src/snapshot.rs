@@ -140,14 +140,14 @@ pub fn id_checksum(ids: impl IntoIterator<Item = u64>) -> u64 {
 
 /// Fast non-cryptographic hash of a byte stream, fed in pieces.
 #[derive(Clone, Copy)]
-struct ContentHash(u64);
+pub(crate) struct ContentHash(u64);
 
 impl ContentHash {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         ContentHash(0xcbf2_9ce4_8422_2325)
     }
 
-    fn update(&mut self, bytes: &[u8]) {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
         let mut words = bytes.chunks_exact(8);
         for word in &mut words {
             let w = u64::from_le_bytes(word.try_into().expect("chunks_exact yields 8 bytes"));
@@ -159,7 +159,7 @@ impl ContentHash {
         self.0 ^= bytes.len() as u64;
     }
 
-    fn finish(self) -> u64 {
+    pub(crate) fn finish(self) -> u64 {
         mix64(self.0)
     }
 }

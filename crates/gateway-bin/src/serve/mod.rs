@@ -530,10 +530,13 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
         every_ticks: INDEX_SNAPSHOT_TICKS,
         at_start: false,
         run: Arc::new(move || {
-            Ok(if snapshot_state.memory.save_episodic_index()? {
-                "saved".to_owned()
-            } else {
-                "up to date, small or not built; nothing to save".to_owned()
+            let index = snapshot_state.memory.save_episodic_index()?;
+            let vectors = snapshot_state.memory.save_episodic_vector_file()?;
+            Ok(match (index, vectors) {
+                (false, false) => "up to date, small or not built; nothing to save".to_owned(),
+                (true, false) => "saved the index".to_owned(),
+                (false, true) => "saved the vector file".to_owned(),
+                (true, true) => "saved the index and its vector file".to_owned(),
             })
         }),
     });

@@ -2,17 +2,18 @@
 //! step with the table, backfilling missing vectors and swapping models.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::keyword::KeywordState;
 use super::{BackfillProgress, ReembedProgress};
+use crate::constants::EPISODIC_VECTORS_FILE_NAME;
 use crate::error::{MemoryError, Result};
 use crate::store::{Counter, StoreTx, blob_vector};
 use cairn_embedder::EmbeddingBackend;
-use cairn_memory_vector::{AutoIndex, IndexConfig, SnapshotExpectation};
+use cairn_memory_vector::{AutoIndex, IndexConfig, SnapshotExpectation, VectorFile, VectorFileWriter};
 use parking_lot::{Mutex, RwLock};
 
 /// Name of the `settings` row recording the space every vector was verified in.
@@ -35,6 +36,8 @@ pub(crate) struct Slot {
     /// [`EPISODIC_SCAN_MAX_ROWS`](crate::constants::EPISODIC_SCAN_MAX_ROWS)
     /// searches do not scan meanwhile.
     pub(crate) building_rows: usize,
+    /// The full vectors of a codes-only `index`, in its space, on disk.
+    pub(crate) vectors: Option<Arc<VectorFile>>,
 }
 
 /// Per-store episodic state: the vector index and the model-swap progress.
@@ -51,6 +54,8 @@ pub(crate) struct EpisodicState {
     pub(crate) backfilling: Mutex<()>,
     /// The space and revision last written to the snapshot file.
     pub(crate) saved: Mutex<Option<(String, i64)>>,
+    /// Held while the vector file is written.
+    pub(crate) writing_vectors: Mutex<()>,
     /// The in-memory keyword index.
     pub(crate) keywords: KeywordState,
     /// `last_accessed` of rows searches returned, not yet written.
@@ -75,7 +80,8 @@ pub(crate) const TOUCH_BATCH_ROWS: usize = 1_000;
 
 /// A usable index for one space, or the reason to scan instead.
 pub(crate) enum IndexAccess {
-    Ready(Arc<AutoIndex>),
+    /// The index, with the vector file of a codes-only one when there is one.
+    Ready(Arc<AutoIndex>, Option<Arc<VectorFile>>),
     /// No index yet (a background build is running): scan the stored vectors.
     Scan,
 }
@@ -86,6 +92,111 @@ pub(crate) enum IndexAccess {
 pub(crate) fn snapshot_signature(tx: &mut dyn StoreTx, space: &str, revision: i64) -> Result<String> {
     let store = tx.revision(Counter::StoreId)?;
     Ok(format!("{space} | store {store:016x} | episodic revision {revision}"))
+}
+
+/// What a vector file is tied to: the embedding space and this store's
+/// identity. Not the revision: a row's vector in one space never changes
+/// and row ids are never reused, so a file stays true for the rows it
+/// holds however the table moves on.
+pub(crate) fn vector_file_signature(tx: &mut dyn StoreTx, space: &str) -> Result<String> {
+    let store = tx.revision(Counter::StoreId)?;
+    Ok(format!("{space} | store {store:016x}"))
+}
+
+/// Where the vector file of the index whose snapshot is at `snapshot` lives.
+pub(crate) fn vector_file_path(snapshot: &Path) -> PathBuf {
+    snapshot.with_file_name(EPISODIC_VECTORS_FILE_NAME)
+}
+
+/// The vector file at `path` if it is this store's, in `space`, of
+/// `dim`-wide vectors; `None` (logged) otherwise.
+pub(crate) fn open_vector_file(
+    tx: &mut dyn StoreTx,
+    path: &Path,
+    space: &str,
+    dim: usize,
+) -> Result<Option<VectorFile>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let signature = vector_file_signature(tx, space)?;
+    Ok(match VectorFile::open(path, &signature, dim) {
+        Ok(file) => Some(file),
+        Err(error) => {
+            tracing::info!(%error, "episodic vector file not usable; hits are re-scored from the store");
+            None
+        }
+    })
+}
+
+/// Reads the vectors of some rows from the store: `(id, vector)` of those
+/// still active.
+pub(crate) type FetchVectors<'a> = dyn FnMut(&[i64]) -> Result<Vec<(u64, Vec<f32>)>> + 'a;
+
+/// Writes the vector file at `path`, tied to `signature`, for the rows
+/// `ids` (ascending): each vector from `old` when it holds the row,
+/// otherwise from `fetch`, asked for a thousand rows at a time (rows it
+/// does not answer, no longer active, are left out). Answers the file,
+/// opened.
+pub(crate) fn write_vector_file(
+    path: &Path,
+    signature: &str,
+    dim: usize,
+    ids: &[u64],
+    old: Option<&VectorFile>,
+    fetch: &mut FetchVectors<'_>,
+) -> Result<VectorFile> {
+    const FETCH_BATCH: usize = 1_000;
+    let error = || index_error("writing the episodic vector file");
+    let mut writer = VectorFileWriter::create(path, signature, dim).map_err(error())?;
+    for batch in ids.chunks(FETCH_BATCH) {
+        let mut rows: Vec<(u64, Vec<f32>)> = Vec::with_capacity(batch.len());
+        let mut missing = Vec::new();
+        for &id in batch {
+            match old.and_then(|file| file.get(id).ok().flatten()) {
+                Some(vector) => rows.push((id, vector)),
+                None => missing.push(id as i64),
+            }
+        }
+        if !missing.is_empty() {
+            rows.extend(fetch(&missing)?);
+            rows.sort_unstable_by_key(|(id, _)| *id);
+        }
+        for (id, vector) in rows.iter().filter(|(_, vector)| vector.len() == dim) {
+            writer.push(*id, vector).map_err(error())?;
+        }
+    }
+    writer.finish().map_err(error())?;
+    VectorFile::open(path, signature, dim).map_err(index_error("opening the episodic vector file"))
+}
+
+/// The exact cosine of `query` with row `id`'s vector in `file`, when the
+/// file holds it and `index` knows it for the row's own (its codes);
+/// `None` sends the caller to the store. A vector the index does not know
+/// for the row's, or a damaged record, distrusts the whole file: it is
+/// not this store's as it stands (a database restored from an older copy,
+/// say), and is written again by the next
+/// [`MemoryDb::save_episodic_vector_file`](crate::MemoryDb::save_episodic_vector_file).
+pub(crate) fn file_cosine(index: &AutoIndex, file: &VectorFile, query: &[f32], id: u64) -> Option<f32> {
+    if file.is_distrusted() {
+        return None;
+    }
+    let vector = match file.get(id) {
+        Ok(vector) => vector?,
+        Err(error) => {
+            tracing::warn!(%error, "episodic vector file damaged; hits are re-scored from the store until it is written again");
+            return None;
+        }
+    };
+    if vector.len() != query.len() || !matches!(index.holds_vector(id, &vector), Ok(Some(true))) {
+        file.distrust();
+        tracing::warn!(
+            id,
+            "episodic vector file disagrees with the index; hits are re-scored from the store until it is written again"
+        );
+        return None;
+    }
+    Some(cairn_memory_vector::dot(query, &vector))
 }
 
 /// Active row ids with a vector in `space`, with the vectors.
@@ -119,6 +230,18 @@ pub(crate) fn index_config(dim: usize, full_vectors_max: usize) -> IndexConfig {
 /// The index of every active vector of `space`, built from one flat
 /// buffer the rows are streamed into (one copy of the vectors in memory).
 pub(crate) fn build_index_from_table(tx: &mut dyn StoreTx, space: &str, config: IndexConfig) -> Result<AutoIndex> {
+    build_index_and_vector_file(tx, space, config, None).map(|(index, _)| index)
+}
+
+/// [`build_index_from_table`], and for an index that keeps codes only the
+/// vector file at `vectors` too, written from the same read of the table
+/// (a failure to write it is logged: searches then read the store).
+pub(crate) fn build_index_and_vector_file(
+    tx: &mut dyn StoreTx,
+    space: &str,
+    config: IndexConfig,
+    vectors: Option<&Path>,
+) -> Result<(AutoIndex, Option<VectorFile>)> {
     let dim = config.dim;
     let mut ids = Vec::new();
     let mut data: Vec<f32> = Vec::new();
@@ -134,7 +257,43 @@ pub(crate) fn build_index_from_table(tx: &mut dyn StoreTx, space: &str, config: 
         Ok(())
     })?;
     data.shrink_to_fit();
-    AutoIndex::build_flat(config, ids, data).map_err(index_error("building the episodic index"))
+    let codes_only = config.hnsw.full_vectors
+        && ids.len() > config.full_vectors_max
+        && ids.len() > cairn_memory_vector::constants::AUTO_CROSSOVER;
+    let file = match vectors.filter(|_| codes_only) {
+        Some(path) => {
+            let written = vector_file_signature(tx, space).and_then(|signature| {
+                write_sorted_vector_file(path, &signature, dim, &ids, &data)
+                    .map_err(index_error("writing the episodic vector file"))
+            });
+            written.unwrap_or_else(|error| {
+                tracing::warn!(%error, "could not write the episodic vector file; hits are re-scored from the store");
+                None
+            })
+        }
+        None => None,
+    };
+    let index = AutoIndex::build_flat(config, ids, data).map_err(index_error("building the episodic index"))?;
+    Ok((index, file))
+}
+
+/// Writes `ids`' vectors (`dim` floats each in `data`, in the order of
+/// `ids`) to a vector file at `path`, in id order, and opens it.
+fn write_sorted_vector_file(
+    path: &Path,
+    signature: &str,
+    dim: usize,
+    ids: &[u64],
+    data: &[f32],
+) -> cairn_memory_vector::Result<Option<VectorFile>> {
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_unstable_by_key(|&position| ids[position]);
+    let mut writer = VectorFileWriter::create(path, signature, dim)?;
+    for position in order {
+        writer.push(ids[position], &data[position * dim..(position + 1) * dim])?;
+    }
+    writer.finish()?;
+    VectorFile::open(path, signature, dim).map(Some)
 }
 
 /// `hits` of `index` for `query` with exact cosines: as they are from an
@@ -146,6 +305,7 @@ pub(crate) fn build_index_from_table(tx: &mut dyn StoreTx, space: &str, config: 
 pub(crate) fn exact_hits(
     tx: &mut dyn StoreTx,
     index: &AutoIndex,
+    vectors: Option<&VectorFile>,
     space: &str,
     query: &[f32],
     k: usize,
@@ -158,11 +318,16 @@ pub(crate) fn exact_hits(
     // The codes' order is close to the cosines': a margin of extra hits
     // lets a row just past the k-th by its codes move in.
     let hits = search(k + k / 4 + 8)?;
-    let missing: Vec<i64> = hits.iter().filter(|hit| !known.contains_key(&hit.id)).map(|hit| hit.id as i64).collect();
-    if !missing.is_empty() {
-        for id in &missing {
-            known.insert(*id as u64, None);
+    let mut missing: Vec<i64> = Vec::new();
+    let unknown: Vec<&cairn_memory_vector::Hit> = hits.iter().filter(|hit| !known.contains_key(&hit.id)).collect();
+    for hit in unknown {
+        let cosine = vectors.and_then(|file| file_cosine(index, file, query, hit.id));
+        known.insert(hit.id, cosine);
+        if cosine.is_none() {
+            missing.push(hit.id as i64);
         }
+    }
+    if !missing.is_empty() {
         for (id, blob) in tx.episodic_vectors(space, Some(&missing))? {
             let cosine = blob_vector(&blob)
                 .filter(|vector| vector.len() == query.len())
@@ -183,6 +348,8 @@ pub(crate) fn exact_hits(
 pub(crate) struct LoadedIndex {
     pub(crate) index: AutoIndex,
     pub(crate) from_snapshot: bool,
+    /// The vector file of a codes-only index, when there is a usable one.
+    pub(crate) vectors: Option<VectorFile>,
 }
 
 /// The index of the active vectors of `space`: loaded from the snapshot at
@@ -208,19 +375,24 @@ pub(crate) fn load_or_build_index(
         match AutoIndex::restore(path, &expected, config.clone()) {
             Ok(index) => {
                 tracing::info!(rows = index.len(), "episodic index loaded from its snapshot");
-                return Ok(LoadedIndex { index, from_snapshot: true });
+                let vectors = match index.exact() {
+                    true => None,
+                    false => open_vector_file(tx, &vector_file_path(path), space, dim)?,
+                };
+                return Ok(LoadedIndex { index, from_snapshot: true, vectors });
             }
             Err(error) => tracing::info!(%error, "episodic index snapshot not usable; building from the table"),
         }
     }
-    let index = build_index_from_table(tx, space, config)?;
+    let vectors = snapshot.map(vector_file_path);
+    let (index, vectors) = build_index_and_vector_file(tx, space, config, vectors.as_deref())?;
     if let Some(path) = snapshot
         && index.len() > cairn_memory_vector::constants::AUTO_CROSSOVER
         && let Err(error) = index.snapshot(path, &signature)
     {
         tracing::warn!(%error, "could not write the episodic index snapshot");
     }
-    Ok(LoadedIndex { index, from_snapshot: false })
+    Ok(LoadedIndex { index, from_snapshot: false, vectors })
 }
 
 /// Waits up to `timeout` for `embedder` to be ready.

@@ -629,7 +629,8 @@ pub struct EpisodicIndexStatus {
     /// Whether the index in use was loaded from the snapshot file beside
     /// `memory.db` rather than built from the table.
     pub loaded_from_snapshot: bool,
-    /// Approximate heap bytes of the vector index.
+    /// Approximate heap bytes of the vector index (with the id table of
+    /// its vector file, when it keeps one).
     pub index_bytes: usize,
     /// Approximate heap bytes of the in-memory keyword index.
     pub keyword_index_bytes: usize,

@@ -203,6 +203,135 @@ fn an_index_of_codes_only_keeps_every_cosine_exact() {
     assert!(!reopened.current_index().unwrap().exact());
 }
 
+/// Replaces every stored episodic vector by its opposite, behind the
+/// store's back.
+fn flip_stored_vectors_of(db: &MemoryDb) {
+    let connection = sql(db);
+    let blobs: Vec<(i64, Vec<u8>)> = connection
+        .prepare("SELECT id, embedding FROM episodic_memories WHERE embedding IS NOT NULL")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for (id, blob) in blobs {
+        let flipped: Vec<u8> = blob
+            .chunks_exact(4)
+            .flat_map(|bytes| (-f32::from_le_bytes(bytes.try_into().unwrap())).to_le_bytes())
+            .collect();
+        connection.execute("UPDATE episodic_memories SET embedding = ?1 WHERE id = ?2", (flipped, id)).unwrap();
+    }
+}
+
+/// A codes-only index re-scores its hits from the vector file written
+/// beside its snapshot: not from the rows, which the test changes behind
+/// the store's back to tell the two apart. A row the file lacks is read
+/// from the store; a file that disagrees with the index's codes is not
+/// believed; the file is written again once it lacks enough rows.
+#[test]
+fn a_codes_only_index_rescores_from_its_vector_file_and_distrusts_one_that_disagrees() {
+    use crate::constants::{EPISODIC_VECTOR_FILE_STALE_ROWS, EPISODIC_VECTORS_FILE_NAME};
+    let home = tempfile::tempdir().unwrap();
+    let config = MemoryConfig { episodic_full_vectors_max: 1_000, ..MemoryConfig::default() };
+    let embedder = Arc::new(cairn_embedder::WordVectorEmbedder::new(64));
+    let open = || MemoryDb::open_in_home(home.path(), config.clone()).unwrap().with_embedder(embedder.clone());
+    let db = open();
+    let sentence = |i: usize| format!("row {i} says word{} and word{} near word{}", i % 97, i % 89, i % 83);
+    let rows = cairn_memory_vector::constants::AUTO_CROSSOVER + 200;
+    for i in 0..rows {
+        db.write_episodic(&NewEpisode::new(sentence(i)).defer_embedding(true)).unwrap();
+    }
+    assert_eq!(db.backfill_missing_embeddings(None).unwrap().remaining, 0);
+    db.build_episodic_index().unwrap();
+    let file = home.path().join(EPISODIC_VECTORS_FILE_NAME);
+    assert!(file.exists(), "building a codes-only index writes its vector file");
+    assert!(!db.save_episodic_vector_file().unwrap(), "the file holds every row already");
+
+    let unit = |text: &str| {
+        let mut vector = embedder.embed(text).unwrap();
+        cairn_embedder::l2_normalize(&mut vector);
+        vector
+    };
+    let search = |db: &MemoryDb, text: &str| {
+        db.search_episodic(&EpisodicQuery::new(text).mode(RetrievalMode::PureVector).limit(10).vector(unit(text)))
+            .unwrap()
+    };
+    // Every stored vector is replaced by its opposite: a cosine read from
+    // the rows changes sign, one read from the file does not.
+    let flip_stored_vectors = || flip_stored_vectors_of(&db);
+    let text = format!("{} and more", sentence(1_234));
+    let before: Vec<(i64, f32)> = search(&db, &text).iter().map(|hit| (hit.id, hit.score.cosine.unwrap())).collect();
+    assert!(before.iter().all(|(_, cosine)| *cosine > 0.0), "{before:?}");
+    flip_stored_vectors();
+    let from_file: Vec<(i64, f32)> = search(&db, &text).iter().map(|hit| (hit.id, hit.score.cosine.unwrap())).collect();
+    assert_eq!(from_file, before, "the hits were re-scored from the file, not from the rows");
+    flip_stored_vectors();
+
+    // A row written after the file is re-scored from the store.
+    let late = "a late row says word11 and word12 near word13";
+    let EpisodicOutcome::Inserted { id: late_id, .. } = db.write_episodic(&NewEpisode::new(late)).unwrap() else {
+        panic!("inserted")
+    };
+    let hit = search(&db, late).into_iter().find(|hit| hit.id == late_id).expect("the late row is found");
+    assert!((hit.score.cosine.unwrap() - 1.0).abs() < 1e-5);
+
+    // Written again once it lacks more rows than the limit.
+    let mut inserted = 1;
+    for i in 0.. {
+        if inserted > EPISODIC_VECTOR_FILE_STALE_ROWS {
+            break;
+        }
+        let text = format!("note {i}: word{} word{} word{} word{}", i % 101, i % 103, i % 107, i % 109);
+        if inserted == EPISODIC_VECTOR_FILE_STALE_ROWS {
+            assert!(!db.save_episodic_vector_file().unwrap(), "the file lacks {inserted} rows: not yet");
+        }
+        inserted +=
+            usize::from(matches!(db.write_episodic(&NewEpisode::new(text)).unwrap(), EpisodicOutcome::Inserted { .. }));
+    }
+    assert!(db.save_episodic_vector_file().unwrap(), "the file lacked {inserted} rows");
+    assert!(!db.save_episodic_vector_file().unwrap());
+    assert!(db.save_episodic_index().unwrap());
+    drop(db);
+
+    // A file whose vectors are not its rows' (each row holding the next
+    // row's vector) is not believed: the hits keep their exact cosines.
+    let db = open();
+    db.build_episodic_index().unwrap();
+    let index = db.current_index().unwrap();
+    let mut ids = index.ids();
+    ids.sort_unstable();
+    let signature = db
+        .rows()
+        .read("test", |tx| {
+            crate::episodic::index::vector_file_signature(tx, &crate::store::space_signature(&*embedder))
+        })
+        .unwrap();
+    let space = crate::store::space_signature(&*embedder);
+    let mut fetch = |batch: &[i64]| {
+        let shifted: Vec<i64> = batch.iter().map(|id| id + 1).collect();
+        let vectors = db.rows().read("test", |tx| crate::episodic::index::load_vectors(tx, &space, Some(&shifted)))?;
+        Ok(vectors.into_iter().map(|(id, vector)| (id - 1, vector)).collect())
+    };
+    crate::episodic::index::write_vector_file(&file, &signature, 64, &ids, None, &mut fetch).unwrap();
+    drop(db);
+    let db = open();
+    db.build_episodic_index().unwrap();
+    for probe in [3, 2_345, 4_999] {
+        let text = format!("{} and more", sentence(probe));
+        let query = unit(&text);
+        let hits = search(&db, &text);
+        assert!(!hits.is_empty());
+        for hit in &hits {
+            let exact = cairn_memory_vector::dot(&query, &unit(&hit.text));
+            assert!((hit.score.cosine.unwrap() - exact).abs() < 1e-5, "hit {} kept a wrong cosine", hit.id);
+        }
+    }
+    assert!(db.save_episodic_vector_file().unwrap(), "a file found untrue is written again");
+    let text = format!("{} and more", sentence(77));
+    flip_stored_vectors_of(&db);
+    assert!(search(&db, &text).iter().all(|hit| hit.score.cosine.unwrap() > 0.0), "read from the new file");
+}
+
 /// Warming a reopened store builds both indexes before any search.
 #[test]
 fn warming_up_makes_both_indexes_ready_before_the_first_search() {

@@ -107,11 +107,11 @@ pub(crate) fn find_near_duplicate(
     space: &str,
 ) -> Result<Option<(i64, f32)>> {
     match access {
-        IndexAccess::Ready(index) => {
+        IndexAccess::Ready(index, vectors) => {
             let mut probe = DEDUP_PROBE;
             let mut known = std::collections::HashMap::new();
             loop {
-                let hits = super::index::exact_hits(tx, index, space, vector, probe, &mut known)?;
+                let hits = super::index::exact_hits(tx, index, vectors.as_deref(), space, vector, probe, &mut known)?;
                 for hit in &hits {
                     if hit.cosine <= EPISODIC_DEDUP_COSINE {
                         return Ok(None);

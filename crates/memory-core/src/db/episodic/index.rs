@@ -3,11 +3,12 @@
 //! The index state and the row loading it uses are in
 //! [`crate::episodic::index`].
 
-use crate::constants::{EPISODIC_BACKFILL_BATCH, EPISODIC_INDEX_FILE_NAME};
+use crate::constants::{EPISODIC_BACKFILL_BATCH, EPISODIC_INDEX_FILE_NAME, EPISODIC_VECTOR_FILE_STALE_ROWS};
 use crate::db::MemoryDb;
 use crate::episodic::index::{
     IndexAccess, LoadedIndex, SPACE_SETTING, Slot, active_vector_ids, build_index_from_table, index_error,
-    load_or_build_index, load_vectors, snapshot_signature, wait_ready,
+    load_or_build_index, load_vectors, snapshot_signature, vector_file_path, vector_file_signature, wait_ready,
+    write_vector_file,
 };
 use crate::episodic::keyword::KeywordAccess;
 use crate::episodic::{
@@ -45,10 +46,11 @@ impl MemoryDb {
                 && let Some(index) = &slot.index
             {
                 if slot.revision == Some(revision) {
-                    return Ok(IndexAccess::Ready(Arc::clone(index)));
+                    return Ok(IndexAccess::Ready(Arc::clone(index), slot.vectors.clone()));
                 }
                 // Catch up with changes made elsewhere: diff the ids.
                 let index = Arc::clone(index);
+                let vectors = slot.vectors.clone();
                 drop(slot);
                 let wanted = active_vector_ids(tx, space)?;
                 let have: HashSet<u64> = index.ids().into_iter().collect();
@@ -62,7 +64,7 @@ impl MemoryDb {
                     }
                     let mut slot = self.episodic.slot.write();
                     slot.revision = Some(revision);
-                    return Ok(IndexAccess::Ready(index));
+                    return Ok(IndexAccess::Ready(index, vectors));
                 }
                 // Dropped; built again below, from the table.
                 let mut slot = self.episodic.slot.write();
@@ -85,8 +87,9 @@ impl MemoryDb {
                 building: false,
                 from_snapshot: false,
                 building_rows: 0,
+                vectors: None,
             };
-            return Ok(IndexAccess::Ready(index));
+            return Ok(IndexAccess::Ready(index, None));
         }
         self.start_background_build(space, dim, count as usize);
         Ok(IndexAccess::Scan)
@@ -153,6 +156,7 @@ impl MemoryDb {
         match result {
             Ok(loaded) => {
                 slot.index = Some(Arc::new(loaded.index));
+                slot.vectors = loaded.vectors.map(Arc::new);
                 slot.from_snapshot = loaded.from_snapshot;
                 slot.space = Some(space);
                 slot.revision = None;
@@ -190,7 +194,7 @@ impl MemoryDb {
                 && slot.revision == Some(revision)
                 && let Some(index) = &slot.index
             {
-                return Ok(IndexAccess::Ready(Arc::clone(index)));
+                return Ok(IndexAccess::Ready(Arc::clone(index), slot.vectors.clone()));
             }
             if slot.building {
                 return Ok(IndexAccess::Scan);
@@ -218,7 +222,7 @@ impl MemoryDb {
         let slot = self.episodic.slot.read();
         match &slot.index {
             Some(index) if slot.space.as_deref() == Some(space) && slot.revision == Some(revision) => {
-                Ok(IndexAccess::Ready(Arc::clone(index)))
+                Ok(IndexAccess::Ready(Arc::clone(index), slot.vectors.clone()))
             }
             _ => Ok(IndexAccess::Scan),
         }
@@ -269,7 +273,8 @@ impl MemoryDb {
             space: slot.space.clone(),
             keyword_index_len,
             loaded_from_snapshot: slot.index.is_some() && slot.from_snapshot,
-            index_bytes: slot.index.as_ref().map_or(0, |index| index.memory_bytes()),
+            index_bytes: slot.index.as_ref().map_or(0, |index| index.memory_bytes())
+                + slot.vectors.as_ref().map_or(0, |vectors| vectors.memory_bytes()),
             keyword_index_bytes: self.keyword_index_bytes(),
         })
     }
@@ -316,6 +321,7 @@ impl MemoryDb {
                         building: false,
                         from_snapshot: loaded.from_snapshot,
                         building_rows: 0,
+                        vectors: loaded.vectors.map(Arc::new),
                     };
                 } else {
                     self.index_locked(tx, &space, embedder.dim())?;
@@ -419,6 +425,52 @@ impl MemoryDb {
         if let Err(error) = index.snapshot(&path, &signature) {
             *self.episodic.saved.lock() = None;
             return Err(index_error("saving the episodic index")(error));
+        }
+        Ok(true)
+    }
+
+    /// Writes the vector file beside the snapshot again when the index
+    /// keeps codes only and the file is distrusted, or lacks more of its rows than
+    /// [`EPISODIC_VECTOR_FILE_STALE_ROWS`] (or a fiftieth of them, if
+    /// more), so searches re-score their hits from the file rather than
+    /// the store; rows the old file holds are copied from it, the others
+    /// read from the store. Answers whether a file was written. A long-running
+    /// process calls it now and then, off the request path: at a million
+    /// rows it writes 1.5 GB.
+    pub fn save_episodic_vector_file(&self) -> Result<bool> {
+        let Some(path) = self.episodic_snapshot_path().map(|snapshot| vector_file_path(&snapshot)) else {
+            return Ok(false);
+        };
+        let Some(_writing) = self.episodic.writing_vectors.try_lock() else { return Ok(false) };
+        self.collect_background_build();
+        let (index, old, space) = {
+            let slot = self.episodic.slot.read();
+            match (&slot.index, &slot.space) {
+                (Some(index), Some(space)) if !index.exact() => {
+                    let old = slot.vectors.clone().filter(|file| !file.is_distrusted());
+                    (Arc::clone(index), old, space.clone())
+                }
+                _ => return Ok(false),
+            }
+        };
+        let mut ids = index.ids();
+        ids.sort_unstable();
+        let lacking = match &old {
+            Some(file) => ids.iter().filter(|id| !file.contains(**id)).count(),
+            None => ids.len(),
+        };
+        if old.is_some() && lacking <= EPISODIC_VECTOR_FILE_STALE_ROWS.max(ids.len() / 50) {
+            return Ok(false);
+        }
+        let signature = self.rows().read("reading the store's identity", |tx| vector_file_signature(tx, &space))?;
+        let mut fetch = |batch: &[i64]| {
+            self.rows().read("reading episodic vectors for the vector file", |tx| load_vectors(tx, &space, Some(batch)))
+        };
+        let file = write_vector_file(&path, &signature, index.dim(), &ids, old.as_deref(), &mut fetch)?;
+        tracing::info!(rows = file.len(), lacking, "episodic vector file written");
+        let mut slot = self.episodic.slot.write();
+        if slot.index.as_ref().is_some_and(|current| Arc::ptr_eq(current, &index)) {
+            slot.vectors = Some(Arc::new(file));
         }
         Ok(true)
     }
@@ -591,7 +643,7 @@ impl MemoryDb {
                 }
             }
             let after = if stored.is_empty() { before } else { tx.bump_revision(Counter::Episodic)? };
-            if let IndexAccess::Ready(index) = &access {
+            if let IndexAccess::Ready(index, _) = &access {
                 for (id, vector) in &stored {
                     if index.contains(*id) {
                         index.remove(*id).map_err(index_error("replacing a vector"))?;

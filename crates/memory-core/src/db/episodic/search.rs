@@ -5,7 +5,7 @@ use crate::bm25;
 use crate::clock::now_ms;
 use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
 use crate::db::MemoryDb;
-use crate::episodic::index::{IndexAccess, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits};
+use crate::episodic::index::{IndexAccess, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits, file_cosine};
 use crate::episodic::keyword::KeywordAccess;
 use crate::episodic::search::{
     Candidate, FILTERED_PROBES, ListPositions, fetch_rows, rank, read_neighbours, sanitize_fts_query, scan,
@@ -125,8 +125,8 @@ impl MemoryDb {
             if let (Some(vector), Some(space)) = (query_vector, space) {
                 let revision = tx.revision(Counter::Episodic)?;
                 let access = self.index_for_read(revision, space, dim)?;
-                if let IndexAccess::Ready(index) = &access {
-                    ready_index = Some(Arc::clone(index));
+                if let IndexAccess::Ready(index, vectors) = &access {
+                    ready_index = Some((Arc::clone(index), vectors.clone()));
                 }
                 // While a large store's index is first made ready, the
                 // keyword path answers alone.
@@ -134,7 +134,9 @@ impl MemoryDb {
                 let mut known = HashMap::new();
                 let mut search = |k: usize| -> Result<Vec<Hit>> {
                     match &access {
-                        IndexAccess::Ready(index) => exact_hits(tx, index, space, vector, k, &mut known),
+                        IndexAccess::Ready(index, vectors) => {
+                            exact_hits(tx, index, vectors.as_deref(), space, vector, k, &mut known)
+                        }
                         IndexAccess::Scan if skip_scan => Ok(Vec::new()),
                         IndexAccess::Scan => scan(tx, space, vector, k),
                     }
@@ -194,9 +196,12 @@ impl MemoryDb {
                 }
             }
             // Keyword-only rows take their cosine from the index's copy of
-            // their vector when it keeps one, not from the stored blob.
+            // their vector when it keeps one, or from the vector file of a
+            // codes-only index, not from the stored blob.
             let mut index_cosines: HashMap<i64, f32> = HashMap::new();
-            if let (Some(index), Some(vector)) = (ready_index.as_ref().filter(|index| index.exact()), query_vector) {
+            if let (Some((index, vectors)), Some(vector)) = (&ready_index, query_vector)
+                && (index.exact() || vectors.is_some())
+            {
                 let keyword_only: Vec<u64> = by_id
                     .iter()
                     .filter(|(_, (vector_hit, _))| vector_hit.is_none())
@@ -206,6 +211,11 @@ impl MemoryDb {
                     .similarities(vector, &keyword_only)
                     .map_err(|source| MemoryError::Index { operation: "scoring keyword hits", source })?;
                 for (id, cosine) in keyword_only.into_iter().zip(cosines) {
+                    let cosine = match vectors.as_deref().filter(|_| !index.exact()) {
+                        // A row the codes do not hold is not active in this space.
+                        Some(file) => cosine.and_then(|_| file_cosine(index, file, vector, id)),
+                        None => cosine,
+                    };
                     if let Some(cosine) = cosine {
                         index_cosines.insert(id as i64, cosine);
                     }

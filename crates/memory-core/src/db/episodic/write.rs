@@ -191,7 +191,7 @@ impl MemoryDb {
             let after = tx.bump_revision(Counter::Episodic)?;
             let text_after = tx.revision(Counter::EpisodicText)?;
             // The index changes before the commit; a refusal rolls the row back.
-            if let Some(IndexAccess::Ready(index)) = &access {
+            if let Some(IndexAccess::Ready(index, _)) = &access {
                 for id in &evicted {
                     if index.contains(*id as u64) {
                         index

@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use super::schema;
 use crate::constants::{
-    EPISODIC_INDEX_FILE_NAME, IMPORT_LEDGER_FILE_NAME, INDEX_FILE_NAME, LESSONS_JSONL_FILE_NAME, MAX_SEMANTIC_VERSION,
-    MEMORY_STATE_FILE_NAME,
+    EPISODIC_INDEX_FILE_NAME, EPISODIC_VECTORS_FILE_NAME, IMPORT_LEDGER_FILE_NAME, INDEX_FILE_NAME,
+    LESSONS_JSONL_FILE_NAME, MAX_SEMANTIC_VERSION, MEMORY_STATE_FILE_NAME,
 };
 use crate::error::{MemoryError, Result};
 
@@ -222,8 +222,10 @@ pub fn repair_database(path: &Path, force: bool) -> Result<RepairReport> {
     }
     std::fs::rename(&fresh, path).map_err(io("moving the repaired database to", path))?;
     if let Some(dir) = path.parent() {
-        // The vector index snapshot belonged to the old store; it is rebuilt.
+        // The vector index snapshot and its vector file belonged to the old
+        // store; they are rebuilt.
         let _ = std::fs::remove_file(dir.join(EPISODIC_INDEX_FILE_NAME));
+        let _ = std::fs::remove_file(dir.join(EPISODIC_VECTORS_FILE_NAME));
         cairn_files::sync_dir(dir);
     }
     report.repaired = true;
