@@ -145,6 +145,10 @@ pub const EPISODIC_BACKFILL_BATCH: usize = 32;
 /// only (about 0.55 KB a row instead of 2.1 KB) and searches re-score its
 /// hits with the stored vectors, so every cosine they use stays exact.
 pub const EPISODIC_FULL_VECTORS_MAX: usize = 50_000;
+/// Rows of the in-memory keyword index from which a search runs its
+/// keyword lookup on a thread of its own, beside the vector lookup and the
+/// store's reads (below, starting the thread costs more than it saves).
+pub const EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS: usize = 50_000;
 /// Rows of a codes-only index its vector file may lack before
 /// [`MemoryDb::save_episodic_index`](crate::MemoryDb::save_episodic_index)
 /// writes the file again: this many, or a fiftieth of the index if more.

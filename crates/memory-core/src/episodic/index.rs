@@ -296,12 +296,11 @@ fn write_sorted_vector_file(
     VectorFile::open(path, signature, dim).map(Some)
 }
 
-/// `hits` of `index` for `query` with exact cosines: as they are from an
-/// index that keeps its vectors; re-scored with the stored vectors (and
-/// re-sorted) from one that keeps codes only. Rows no longer active are
-/// dropped. `known` keeps the exact cosines (or `None` for a row no longer
-/// active) read so far for this query, so a wider probe reads only the
-/// rows the narrower one did not.
+/// The top `k` hits of `index` for `query` with exact cosines: as they are
+/// from an index that keeps its vectors; re-scored (and re-sorted) from
+/// one that keeps codes only, with the vectors of `vectors` or, for rows it
+/// lacks, the stored ones. Rows no longer active are dropped. `probes`
+/// carries what earlier probes of the same query learned.
 pub(crate) fn exact_hits(
     tx: &mut dyn StoreTx,
     index: &AutoIndex,
@@ -309,7 +308,7 @@ pub(crate) fn exact_hits(
     space: &str,
     query: &[f32],
     k: usize,
-    known: &mut HashMap<u64, Option<f32>>,
+    probes: &mut Probes,
 ) -> Result<Vec<cairn_memory_vector::Hit>> {
     let search = |k: usize| index.search(query, k).map_err(index_error("searching episodic vectors"));
     if index.exact() {
@@ -317,10 +316,20 @@ pub(crate) fn exact_hits(
     }
     // The codes' order is close to the cosines': a margin of extra hits
     // lets a row just past the k-th by its codes move in.
-    let hits = search(k + k / 4 + 8)?;
+    let margin = |k: usize| k + k / 4 + 8;
+    let fetch = margin(k);
+    if probes.fetched < fetch && probes.codes.len() == probes.fetched {
+        let wanted = fetch.max(margin(probes.next.min(2 * k)));
+        probes.codes = search(wanted)?;
+        probes.fetched = wanted;
+    }
+    let Probes { known, codes, .. } = probes;
+    let hits = &codes[..fetch.min(codes.len())];
     let mut missing: Vec<i64> = Vec::new();
-    let unknown: Vec<&cairn_memory_vector::Hit> = hits.iter().filter(|hit| !known.contains_key(&hit.id)).collect();
-    for hit in unknown {
+    for hit in hits {
+        if known.contains_key(&hit.id) {
+            continue;
+        }
         let cosine = vectors.and_then(|file| file_cosine(index, file, query, hit.id));
         known.insert(hit.id, cosine);
         if cosine.is_none() {
@@ -342,6 +351,21 @@ pub(crate) fn exact_hits(
     exact.sort_by(cairn_memory_vector::Hit::rank_cmp);
     exact.truncate(k);
     Ok(exact)
+}
+
+/// What the probes of one search have learned, so a wider probe repeats
+/// none of a narrower one's work: the exact cosine (or `None` for a row
+/// no longer active) of every hit re-scored so far, and the codes search
+/// of the widest reach asked for yet. A codes search reaches as far as the
+/// next probe the caller may ask for (`next`), up to twice its own: the
+/// graph's walk for a few more hits costs far less than a second walk.
+#[derive(Default)]
+pub(crate) struct Probes {
+    known: HashMap<u64, Option<f32>>,
+    codes: Vec<cairn_memory_vector::Hit>,
+    fetched: usize,
+    /// The widest probe that may follow; 0 for none.
+    pub(crate) next: usize,
 }
 
 /// An index and whether it came from the snapshot file.

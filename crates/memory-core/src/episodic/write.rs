@@ -109,9 +109,9 @@ pub(crate) fn find_near_duplicate(
     match access {
         IndexAccess::Ready(index, vectors) => {
             let mut probe = DEDUP_PROBE;
-            let mut known = std::collections::HashMap::new();
+            let mut probes = super::index::Probes::default();
             loop {
-                let hits = super::index::exact_hits(tx, index, vectors.as_deref(), space, vector, probe, &mut known)?;
+                let hits = super::index::exact_hits(tx, index, vectors.as_deref(), space, vector, probe, &mut probes)?;
                 for hit in &hits {
                     if hit.cosine <= EPISODIC_DEDUP_COSINE {
                         return Ok(None);

@@ -3,9 +3,12 @@
 
 use crate::bm25;
 use crate::clock::now_ms;
-use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
+use crate::constants::{
+    EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS, FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK,
+    SCOPE_POOL_FACTOR,
+};
 use crate::db::MemoryDb;
-use crate::episodic::index::{IndexAccess, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits, file_cosine};
+use crate::episodic::index::{IndexAccess, Probes, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits, file_cosine};
 use crate::episodic::keyword::KeywordAccess;
 use crate::episodic::search::{
     Candidate, FILTERED_PROBES, ListPositions, fetch_rows, rank, read_neighbours, sanitize_fts_query, scan,
@@ -117,11 +120,32 @@ impl MemoryDb {
         use_keywords: bool,
         fts_query: Option<&str>,
     ) -> Result<(Vec<Candidate>, usize)> {
-        {
-            let mut dropped = 0;
-            let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
-            let mut ready_index = None;
-            let mut bm25_ceiling = None;
+        let mut dropped = 0;
+        let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
+        let mut ready_index = None;
+        let mut bm25_ceiling = None;
+        let keyword_k = match query.mode {
+            RetrievalMode::Hybrid => query.candidates.clamp(1, MMR_MAX_POOL),
+            _ => query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL),
+        } * factor;
+        let keyword_access = match (use_keywords, fts_query) {
+            (true, Some(_)) => Some(self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)?),
+            _ => None,
+        };
+        let terms = match &keyword_access {
+            Some(KeywordAccess::Ready(_)) => bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS),
+            _ => Vec::new(),
+        };
+        std::thread::scope(|scope| -> Result<()> {
+            // A large in-memory keyword index is searched on a thread of its
+            // own while this one walks the vector index and reads the store.
+            let beside = match &keyword_access {
+                Some(KeywordAccess::Ready(index)) if index.len() >= EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS => {
+                    let terms = &terms;
+                    Some(scope.spawn(move || index.search(terms, keyword_k)))
+                }
+                _ => None,
+            };
             if let (Some(vector), Some(space)) = (query_vector, space) {
                 let revision = tx.revision(Counter::Episodic)?;
                 let access = self.index_for_read(revision, space, dim)?;
@@ -131,11 +155,12 @@ impl MemoryDb {
                 // While a large store's index is first made ready, the
                 // keyword path answers alone.
                 let skip_scan = matches!(access, IndexAccess::Scan) && self.too_large_to_scan();
-                let mut known = HashMap::new();
-                let mut search = |k: usize| -> Result<Vec<Hit>> {
+                let mut probes = Probes::default();
+                let mut search = |k: usize, next: usize| -> Result<Vec<Hit>> {
+                    probes.next = next;
                     match &access {
                         IndexAccess::Ready(index, vectors) => {
-                            exact_hits(tx, index, vectors.as_deref(), space, vector, k, &mut known)
+                            exact_hits(tx, index, vectors.as_deref(), space, vector, k, &mut probes)
                         }
                         IndexAccess::Scan if skip_scan => Ok(Vec::new()),
                         IndexAccess::Scan => scan(tx, space, vector, k),
@@ -151,8 +176,10 @@ impl MemoryDb {
                     // Hits come in cosine order: once a probe ends below the
                     // lowest gate, a wider one adds nothing admissible.
                     let mut hits = Vec::new();
-                    for k in FILTERED_PROBES.map(|k| k.min(pool)) {
-                        hits = search(k)?;
+                    let probe_sizes = FILTERED_PROBES.map(|k| k.min(pool));
+                    for (at, &k) in probe_sizes.iter().enumerate() {
+                        let next = probe_sizes.get(at + 1).copied().unwrap_or(0);
+                        hits = search(k, next)?;
                         let may_continue =
                             hits.len() == k && hits.last().is_some_and(|hit| hit.cosine >= gate.lowest());
                         if !may_continue || k == pool {
@@ -161,40 +188,40 @@ impl MemoryDb {
                     }
                     hits
                 } else {
-                    search(pool)?
+                    search(pool, 0)?
                 };
                 for (rank, hit) in hits.iter().enumerate() {
                     by_id.entry(hit.id as i64).or_default().0 = Some((rank + 1, hit.cosine));
                 }
             }
-            if use_keywords && let Some(fts_query) = &fts_query {
-                let k = if query.mode == RetrievalMode::Hybrid {
-                    query.candidates.clamp(1, MMR_MAX_POOL)
-                } else {
-                    query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL)
-                };
-                let k = k * factor;
-                let hits = match self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)? {
-                    KeywordAccess::Ready(index) => {
-                        let terms = bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS);
-                        bm25_ceiling = Some(index.ceiling(&terms));
-                        index.search(&terms, k).into_iter().map(|(id, score)| (id as i64, score)).collect()
-                    }
-                    // Only a backend with its own keyword index builds the
-                    // in-memory one in the background, started once this
-                    // search has its answer.
-                    KeywordAccess::Own { start } => {
-                        let hits = tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default();
-                        if start {
-                            self.start_keyword_build();
-                        }
-                        hits
-                    }
-                };
-                for (rank, (id, bm25)) in hits.into_iter().enumerate() {
-                    by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
+            let hits: Vec<(i64, f64)> = match &keyword_access {
+                Some(KeywordAccess::Ready(index)) => {
+                    bm25_ceiling = Some(index.ceiling(&terms));
+                    let hits = match beside {
+                        Some(search) => search.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        None => index.search(&terms, keyword_k),
+                    };
+                    hits.into_iter().map(|(id, score)| (id as i64, score)).collect()
                 }
+                // Only a backend with its own keyword index builds the
+                // in-memory one in the background, started once this
+                // search has its answer.
+                Some(KeywordAccess::Own { start }) => {
+                    let fts_query = fts_query.expect("keyword access is resolved only with a query");
+                    let hits = tx.episodic_keyword_hits(fts_query, keyword_k)?.unwrap_or_default();
+                    if *start {
+                        self.start_keyword_build();
+                    }
+                    hits
+                }
+                None => Vec::new(),
+            };
+            for (rank, (id, bm25)) in hits.into_iter().enumerate() {
+                by_id.entry(id).or_default().1 = Some((rank + 1, bm25));
             }
+            Ok(())
+        })?;
+        {
             // Keyword-only rows take their cosine from the index's copy of
             // their vector when it keeps one, or from the vector file of a
             // codes-only index, not from the stored blob.
