@@ -564,7 +564,7 @@ fn restore(
                 vector: None,
             })?;
             if let Some(at) = episode.last_accessed {
-                tx.touch_episodic(&[id], at)?;
+                tx.touch_episodic(&[(id, at)])?;
             }
             if let Some(evidence) = &episode.evidence {
                 tx.set_evidence(EvidenceLayer::Episodic, &id.to_string(), Some(evidence))?;

@@ -124,7 +124,8 @@ fn populated() -> Home {
             other => panic!("not inserted: {other:?}"),
         }
     }
-    db.rows().write("recalling", |tx| tx.touch_episodic(&ids[..2], now - DAY_MS / 2)).unwrap();
+    let recalled: Vec<(i64, i64)> = ids[..2].iter().map(|id| (*id, now - DAY_MS / 2)).collect();
+    db.rows().write("recalling", |tx| tx.touch_episodic(&recalled)).unwrap();
     home.files.write_preferences("- editor: helix\n").unwrap();
     home.files.write_projects("## cairn\nA memory for agent hosts.\n").unwrap();
     let history = home.path().join("memory/history");

@@ -480,10 +480,10 @@ impl EpisodicRows for MemoryTx<'_> {
         Ok(counts)
     }
 
-    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
-        for id in ids {
+    fn touch_episodic(&mut self, touches: &[(i64, i64)]) -> Result<()> {
+        for (id, at) in touches {
             if let Some(episode) = self.state.episodic.get_mut(id) {
-                episode.row.last_accessed = Some(at);
+                episode.row.last_accessed = Some(*at);
             }
         }
         Ok(())

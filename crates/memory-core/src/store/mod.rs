@@ -300,8 +300,9 @@ pub(crate) trait EpisodicRows {
     fn episodic_live_count(&mut self) -> Result<i64> {
         Ok(self.episodic_counts(None)?.live)
     }
-    /// Records `last_accessed` on `ids`.
-    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()>;
+    /// Records `last_accessed` on rows: `(id, at)` pairs, one per row, in
+    /// one statement where the backend can.
+    fn touch_episodic(&mut self, touches: &[(i64, i64)]) -> Result<()>;
 }
 
 /// The vectors of episodic rows, for the vector indexes and the backfill.

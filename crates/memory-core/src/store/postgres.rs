@@ -1880,14 +1880,19 @@ impl EpisodicRows for PgTx<'_> {
         Ok(EpisodicCounts { live: row.get(0), deleted: row.get(1), with_vectors: row.get(2) })
     }
 
-    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
-        if ids.is_empty() {
+    fn touch_episodic(&mut self, touches: &[(i64, i64)]) -> Result<()> {
+        if touches.is_empty() {
             return Ok(());
         }
+        let (ids, ats): (Vec<i64>, Vec<i64>) = touches.iter().copied().unzip();
+        // One statement for every row and time; a row named twice takes its last time.
         self.execute(
             "recording last_accessed",
-            "UPDATE episodic_memories SET last_accessed = $2 WHERE id = ANY($1)",
-            &[&ids, &at],
+            "UPDATE episodic_memories AS m SET last_accessed = t.at
+             FROM (SELECT DISTINCT ON (id) id, at FROM unnest($1::BIGINT[], $2::BIGINT[]) WITH ORDINALITY AS u (id, at, n)
+                   ORDER BY id, n DESC) AS t
+             WHERE m.id = t.id",
+            &[&ids, &ats],
         )?;
         Ok(())
     }

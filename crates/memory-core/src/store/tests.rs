@@ -871,12 +871,16 @@ fn episodic_touch_and_quoting(fixture: &Fixture) {
         ],
     );
     tombstone(backend, ids[3]);
-    backend.write("touching", |tx| tx.touch_episodic(&[ids[0], ids[2]], 7_000)).unwrap();
-    let touched: Vec<Option<i64>> = ids
-        .iter()
-        .map(|id| backend.read("reading", |tx| tx.episodic_row(*id, None)).unwrap().unwrap().0.last_accessed)
-        .collect();
-    assert_eq!(touched, [Some(7_000), None, Some(7_000), None, None]);
+    backend.write("touching", |tx| tx.touch_episodic(&[(ids[0], 7_000), (ids[2], 7_000)])).unwrap();
+    let touched = || -> Vec<Option<i64>> {
+        ids.iter()
+            .map(|id| backend.read("reading", |tx| tx.episodic_row(*id, None)).unwrap().unwrap().0.last_accessed)
+            .collect()
+    };
+    assert_eq!(touched(), [Some(7_000), None, Some(7_000), None, None]);
+    // Each row its own time in one call; a row named twice keeps the later one.
+    backend.write("touching", |tx| tx.touch_episodic(&[(ids[1], 8_000), (ids[4], 9_000), (ids[1], 8_500)])).unwrap();
+    assert_eq!(touched(), [Some(7_000), Some(8_500), Some(7_000), None, Some(9_000)]);
 
     // (needle, its words, the active rows that quote it)
     let cases: &[(&str, &[&str], Vec<i64>)] = &[
@@ -928,7 +932,7 @@ fn episodic_revisions(fixture: &Fixture) {
                 backend
                     .write("storing", |tx| tx.set_episodic_vector(other, "the cache is cleared at night", &blob, "s1"))
                     .unwrap();
-                backend.write("touching", |tx| tx.touch_episodic(&[id, other], 300)).unwrap();
+                backend.write("touching", |tx| tx.touch_episodic(&[(id, 300), (other, 300)])).unwrap();
             }
             4 => {
                 let bumped = backend.write("bumping", |tx| tx.bump_revision(Counter::Episodic)).unwrap();

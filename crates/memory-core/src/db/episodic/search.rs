@@ -19,7 +19,7 @@ use crate::store::Counter;
 use crate::store::space_signature;
 use cairn_memory_vector::constants::MMR_MAX_POOL;
 use cairn_memory_vector::{Hit, RelevanceGate};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -327,13 +327,9 @@ impl MemoryDb {
             return 0;
         }
         let rows = waiting.len();
-        let mut by_time: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-        for (id, at) in waiting {
-            by_time.entry(at).or_default().push(id);
-        }
-        let written = self.rows().write("recording last_accessed", |tx| {
-            by_time.iter().try_for_each(|(at, ids)| tx.touch_episodic(ids, *at))
-        });
+        let mut touches: Vec<(i64, i64)> = waiting.into_iter().collect();
+        touches.sort_unstable();
+        let written = self.rows().write("recording last_accessed", |tx| tx.touch_episodic(&touches));
         match written {
             Ok(()) => rows,
             Err(error) => {

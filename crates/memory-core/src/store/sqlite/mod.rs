@@ -588,12 +588,12 @@ impl EpisodicRows for SqliteTx<'_> {
         Ok(EpisodicCounts { live, deleted, with_vectors })
     }
 
-    fn touch_episodic(&mut self, ids: &[i64], at: i64) -> Result<()> {
+    fn touch_episodic(&mut self, touches: &[(i64, i64)]) -> Result<()> {
         let mut statement = self
             .connection
             .prepare_cached("UPDATE episodic_memories SET last_accessed = ?2 WHERE id = ?1")
             .map_err(MemoryError::sqlite("recording last_accessed"))?;
-        for id in ids {
+        for (id, at) in touches {
             statement.execute(params![id, at]).map_err(MemoryError::sqlite("recording last_accessed"))?;
         }
         Ok(())
