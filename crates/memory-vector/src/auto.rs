@@ -231,7 +231,12 @@ impl AutoIndex {
     /// file) checks them with this before trusting them. Takes only the
     /// shared lock.
     pub fn holds_vector(&self, id: u64, vector: &[f32]) -> Result<Option<bool>> {
-        let scale = crate::distance::unit_scale(vector, self.config.dim)?;
+        if vector.len() != self.config.dim {
+            return Err(VectorError::DimensionMismatch { expected: self.config.dim, actual: vector.len() });
+        }
+        // A vector with a component that is not finite, or of no length,
+        // is no row's: its scale is not finite and no comparison holds.
+        let scale = crate::distance::unit_scale_unchecked(vector);
         let state = self.state.read();
         Ok(match &*state {
             Inner::Flat(index) => {
@@ -689,6 +694,10 @@ mod tests {
             let mut nudged = rows[7].1.clone();
             nudged[5] += 0.1;
             assert_eq!(index.holds_vector(7, &nudged).unwrap(), Some(false));
+            let mut broken = rows[7].1.clone();
+            broken[3] = f32::NAN;
+            assert_eq!(index.holds_vector(7, &broken).unwrap(), Some(false), "a component that is not a number");
+            assert_eq!(index.holds_vector(7, &vec![0.0; dim]).unwrap(), Some(false), "a vector of no length");
             assert_eq!(index.holds_vector(99_999, &rows[0].1).unwrap(), None, "an unknown id");
             assert!(index.holds_vector(7, &[1.0; 3]).is_err(), "a vector of another width");
         }

@@ -25,19 +25,15 @@ pub(crate) fn validate(vector: &[f32], dim: usize) -> Result<()> {
     Ok(())
 }
 
-/// Validates `vector` and returns the factor that scales it to unit L2
-/// length, without making the scaled copy.
-pub(crate) fn unit_scale(vector: &[f32], dim: usize) -> Result<f32> {
-    validate(vector, dim)?;
+/// The factor that scales `vector` to unit L2 length, unchecked: not
+/// finite when a component is not or the vector has no length.
+pub(crate) fn unit_scale_unchecked(vector: &[f32]) -> f32 {
     // The vectorised f32 sum, unless it overflowed or underflowed.
     let mut norm = f64::from(dot(vector, vector)).sqrt();
     if !norm.is_finite() || norm < f64::from(f32::MIN_POSITIVE) {
         norm = vector.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
     }
-    if norm == 0.0 || !norm.is_finite() {
-        return Err(VectorError::ZeroVector);
-    }
-    Ok((1.0 / norm) as f32)
+    (1.0 / norm) as f32
 }
 
 /// Validates `vector` and returns it scaled to unit L2 length.
