@@ -129,6 +129,9 @@ pub(crate) struct EpisodicConfig {
     pub(crate) mode: RetrievalMode,
     pub(crate) fusion: Fusion,
     pub(crate) prior_weight: f64,
+    /// [`EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS`](crate::constants::EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS),
+    /// lowered by tests that take the thread's path on a small store.
+    pub(crate) keyword_beside_rows: usize,
 }
 
 impl Drop for MemoryDb {
@@ -453,6 +456,7 @@ fn validate_config(config: &MemoryConfig) -> Result<(Vec<String>, EpisodicConfig
         mode: config.episodic_mode,
         fusion: config.episodic_fusion,
         prior_weight: config.episodic_prior_weight,
+        keyword_beside_rows: crate::constants::EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS,
     };
     Ok((prefixes, episodic_config))
 }

@@ -327,6 +327,29 @@ fn a_codes_only_index_rescores_from_its_vector_file_and_distrusts_one_that_disag
         }
     }
     assert!(db.save_episodic_vector_file().unwrap(), "a file found untrue is written again");
+    // The keyword lookup on a thread of its own, beside the vector lookup
+    // and the read of the vector hits' rows (a store of 50,000 keyword
+    // rows or more), finds what it finds on this one, scored the same.
+    let mut db = db;
+    type Scored = (i64, f64, Option<f32>, Option<usize>, Option<usize>, Option<f64>);
+    let hybrid = |db: &MemoryDb, text: &str| -> Vec<Scored> {
+        let query = EpisodicQuery::new(text).mode(RetrievalMode::Hybrid).limit(20).vector(unit(text)).touch(false);
+        let hits = db.search_episodic(&query.clone().relevance_filter(true)).unwrap();
+        let unfiltered = db.search_episodic(&query).unwrap();
+        hits.into_iter()
+            .chain(unfiltered)
+            .map(|hit| {
+                let score = &hit.score;
+                (hit.id, score.score, score.cosine, score.vector_rank, score.keyword_rank, score.bm25)
+            })
+            .collect()
+    };
+    let probes: Vec<String> = [9, 1_500, 3_333, 5_050].iter().map(|i| format!("{} and more", sentence(*i))).collect();
+    let serial: Vec<_> = probes.iter().map(|text| hybrid(&db, text)).collect();
+    db.episodic_config.keyword_beside_rows = 0;
+    let beside: Vec<_> = probes.iter().map(|text| hybrid(&db, text)).collect();
+    assert!(serial.iter().all(|hits| hits.iter().any(|hit| hit.4.is_some())), "keyword hits are among them");
+    assert_eq!(beside, serial);
     let text = format!("{} and more", sentence(77));
     flip_stored_vectors_of(&db);
     assert!(search(&db, &text).iter().all(|hit| hit.score.cosine.unwrap() > 0.0), "read from the new file");

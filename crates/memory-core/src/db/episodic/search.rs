@@ -3,10 +3,7 @@
 
 use crate::bm25;
 use crate::clock::now_ms;
-use crate::constants::{
-    EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS, FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK,
-    SCOPE_POOL_FACTOR,
-};
+use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
 use crate::db::MemoryDb;
 use crate::episodic::index::{IndexAccess, Probes, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits, file_cosine};
 use crate::episodic::keyword::KeywordAccess;
@@ -18,7 +15,7 @@ use crate::error::{MemoryError, Result};
 use crate::store::Counter;
 use crate::store::space_signature;
 use cairn_memory_vector::constants::MMR_MAX_POOL;
-use cairn_memory_vector::{Hit, RelevanceGate};
+use cairn_memory_vector::{AutoIndex, Hit, RelevanceGate, VectorFile};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -107,6 +104,12 @@ impl MemoryDb {
     /// The candidates of one search: vector and keyword hits in pools
     /// `factor` times the usual, each with its row; and how many rows of
     /// other scopes were dropped.
+    ///
+    /// A large store's in-memory keyword lookup runs on a thread of its own
+    /// (with the file cosines of its hits, for an index that keeps codes
+    /// only) while this one walks the vector index and reads the rows of
+    /// the vector hits the gate admits; the rows only the keyword hits
+    /// bring are read once it is done.
     #[allow(clippy::too_many_arguments)]
     fn gather(
         &self,
@@ -120,9 +123,7 @@ impl MemoryDb {
         use_keywords: bool,
         fts_query: Option<&str>,
     ) -> Result<(Vec<Candidate>, usize)> {
-        let mut dropped = 0;
         let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
-        let mut ready_index = None;
         let mut bm25_ceiling = None;
         let keyword_k = match query.mode {
             RetrievalMode::Hybrid => query.candidates.clamp(1, MMR_MAX_POOL),
@@ -136,29 +137,44 @@ impl MemoryDb {
             Some(KeywordAccess::Ready(_)) => bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS),
             _ => Vec::new(),
         };
+        let vector_access = match (query_vector, space) {
+            (Some(vector), Some(space)) => {
+                let revision = tx.revision(Counter::Episodic)?;
+                Some((vector, space, self.index_for_read(revision, space, dim)?))
+            }
+            _ => None,
+        };
+        // The index's exact copy of the vectors, when it has one: its own, or
+        // the vector file of an index that keeps codes only.
+        let exact_copy = match &vector_access {
+            Some((vector, _, IndexAccess::Ready(index, vectors))) if index.exact() || vectors.is_some() => {
+                Some((*vector, Arc::clone(index), vectors.clone()))
+            }
+            _ => None,
+        };
+        let mut rows = HashMap::new();
+        let mut keyword_cosines: HashMap<i64, f32> = HashMap::new();
         std::thread::scope(|scope| -> Result<()> {
-            // A large in-memory keyword index is searched on a thread of its
-            // own while this one walks the vector index and reads the store.
             let beside = match &keyword_access {
-                Some(KeywordAccess::Ready(index)) if index.len() >= EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS => {
-                    let terms = &terms;
-                    Some(scope.spawn(move || index.search(terms, keyword_k)))
+                Some(KeywordAccess::Ready(index)) if index.len() >= self.episodic_config.keyword_beside_rows => {
+                    let (terms, exact_copy) = (&terms, &exact_copy);
+                    Some(scope.spawn(move || {
+                        let hits = index.search(terms, keyword_k);
+                        let ids: Vec<u64> = hits.iter().map(|(id, _)| *id).collect();
+                        let cosines = exact_cosines(exact_copy.as_ref(), &ids);
+                        (hits, cosines)
+                    }))
                 }
                 _ => None,
             };
-            if let (Some(vector), Some(space)) = (query_vector, space) {
-                let revision = tx.revision(Counter::Episodic)?;
-                let access = self.index_for_read(revision, space, dim)?;
-                if let IndexAccess::Ready(index, vectors) = &access {
-                    ready_index = Some((Arc::clone(index), vectors.clone()));
-                }
+            if let Some((vector, space, access)) = &vector_access {
                 // While a large store's index is first made ready, the
                 // keyword path answers alone.
                 let skip_scan = matches!(access, IndexAccess::Scan) && self.too_large_to_scan();
                 let mut probes = Probes::default();
                 let mut search = |k: usize, next: usize| -> Result<Vec<Hit>> {
                     probes.next = next;
-                    match &access {
+                    match access {
                         IndexAccess::Ready(index, vectors) => {
                             exact_hits(tx, index, vectors.as_deref(), space, vector, k, &mut probes)
                         }
@@ -193,12 +209,27 @@ impl MemoryDb {
                 for (rank, hit) in hits.iter().enumerate() {
                     by_id.entry(hit.id as i64).or_default().0 = Some((rank + 1, hit.cosine));
                 }
+                // While the keyword lookup runs: the rows of the vector hits
+                // every gate admits whatever their keyword rank.
+                if beside.is_some() {
+                    let admitted: Vec<(i64, bool)> = hits
+                        .iter()
+                        .filter(|hit| !query.relevance_filter || hit.cosine >= gate.lowest())
+                        .map(|hit| (hit.id as i64, false))
+                        .collect();
+                    rows = fetch_rows(tx, &admitted, Some(space))?;
+                }
             }
             let hits: Vec<(i64, f64)> = match &keyword_access {
                 Some(KeywordAccess::Ready(index)) => {
                     bm25_ceiling = Some(index.ceiling(&terms));
                     let hits = match beside {
-                        Some(search) => search.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        Some(search) => {
+                            let (hits, cosines) =
+                                search.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                            keyword_cosines = cosines?;
+                            hits
+                        }
                         None => index.search(&terms, keyword_k),
                     };
                     hits.into_iter().map(|(id, score)| (id as i64, score)).collect()
@@ -221,80 +252,65 @@ impl MemoryDb {
             }
             Ok(())
         })?;
-        {
-            // Keyword-only rows take their cosine from the index's copy of
-            // their vector when it keeps one, or from the vector file of a
-            // codes-only index, not from the stored blob.
-            let mut index_cosines: HashMap<i64, f32> = HashMap::new();
-            if let (Some((index, vectors)), Some(vector)) = (&ready_index, query_vector)
-                && (index.exact() || vectors.is_some())
-            {
-                let keyword_only: Vec<u64> = by_id
-                    .iter()
-                    .filter(|(_, (vector_hit, _))| vector_hit.is_none())
-                    .map(|(id, _)| *id as u64)
-                    .collect();
-                let cosines = index
-                    .similarities(vector, &keyword_only)
-                    .map_err(|source| MemoryError::Index { operation: "scoring keyword hits", source })?;
-                for (id, cosine) in keyword_only.into_iter().zip(cosines) {
-                    let cosine = match vectors.as_deref().filter(|_| !index.exact()) {
-                        // A row the codes do not hold is not active in this space.
-                        Some(file) => cosine.and_then(|_| file_cosine(index, file, vector, id)),
-                        None => cosine,
-                    };
-                    if let Some(cosine) = cosine {
-                        index_cosines.insert(id as i64, cosine);
-                    }
-                }
-            }
-            let mut out = Vec::with_capacity(by_id.len());
-            let mut ids: Vec<_> = by_id.into_iter().collect();
-            ids.sort_by_key(|(id, _)| *id);
-            // Under the filter, a hit below every cosine gate that is not
-            // among the top keyword hits cannot be admitted: not read.
-            ids.retain(|(id, (vector_hit, keyword_hit))| {
-                let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(id).copied());
-                !(query.relevance_filter
-                    && keyword_hit.is_none_or(|(rank, _)| rank > KEYWORD_ADMISSION_MAX_RANK)
-                    && known_cosine.is_some_and(|cosine| cosine < gate.lowest()))
-            });
-            let wanted: Vec<(i64, bool)> = ids
-                .iter()
-                .map(|(id, (vector_hit, _))| {
-                    let known = vector_hit.is_some() || index_cosines.contains_key(id);
-                    (*id, !known && query_vector.is_some())
-                })
-                .collect();
-            let mut rows = fetch_rows(tx, &wanted, space)?;
-            for (id, (vector_hit, keyword_hit)) in ids {
-                let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(&id).copied());
-                let Some(row) = rows.remove(&id) else { continue };
-                if !query.scopes.admits(&row.scope) {
-                    dropped += 1;
-                    continue;
-                }
-                let cosine = match (known_cosine, &row.vector, query_vector) {
-                    (Some(cosine), _, _) => Some(cosine),
-                    (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
-                        Some(cairn_memory_vector::dot(vector, stored))
-                    }
-                    _ => None,
-                };
-                out.push(Candidate {
-                    row,
-                    cosine,
-                    vector_rank: vector_hit.map(|(rank, _)| rank),
-                    keyword_rank: keyword_hit.map(|(rank, _)| rank),
-                    bm25: keyword_hit.map(|(_, bm25)| bm25),
-                    bm25_ceiling,
-                });
-            }
-            if dropped > 0 {
-                rerank_visible(&mut out);
-            }
-            Ok((out, dropped))
+        // Keyword-only rows take their cosine from the index's exact copy
+        // of their vector when there is one, not from the stored blob.
+        let keyword_only: Vec<u64> = by_id
+            .iter()
+            .filter(|(id, (vector_hit, _))| vector_hit.is_none() && !keyword_cosines.contains_key(id))
+            .map(|(id, _)| *id as u64)
+            .collect();
+        let mut index_cosines = exact_cosines(exact_copy.as_ref(), &keyword_only)?;
+        index_cosines.extend(keyword_cosines);
+        let mut ids: Vec<_> = by_id.into_iter().collect();
+        ids.sort_by_key(|(id, _)| *id);
+        // Under the filter, a hit below every cosine gate that is not
+        // among the top keyword hits cannot be admitted: not read.
+        ids.retain(|(id, (vector_hit, keyword_hit))| {
+            let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(id).copied());
+            !(query.relevance_filter
+                && keyword_hit.is_none_or(|(rank, _)| rank > KEYWORD_ADMISSION_MAX_RANK)
+                && known_cosine.is_some_and(|cosine| cosine < gate.lowest()))
+        });
+        let wanted: Vec<(i64, bool)> = ids
+            .iter()
+            .filter(|(id, _)| !rows.contains_key(id))
+            .map(|(id, (vector_hit, _))| {
+                let known = vector_hit.is_some() || index_cosines.contains_key(id);
+                (*id, !known && query_vector.is_some())
+            })
+            .collect();
+        if !wanted.is_empty() {
+            rows.extend(fetch_rows(tx, &wanted, space)?);
         }
+        let mut dropped = 0;
+        let mut out = Vec::with_capacity(ids.len());
+        for (id, (vector_hit, keyword_hit)) in ids {
+            let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(&id).copied());
+            let Some(row) = rows.remove(&id) else { continue };
+            if !query.scopes.admits(&row.scope) {
+                dropped += 1;
+                continue;
+            }
+            let cosine = match (known_cosine, &row.vector, query_vector) {
+                (Some(cosine), _, _) => Some(cosine),
+                (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
+                    Some(cairn_memory_vector::dot(vector, stored))
+                }
+                _ => None,
+            };
+            out.push(Candidate {
+                row,
+                cosine,
+                vector_rank: vector_hit.map(|(rank, _)| rank),
+                keyword_rank: keyword_hit.map(|(rank, _)| rank),
+                bm25: keyword_hit.map(|(_, bm25)| bm25),
+                bm25_ceiling,
+            });
+        }
+        if dropped > 0 {
+            rerank_visible(&mut out);
+        }
+        Ok((out, dropped))
     }
 
     /// Records `last_accessed` on returned rows, outside the read path and
@@ -355,4 +371,31 @@ fn rerank_visible(candidates: &mut [Candidate]) {
             }
         }
     }
+}
+
+/// A query vector with the index that can score it exactly: the index and,
+/// for one that keeps codes only, its vector file.
+type ExactCopy<'a> = (&'a [f32], Arc<AutoIndex>, Option<Arc<VectorFile>>);
+
+/// The exact cosines of `query` with the rows `ids` from an index's exact
+/// copy of their vectors (its own, or the vector file of one that keeps
+/// codes only): rows it cannot answer for (not in the index, not in the
+/// file, or a file not believed) are left out, for the caller to read.
+fn exact_cosines(copy: Option<&ExactCopy<'_>>, ids: &[u64]) -> Result<HashMap<i64, f32>> {
+    let Some((query, index, vectors)) = copy else { return Ok(HashMap::new()) };
+    let cosines = index
+        .similarities(query, ids)
+        .map_err(|source| MemoryError::Index { operation: "scoring keyword hits", source })?;
+    Ok(ids
+        .iter()
+        .zip(cosines)
+        .filter_map(|(&id, cosine)| {
+            let cosine = match vectors.as_deref().filter(|_| !index.exact()) {
+                // A row the codes do not hold is not active in this space.
+                Some(file) => cosine.and_then(|_| file_cosine(index, file, query, id)),
+                None => cosine,
+            };
+            Some((id as i64, cosine?))
+        })
+        .collect())
 }
