@@ -69,6 +69,7 @@ impl MemoryDb {
                 // Dropped; built again below, from the table.
                 let mut slot = self.episodic.slot.write();
                 slot.index = None;
+                slot.vectors = None;
                 slot.space = None;
                 slot.revision = None;
             } else if slot.building {
@@ -107,6 +108,7 @@ impl MemoryDb {
             slot.building = true;
             slot.building_rows = rows;
             slot.index = None;
+            slot.vectors = None;
             slot.space = None;
             slot.revision = None;
         }
