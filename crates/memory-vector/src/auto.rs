@@ -141,7 +141,7 @@ impl AutoIndex {
     /// The graph parameters for a graph of `rows` live vectors.
     fn hnsw_config(&self, rows: usize) -> HnswConfig {
         // Rebuilds happen here, outside the exclusive lock.
-        let full_vectors = self.config.hnsw.full_vectors && rows <= self.config.full_vectors_max;
+        let full_vectors = self.config.graph_keeps_vectors(rows);
         HnswConfig { auto_rebuild: false, full_vectors, ..self.config.hnsw.clone() }
     }
 
@@ -680,6 +680,10 @@ mod tests {
         let coded = AutoIndex::build(config(dim, 100).with_full_vectors_max(2_000), &borrowed(&rows)).unwrap();
         let full = AutoIndex::build(config(dim, 100), &borrowed(&rows)).unwrap();
         assert!(matches!(small.backend(), AutoBackend::Flat) && !coded.exact() && full.exact());
+        // The configuration says beforehand which of them keeps codes only.
+        for (index, rows) in [(&small, 200), (&coded, rows.len()), (&full, rows.len())] {
+            assert_eq!(index.config().keeps_codes_only(rows), !index.exact());
+        }
         for index in [&small, &coded, &full] {
             for (id, vector) in rows.iter().take(200) {
                 assert_eq!(index.holds_vector(*id, vector).unwrap(), Some(true), "row {id}'s own vector");

@@ -105,6 +105,20 @@ impl IndexConfig {
         }
     }
 
+    /// Whether an index of `rows` live vectors keeps SQ8 codes only: it is
+    /// a graph (above the crossover) that does not keep its vectors in
+    /// full (see [`IndexConfig::full_vectors_max`]). A caller that must
+    /// re-score such an index's hits exactly knows so before building it.
+    pub fn keeps_codes_only(&self, rows: usize) -> bool {
+        rows > self.crossover && !self.graph_keeps_vectors(rows)
+    }
+
+    /// Whether a graph of `rows` live vectors keeps them in full beside
+    /// their codes.
+    pub(crate) fn graph_keeps_vectors(&self, rows: usize) -> bool {
+        self.hnsw.full_vectors && rows <= self.full_vectors_max
+    }
+
     /// Sets [`IndexConfig::full_vectors_max`].
     pub fn with_full_vectors_max(mut self, rows: usize) -> Self {
         self.full_vectors_max = rows;

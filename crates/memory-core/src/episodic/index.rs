@@ -257,10 +257,7 @@ pub(crate) fn build_index_and_vector_file(
         Ok(())
     })?;
     data.shrink_to_fit();
-    let codes_only = config.hnsw.full_vectors
-        && ids.len() > config.full_vectors_max
-        && ids.len() > cairn_memory_vector::constants::AUTO_CROSSOVER;
-    let file = match vectors.filter(|_| codes_only) {
+    let file = match vectors.filter(|_| config.keeps_codes_only(ids.len())) {
         Some(path) => {
             let written = vector_file_signature(tx, space).and_then(|signature| {
                 write_sorted_vector_file(path, &signature, dim, &ids, &data)
