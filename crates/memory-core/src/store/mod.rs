@@ -198,6 +198,11 @@ impl Counter {
 pub(crate) trait Revisions {
     /// The counter's value (0 before its first bump).
     fn revision(&mut self, counter: Counter) -> Result<i64>;
+    /// The values of `counters`, in their order: one statement on a
+    /// backend that asks a server.
+    fn revisions(&mut self, counters: &[Counter]) -> Result<Vec<i64>> {
+        counters.iter().map(|&counter| self.revision(counter)).collect()
+    }
     /// Adds one to the counter and answers its new value.
     fn bump_revision(&mut self, counter: Counter) -> Result<i64>;
     /// Moves the counter on by the time the transaction commits (by one or

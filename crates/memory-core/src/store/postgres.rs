@@ -1672,6 +1672,22 @@ impl Revisions for PgTx<'_> {
         Ok(row.get(0))
     }
 
+    fn revisions(&mut self, counters: &[Counter]) -> Result<Vec<i64>> {
+        if counters.iter().any(|counter| matches!(counter, Counter::Episodic | Counter::EpisodicText)) {
+            self.lock_episodic()?;
+        }
+        let names: Vec<&str> = counters.iter().map(|counter| counter.name()).collect();
+        let rows = self.query(
+            "reading revisions",
+            "SELECT coalesce(sum(m.value), 0)::BIGINT
+             FROM unnest($1::TEXT[]) WITH ORDINALITY AS c (name, n)
+             LEFT JOIN meta m ON m.name = c.name OR starts_with(m.name, c.name || '.')
+             GROUP BY c.n ORDER BY c.n",
+            &[&names],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     fn bump_revision(&mut self, counter: Counter) -> Result<i64> {
         if matches!(counter, Counter::Episodic | Counter::EpisodicText) {
             self.lock_episodic()?;

@@ -908,7 +908,14 @@ fn episodic_revisions(fixture: &Fixture) {
     let backend = &*fixture.backend;
     let revisions = || {
         backend
-            .read("reading", |tx| Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?)))
+            .read("reading", |tx| {
+                let one_by_one = (tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?);
+                let together = tx.revisions(&[Counter::EpisodicText, Counter::Semantic, Counter::Episodic])?;
+                assert_eq!(together.len(), 3);
+                assert_eq!((together[0], together[2]), one_by_one, "read together or one by one");
+                assert_eq!(together[1], tx.revision(Counter::Semantic)?);
+                Ok(one_by_one)
+            })
             .unwrap()
     };
     let (text, vectors) = revisions();

@@ -129,19 +129,22 @@ impl MemoryDb {
             RetrievalMode::Hybrid => query.candidates.clamp(1, MMR_MAX_POOL),
             _ => query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL),
         } * factor;
-        let keyword_access = match (use_keywords, fts_query) {
-            (true, Some(_)) => Some(self.keyword_index_for_read(tx.revision(Counter::EpisodicText)?)?),
-            _ => None,
-        };
+        // Both indexes' revisions in one read (one statement on a server).
+        let wants_keywords = use_keywords && fts_query.is_some();
+        let wants_vectors = query_vector.is_some() && space.is_some();
+        let counters: Vec<Counter> = [(wants_keywords, Counter::EpisodicText), (wants_vectors, Counter::Episodic)]
+            .into_iter()
+            .filter_map(|(wanted, counter)| wanted.then_some(counter))
+            .collect();
+        let mut revisions = tx.revisions(&counters)?.into_iter();
+        let mut revision = || revisions.next().expect("a revision for every counter asked for");
+        let keyword_access = if wants_keywords { Some(self.keyword_index_for_read(revision())?) } else { None };
         let terms = match &keyword_access {
             Some(KeywordAccess::Ready(_)) => bm25::query_terms(&query.text, FTS_MAX_QUERY_TERMS),
             _ => Vec::new(),
         };
         let vector_access = match (query_vector, space) {
-            (Some(vector), Some(space)) => {
-                let revision = tx.revision(Counter::Episodic)?;
-                Some((vector, space, self.index_for_read(revision, space, dim)?))
-            }
+            (Some(vector), Some(space)) => Some((vector, space, self.index_for_read(revision(), space, dim)?)),
             _ => None,
         };
         // The index's exact copy of the vectors, when it has one: its own, or
