@@ -680,6 +680,9 @@ impl PostgresBackend {
     }
 }
 
+/// Shard rows of a counter bumped at commit (the `% 64` of [`BUMP_AT_COMMIT`]).
+const BUMP_SHARDS: u32 = 64;
+
 /// Bumps the counters named in `$1` (each at most once).
 ///
 /// A counter bumped at commit is spread over 64 shard rows (`<name>.<n>`,
@@ -1659,33 +1662,34 @@ impl AuditLog for PgTx<'_> {
 
 impl Revisions for PgTx<'_> {
     fn revision(&mut self, counter: Counter) -> Result<i64> {
-        if matches!(counter, Counter::Episodic | Counter::EpisodicText) {
-            self.lock_episodic()?;
-        }
-        // The counter's own row and its shards (see [`BUMP_AT_COMMIT`]): the sum
-        // moves with every committed bump.
-        let row = self.query_one(
-            "reading a revision",
-            "SELECT coalesce(sum(value), 0)::BIGINT FROM meta WHERE name = $1 OR starts_with(name, $1 || '.')",
-            &[&counter.name()],
-        )?;
-        Ok(row.get(0))
+        Ok(self.revisions(&[counter])?[0])
     }
 
     fn revisions(&mut self, counters: &[Counter]) -> Result<Vec<i64>> {
         if counters.iter().any(|counter| matches!(counter, Counter::Episodic | Counter::EpisodicText)) {
             self.lock_episodic()?;
         }
-        let names: Vec<&str> = counters.iter().map(|counter| counter.name()).collect();
-        let rows = self.query(
-            "reading revisions",
-            "SELECT coalesce(sum(m.value), 0)::BIGINT
-             FROM unnest($1::TEXT[]) WITH ORDINALITY AS c (name, n)
-             LEFT JOIN meta m ON m.name = c.name OR starts_with(m.name, c.name || '.')
-             GROUP BY c.n ORDER BY c.n",
-            &[&names],
-        )?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
+        // Each counter's own row and its shards (see [`BUMP_AT_COMMIT`]),
+        // named exactly: a lookup by primary key under any plan, where a
+        // prefix match scans the table (its rows are rewritten at every
+        // write, so it holds far more pages than rows).
+        let shards = |counter: Counter| (0..BUMP_SHARDS).map(move |shard| format!("{}.{shard}", counter.name()));
+        let names: Vec<String> = counters
+            .iter()
+            .flat_map(|&counter| std::iter::once(counter.name().to_owned()).chain(shards(counter)))
+            .collect();
+        let rows = self.query("reading revisions", "SELECT name, value FROM meta WHERE name = ANY($1)", &[&names])?;
+        let rows: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+        Ok(counters
+            .iter()
+            .map(|counter| {
+                let name = counter.name();
+                rows.iter()
+                    .filter(|(row, _)| row == name || row.strip_prefix(name).is_some_and(|rest| rest.starts_with('.')))
+                    .map(|(_, value)| value)
+                    .sum()
+            })
+            .collect())
     }
 
     fn bump_revision(&mut self, counter: Counter) -> Result<i64> {
@@ -2308,4 +2312,14 @@ impl RunRows for PgTx<'_> {
 
 fn pg_run_row(row: &postgres::Row) -> RunRow {
     RunRow { id: row.get(0), state: row.get(1), created_at: row.get(2), updated_at: row.get(3), body: row.get(4) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_read_every_shard_a_commit_bumps() {
+        assert!(BUMP_AT_COMMIT.contains(&format!("pg_backend_pid() % {BUMP_SHARDS})")));
+    }
 }
