@@ -326,13 +326,67 @@ impl VectorFile {
         self.record(position).map(Some)
     }
 
+    /// The vectors of `ids`, in their order (`None` for an id the file
+    /// does not hold). Records already in the page cache are read straight
+    /// away; the others are all asked of the disk before any of them is
+    /// waited for, so a search whose records were evicted waits for about
+    /// one read, not one per record.
+    pub fn get_many(&self, ids: &[u64]) -> Result<Vec<Option<Vec<f32>>>> {
+        let record = self.record_bytes();
+        let positions: Vec<Option<usize>> = ids.iter().map(|&id| self.position(id)).collect();
+        let mut records: Vec<Option<Vec<u8>>> = vec![None; ids.len()];
+        let mut uncached: Vec<usize> = Vec::new();
+        for (at, position) in positions.iter().enumerate() {
+            let Some(position) = *position else { continue };
+            let mut bytes = vec![0u8; record];
+            if read_cached(&self.file, &mut bytes, self.record_offset(position))
+                .map_err(|e| VectorError::io("reading vector file", &self.path, e))?
+            {
+                records[at] = Some(bytes);
+            } else {
+                uncached.push(at);
+            }
+        }
+        for &at in &uncached {
+            let position = positions[at].expect("only held ids are read");
+            read_ahead(&self.file, self.record_offset(position), record);
+        }
+        for &at in &uncached {
+            let position = positions[at].expect("only held ids are read");
+            let mut bytes = vec![0u8; record];
+            read_at(&self.file, &mut bytes, self.record_offset(position))
+                .map_err(|e| VectorError::io("reading vector file", &self.path, e))?;
+            records[at] = Some(bytes);
+        }
+        positions
+            .iter()
+            .zip(records)
+            .map(|(position, bytes)| match (position, bytes) {
+                (Some(position), Some(bytes)) => self.decode(*position, &bytes).map(Some),
+                _ => Ok(None),
+            })
+            .collect()
+    }
+
+    fn record_bytes(&self) -> usize {
+        self.dim * 4 + 8
+    }
+
+    fn record_offset(&self, position: usize) -> u64 {
+        self.records_at + (position * self.record_bytes()) as u64
+    }
+
     /// The vector of the `position`-th row.
     fn record(&self, position: usize) -> Result<Vec<f32>> {
+        let mut bytes = vec![0u8; self.record_bytes()];
+        read_at(&self.file, &mut bytes, self.record_offset(position))
+            .map_err(|e| VectorError::io("reading vector file", &self.path, e))?;
+        self.decode(position, &bytes)
+    }
+
+    /// The `position`-th row's record, checked, as its vector.
+    fn decode(&self, position: usize, bytes: &[u8]) -> Result<Vec<f32>> {
         let id = self.ids[position];
-        let record = self.dim * 4 + 8;
-        let mut bytes = vec![0u8; record];
-        let offset = self.records_at + (position * record) as u64;
-        read_at(&self.file, &mut bytes, offset).map_err(|e| VectorError::io("reading vector file", &self.path, e))?;
         let (vector_bytes, check) = bytes.split_at(self.dim * 4);
         if record_check(id, vector_bytes) != u64::from_le_bytes(check.try_into().expect("8 bytes")) {
             self.distrust();
@@ -349,6 +403,36 @@ impl VectorFile {
         (0..self.ids.len()).map(|position| Ok((self.ids[position], self.record(position)?)))
     }
 }
+
+/// Fills `bytes` from `offset` only if the page cache holds all of them
+/// (`RWF_NOWAIT`): `false` when the disk would have to be read.
+#[cfg(target_os = "linux")]
+fn read_cached(file: &File, bytes: &mut [u8], offset: u64) -> std::io::Result<bool> {
+    let wanted = bytes.len();
+    match rustix::io::preadv2(file, &mut [std::io::IoSliceMut::new(bytes)], offset, rustix::io::ReadWriteFlags::NOWAIT)
+    {
+        Ok(read) => Ok(read == wanted),
+        // EAGAIN: not cached; EOPNOTSUPP and EINVAL: a file system or kernel without it.
+        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_cached(_file: &File, _bytes: &mut [u8], _offset: u64) -> std::io::Result<bool> {
+    Ok(false)
+}
+
+/// Asks the kernel to start reading `len` bytes at `offset` into the page
+/// cache, without waiting. Only advice: a refusal changes nothing.
+#[cfg(target_os = "linux")]
+fn read_ahead(file: &File, offset: u64, len: usize) {
+    let len = std::num::NonZeroU64::new(len as u64);
+    let _ = rustix::fs::fadvise(file, offset, len, rustix::fs::Advice::WillNeed);
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_ahead(_file: &File, _offset: u64, _len: usize) {}
 
 #[cfg(unix)]
 fn read_at(file: &File, bytes: &mut [u8], offset: u64) -> std::io::Result<()> {
@@ -401,6 +485,38 @@ mod tests {
         assert_eq!(file.get(8).unwrap(), None);
         let all: Vec<_> = file.rows().map(Result::unwrap).collect();
         assert_eq!(all, vec![(3, vector(3)), (7, vector(7)), (40, vector(40))]);
+    }
+
+    #[test]
+    fn rows_read_together_come_back_in_the_order_asked_whether_cached_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors");
+        let ids: Vec<u64> = (0..60_000u64).map(|n| n * 3 + 1).collect();
+        write(&path, &ids);
+        let file = VectorFile::open(&path, SPACE, 4).unwrap();
+        // Held ids in any order, repeated, and ids the file lacks.
+        let asked = [179_998, 4, 4, 2, 1, 90_001, 60_001, 500_000, 31];
+        let expected: Vec<Option<Vec<f32>>> = asked.iter().map(|&id| file.get(id).unwrap()).collect();
+        assert_eq!(expected.iter().filter(|vector| vector.is_none()).count(), 2);
+        assert_eq!(file.get_many(&asked).unwrap(), expected);
+        assert!(file.get_many(&[]).unwrap().is_empty());
+        // With the file's pages dropped from the page cache (where the file
+        // system allows it), the records come back from the disk as they were.
+        #[cfg(target_os = "linux")]
+        {
+            let record = (4 * 4 + 8) as u64;
+            let dropped = std::num::NonZeroU64::new(std::fs::metadata(&path).unwrap().len());
+            rustix::fs::fadvise(&file.file, 0, dropped, rustix::fs::Advice::DontNeed).unwrap();
+            let evicted = asked
+                .iter()
+                .filter_map(|&id| file.position(id))
+                .filter(|&position| {
+                    let mut bytes = vec![0u8; record as usize];
+                    !read_cached(&file.file, &mut bytes, file.record_offset(position)).unwrap()
+                })
+                .count();
+            assert_eq!(file.get_many(&asked).unwrap(), expected, "{evicted} records read back from the disk");
+        }
     }
 
     #[test]
@@ -497,6 +613,7 @@ mod tests {
         std::fs::write(&path, &bad).unwrap();
         let file = VectorFile::open(&path, SPACE, 4).unwrap();
         assert!(!file.is_distrusted());
+        assert!(matches!(file.get_many(&[1, 2]), Err(VectorError::CorruptSnapshot { .. })), "read together too");
         assert!(matches!(file.get(2), Err(VectorError::CorruptSnapshot { .. })));
         assert!(file.is_distrusted(), "a record failing its check distrusts the file");
         assert_eq!(file.get(1).unwrap(), Some(vector(1)));

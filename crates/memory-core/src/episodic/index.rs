@@ -170,33 +170,44 @@ pub(crate) fn write_vector_file(
     VectorFile::open(path, signature, dim).map_err(index_error("opening the episodic vector file"))
 }
 
-/// The exact cosine of `query` with row `id`'s vector in `file`, when the
-/// file holds it and `index` knows it for the row's own (its codes);
-/// `None` sends the caller to the store. A vector the index does not know
+/// The exact cosines of `query` with the vectors of rows `ids` in `file`,
+/// in their order, each when the file holds it and `index` knows it for
+/// the row's own (its codes); `None` sends the caller to the store. The
+/// records are read together ([`VectorFile::get_many`]): those the page
+/// cache lost are asked of the disk at once. A vector the index does not know
 /// for the row's, or a damaged record, distrusts the whole file: it is
 /// not this store's as it stands (a database restored from an older copy,
 /// say), and is written again by the next
 /// [`MemoryDb::save_episodic_vector_file`](crate::MemoryDb::save_episodic_vector_file).
-pub(crate) fn file_cosine(index: &AutoIndex, file: &VectorFile, query: &[f32], id: u64) -> Option<f32> {
+pub(crate) fn file_cosines(index: &AutoIndex, file: &VectorFile, query: &[f32], ids: &[u64]) -> Vec<Option<f32>> {
     if file.is_distrusted() {
-        return None;
+        return vec![None; ids.len()];
     }
-    let vector = match file.get(id) {
-        Ok(vector) => vector?,
+    let vectors = match file.get_many(ids) {
+        Ok(vectors) => vectors,
         Err(error) => {
             tracing::warn!(%error, "episodic vector file damaged; hits are re-scored from the store until it is written again");
-            return None;
+            return vec![None; ids.len()];
         }
     };
-    if vector.len() != query.len() || !matches!(index.holds_vector(id, &vector), Ok(Some(true))) {
-        file.distrust();
-        tracing::warn!(
-            id,
-            "episodic vector file disagrees with the index; hits are re-scored from the store until it is written again"
-        );
-        return None;
-    }
-    Some(cairn_memory_vector::dot(query, &vector))
+    ids.iter()
+        .zip(vectors)
+        .map(|(&id, vector)| {
+            let vector = vector?;
+            if file.is_distrusted() {
+                return None;
+            }
+            if vector.len() != query.len() || !matches!(index.holds_vector(id, &vector), Ok(Some(true))) {
+                file.distrust();
+                tracing::warn!(
+                    id,
+                    "episodic vector file disagrees with the index; hits are re-scored from the store until it is written again"
+                );
+                return None;
+            }
+            Some(cairn_memory_vector::dot(query, &vector))
+        })
+        .collect()
 }
 
 /// Active row ids with a vector in `space`, with the vectors.
@@ -322,15 +333,16 @@ pub(crate) fn exact_hits(
     }
     let Probes { known, codes, .. } = probes;
     let hits = &codes[..fetch.min(codes.len())];
+    let unknown: Vec<u64> = hits.iter().map(|hit| hit.id).filter(|id| !known.contains_key(id)).collect();
+    let cosines = match vectors {
+        Some(file) => file_cosines(index, file, query, &unknown),
+        None => vec![None; unknown.len()],
+    };
     let mut missing: Vec<i64> = Vec::new();
-    for hit in hits {
-        if known.contains_key(&hit.id) {
-            continue;
-        }
-        let cosine = vectors.and_then(|file| file_cosine(index, file, query, hit.id));
-        known.insert(hit.id, cosine);
+    for (id, cosine) in unknown.into_iter().zip(cosines) {
+        known.insert(id, cosine);
         if cosine.is_none() {
-            missing.push(hit.id as i64);
+            missing.push(id as i64);
         }
     }
     if !missing.is_empty() {

@@ -5,7 +5,7 @@ use crate::bm25;
 use crate::clock::now_ms;
 use crate::constants::{FTS_MAX_QUERY_TERMS, HYBRID_CANDIDATES, KEYWORD_ADMISSION_MAX_RANK, SCOPE_POOL_FACTOR};
 use crate::db::MemoryDb;
-use crate::episodic::index::{IndexAccess, Probes, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits, file_cosine};
+use crate::episodic::index::{IndexAccess, Probes, TOUCH_BATCH_ROWS, TOUCH_BATCH_WAIT, exact_hits, file_cosines};
 use crate::episodic::keyword::KeywordAccess;
 use crate::episodic::search::{
     Candidate, FILTERED_PROBES, ListPositions, fetch_rows, rank, read_neighbours, sanitize_fts_query, scan,
@@ -386,19 +386,17 @@ type ExactCopy<'a> = (&'a [f32], Arc<AutoIndex>, Option<Arc<VectorFile>>);
 /// file, or a file not believed) are left out, for the caller to read.
 fn exact_cosines(copy: Option<&ExactCopy<'_>>, ids: &[u64]) -> Result<HashMap<i64, f32>> {
     let Some((query, index, vectors)) = copy else { return Ok(HashMap::new()) };
-    let cosines = index
+    let mut cosines = index
         .similarities(query, ids)
         .map_err(|source| MemoryError::Index { operation: "scoring keyword hits", source })?;
-    Ok(ids
-        .iter()
-        .zip(cosines)
-        .filter_map(|(&id, cosine)| {
-            let cosine = match vectors.as_deref().filter(|_| !index.exact()) {
-                // A row the codes do not hold is not active in this space.
-                Some(file) => cosine.and_then(|_| file_cosine(index, file, query, id)),
-                None => cosine,
-            };
-            Some((id as i64, cosine?))
-        })
-        .collect())
+    if let Some(file) = vectors.as_deref().filter(|_| !index.exact()) {
+        // A row the codes do not hold is not active in this space.
+        let held: Vec<u64> =
+            ids.iter().zip(&cosines).filter(|(_, cosine)| cosine.is_some()).map(|(&id, _)| id).collect();
+        let mut exact = file_cosines(index, file, query, &held).into_iter();
+        for cosine in cosines.iter_mut().filter(|cosine| cosine.is_some()) {
+            *cosine = exact.next().flatten();
+        }
+    }
+    Ok(ids.iter().zip(cosines).filter_map(|(&id, cosine)| Some((id as i64, cosine?))).collect())
 }
