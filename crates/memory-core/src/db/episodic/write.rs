@@ -105,8 +105,7 @@ impl MemoryDb {
                 Some((_, space, dim)) => Some(self.index_locked(tx, space, *dim)?),
                 None => None,
             };
-            let before = tx.revision(Counter::Episodic)?;
-            let text_before = tx.revision(Counter::EpisodicText)?;
+            let [before, text_before] = revisions(tx)?;
             let duplicate = match (tx.episodic_with_text(&checked.text)?, &embedded, &access) {
                 (Some(id), _, _) => Some((id, 1.0)),
                 (None, Some((vector, space, _)), Some(access)) => find_near_duplicate(tx, access, vector, space)?,
@@ -249,8 +248,7 @@ impl MemoryDb {
     pub(crate) fn tombstone_episodic(&self, ids: &[i64], source: &str, detail: &str) -> Result<Vec<i64>> {
         let _episodic = self.lock_episodic();
         let changed = self.rows().write("tombstoning episodic rows", |tx| {
-            let before = tx.revision(Counter::Episodic)?;
-            let text_before = tx.revision(Counter::EpisodicText)?;
+            let [before, text_before] = revisions(tx)?;
             let mut done = Vec::new();
             for id in ids {
                 if tombstone(tx, *id, source, detail)? {
@@ -359,4 +357,10 @@ impl MemoryDb {
         }
         self.tombstone_episodic(&quoting, "stale_retirement", "stale_retirement")
     }
+}
+
+/// The episodic and text revisions, in one read.
+fn revisions(tx: &mut dyn crate::store::StoreTx) -> Result<[i64; 2]> {
+    let read = tx.revisions(&[Counter::Episodic, Counter::EpisodicText])?;
+    Ok([read[0], read[1]])
 }
