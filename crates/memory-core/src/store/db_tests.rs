@@ -242,6 +242,44 @@ fn a_second_process_on_postgresql_hears_of_a_change_and_catches_up_before_it_rea
     assert_eq!(b.get_semantic("user.city").unwrap().unwrap().value, json!("Lisbon"));
 }
 
+/// Another process that commits more often than the listener's poll still
+/// gets its changes heard one by one, while it goes on writing, not once
+/// it stops.
+#[test]
+fn a_process_on_postgresql_hears_changes_while_another_writes_without_a_pause() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = MemoryDb::open_postgres_schema(&url, &schema, home_a.path(), config()).unwrap();
+    let b = MemoryDb::open_postgres_schema(&url, &schema, home_b.path(), config()).unwrap();
+    let listening = b.wait_for_change(0, std::time::Duration::from_secs(30));
+    assert!(listening > 0, "the listener never started");
+    let (stop, writing) = (AtomicBool::new(false), AtomicBool::new(true));
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            // A commit every 100 ms for at most 20 s: never a quiet spell of the listener's 500 ms poll.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let mut n = 0;
+            while !stop.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                a.write_semantic(&format!("user.stream_{n}"), &json!(n), 1.0, Source::UserExplicit).unwrap();
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            writing.store(false, Ordering::SeqCst);
+        });
+        let mut seen = b.wait_for_change(listening, std::time::Duration::ZERO);
+        let mut heard_while_writing = 0;
+        for _ in 0..3 {
+            let heard = b.wait_for_change(seen, std::time::Duration::from_secs(5));
+            heard_while_writing += usize::from(heard > seen && writing.load(Ordering::SeqCst));
+            seen = heard;
+        }
+        stop.store(true, Ordering::SeqCst);
+        assert_eq!(heard_while_writing, 3, "changes were heard only once the writes paused");
+    });
+}
+
 /// A gateway's own commits are no news to it: its catch-up thread wakes
 /// only for what other processes wrote.
 #[test]

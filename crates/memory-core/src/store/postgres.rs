@@ -531,14 +531,21 @@ impl PostgresBackend {
                         changes.bump();
                     }
                     let mut notifications = client.notifications();
+                    // This backend's own commits are no news to it.
+                    let news = |notification: &postgres::Notification| {
+                        notification.channel() == channel
+                            && !announcer.upgrade().is_some_and(|announcer| announcer.sent_by(notification))
+                    };
                     loop {
                         let Some(changes) = changes.upgrade() else { return Ok(()) };
-                        let mut heard = notifications.timeout_iter(LISTEN_POLL);
-                        let mut any = false;
-                        while let Some(notification) = heard.next()? {
-                            // This backend's own commits are no news to it.
-                            let own = announcer.upgrade().is_some_and(|announcer| announcer.sent_by(&notification));
-                            any |= notification.channel() == channel && !own;
+                        // A wait ends at the first notification, and those already
+                        // here are taken with it: under a stream of other gateways'
+                        // commits each is counted at once, not after a quiet spell.
+                        let Some(first) = notifications.timeout_iter(LISTEN_POLL).next()? else { continue };
+                        let mut any = news(&first);
+                        let mut pending = notifications.iter();
+                        while let Some(notification) = pending.next()? {
+                            any |= news(&notification);
                         }
                         if any {
                             changes.bump();

@@ -353,9 +353,7 @@ impl MemoryDb {
         if self.snapshot.current.lock().is_some() {
             self.snapshot()?;
         }
-        let (text_revision, revision) = self.rows().read("reading the revisions", |tx| {
-            Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?))
-        })?;
+        let [revision, text_revision] = self.rows().read("reading the revisions", |tx| super::write::revisions(tx))?;
         if let KeywordAccess::Own { start: true } = self.keyword_index_for_read(text_revision)? {
             self.start_keyword_build();
         }
@@ -371,9 +369,7 @@ impl MemoryDb {
     /// index needs only the embedder's space, not a loaded model. A gateway
     /// calls this at start; searches never need to.
     pub fn warm_up(&self) -> Result<()> {
-        let (text_revision, revision) = self.rows().read("reading the revisions", |tx| {
-            Ok((tx.revision(Counter::EpisodicText)?, tx.revision(Counter::Episodic)?))
-        })?;
+        let [revision, text_revision] = self.rows().read("reading the revisions", |tx| super::write::revisions(tx))?;
         if let KeywordAccess::Own { start: true } = self.keyword_index_for_read(text_revision)? {
             self.start_keyword_build();
         }

@@ -360,7 +360,7 @@ impl MemoryDb {
 }
 
 /// The episodic and text revisions, in one read.
-fn revisions(tx: &mut dyn crate::store::StoreTx) -> Result<[i64; 2]> {
+pub(super) fn revisions(tx: &mut dyn crate::store::StoreTx) -> Result<[i64; 2]> {
     let read = tx.revisions(&[Counter::Episodic, Counter::EpisodicText])?;
     Ok([read[0], read[1]])
 }
