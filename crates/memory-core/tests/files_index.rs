@@ -27,6 +27,21 @@ fn populated() -> tempfile::TempDir {
 }
 
 #[test]
+fn a_search_of_stopwords_alone_still_finds_the_chunks_holding_them() {
+    let home = populated();
+    let files = files_at(home.path(), 30);
+    // "the" is in three history entries and nowhere else: FTS5 ranks them itself.
+    let hits = files.search_files("the", 10).unwrap();
+    let mut found: Vec<(&str, usize)> = hits.iter().map(|hit| (hit.file.as_str(), hit.line)).collect();
+    found.sort();
+    assert_eq!(found, [("history/2026-11-28.md", 2), ("history/2026-11-29.md", 2), ("history/2026-11-29.md", 5)]);
+    assert!(hits.iter().all(|hit| hit.snippet.to_lowercase().contains("[the]")), "{hits:#?}");
+    assert!(hits.iter().all(|hit| hit.date.is_some() && hit.time.is_some()), "{hits:#?}");
+    assert!(hits.windows(2).all(|pair| pair[0].score <= pair[1].score));
+    assert_eq!(files.search_files("the", 1).unwrap().len(), 1);
+}
+
+#[test]
 fn search_is_stemmed_ranked_and_carries_provenance() {
     let home = populated();
     let files = files_at(home.path(), 30);

@@ -13,17 +13,17 @@
 //! renders the snippets of the hits.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use parking_lot::Mutex;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::history::{parse_day_file_name, split_chunks};
 use crate::bm25::Bm25Index;
-use crate::constants::{BUSY_TIMEOUT_MS, INDEX_SCHEMA_VERSION, MAX_SEARCH_QUERY_TERMS};
+use crate::constants::{INDEX_SCHEMA_VERSION, MAX_SEARCH_QUERY_TERMS};
 use crate::error::{MemoryError, Result, StorageErrorKind};
 use crate::keywords::{self, OnlyStopwords};
+use crate::store::sqlite::files_index::{ChunksFile, ChunksTx, StoredChunk};
 
 /// One keyword hit in the Markdown files.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,8 +66,8 @@ pub(crate) struct SourceFile {
 pub(crate) struct KeywordIndex {
     path: PathBuf,
     memory_dir: PathBuf,
-    connection: Mutex<Option<Connection>>,
-    /// The in-memory ranking copy; only touched with `connection` locked.
+    file: Mutex<Option<ChunksFile>>,
+    /// The in-memory ranking copy; only touched with `file` locked.
     ranking: Mutex<Option<Ranking>>,
 }
 
@@ -79,18 +79,6 @@ struct Ranking {
     dirty: bool,
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
--- Hands out chunk rowids that are never reused (AUTOINCREMENT), so the
--- in-memory ranking can follow the table by rowid alone.
-CREATE TABLE IF NOT EXISTS chunk_ids (id INTEGER PRIMARY KEY AUTOINCREMENT);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks USING fts5(
-    text, path UNINDEXED, date UNINDEXED, time UNINDEXED, line UNINDEXED,
-    tokenize = 'porter unicode61'
-);
-";
-
 enum Opened {
     Ready,
     NeedsBuild { healed: bool },
@@ -98,7 +86,7 @@ enum Opened {
 
 impl KeywordIndex {
     pub(crate) fn new(path: PathBuf, memory_dir: PathBuf) -> Self {
-        KeywordIndex { path, memory_dir, connection: Mutex::new(None), ranking: Mutex::new(None) }
+        KeywordIndex { path, memory_dir, file: Mutex::new(None), ranking: Mutex::new(None) }
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -107,20 +95,20 @@ impl KeywordIndex {
 
     /// Runs `operation` on an open, built index; a corrupt file is moved
     /// aside, rebuilt from the Markdown files, and the operation retried once.
-    fn with_index<T>(&self, operation: impl Fn(&mut Connection) -> Result<T>) -> Result<(T, bool)> {
-        let mut slot = self.connection.lock();
+    fn with_index<T>(&self, operation: impl Fn(&mut ChunksFile) -> Result<T>) -> Result<(T, bool)> {
+        let mut slot = self.file.lock();
         let mut healed = false;
         for attempt in 0..2 {
             if slot.is_none() {
                 // A new connection (or a rebuilt file): the copy starts over.
                 *self.ranking.lock() = None;
                 match self.open_connection() {
-                    Ok((mut connection, opened)) => {
+                    Ok((mut file, opened)) => {
                         if let Opened::NeedsBuild { healed: moved } = opened {
                             healed |= moved;
-                            self.rebuild_on(&mut connection, true)?;
+                            self.rebuild_on(&mut file, true)?;
                         }
-                        *slot = Some(connection);
+                        *slot = Some(file);
                     }
                     Err(error) if attempt == 0 && is_damage(&error) => {
                         self.move_aside(&error)?;
@@ -130,8 +118,8 @@ impl KeywordIndex {
                     Err(error) => return Err(error),
                 }
             }
-            let connection = slot.as_mut().expect("connection was just opened");
-            match operation(connection) {
+            let file = slot.as_mut().expect("the file was just opened");
+            match operation(file) {
                 Ok(value) => return Ok((value, healed)),
                 Err(error) if attempt == 0 && is_damage(&error) => {
                     *slot = None;
@@ -144,32 +132,11 @@ impl KeywordIndex {
         unreachable!("the second attempt returns")
     }
 
-    fn open_connection(&self) -> Result<(Connection, Opened)> {
+    fn open_connection(&self) -> Result<(ChunksFile, Opened)> {
         // A file that exists but carries no schema version was truncated or
         // never finished its first build: rebuild it and say so.
         let existed = self.path.exists();
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let connection =
-            Connection::open_with_flags(&self.path, flags).map_err(MemoryError::sqlite("opening memory_index.db"))?;
-        connection
-            .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
-            .map_err(MemoryError::sqlite("setting the index busy timeout"))?;
-        connection.set_prepared_statement_cache_capacity(16);
-        let _: String = connection
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(MemoryError::sqlite("opening memory_index.db"))?;
-        connection
-            .pragma_update(None, "synchronous", "NORMAL")
-            .map_err(MemoryError::sqlite("opening memory_index.db"))?;
-        connection.execute_batch(SCHEMA).map_err(MemoryError::sqlite("creating the index schema"))?;
-        let version: Option<String> = connection
-            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |row| row.get(0))
-            .map(Some)
-            .or_else(|error| match error {
-                rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                error => Err(error),
-            })
-            .map_err(MemoryError::sqlite("reading the index schema version"))?;
+        let (file, version) = ChunksFile::open(&self.path)?;
         let opened = match version {
             Some(version) if version == INDEX_SCHEMA_VERSION => Opened::Ready,
             Some(version) => {
@@ -188,7 +155,7 @@ impl KeywordIndex {
                 }
             }
         };
-        Ok((connection, opened))
+        Ok((file, opened))
     }
 
     /// Moves a damaged index file (and its WAL sidecars) aside.
@@ -217,58 +184,44 @@ impl KeywordIndex {
     /// Re-reads every Markdown file (`force`) or only those whose size or
     /// modification time changed, and drops rows of files that are gone.
     pub(crate) fn rebuild(&self, force: bool) -> Result<IndexReport> {
-        let (mut report, healed) = self.with_index(|connection| self.rebuild_on(connection, force))?;
+        let (mut report, healed) = self.with_index(|file| self.rebuild_on(file, force))?;
         report.healed |= healed;
         Ok(report)
     }
 
-    fn rebuild_on(&self, connection: &mut Connection, force: bool) -> Result<IndexReport> {
-        let operation = "rebuilding the keyword index";
+    fn rebuild_on(&self, file: &mut ChunksFile, force: bool) -> Result<IndexReport> {
         let sources = list_sources(&self.memory_dir)?;
-        let tx = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(MemoryError::sqlite(operation))?;
-        let mut report = IndexReport::default();
-        let mut known: Vec<(String, i64, i64)> = {
-            let mut statement =
-                tx.prepare("SELECT path, mtime_ns, size FROM files").map_err(MemoryError::sqlite(operation))?;
-            let rows = statement
-                .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-                .map_err(MemoryError::sqlite(operation))?;
-            rows.collect::<Result<_, _>>().map_err(MemoryError::sqlite(operation))?
-        };
-        known.sort();
-        if force {
-            tx.execute("DELETE FROM chunks", []).map_err(MemoryError::sqlite(operation))?;
-            tx.execute("DELETE FROM files", []).map_err(MemoryError::sqlite(operation))?;
-        }
-        for (relative, _, _) in &known {
-            if !sources.iter().any(|source| &source.relative == relative) {
-                if !force {
-                    delete_file_rows(&tx, relative)?;
+        let report = file.write("rebuilding the keyword index", |tx| {
+            let mut report = IndexReport::default();
+            let mut known = tx.file_stamps()?;
+            known.sort();
+            if force {
+                tx.clear()?;
+            }
+            for (relative, _, _) in &known {
+                if !sources.iter().any(|source| &source.relative == relative) {
+                    if !force {
+                        tx.delete_file(relative)?;
+                    }
+                    report.files_removed += 1;
                 }
-                report.files_removed += 1;
             }
-        }
-        for source in &sources {
-            let stamp = file_stamp(&self.memory_dir.join(&source.relative));
-            if !force
-                && let (Some(stamp), Ok(position)) =
-                    (stamp, known.binary_search_by(|(path, _, _)| path.as_str().cmp(&source.relative)))
-                && (known[position].1, known[position].2) == stamp
-            {
-                report.files_unchanged += 1;
-                continue;
+            for source in &sources {
+                let stamp = file_stamp(&self.memory_dir.join(&source.relative));
+                if !force
+                    && let (Some(stamp), Ok(position)) =
+                        (stamp, known.binary_search_by(|(path, _, _)| path.as_str().cmp(&source.relative)))
+                    && (known[position].1, known[position].2) == stamp
+                {
+                    report.files_unchanged += 1;
+                    continue;
+                }
+                report.chunks_written += index_file_on(tx, &self.memory_dir, &source.relative, !force)?;
+                report.files_indexed += 1;
             }
-            report.chunks_written += index_file_on(&tx, &self.memory_dir, &source.relative, !force)?;
-            report.files_indexed += 1;
-        }
-        tx.execute(
-            "INSERT INTO meta (key, value) VALUES ('schema', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            [INDEX_SCHEMA_VERSION],
-        )
-        .map_err(MemoryError::sqlite(operation))?;
-        tx.commit().map_err(MemoryError::sqlite(operation))?;
+            tx.set_schema_version(INDEX_SCHEMA_VERSION)?;
+            Ok(report)
+        })?;
         self.mark_changed();
         tracing::debug!(?report, "keyword index rebuilt");
         Ok(report)
@@ -276,15 +229,10 @@ impl KeywordIndex {
 
     /// Re-indexes one file (after this crate wrote it).
     pub(crate) fn update_file(&self, relative: &str) -> Result<()> {
-        self.with_index(|connection| {
-            let operation = "updating the keyword index";
-            let tx = connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(MemoryError::sqlite(operation))?;
+        self.with_index(|file| {
             // The file is read inside the write transaction, so the last of
             // several concurrent updaters always indexes the newest content.
-            index_file_on(&tx, &self.memory_dir, relative, true)?;
-            tx.commit().map_err(MemoryError::sqlite(operation))?;
+            file.write("updating the keyword index", |tx| index_file_on(tx, &self.memory_dir, relative, true))?;
             self.mark_changed();
             Ok(())
         })
@@ -305,42 +253,19 @@ impl KeywordIndex {
         before: (i64, i64),
         after: (i64, i64),
     ) -> Result<()> {
-        self.with_index(|connection| {
-            let operation = "adding a history entry to the keyword index";
-            let tx = connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(MemoryError::sqlite(operation))?;
-            tx.execute("DELETE FROM chunks WHERE path = ?1 AND line = ?2", params![relative, line as i64])
-                .map_err(MemoryError::sqlite(operation))?;
-            let id = next_chunk_id(&tx)?;
-            tx.execute(
-                "INSERT INTO chunks (rowid, text, path, date, time, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![id, text, relative, date, time, line as i64],
-            )
-            .map_err(MemoryError::sqlite(operation))?;
-            let stored: Option<(i64, i64)> = tx
-                .query_row("SELECT mtime_ns, size FROM files WHERE path = ?1", [relative], |row| {
-                    Ok((row.get(0)?, row.get(1)?))
-                })
-                .map(Some)
-                .or_else(|error| match error {
-                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                    error => Err(error),
-                })
-                .map_err(MemoryError::sqlite(operation))?;
-            let in_step = match stored {
-                Some(stored) => stored == before,
-                None => before.1 == 0,
-            };
-            if in_step {
-                tx.execute(
-                    "INSERT INTO files (path, mtime_ns, size) VALUES (?1, ?2, ?3)
-                     ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, size = excluded.size",
-                    params![relative, after.0, after.1],
-                )
-                .map_err(MemoryError::sqlite(operation))?;
-            }
-            tx.commit().map_err(MemoryError::sqlite(operation))?;
+        self.with_index(|file| {
+            file.write("adding a history entry to the keyword index", |tx| {
+                tx.delete_chunk_at(relative, line)?;
+                tx.insert_chunk(text, relative, date, time, line)?;
+                let in_step = match tx.stamp(relative)? {
+                    Some(stored) => stored == before,
+                    None => before.1 == 0,
+                };
+                if in_step {
+                    tx.set_stamp(relative, after)?;
+                }
+                Ok(())
+            })?;
             self.mark_changed();
             Ok(())
         })
@@ -352,15 +277,10 @@ impl KeywordIndex {
         if relatives.is_empty() {
             return Ok(());
         }
-        self.with_index(|connection| {
-            let operation = "updating the keyword index";
-            let tx = connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(MemoryError::sqlite(operation))?;
-            for relative in relatives {
-                delete_file_rows(&tx, relative)?;
-            }
-            tx.commit().map_err(MemoryError::sqlite(operation))?;
+        self.with_index(|file| {
+            file.write("updating the keyword index", |tx| {
+                relatives.iter().try_for_each(|relative| tx.delete_file(relative))
+            })?;
             self.mark_changed();
             Ok(())
         })
@@ -376,48 +296,13 @@ impl KeywordIndex {
 
     /// Brings the ranking copy in step with the table (by rowid) and runs
     /// `search` on it.
-    fn ranked<T>(&self, connection: &Connection, search: impl FnOnce(&Bm25Index) -> T) -> Result<T> {
-        let operation = "syncing the keyword ranking";
-        let data_version: i64 = connection
-            .query_row("PRAGMA data_version", [], |row| row.get(0))
-            .map_err(MemoryError::sqlite(operation))?;
+    fn ranked<T>(&self, file: &ChunksFile, search: impl FnOnce(&Bm25Index) -> T) -> Result<T> {
+        let data_version = file.data_version()?;
         let mut ranking = self.ranking.lock();
         let ranking = ranking.get_or_insert_with(|| Ranking { index: Bm25Index::default(), data_version, dirty: true });
         if ranking.dirty || ranking.data_version != data_version {
-            let tx = connection.unchecked_transaction().map_err(MemoryError::sqlite(operation))?;
-            let wanted: std::collections::HashSet<u64> = tx
-                .prepare_cached("SELECT rowid FROM chunks")
-                .and_then(|mut statement| {
-                    statement.query_map([], |row| row.get::<_, i64>(0).map(|id| id as u64))?.collect()
-                })
-                .map_err(MemoryError::sqlite(operation))?;
-            ranking.index.sync_to(&wanted, |missing| {
-                let mut texts = Vec::with_capacity(missing.len());
-                if missing.len() > 64 {
-                    // Many (a first sync): one pass over the table beats point reads.
-                    let mut statement =
-                        tx.prepare_cached("SELECT rowid, text FROM chunks").map_err(MemoryError::sqlite(operation))?;
-                    let rows = statement
-                        .query_map([], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)))
-                        .map_err(MemoryError::sqlite(operation))?;
-                    for row in rows {
-                        let (id, text) = row.map_err(MemoryError::sqlite(operation))?;
-                        if missing.contains(&id) {
-                            texts.push((id, text));
-                        }
-                    }
-                } else {
-                    let mut statement = tx
-                        .prepare_cached("SELECT text FROM chunks WHERE rowid = ?1")
-                        .map_err(MemoryError::sqlite(operation))?;
-                    for id in missing {
-                        let text: String = statement
-                            .query_row([*id as i64], |row| row.get(0))
-                            .map_err(MemoryError::sqlite(operation))?;
-                        texts.push((*id, text));
-                    }
-                }
-                Ok::<_, MemoryError>(texts)
+            file.read("syncing the keyword ranking", |tx| {
+                ranking.index.sync_to(&tx.rowids()?, |missing| tx.texts(missing))
             })?;
             ranking.data_version = data_version;
             ranking.dirty = false;
@@ -433,35 +318,27 @@ impl KeywordIndex {
             return Ok((Vec::new(), false));
         }
         let terms = crate::bm25::query_terms(query, MAX_SEARCH_QUERY_TERMS);
-        self.with_index(|connection| {
-            let operation = "searching the keyword index";
+        self.with_index(|file| {
             if !terms.is_empty() {
-                let ranked = self.ranked(connection, |index| index.search(&terms, limit))?;
-                let hits = ranked.into_iter().map(|(rowid, score)| hit(connection, &terms, rowid, score));
+                let ranked = self.ranked(file, |index| index.search(&terms, limit))?;
+                let hits = ranked
+                    .into_iter()
+                    .map(|(rowid, score)| Ok(file.chunk(rowid)?.map(|chunk| hit(chunk, &terms, score))));
                 return hits.filter_map(Result::transpose).collect();
             }
             // Only stopwords: FTS5 ranks them itself.
-            let mut statement = connection
-                .prepare_cached(
-                    "SELECT path, date, time, line, snippet(chunks, 0, '[', ']', '…', 16), bm25(chunks)
-                     FROM chunks WHERE chunks MATCH ?1 ORDER BY bm25(chunks) LIMIT ?2",
-                )
-                .map_err(MemoryError::sqlite(operation))?;
-            let rows = statement
-                .query_map(params![match_expression, limit as i64], |row| {
-                    let date: String = row.get(1)?;
-                    let time: String = row.get(2)?;
-                    Ok(FileHit {
-                        file: row.get(0)?,
-                        date: (!date.is_empty()).then_some(date),
-                        time: (!time.is_empty()).then_some(time),
-                        line: row.get::<_, i64>(3)? as usize,
-                        snippet: row.get(4)?,
-                        score: row.get(5)?,
-                    })
+            Ok(file
+                .fts_search(&match_expression, limit, SNIPPET_WORDS)?
+                .into_iter()
+                .map(|chunk| FileHit {
+                    file: chunk.path,
+                    date: (!chunk.date.is_empty()).then_some(chunk.date),
+                    time: (!chunk.time.is_empty()).then_some(chunk.time),
+                    line: chunk.line as usize,
+                    snippet: chunk.snippet,
+                    score: chunk.bm25,
                 })
-                .map_err(MemoryError::sqlite(operation))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(MemoryError::sqlite(operation))
+                .collect())
         })
     }
 }
@@ -470,26 +347,15 @@ impl KeywordIndex {
 const SNIPPET_WORDS: usize = 16;
 
 /// One ranked chunk as a hit, its snippet cut around the matching words.
-/// `None` when another process removed the chunk since the ranking synced.
-fn hit(connection: &Connection, terms: &[String], rowid: u64, score: f64) -> Result<Option<FileHit>> {
-    let operation = "reading a keyword hit";
-    let row: Option<(String, String, String, i64, String)> = connection
-        .prepare_cached("SELECT path, date, time, line, text FROM chunks WHERE rowid = ?1")
-        .and_then(|mut statement| {
-            statement
-                .query_row([rowid as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))
-                .optional()
-        })
-        .map_err(MemoryError::sqlite(operation))?;
-    let Some((file, date, time, line, text)) = row else { return Ok(None) };
-    Ok(Some(FileHit {
-        file,
-        date: (!date.is_empty()).then_some(date),
-        time: (!time.is_empty()).then_some(time),
-        line: line as usize,
-        snippet: snippet(&text, terms),
+fn hit(chunk: StoredChunk, terms: &[String], score: f64) -> FileHit {
+    FileHit {
+        file: chunk.path,
+        date: (!chunk.date.is_empty()).then_some(chunk.date),
+        time: (!chunk.time.is_empty()).then_some(chunk.time),
+        line: chunk.line as usize,
+        snippet: snippet(&chunk.text, terms),
         score: -score,
-    }))
+    }
 }
 
 /// The window of [`SNIPPET_WORDS`] words of `text` holding the most words
@@ -586,37 +452,11 @@ fn file_stamp(path: &Path) -> Option<(i64, i64)> {
     Some((modified.as_nanos() as i64, metadata.len() as i64))
 }
 
-fn delete_file_rows(tx: &rusqlite::Transaction<'_>, relative: &str) -> Result<()> {
-    let operation = "updating the keyword index";
-    tx.execute("DELETE FROM chunks WHERE path = ?1", [relative]).map_err(MemoryError::sqlite(operation))?;
-    tx.execute("DELETE FROM files WHERE path = ?1", [relative]).map_err(MemoryError::sqlite(operation))?;
-    Ok(())
-}
-
 /// Replaces the rows of one file with its current chunks; a missing file
 /// just loses its rows. Returns the number of chunks written.
-/// A chunk rowid never used before in this file.
-fn next_chunk_id(tx: &rusqlite::Transaction<'_>) -> Result<i64> {
-    let operation = "numbering a chunk";
-    tx.prepare_cached("INSERT INTO chunk_ids DEFAULT VALUES")
-        .and_then(|mut statement| statement.execute([]))
-        .map_err(MemoryError::sqlite(operation))?;
-    let id = tx.last_insert_rowid();
-    tx.prepare_cached("DELETE FROM chunk_ids")
-        .and_then(|mut statement| statement.execute([]))
-        .map_err(MemoryError::sqlite(operation))?;
-    Ok(id)
-}
-
-fn index_file_on(
-    tx: &rusqlite::Transaction<'_>,
-    memory_dir: &Path,
-    relative: &str,
-    delete_first: bool,
-) -> Result<usize> {
-    let operation = "updating the keyword index";
+fn index_file_on(tx: &ChunksTx<'_>, memory_dir: &Path, relative: &str, delete_first: bool) -> Result<usize> {
     if delete_first {
-        delete_file_rows(tx, relative)?;
+        tx.delete_file(relative)?;
     }
     let path = memory_dir.join(relative);
     let stamp = file_stamp(&path);
@@ -630,31 +470,18 @@ fn index_file_on(
         .and_then(|rest| rest.strip_prefix('/'))
         .and_then(parse_day_file_name)
         .map(|date| date.to_string());
-    let mut insert = tx
-        .prepare_cached("INSERT INTO chunks (rowid, text, path, date, time, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-        .map_err(MemoryError::sqlite(operation))?;
-    let mut written = 0;
     let chunks: Vec<(usize, &str, Option<&str>)> = if date.is_some() {
         split_chunks(&content).into_iter().map(|entry| (entry.line, entry.text, entry.time())).collect()
     } else {
         split_paragraphs(&content).into_iter().map(|(line, text)| (line, text, None)).collect()
     };
-    for (line, text, time) in chunks {
-        let id = next_chunk_id(tx)?;
-        insert
-            .execute(params![id, text, relative, date.as_deref().unwrap_or(""), time.unwrap_or(""), line as i64])
-            .map_err(MemoryError::sqlite(operation))?;
-        written += 1;
+    for &(line, text, time) in &chunks {
+        tx.insert_chunk(text, relative, date.as_deref().unwrap_or(""), time.unwrap_or(""), line)?;
     }
-    if let Some((mtime, size)) = stamp {
-        tx.execute(
-            "INSERT INTO files (path, mtime_ns, size) VALUES (?1, ?2, ?3)
-             ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, size = excluded.size",
-            params![relative, mtime, size],
-        )
-        .map_err(MemoryError::sqlite(operation))?;
+    if let Some(stamp) = stamp {
+        tx.set_stamp(relative, stamp)?;
     }
-    Ok(written)
+    Ok(chunks.len())
 }
 
 /// Splits a preferences or projects file into blank-line separated

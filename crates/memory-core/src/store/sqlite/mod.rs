@@ -5,6 +5,7 @@
 
 mod backend;
 mod error;
+pub(crate) mod files_index;
 pub(crate) mod integrity;
 pub(crate) mod schema;
 
