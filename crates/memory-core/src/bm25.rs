@@ -79,13 +79,25 @@ pub(crate) struct Bm25Index {
 }
 
 impl Bm25Index {
-    /// An index over `docs` (id and text).
+    /// An index over `docs` (id and text). Texts are split and stemmed on
+    /// every core a batch at a time (stemming is most of the work), and
+    /// inserted in their order, so the index is the same as one built
+    /// document by document.
     pub(crate) fn build<'a>(docs: impl IntoIterator<Item = (u64, &'a str)>) -> Self {
+        use rayon::prelude::*;
+        const BATCH: usize = 8_192;
         let index = Self::default();
         {
             let mut inner = index.inner.write();
-            for (id, text) in docs {
-                inner.insert(id, &terms(text));
+            let mut docs = docs.into_iter().peekable();
+            let mut batch: Vec<(u64, &str)> = Vec::with_capacity(BATCH);
+            while docs.peek().is_some() {
+                batch.clear();
+                batch.extend(docs.by_ref().take(BATCH));
+                let stemmed: Vec<Vec<String>> = batch.par_iter().map(|(_, text)| terms(text)).collect();
+                for ((id, _), terms) in batch.iter().zip(&stemmed) {
+                    inner.insert(*id, terms);
+                }
             }
             // Growing by doubling leaves up to half of each list unused: a
             // store of a million rows keeps about 100 bytes a row less.
