@@ -2,8 +2,8 @@
 //! distinct keys for a fixed time, every write acknowledged, on
 //! (a) one gateway on SQLite, (b) one gateway on PostgreSQL, (c) two
 //! gateways on one PostgreSQL database (the clients split between them),
-//! (d) one gateway on PostgreSQL with a single client. Prints writes/s and
-//! the latency percentiles of each as a Markdown table.
+//! (d) one gateway on PostgreSQL with a single client. Prints writes/s,
+//! the latency percentiles and the slowest write of each as a Markdown table.
 //!
 //! ```text
 //! cargo build --release -p cairn-gateway-bin -p cairn-tools
@@ -176,10 +176,12 @@ fn main() -> anyhow::Result<()> {
         let per_second = measured.writes as f64 / measured.seconds;
         eprintln!("{setup}: {} writes, {} failed", measured.writes, measured.failed);
         rows.push(format!(
-            "| {setup} | {:.0} | {:.1} ms | {:.1} ms | {} |",
+            "| {setup} | {:.0} | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} ms | {} |",
             per_second,
             percentile(&measured.latencies_ms, 0.50),
             percentile(&measured.latencies_ms, 0.95),
+            percentile(&measured.latencies_ms, 0.99),
+            measured.latencies_ms.last().copied().unwrap_or(f64::NAN),
             measured.failed
         ));
     };
@@ -211,7 +213,7 @@ fn main() -> anyhow::Result<()> {
     drop(single);
     drop_database(&options.postgres_url, &format!("{name}_d"));
 
-    println!("| setup | writes/s | p50 | p95 | failed |\n|---|---|---|---|---|");
+    println!("| setup | writes/s | p50 | p95 | p99 | max | failed |\n|---|---|---|---|---|---|---|");
     for row in rows {
         println!("{row}");
     }
