@@ -93,6 +93,47 @@ fn an_episodic_fragment_written_through_one_gateway_is_found_by_the_others_vecto
     assert!(after["results"].as_array().unwrap().iter().all(|hit| hit["id"] != id), "{after}");
 }
 
+#[test]
+fn another_gateways_index_catches_up_while_its_writes_go_on_before_any_search() {
+    let Some(url) = fresh_database() else { return };
+    // Keyword only: every distinct text is a new fragment.
+    let (a, b) = two_gateways(&url, &[]);
+    assert_eq!(b.get("/api/memory/episodic/search?q=harbour").status, 200, "B builds its keyword index");
+    let indexed = |gateway: &Gateway| {
+        gateway.get("/api/memory/embedding-status").body["episodic_index"]["keyword_index_len"].as_u64()
+    };
+    assert_eq!(indexed(&b), Some(0));
+    // A writes a fragment every 100 ms, never pausing as long as B's
+    // listener polls (500 ms); B's status reads its index without a search.
+    let (stop, writing) = (AtomicBool::new(false), AtomicBool::new(true));
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let started = std::time::Instant::now();
+            let mut n = 0;
+            while !stop.load(Ordering::SeqCst) && started.elapsed() < std::time::Duration::from_secs(30) {
+                let text = format!("The ferry number {n} left the northern harbour on time");
+                let written = a.send("POST", "/api/memory/episodic", &json!({"text": text}));
+                assert_eq!(written.body["result"]["outcome"], "inserted", "{}", written.body);
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            writing.store(false, Ordering::SeqCst);
+        });
+        let started = std::time::Instant::now();
+        let caught_up = loop {
+            if indexed(&b).unwrap_or(0) >= 3 {
+                break writing.load(Ordering::SeqCst);
+            }
+            if !writing.load(Ordering::SeqCst) || started.elapsed() > std::time::Duration::from_secs(25) {
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        stop.store(true, Ordering::SeqCst);
+        assert!(caught_up, "B's index stayed behind while A wrote: {:?}", indexed(&b));
+    });
+}
+
 /// The conflict ladder, restated: user-explicit wins over everything and
 /// only user-explicit overwrites it; otherwise a confidence within 0.1 of
 /// the stored one or higher replaces it.
