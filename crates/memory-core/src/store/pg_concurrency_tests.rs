@@ -145,6 +145,51 @@ fn a_write_held_open_on_one_key_leaves_other_keys_free_on_every_gateway() {
     assert_eq!(stored.value, serde_json::json!("from the held transaction"));
 }
 
+/// Sessions waiting for a lock held by the session that holds the
+/// semantic lock of `key`, counted until one waits or `waiter` ends.
+fn waits_behind(gateways: &TwoGateways, key: &str, waiter: &std::thread::JoinHandle<Vec<String>>) -> bool {
+    loop {
+        if waiting_behind(&gateways.url, &gateways.schema, key) > 0 {
+            return true;
+        }
+        if waiter.is_finished() {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_whole_store_operation_waits_for_a_write_held_on_any_connection_of_any_gateway() {
+    let Some(gateways) = two_gateways() else { return };
+    // Two writes held open on gateway A take two of its connections; the
+    // first is let go, so the store is held by A's second connection alone.
+    let (release_first, first) = hold_write(Arc::clone(&gateways.a), "user.first");
+    let (release_second, second) = hold_write(Arc::clone(&gateways.a), "user.second");
+    drop(release_first);
+    assert!(matches!(first.join().unwrap(), WriteOutcome::Created { .. }));
+    let b = Arc::clone(&gateways.b);
+    let whole_store = std::thread::spawn(move || {
+        let mut keys = Vec::new();
+        b.rows()
+            .write("reading every fact under the store lock", |tx| {
+                keys = tx.semantic_heads()?.into_iter().map(|head| head.key).collect();
+                Ok(())
+            })
+            .unwrap();
+        keys
+    });
+    assert!(
+        waits_behind(&gateways, "user.second", &whole_store),
+        "a whole-store operation went through while a write was held"
+    );
+    drop(release_second);
+    assert!(matches!(second.join().unwrap(), WriteOutcome::Created { .. }));
+    let mut keys = whole_store.join().unwrap();
+    keys.sort();
+    assert_eq!(keys, ["user.first", "user.second"], "it read the store once the held write committed");
+}
+
 /// Every event of `key`, oldest first: the order writers of one key
 /// committed in (they hold its lock from their read to their commit).
 fn events_of(db: &MemoryDb, key: &str) -> Vec<super::StoredEvent> {
