@@ -330,14 +330,7 @@ impl KeywordIndex {
             Ok(file
                 .fts_search(&match_expression, limit, SNIPPET_WORDS)?
                 .into_iter()
-                .map(|chunk| FileHit {
-                    file: chunk.path,
-                    date: (!chunk.date.is_empty()).then_some(chunk.date),
-                    time: (!chunk.time.is_empty()).then_some(chunk.time),
-                    line: chunk.line as usize,
-                    snippet: chunk.snippet,
-                    score: chunk.bm25,
-                })
+                .map(|chunk| FileHit::at(chunk.path, chunk.date, chunk.time, chunk.line, chunk.snippet, chunk.bm25))
                 .collect())
         })
     }
@@ -346,16 +339,25 @@ impl KeywordIndex {
 /// Tokens of a snippet: at most this many words around the best matches.
 const SNIPPET_WORDS: usize = 16;
 
+impl FileHit {
+    /// A hit on the chunk of `file` at `line`; the index stores an empty
+    /// date and time where a chunk has none.
+    fn at(file: String, date: String, time: String, line: i64, snippet: String, score: f64) -> Self {
+        FileHit {
+            file,
+            date: (!date.is_empty()).then_some(date),
+            time: (!time.is_empty()).then_some(time),
+            line: line as usize,
+            snippet,
+            score,
+        }
+    }
+}
+
 /// One ranked chunk as a hit, its snippet cut around the matching words.
 fn hit(chunk: StoredChunk, terms: &[String], score: f64) -> FileHit {
-    FileHit {
-        file: chunk.path,
-        date: (!chunk.date.is_empty()).then_some(chunk.date),
-        time: (!chunk.time.is_empty()).then_some(chunk.time),
-        line: chunk.line as usize,
-        snippet: snippet(&chunk.text, terms),
-        score: -score,
-    }
+    let snippet = snippet(&chunk.text, terms);
+    FileHit::at(chunk.path, chunk.date, chunk.time, chunk.line, snippet, -score)
 }
 
 /// The window of [`SNIPPET_WORDS`] words of `text` holding the most words

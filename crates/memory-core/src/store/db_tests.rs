@@ -216,13 +216,20 @@ fn statistics_count_every_layer(db: MemoryDb) {
     assert_eq!(stats.audit_events, 7);
 }
 
+/// Two handles on one fresh PostgreSQL schema, standing for two processes,
+/// and the homes that keep them; `None` (outside CI) without a server.
+fn two_processes() -> Option<(MemoryDb, MemoryDb, [tempfile::TempDir; 2])> {
+    let url = postgres_url()?;
+    let schema = fresh_schema();
+    let homes = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let open = |home: &tempfile::TempDir| MemoryDb::open_postgres_schema(&url, &schema, home.path(), config()).unwrap();
+    Some((open(&homes[0]), open(&homes[1]), homes))
+}
+
 #[test]
 fn a_second_process_on_postgresql_hears_of_a_change_and_catches_up_before_it_reads() {
-    let Some(url) = postgres_url() else { return };
-    let schema = fresh_schema();
-    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = with_vectors(MemoryDb::open_postgres_schema(&url, &schema, home_a.path(), config()).unwrap());
-    let b = with_vectors(MemoryDb::open_postgres_schema(&url, &schema, home_b.path(), config()).unwrap());
+    let Some((a, b, _homes)) = two_processes() else { return };
+    let (a, b) = (with_vectors(a), with_vectors(b));
     assert_eq!(b.build_episodic_index().unwrap().index_len, 0);
     // The listener counts one change when it starts listening (what changed before it is unknown).
     let patience = std::time::Duration::from_secs(30);
@@ -248,11 +255,7 @@ fn a_second_process_on_postgresql_hears_of_a_change_and_catches_up_before_it_rea
 #[test]
 fn a_process_on_postgresql_hears_changes_while_another_writes_without_a_pause() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let Some(url) = postgres_url() else { return };
-    let schema = fresh_schema();
-    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = MemoryDb::open_postgres_schema(&url, &schema, home_a.path(), config()).unwrap();
-    let b = MemoryDb::open_postgres_schema(&url, &schema, home_b.path(), config()).unwrap();
+    let Some((a, b, _homes)) = two_processes() else { return };
     let listening = b.wait_for_change(0, std::time::Duration::from_secs(30));
     assert!(listening > 0, "the listener never started");
     let (stop, writing) = (AtomicBool::new(false), AtomicBool::new(true));
@@ -284,11 +287,7 @@ fn a_process_on_postgresql_hears_changes_while_another_writes_without_a_pause() 
 /// only for what other processes wrote.
 #[test]
 fn a_process_on_postgresql_does_not_hear_its_own_announcements() {
-    let Some(url) = postgres_url() else { return };
-    let schema = fresh_schema();
-    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = MemoryDb::open_postgres_schema(&url, &schema, home_a.path(), config()).unwrap();
-    let b = MemoryDb::open_postgres_schema(&url, &schema, home_b.path(), config()).unwrap();
+    let Some((a, b, _homes)) = two_processes() else { return };
     let patience = std::time::Duration::from_secs(30);
     let listening = a.wait_for_change(0, patience);
     assert!(listening > 0, "the listener never started");
@@ -369,11 +368,8 @@ fn the_episodic_cap_holds_under_two_writers_on_sqlite() {
 
 #[test]
 fn the_episodic_cap_holds_under_two_writers_on_postgresql() {
-    let Some(url) = postgres_url() else { return };
-    let schema = fresh_schema();
-    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let open = |home: &tempfile::TempDir| MemoryDb::open_postgres_schema(&url, &schema, home.path(), config()).unwrap();
-    the_episodic_cap_holds_under_two_writers([open(&home_a), open(&home_b)]);
+    let Some((a, b, _homes)) = two_processes() else { return };
+    the_episodic_cap_holds_under_two_writers([a, b]);
 }
 
 /// The revision of the semantic snapshot this process holds, if any.
