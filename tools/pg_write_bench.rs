@@ -11,6 +11,8 @@
 //!     --postgres-url postgres://cairn@127.0.0.1:PORT/cairn_test --seconds 15 --clients 8
 //! ```
 //!
+//! `--setups bcbc` runs the setups named by letter, in that order (all four,
+//! once each, by default).
 //! Each PostgreSQL setup gets a fresh database, created beside the one in
 //! `--postgres-url` and dropped afterwards. No model is loaded (keyword
 //! only), so a write is the store's work and the HTTP around it.
@@ -30,11 +32,18 @@ struct Options {
     postgres_url: String,
     seconds: u64,
     clients: usize,
+    /// Which setups run, by letter (a to d, as in the module doc); all by default.
+    setups: String,
 }
 
 fn options() -> anyhow::Result<Options> {
-    let mut options =
-        Options { cairn: PathBuf::from("target/release/cairn"), postgres_url: String::new(), seconds: 15, clients: 8 };
+    let mut options = Options {
+        cairn: PathBuf::from("target/release/cairn"),
+        postgres_url: String::new(),
+        seconds: 15,
+        clients: 8,
+        setups: "abcd".to_owned(),
+    };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
@@ -43,8 +52,12 @@ fn options() -> anyhow::Result<Options> {
             "--postgres-url" => options.postgres_url = value()?,
             "--seconds" => options.seconds = value()?.parse()?,
             "--clients" => options.clients = value()?.parse()?,
+            "--setups" => options.setups = value()?,
             other => bail!("unknown option {other}"),
         }
+    }
+    if options.setups.is_empty() || !options.setups.chars().all(|setup| "abcd".contains(setup)) {
+        bail!("--setups takes letters from a to d");
     }
     if options.postgres_url.is_empty() {
         bail!("--postgres-url is required");
@@ -138,11 +151,15 @@ fn load(servers: &[&Server], clients: usize, seconds: u64, tag: &str) -> Measure
                     let body = json!({"key": format!("user.bench_{tag}_c{client}_{n}"), "value": format!("value {n}")});
                     let sent = Instant::now();
                     let response = agent.put(&url).header("Authorization", &auth).send_json(&body);
-                    match response {
-                        Ok(response) if response.status().is_success() => {
-                            latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
-                        }
-                        _ => failed += 1,
+                    // The answer is read whole: an unread body would keep its
+                    // connection from going back to the agent's pool.
+                    let acknowledged = response.is_ok_and(|mut response| {
+                        response.status().is_success() && response.body_mut().read_to_vec().is_ok()
+                    });
+                    if acknowledged {
+                        latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
+                    } else {
+                        failed += 1;
                     }
                     n += 1;
                 }
@@ -187,31 +204,48 @@ fn main() -> anyhow::Result<()> {
     };
     let clients = options.clients;
 
-    let sqlite = start(&options.cairn, None)?;
-    report(&format!("one gateway on SQLite, {clients} clients"), load(&[&sqlite], clients, options.seconds, "a"));
-    drop(sqlite);
-
     let name = format!("cairn_bench_{}", std::process::id());
-    let url = fresh_database(&options.postgres_url, &format!("{name}_b"))?;
-    let one = start(&options.cairn, Some(&url))?;
-    report(&format!("one gateway on PostgreSQL, {clients} clients"), load(&[&one], clients, options.seconds, "b"));
-    drop(one);
-    drop_database(&options.postgres_url, &format!("{name}_b"));
-
-    let url = fresh_database(&options.postgres_url, &format!("{name}_c"))?;
-    let (first, second) = (start(&options.cairn, Some(&url))?, start(&options.cairn, Some(&url))?);
-    report(
-        &format!("two gateways on one PostgreSQL database, {clients} clients"),
-        load(&[&first, &second], clients, options.seconds, "c"),
-    );
-    drop((first, second));
-    drop_database(&options.postgres_url, &format!("{name}_c"));
-
-    let url = fresh_database(&options.postgres_url, &format!("{name}_d"))?;
-    let single = start(&options.cairn, Some(&url))?;
-    report("one gateway on PostgreSQL, 1 client", load(&[&single], 1, options.seconds, "d"));
-    drop(single);
-    drop_database(&options.postgres_url, &format!("{name}_d"));
+    // In the order given, so setups can be alternated (`--setups bcbc`).
+    for (round, setup) in options.setups.chars().enumerate() {
+        let database = format!("{name}_{round}");
+        let tag = setup.to_string();
+        match setup {
+            'a' => {
+                let sqlite = start(&options.cairn, None)?;
+                report(
+                    &format!("one gateway on SQLite, {clients} clients"),
+                    load(&[&sqlite], clients, options.seconds, &tag),
+                );
+            }
+            'b' => {
+                let url = fresh_database(&options.postgres_url, &database)?;
+                let one = start(&options.cairn, Some(&url))?;
+                report(
+                    &format!("one gateway on PostgreSQL, {clients} clients"),
+                    load(&[&one], clients, options.seconds, &tag),
+                );
+                drop(one);
+                drop_database(&options.postgres_url, &database);
+            }
+            'c' => {
+                let url = fresh_database(&options.postgres_url, &database)?;
+                let (first, second) = (start(&options.cairn, Some(&url))?, start(&options.cairn, Some(&url))?);
+                report(
+                    &format!("two gateways on one PostgreSQL database, {clients} clients"),
+                    load(&[&first, &second], clients, options.seconds, &tag),
+                );
+                drop((first, second));
+                drop_database(&options.postgres_url, &database);
+            }
+            _ => {
+                let url = fresh_database(&options.postgres_url, &database)?;
+                let single = start(&options.cairn, Some(&url))?;
+                report("one gateway on PostgreSQL, 1 client", load(&[&single], 1, options.seconds, &tag));
+                drop(single);
+                drop_database(&options.postgres_url, &database);
+            }
+        }
+    }
 
     println!("| setup | writes/s | p50 | p95 | p99 | max | failed |\n|---|---|---|---|---|---|---|");
     for row in rows {
