@@ -6,9 +6,9 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::oneshot;
@@ -51,7 +51,7 @@ pub(crate) struct PoolStats {
 
 /// The bounded pool.
 pub(crate) struct EmbedPool {
-    sender: Mutex<Option<SyncSender<Task>>>,
+    sender: Mutex<Option<Sender<Task>>>,
     handles: Mutex<Vec<JoinHandle<()>>>,
     counters: Arc<Counters>,
     workers: usize,
@@ -69,17 +69,15 @@ impl EmbedPool {
     /// (0: a job is taken only when a worker is idle).
     pub(crate) fn new(workers: usize, queue: usize) -> std::io::Result<Self> {
         let workers = workers.max(1);
-        let (sender, receiver) = sync_channel::<Task>(queue);
-        let receiver = Arc::new(Mutex::new(receiver));
+        // Every idle worker waits on the channel itself, so a job wakes
+        // exactly one of them.
+        let (sender, receiver) = crossbeam_channel::bounded::<Task>(queue);
         let counters = Arc::new(Counters::default());
         let mut handles = Vec::with_capacity(workers);
         for index in 0..workers {
-            let receiver = Arc::clone(&receiver);
-            let counters = Arc::clone(&counters);
+            let receiver = receiver.clone();
             handles.push(
-                std::thread::Builder::new()
-                    .name(format!("cairn-embed-{index}"))
-                    .spawn(move || worker(&receiver, &counters))?,
+                std::thread::Builder::new().name(format!("cairn-embed-{index}")).spawn(move || worker(&receiver))?,
             );
         }
         Ok(Self { sender: Mutex::new(Some(sender)), handles: Mutex::new(handles), counters, workers, queue })
@@ -162,13 +160,10 @@ impl EmbedPool {
     }
 }
 
-fn worker(receiver: &Mutex<Receiver<Task>>, _counters: &Counters) {
-    loop {
-        let task = receiver.lock().recv();
-        match task {
-            Ok(task) => task(),
-            Err(_) => return,
-        }
+fn worker(receiver: &Receiver<Task>) {
+    // Ends once the sender is dropped and the queue is empty.
+    for task in receiver {
+        task();
     }
 }
 
