@@ -625,22 +625,9 @@ impl PostgresBackend {
         })?;
         let begin = if write {
             // Read committed: a statement after a lock sees every commit made before the lock was granted.
-            // A write's statements are prepared once and planned once (a generic plan),
-            // with plain index scans wherever an index serves. Left to the planner, the
-            // plans made while the store is small scan whole tables, which looks
-            // cheaper then, and are kept as it grows (the audit trim then scanned the
-            // whole trail on every write); and a custom plan per execution costs more
-            // than the statement itself. Bitmap scans would visit every trimmed row not
-            // yet vacuumed on each trim; a plain index scan marks them dead in the index
-            // and skips them after.
-            let (class, object) = lock_id(&self.schema, STORE_LAYER, "");
-            format!(
-                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL plan_cache_mode = force_generic_plan; \
-                 SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
-                 SELECT pg_advisory_xact_lock_shared({class}, {object})"
-            )
+            "BEGIN ISOLATION LEVEL READ COMMITTED"
         } else {
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         };
         let mut tx = PgTx {
             connection: &mut connection,
@@ -656,7 +643,13 @@ impl PostgresBackend {
             forgotten: &self.forgotten,
             forgotten_seen: None,
         };
-        let result = work(&mut tx).and_then(|()| {
+        let setup = if write {
+            let (class, object) = lock_id(&self.schema, STORE_LAYER, "");
+            tx.enqueue("starting a transaction", WRITE_SETUP, &[&class, &object], false)
+        } else {
+            Ok(())
+        };
+        let result = setup.and_then(|()| work(&mut tx)).and_then(|()| {
             if !tx.sent && tx.bump_at_commit.is_empty() && !tx.queue.iter().any(Queued::changes) {
                 // Nothing reached the server and nothing is to be written.
                 return Ok(());
@@ -686,6 +679,25 @@ impl PostgresBackend {
         result
     }
 }
+
+/// What a write transaction does first, prepared once per connection: its
+/// settings, then the store lock shared (`$1`, `$2`: [`lock_id`] of the
+/// store).
+///
+/// A write's statements are prepared once and planned once (a generic
+/// plan), with plain index scans wherever an index serves. Left to the
+/// planner, the plans made while the store is small scan whole tables,
+/// which looks cheaper then, and are kept as it grows (the audit trim then
+/// scanned the whole trail on every write); and a custom plan per execution
+/// costs more than the statement itself. Bitmap scans would visit every
+/// trimmed row not yet vacuumed on each trim; a plain index scan marks them
+/// dead in the index and skips them after. Set by `set_config(.., true)`
+/// (as `SET LOCAL`) in a prepared statement, the settings cost no parse per
+/// write.
+const WRITE_SETUP: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+            set_config('enable_seqscan', 'off', true),
+            set_config('enable_bitmapscan', 'off', true),
+            pg_advisory_xact_lock_shared($1, $2)";
 
 /// Shard rows of a counter bumped at commit (the `% 64` of [`BUMP_AT_COMMIT`]).
 const BUMP_SHARDS: u32 = 64;
@@ -1012,8 +1024,8 @@ struct PgTx<'t> {
 
 /// A statement waiting in a transaction's queue.
 enum Queued {
-    /// The `BEGIN` (with a write's shared store lock), as simple-protocol text.
-    Begin(String),
+    /// The `BEGIN`, as simple-protocol text.
+    Begin(&'static str),
     /// A prepared statement, its parameters already encoded.
     Statement { operation: &'static str, statement: Statement, params: Vec<Encoded>, changes: bool },
 }
