@@ -39,26 +39,17 @@ pub struct Projection {
 pub fn project_hook_array(value: &Value) -> Projection {
     let mut projection = Projection::default();
     let items = match value {
-        Value::Array(items) => items.as_slice(),
-        Value::Object(file) => match file.get("hooks") {
-            Some(Value::Array(items)) => items.as_slice(),
-            _ => {
-                projection.dropped.push(DroppedHook {
-                    location: "hooks".to_owned(),
-                    command: None,
-                    reason: DropReason::NotHooks,
-                });
-                return projection;
-            }
-        },
-        _ => {
-            projection.dropped.push(DroppedHook {
-                location: "hooks".to_owned(),
-                command: None,
-                reason: DropReason::NotHooks,
-            });
-            return projection;
-        }
+        Value::Array(items) => Some(items.as_slice()),
+        Value::Object(file) => file.get("hooks").and_then(Value::as_array).map(Vec::as_slice),
+        _ => None,
+    };
+    let Some(items) = items else {
+        projection.dropped.push(DroppedHook {
+            location: "hooks".to_owned(),
+            command: None,
+            reason: DropReason::NotHooks,
+        });
+        return projection;
     };
     for (index, item) in items.iter().enumerate() {
         let Value::Object(document) = item else {

@@ -226,28 +226,43 @@ pub(crate) fn run(home: &Home, command: &ImportCommand) -> anyhow::Result<ExitCo
     }
 }
 
+/// What a scan and an import both start from: the sources' roots, the
+/// selection, the store and the skill catalog imported skills go to.
+struct Prepared {
+    roots: ForeignRoots,
+    sources: Vec<ForeignSource>,
+    selection: ForeignSelection,
+    db: MemoryDb,
+    catalog: SkillCatalog,
+}
+
+impl Prepared {
+    fn new(home: &Home, sources: &SourceArgs) -> anyhow::Result<Self> {
+        let settings = home.settings();
+        Ok(Self {
+            roots: sources.roots(settings.user_home.as_deref(), settings.openclaw_workspace.as_deref())?,
+            sources: sources.selected(),
+            selection: sources.selection()?,
+            db: home.open_memory()?,
+            catalog: import_catalog(home)?,
+        })
+    }
+}
+
 fn scan(home: &Home, args: &ScanArgs) -> anyhow::Result<ExitCode> {
-    let roots =
-        args.sources.roots(home.settings().user_home.as_deref(), home.settings().openclaw_workspace.as_deref())?;
-    let selection = args.sources.selection()?;
-    let db = home.open_memory()?;
-    let catalog = import_catalog(home)?;
+    let Prepared { roots, sources, selection, db, catalog } = Prepared::new(home, &args.sources)?;
     let writer = CatalogSkillWriter(&catalog);
-    let report = scan_foreign_with(&db, &roots, &args.sources.selected(), &selection, Some(&writer))?;
+    let report = scan_foreign_with(&db, &roots, &sources, &selection, Some(&writer))?;
     print_report(&report, args.sources.json, None)?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn apply(home: &Home, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
-    let roots =
-        args.sources.roots(home.settings().user_home.as_deref(), home.settings().openclaw_workspace.as_deref())?;
-    let selection = args.sources.selection()?;
-    let db = home.open_memory()?;
-    let catalog = import_catalog(home)?;
+    let Prepared { roots, sources, selection, db, catalog } = Prepared::new(home, &args.sources)?;
     let writer = CatalogSkillWriter(&catalog);
     let started = Instant::now();
     let report = with_progress("import", |progress| {
-        apply_foreign_with(&db, &roots, &args.sources.selected(), &selection, Some(&writer), Some(progress))
+        apply_foreign_with(&db, &roots, &sources, &selection, Some(&writer), Some(progress))
     })?;
     let import_ms = started.elapsed().as_millis() as u64;
     let backfill = if args.no_backfill || report.deferred_episodic() == 0 { None } else { Some(backfill(home, db)?) };
