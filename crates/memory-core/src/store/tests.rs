@@ -87,6 +87,7 @@ store_suite!(
     restored_rows_read_back_exactly,
     failed_write_leaves_nothing,
     audit_trail_is_bounded,
+    audit_trail_returns_to_a_lowered_cap,
     revisions_move_on_changes_only,
     lessons_dedup_and_replace,
     backfill_stores_only_unchanged_rows,
@@ -358,32 +359,61 @@ fn failed_write_leaves_nothing(fixture: &Fixture) {
 fn audit_trail_is_bounded(fixture: &Fixture) {
     let cap = 5;
     for index in 0..12 {
-        let detail = format!("event {index}");
-        fixture
-            .backend
-            .write("auditing", |tx| {
-                tx.append_event(
-                    index,
-                    &EventRecord {
-                        memory_type: "semantic",
-                        action: MemoryAuditAction::Rejected,
-                        key: None,
-                        old_value: None,
-                        new_value: None,
-                        source: Some("test"),
-                        confidence: Some(0.5),
-                        detail: Some(&detail),
-                    },
-                    cap,
-                )
-            })
-            .unwrap();
+        append_numbered_event(fixture, index, cap);
     }
     let events = fixture.backend.read("reading", |tx| tx.newest_events(100)).unwrap();
     let details: Vec<&str> = events.iter().filter_map(|event| event.detail.as_deref()).collect();
     assert_eq!(details, ["event 11", "event 10", "event 9", "event 8", "event 7"]);
     assert_eq!(fixture.backend.read("counting", |tx| tx.event_count()).unwrap(), cap);
     assert!(events.windows(2).all(|pair| pair[0].id > pair[1].id), "ids grow with every row");
+}
+
+/// Appends one audit row numbered `index` under `cap`.
+fn append_numbered_event(fixture: &Fixture, index: i64, cap: i64) {
+    let detail = format!("event {index}");
+    fixture
+        .backend
+        .write("auditing", |tx| {
+            tx.append_event(
+                index,
+                &EventRecord {
+                    memory_type: "semantic",
+                    action: MemoryAuditAction::Rejected,
+                    key: None,
+                    old_value: None,
+                    new_value: None,
+                    source: Some("test"),
+                    confidence: Some(0.5),
+                    detail: Some(&detail),
+                },
+                cap,
+            )
+        })
+        .unwrap();
+}
+
+/// Rows far behind the cap (left by a cap lowered here, on a server by a
+/// rolled-back trim) are gone within 256 writes, and the trail then holds
+/// exactly the newest `cap` rows.
+fn audit_trail_returns_to_a_lowered_cap(fixture: &Fixture) {
+    for index in 0..300 {
+        append_numbered_event(fixture, index, 1_000);
+    }
+    let count = || fixture.backend.read("counting", |tx| tx.event_count()).unwrap();
+    assert_eq!(count(), 300);
+    let mut back_at = None;
+    for index in 300..600 {
+        append_numbered_event(fixture, index, 5);
+        if back_at.is_none() && count() == 5 {
+            back_at = Some(index);
+        }
+    }
+    let back_at = back_at.expect("the trail never came back to its cap");
+    assert!(back_at < 300 + 256, "back to the cap only at write {back_at}");
+    assert_eq!(count(), 5);
+    let events = fixture.backend.read("reading", |tx| tx.newest_events(100)).unwrap();
+    let details: Vec<&str> = events.iter().filter_map(|event| event.detail.as_deref()).collect();
+    assert_eq!(details, ["event 599", "event 598", "event 597", "event 596", "event 595"]);
 }
 
 fn revisions_move_on_changes_only(fixture: &Fixture) {
