@@ -365,6 +365,18 @@ const KEYWORD_HITS: &str = "
     FROM postings p JOIN kept c USING (term) CROSS JOIN stats s
     GROUP BY p.id ORDER BY score DESC, p.id LIMIT $3";
 
+/// Before [`KEYWORD_HITS`], for the rest of its transaction: the server
+/// asks the disk for up to 64 of the search's table pages at once instead
+/// of one at a time (`effective_io_concurrency`, 1 by default on Linux).
+/// A search reads its postings' rows at random across the table, and on a
+/// cold cache that wait was most of a large store's first context. A
+/// higher value the server already has is kept; a server without
+/// prefetching (0, where the platform lacks it) is left alone.
+const KEYWORD_PREFETCH: &str = "SELECT set_config('effective_io_concurrency',
+     CASE WHEN current_setting('effective_io_concurrency')::INT > 0
+          THEN greatest(current_setting('effective_io_concurrency')::INT, 64)::TEXT
+          ELSE current_setting('effective_io_concurrency') END, true)";
+
 const QUOTING_DEFAULT: &str = "SELECT id, text FROM episodic_memories
      WHERE NOT is_deleted AND strpos(lower(text), $1) > 0 ORDER BY id";
 /// The same through ICU's root locale, when the database's `lower()` folds ASCII only.
@@ -2057,6 +2069,8 @@ impl EpisodicText for PgTx<'_> {
 
     fn episodic_keyword_hits(&mut self, fts_query: &str, k: usize) -> Result<Option<Vec<(i64, f64)>>> {
         let words: Vec<&str> = keywords::fts_query_words(fts_query).collect();
+        // In the same round trip as the search.
+        self.enqueue("searching episodic keywords", KEYWORD_PREFETCH, &[], false)?;
         let rows = self.query(
             "searching episodic keywords",
             KEYWORD_HITS,
@@ -2359,5 +2373,22 @@ mod tests {
     #[test]
     fn revisions_read_every_shard_a_commit_bumps() {
         assert!(BUMP_AT_COMMIT.contains(&format!("pg_backend_pid() % {BUMP_SHARDS})")));
+    }
+
+    /// The keyword search's prefetch depth, for the rest of its transaction,
+    /// from the session's own: raised to 64, never lowered, left at 0.
+    #[test]
+    fn a_keyword_search_raises_the_prefetch_depth_for_its_transaction_only() {
+        let Some(url) = super::super::db_tests::postgres_url() else { return };
+        let mut client = Client::connect(&url, NoTls).unwrap();
+        for (session, in_search) in [("1", "64"), ("200", "200"), ("0", "0")] {
+            client.batch_execute(&format!("SET effective_io_concurrency = {session}")).unwrap();
+            let mut tx = client.transaction().unwrap();
+            tx.execute(KEYWORD_PREFETCH, &[]).unwrap();
+            let during: String = tx.query_one("SHOW effective_io_concurrency", &[]).unwrap().get(0);
+            tx.commit().unwrap();
+            let after: String = client.query_one("SHOW effective_io_concurrency", &[]).unwrap().get(0);
+            assert_eq!((during.as_str(), after.as_str()), (in_search, session), "from a session at {session}");
+        }
     }
 }
