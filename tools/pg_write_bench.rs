@@ -13,6 +13,7 @@
 //!
 //! `--setups bcbc` runs the setups named by letter, in that order (all four,
 //! once each, by default).
+//!
 //! Each PostgreSQL setup gets a fresh database, created beside the one in
 //! `--postgres-url` and dropped afterwards. No model is loaded (keyword
 //! only), so a write is the store's work and the HTTP around it.
@@ -237,13 +238,14 @@ fn main() -> anyhow::Result<()> {
                 drop((first, second));
                 drop_database(&options.postgres_url, &database);
             }
-            _ => {
+            'd' => {
                 let url = fresh_database(&options.postgres_url, &database)?;
                 let single = start(&options.cairn, Some(&url))?;
                 report("one gateway on PostgreSQL, 1 client", load(&[&single], 1, options.seconds, &tag));
                 drop(single);
                 drop_database(&options.postgres_url, &database);
             }
+            other => unreachable!("options() refuses setup {other:?}"),
         }
     }
 

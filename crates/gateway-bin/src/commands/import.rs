@@ -230,7 +230,7 @@ pub(crate) fn run(home: &Home, command: &ImportCommand) -> anyhow::Result<ExitCo
 /// selection, the store and the skill catalog imported skills go to.
 struct Prepared {
     roots: ForeignRoots,
-    sources: Vec<ForeignSource>,
+    selected: Vec<ForeignSource>,
     selection: ForeignSelection,
     db: MemoryDb,
     catalog: SkillCatalog,
@@ -241,7 +241,7 @@ impl Prepared {
         let settings = home.settings();
         Ok(Self {
             roots: sources.roots(settings.user_home.as_deref(), settings.openclaw_workspace.as_deref())?,
-            sources: sources.selected(),
+            selected: sources.selected(),
             selection: sources.selection()?,
             db: home.open_memory()?,
             catalog: import_catalog(home)?,
@@ -250,19 +250,19 @@ impl Prepared {
 }
 
 fn scan(home: &Home, args: &ScanArgs) -> anyhow::Result<ExitCode> {
-    let Prepared { roots, sources, selection, db, catalog } = Prepared::new(home, &args.sources)?;
+    let Prepared { roots, selected, selection, db, catalog } = Prepared::new(home, &args.sources)?;
     let writer = CatalogSkillWriter(&catalog);
-    let report = scan_foreign_with(&db, &roots, &sources, &selection, Some(&writer))?;
+    let report = scan_foreign_with(&db, &roots, &selected, &selection, Some(&writer))?;
     print_report(&report, args.sources.json, None)?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn apply(home: &Home, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
-    let Prepared { roots, sources, selection, db, catalog } = Prepared::new(home, &args.sources)?;
+    let Prepared { roots, selected, selection, db, catalog } = Prepared::new(home, &args.sources)?;
     let writer = CatalogSkillWriter(&catalog);
     let started = Instant::now();
     let report = with_progress("import", |progress| {
-        apply_foreign_with(&db, &roots, &sources, &selection, Some(&writer), Some(progress))
+        apply_foreign_with(&db, &roots, &selected, &selection, Some(&writer), Some(progress))
     })?;
     let import_ms = started.elapsed().as_millis() as u64;
     let backfill = if args.no_backfill || report.deferred_episodic() == 0 { None } else { Some(backfill(home, db)?) };

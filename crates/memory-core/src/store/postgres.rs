@@ -2379,7 +2379,7 @@ mod tests {
     /// from the session's own: raised to 64, never lowered, left at 0.
     #[test]
     fn a_keyword_search_raises_the_prefetch_depth_for_its_transaction_only() {
-        let Some(url) = super::super::db_tests::postgres_url() else { return };
+        let Some(url) = crate::store::db_tests::postgres_url() else { return };
         let mut client = Client::connect(&url, NoTls).unwrap();
         for (session, in_search) in [("1", "64"), ("200", "200"), ("0", "0")] {
             client.batch_execute(&format!("SET effective_io_concurrency = {session}")).unwrap();
