@@ -17,10 +17,17 @@
 //! searches run under that model's relevance gate (0.24 / 0.26) and
 //! abstention floor (0.275): more rows clear the cosine pre-gate and are read.
 //!
+//! `EPISODIC_BENCH_ROWS=conversation` writes the rows as a conversation
+//! instead: `Ana: ` and `Ben: ` take turns, a minute apart, in sittings of
+//! 20 turns a day apart, and every fourth turn asks a question, so the best
+//! hit's thread (its speaker's turns around it, the answer to its question)
+//! is read and lifted as in a real conversation.
+//!
 //! Each store runs `pure_vector`, `hybrid` (the default), `hybrid_previous`
-//! (the previous default: no speaker, time or session signal, no abstention) and
-//! `hybrid_neighbours` (neighbouring turns on), so a change is measured
-//! against the previous ranking in the same run.
+//! (the previous default: no speaker, time, session or thread signal, no
+//! abstention), `hybrid_no_thread` (the default without the thread),
+//! `hybrid_neighbours` (neighbouring turns on) and `hybrid_project`, so a
+//! change is measured against the previous ranking in the same run.
 //!
 //! With `CAIRN_BENCH_POSTGRES_URL` set (a libpq URL of a server where the
 //! role may create databases), every store size is also run on
@@ -106,15 +113,33 @@ fn scope_of(seed: usize) -> Scope {
     }
 }
 
+/// Whether `EPISODIC_BENCH_ROWS=conversation` asks for a conversation.
+fn conversation() -> bool {
+    std::env::var("EPISODIC_BENCH_ROWS").as_deref() == Ok("conversation")
+}
+
+/// Row `seed`'s text and creation time (Unix milliseconds).
+fn episode(seed: usize) -> (String, i64) {
+    const BASE: i64 = 1_700_000_000_000;
+    if !conversation() {
+        return (sentence(seed), BASE - (seed as i64 % 400) * 86_400_000);
+    }
+    let speaker = if seed % 2 == 0 { "Ana" } else { "Ben" };
+    let asks = if seed % 4 == 3 { "?" } else { "" };
+    let (sitting, turn) = ((seed / 20) as i64, (seed % 20) as i64);
+    (format!("{speaker}: {}{asks}", sentence(seed)), BASE - sitting * 86_400_000 + turn * 60_000)
+}
+
 /// Writes `rows` rows into the empty `db`, embeds them and builds the index.
 fn fill(db: MemoryDb, rows: usize, backend: &str) -> MemoryDb {
     let db = db.with_embedder(embedder());
     let started = Instant::now();
     for seed in 0..rows {
-        let episode = NewEpisode::new(sentence(seed))
+        let (text, created_at) = episode(seed);
+        let episode = NewEpisode::new(text)
             .scope(scope_of(seed))
             .importance((seed % 10) as f64 / 10.0)
-            .created_at(1_700_000_000_000 - (seed as i64 % 400) * 86_400_000)
+            .created_at(created_at)
             .defer_embedding(true);
         db.write_episodic_capped(&episode, rows + 1).unwrap();
     }
@@ -160,16 +185,18 @@ fn bench_store(c: &mut Criterion, group_name: &str, db: &MemoryDb, queries: &[(S
     let mut group = c.benchmark_group(group_name);
     group.sample_size(50).measurement_time(Duration::from_secs(8));
     // `hybrid` is the default; `hybrid_previous` the previous default in the
-    // same run (no speaker, time or session signal, no abstention floor);
+    // same run (no speaker, time, session or thread signal, no abstention
+    // floor); `hybrid_no_thread` the default without the thread;
     // `hybrid_neighbours` the default with neighbouring turns on (opt-in);
     // `hybrid_project` the default as a host hook asks it: one project's
     // rows and the global ones (three quarters of the store).
-    let variants: [(&str, RetrievalMode, Adjust); 5] = [
+    let variants: [(&str, RetrievalMode, Adjust); 6] = [
         ("pure_vector", RetrievalMode::PureVector, |query| query),
         ("hybrid", RetrievalMode::Hybrid, |query| query),
         ("hybrid_previous", RetrievalMode::Hybrid, |query| {
-            query.speaker_boost(0.0).time_boost(0.0).session_boost(0.0).abstain_below(0.0)
+            query.speaker_boost(0.0).time_boost(0.0).session_boost(0.0).thread_weight(0.0).abstain_below(0.0)
         }),
+        ("hybrid_no_thread", RetrievalMode::Hybrid, |query| query.thread_weight(0.0)),
         ("hybrid_neighbours", RetrievalMode::Hybrid, |query| query.neighbour_weight(0.6)),
         ("hybrid_project", RetrievalMode::Hybrid, |query| query.scopes(ScopeFilter::visible_from(Some(&scope_of(0))))),
     ];

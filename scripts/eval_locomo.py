@@ -20,9 +20,9 @@ turn id), then `cairn memory search --queries FILE --json --now <last turn
   (`--limit 1000 --no-mmr` and the ranking additions off), from which the
   grid of ranking choices below is re-scored here, exactly as
   `crates/memory-core/src/episodic/search.rs` scores them (fusion,
-  importance × age, speaker match, time window, the session boost,
-  neighbour propagation, MMR λ 0.6 on word sets), for candidate pools up
-  to the dump's 300 per list;
+  importance × age, speaker match, time window, the session boost, the
+  best rows' thread, neighbour propagation, MMR λ 0.6 on word sets), for
+  candidate pools up to the dump's 300 per list;
 - the baselines, computed here on the same rows: plain top-k cosine with
   the same model (`cairn embed`), Okapi BM25 (k1 1.5, b 0.75, lower-cased
   word tokens, as rank_bm25's BM25Okapi) and RRF of the two (k 60);
@@ -82,27 +82,35 @@ MMR_LAMBDA = 0.6
 # holds DUMP_POOL of each, so a smaller pool is re-scored exactly);
 # SESSION_BOOSTS multiply the score of a row written within SESSION_GAP of
 # one of the best SESSION_ANCHORS rows.
+# THREADS (weight, anchors): each of the best `anchors` rows lifts the same
+# speaker's nearest turn before and after it (within THREAD_REACH rows, in
+# its sitting) and, when it asks a question, the next row by another speaker
+# to at least weight × its score.
 # CEILING_SHARES: weighted fusion scales bm25 by max(best hit's bm25, share ×
-# the query's bm25 ceiling). The speaker boost 0.15, the time boost 0.25 and
-# a pool of 100 won every fold of the previous two rounds and are fixed here.
-FUSIONS = ("weighted:0.6", "weighted:0.7", "weighted:0.8")
+# the query's bm25 ceiling); no fold chose a share above 0 in the last round.
+# The speaker boost 0.15, the time boost 0.25, a pool of 100 and weighted
+# fusion at 0.7 won every fold of the previous rounds and are fixed here.
+FUSIONS = ("weighted:0.7",)
 SPEAKER_BOOSTS = (0.15,)
 TIME_BOOSTS = (0.25,)
 POOLS = (100,)
 SESSIONS = ((0.0, 3), (0.1, 3), (0.2, 3), (0.1, 5), (0.2, 5))
-CEILING_SHARES = (0.0, 0.25, 0.4, 0.55)
+CEILING_SHARES = (0.0,)
+THREADS = ((0.0, 1), (0.7, 1), (0.8, 1), (0.9, 1), (0.7, 2), (0.8, 2), (0.9, 2), (0.7, 3), (0.8, 3), (0.9, 3))
+THREAD_REACH = 2
 DUMP_POOL = 300
 SESSION_GAP = dt.timedelta(minutes=30)
-GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors, share)
-        for fusion, speaker, time, pool, (session, anchors), share
-        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES)]
-PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0)
-SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0)
+GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors, share, thread, thread_anchors)
+        for fusion, speaker, time, pool, (session, anchors), share, (thread, thread_anchors)
+        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES, THREADS)]
+PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0, 0.0, 1)
+SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.0, 1)
 # This build's default (constants.rs): checked against the binary's own ranking.
-SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0)
+SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.9, 1)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
-ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0"]
+ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0",
+                 "--thread-weight", "0"]
 DEFAULT = "cairn hybrid, this build's default"
 PREVIOUS_NAME = "cairn hybrid, previous default (weighted 0.7, prior 0, MMR)"
 FIXED = {
@@ -326,7 +334,7 @@ def in_pool(candidates, pool):
 def rescore(candidates, config, query, store, cache):
     """The ranking of `config` over one question's candidate dump."""
     (fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost, anchors,
-     ceiling_share) = config
+     ceiling_share, thread_weight, thread_anchors) = config
     ceiling = next((c["keyword_ceiling"] for c in candidates if c.get("keyword_ceiling") is not None), None)
     candidates = in_pool(candidates, pool)
     best_bm25 = max((c["bm25"] or 0.0 for c in candidates), default=0.0)
@@ -357,6 +365,8 @@ def rescore(candidates, config, query, store, cache):
         for c in candidates:
             if c["ref"] not in top and any(abs(store["time"][c["ref"]] - store["time"][a]) <= SESSION_GAP for a in top):
                 scores[c["ref"]] *= 1 + session_boost
+    if thread_weight and fusion.startswith("weighted"):
+        lift_threads(scores, store, thread_weight, thread_anchors)
     if neighbour_weight:
         top = sorted(scores.items(), key=lambda kv: -kv[1])[:DEPTH]
         for ref, score in top:
@@ -367,6 +377,28 @@ def rescore(candidates, config, query, store, cache):
     if mmr_lambda is not None:
         return mmr([(score, ref, store["words"][ref]) for ref, score in order], DEPTH, cache, mmr_lambda)
     return [ref for ref, _ in order[:DEPTH]]
+
+
+def lift_threads(scores, store, weight, anchors):
+    """signals.rs / search.rs's `lift_threads`: by row id, in the sitting."""
+    top = sorted(scores.items(), key=lambda kv: (-kv[1], store["position"][kv[0]]))[:anchors]
+    for ref, score in top:
+        who = store["speaker"].get(ref)
+        if who is None:
+            continue
+        own = store["id"][ref]
+        around = []
+        for delta in [d for d in range(-THREAD_REACH, THREAD_REACH + 1) if d]:
+            other = store["ref_of"].get(own + delta)
+            if other is not None and abs(store["time"][other] - store["time"][ref]) <= SESSION_GAP:
+                around.append((own + delta, other))
+        before = next((o for i, o in reversed(around) if i < own and store["speaker"].get(o) == who), None)
+        after = next((o for i, o in around if i > own and store["speaker"].get(o) == who), None)
+        answer = next((o for i, o in around if "?" in store["text"][ref] and i == own + 1
+                       and store["speaker"].get(o) not in (None, who)), None)
+        for target in {t for t in (before, after, answer) if t is not None}:
+            if scores.get(target, 0.0) < weight * score:
+                scores[target] = weight * score
 
 
 GRID_INPUTS = {}
@@ -469,6 +501,12 @@ def main():
                         with open(marker, "w", encoding="utf-8") as handle:
                             json.dump({"rows": import_rows, "summary": summary}, handle)
                 imports[conversation] = summary
+                # Row ids, for the thread rule (rows next to each other by id).
+                listed = json.loads(run([args.cairn, "--home", home, "memory", "episodic", "list", "--global",
+                                         "--limit", "1000000", "--json"], env, cache, json.dumps(import_rows)))
+                store["id"] = {row["source_ref"]: row["id"] for row in listed}
+                store["ref_of"] = {row["id"]: row["source_ref"] for row in listed}
+                store["text"] = dict(zip(ids, texts))
                 print(f"{set_name}/{conversation}: {len(rows)} turns, {len(conv_queries)} questions, import {summary}",
                       file=sys.stderr)
 

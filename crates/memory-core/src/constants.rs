@@ -211,6 +211,20 @@ pub const EPISODIC_SESSION_BOOST: f64 = 0.1;
 pub const EPISODIC_KEYWORD_CEILING_SHARE: f64 = 0.0;
 /// How many of the best rows mark the sessions [`EPISODIC_SESSION_BOOST`] lifts.
 pub const EPISODIC_SESSION_ANCHORS: usize = 3;
+/// The thread of a conversation: each of the best
+/// [`EPISODIC_THREAD_ANCHORS`] rows of a search lifts the rows that carry
+/// its thread on to at least this share of its score: the same speaker's
+/// turns just before and after it in the sitting (a story told over several
+/// turns), and, when it asks a question, the next turn, by another speaker
+/// (the answer). Chosen by the leave-one-conversation-out cross-validation
+/// over LoCoMo-dev and longchat-dev (`BENCHMARKS.md`); 0 turns it off.
+pub const EPISODIC_THREAD_WEIGHT: f64 = 0.9;
+/// How many of the best rows lift their thread ([`EPISODIC_THREAD_WEIGHT`]).
+pub const EPISODIC_THREAD_ANCHORS: usize = 1;
+/// How far (in rows written, each way) the same speaker's next turn is
+/// looked for: 2 is the next turn but one, the speaker's own in a
+/// conversation of two.
+pub const EPISODIC_THREAD_REACH: i64 = 2;
 /// Keyword admission into the context block, for a hit under the cosine
 /// gate: it must be among this many best bm25 hits...
 pub const KEYWORD_ADMISSION_MAX_RANK: usize = 3;

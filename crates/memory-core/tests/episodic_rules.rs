@@ -887,6 +887,104 @@ fn neighbouring_turns_are_lifted_only_when_asked_and_only_within_a_session() {
     assert_eq!(context(0.6), vec![(hike, Some(Admission::Cosine)), (before, Some(Admission::Neighbour))]);
 }
 
+/// A vector at cosine `c` to the first axis, the rest of it towards the
+/// `k`-th corner of a cube on the other three: rows built from different
+/// corners are far from being duplicates of each other.
+fn at_cosine_towards_corner(c: f32, k: usize) -> Vec<f32> {
+    let rest = (1.0 - c * c).max(0.0).sqrt() / 3f32.sqrt();
+    let sign = |bit: usize| if k >> bit & 1 == 1 { -rest } else { rest };
+    vec![c, sign(0), sign(1), sign(2)]
+}
+
+#[test]
+fn the_best_hit_lifts_its_thread_the_speakers_turns_around_it_and_the_answer_to_its_question() {
+    const QUERY: &str = "What hobby on the water came up?";
+    const MINUTE_MS: i64 = 60_000;
+    // (text, cosine to the query, minutes after the first); one sitting,
+    // then a row two hours later. The fourth row is the best hit.
+    let rows: &[(&str, f32, i64)] = &[
+        ("Ana: I used to row at school", 0.2, 0),
+        ("Ana: I grew up by the sea", 0.3, 1),
+        ("Ben: Did you really?", 0.1, 2),
+        ("Ana: Do you like sailing?", 0.9, 3),
+        ("Ben: I go out with my brother every summer", 0.1, 4),
+        ("Ana: We should go together", 0.2, 5),
+        ("Ben: Deal, next June then", 0.1, 6),
+        ("Ana: Bring the charts", 0.2, 126),
+    ];
+    // What the best hit lifts: the speaker's turn before and after it, and
+    // the other speaker's answer to its question; not the speaker's turn
+    // beyond the nearest, nor the other speaker's turn before it.
+    let lifted =
+        ["Ana: I grew up by the sea", "Ben: I go out with my brother every summer", "Ana: We should go together"];
+    let mut table: Vec<(&str, Vec<f32>)> =
+        rows.iter().enumerate().map(|(i, (text, c, _))| (*text, at_cosine_towards_corner(*c, i))).collect();
+    table.push((QUERY, at_cosine(1.0, 1)));
+    let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&table).named("all-MiniLM-L6-v2"))));
+    let start = NOW - DAY_MS;
+    for (text, _, minutes) in rows {
+        inserted(db.write_episodic(&NewEpisode::new(*text).created_at(start + minutes * MINUTE_MS)).unwrap());
+    }
+    let search = |weight: Option<f64>| {
+        let mut query = EpisodicQuery::new(QUERY).now(NOW).limit(10).mmr(false).session_boost(0.0);
+        if let Some(weight) = weight {
+            query = query.thread_weight(weight);
+        }
+        db.search_episodic(&query).unwrap()
+    };
+    let weight = cairn_memory_core::constants::EPISODIC_THREAD_WEIGHT;
+    for (asked, weight) in [(None, weight), (Some(0.5), 0.5), (Some(0.0), 0.0)] {
+        let hits = search(asked);
+        assert_eq!(hits.len(), rows.len(), "{hits:?}");
+        let best = hits.iter().find(|hit| hit.text == rows[3].0).unwrap().score.score;
+        for hit in &hits {
+            let own = hit.score.fused;
+            let expected = if lifted.contains(&hit.text.as_str()) { own.max(weight * best) } else { own };
+            assert!(
+                (hit.score.score - expected).abs() < 1e-9,
+                "{asked:?} {:?}: {} vs {expected}",
+                hit.text,
+                hit.score.score
+            );
+        }
+    }
+    // The context block takes the answer in although its cosine is under the gate.
+    let query = EpisodicQuery::new(QUERY).now(NOW).session_boost(0.0);
+    let block = db.episodic_context_for(&query, 3_000).unwrap();
+    let answer = block.hits.iter().find(|hit| hit.text == lifted[1]).expect("the answer is in the block");
+    assert_eq!(answer.score.admitted, Some(Admission::Neighbour));
+}
+
+#[test]
+fn rows_without_a_speaker_or_in_another_sitting_carry_no_thread() {
+    const QUERY: &str = "What hobby on the water came up?";
+    const MINUTE_MS: i64 = 60_000;
+    for rows in [
+        // No `Name:` speaker.
+        [("Do you like sailing?", 0.9, 0), ("I go out with my brother every summer", 0.1, 1), ("We should go", 0.2, 2)],
+        // The answer and the speaker's next turn two hours later.
+        [
+            ("Ana: Do you like sailing?", 0.9, 0),
+            ("Ben: I go out with my brother", 0.1, 120),
+            ("Ana: We should go", 0.2, 121),
+        ],
+    ] {
+        let mut table: Vec<(&str, Vec<f32>)> =
+            rows.iter().enumerate().map(|(i, (text, c, _))| (*text, at_cosine_towards_corner(*c, i))).collect();
+        table.push((QUERY, at_cosine(1.0, 1)));
+        let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&table).named("all-MiniLM-L6-v2"))));
+        for (text, _, minutes) in rows {
+            inserted(db.write_episodic(&NewEpisode::new(text).created_at(NOW - DAY_MS + minutes * MINUTE_MS)).unwrap());
+        }
+        let query = EpisodicQuery::new(QUERY).now(NOW).limit(10).mmr(false).session_boost(0.0);
+        let hits = db.search_episodic(&query).unwrap();
+        assert_eq!(hits.len(), rows.len(), "{hits:?}");
+        for hit in &hits {
+            assert!((hit.score.score - hit.score.fused).abs() < 1e-9, "{:?}: {}", hit.text, hit.score.score);
+        }
+    }
+}
+
 #[test]
 fn rows_of_the_best_hits_sitting_are_lifted_and_others_are_not() {
     const QUERY: &str = "Where did we go sailing last summer?";

@@ -128,6 +128,12 @@ pub(crate) struct SearchArgs {
     /// Score factor `1 + B` for rows written in the same sitting as one of the best three (0 is off).
     #[arg(long)]
     pub(crate) session_boost: Option<f64>,
+    /// The best rows lift their thread (the speaker's turns around them, the answer to their question) to this share of their score (0 to 1; 0 is off).
+    #[arg(long)]
+    pub(crate) thread_weight: Option<f64>,
+    /// How many of the best rows lift their thread (1 to 50).
+    #[arg(long)]
+    pub(crate) thread_anchors: Option<usize>,
     /// Hybrid mode: candidates taken from each of the vector and keyword lists (1 to 1000).
     #[arg(long)]
     pub(crate) candidates: Option<usize>,
@@ -310,6 +316,12 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
         bail!("--neighbour-weight must be between 0 and 1");
     }
+    if args.thread_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
+        bail!("--thread-weight must be between 0 and 1");
+    }
+    if args.thread_anchors.is_some_and(|anchors| !(1..=50).contains(&anchors)) {
+        bail!("--thread-anchors must be between 1 and 50");
+    }
     if args.keyword_ceiling_share.is_some_and(|share| !(0.0..=1.0).contains(&share)) {
         bail!("--keyword-ceiling-share must be between 0 and 1");
     }
@@ -338,6 +350,12 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     }
     if let Some(boost) = args.session_boost {
         query = query.session_boost(boost);
+    }
+    if let Some(weight) = args.thread_weight {
+        query = query.thread_weight(weight);
+    }
+    if let Some(anchors) = args.thread_anchors {
+        query = query.thread_anchors(anchors);
     }
     if let Some(share) = args.keyword_ceiling_share {
         query = query.keyword_ceiling_share(share);

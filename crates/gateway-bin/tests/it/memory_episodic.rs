@@ -88,6 +88,10 @@ fn add_list_search_delete_with_refusals() {
         ("--keyword-ceiling-share", "-0.1"),
         ("--neighbour-weight", "2"),
         ("--session-boost", "-1"),
+        ("--thread-weight", "1.5"),
+        ("--thread-weight", "-0.1"),
+        ("--thread-anchors", "0"),
+        ("--thread-anchors", "51"),
         ("--candidates", "0"),
     ] {
         let bad = command(home).args(["memory", "search", "x", &format!("{flag}={value}")]).output().unwrap();

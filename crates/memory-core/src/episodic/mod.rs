@@ -19,8 +19,9 @@
 //! [`RetrievalMode::Hybrid`] (default: the union of the vector top-N and
 //! the bm25 top-N, fused by a weighted sum of the cosine and the
 //! best-normalised bm25, lifted for a speaker or a time window the query
-//! names, then MMR; importance × age and neighbouring turns are available
-//! with weights that default to 0),
+//! names and for the sitting of the best hits, the best hit's thread of
+//! conversation lifted with it, then MMR; importance × age and neighbouring
+//! turns are available with weights that default to 0),
 //! [`RetrievalMode::PureVector`] (the specification's pipeline exactly) and
 //! [`RetrievalMode::Keyword`]. Without a query vector every mode answers
 //! from keywords, so search never stops working while a model loads or
@@ -335,6 +336,15 @@ pub struct EpisodicQuery {
     /// same sitting) scores `× (1 + session_boost)` (see
     /// [`crate::constants::EPISODIC_SESSION_BOOST`]).
     pub session_boost: f64,
+    /// Hybrid mode with a query vector: each of the best `thread_anchors`
+    /// rows lifts the same speaker's turns just before and after it in its
+    /// sitting, and the answer to a question it asks, to at least
+    /// `thread_weight ×` its score (see
+    /// [`crate::constants::EPISODIC_THREAD_WEIGHT`]; 0 turns it off).
+    pub thread_weight: f64,
+    /// How many of the best rows lift their thread (at least 1; see
+    /// [`crate::constants::EPISODIC_THREAD_ANCHORS`]).
+    pub thread_anchors: usize,
     /// Hybrid mode: candidates taken from each of the vector and the keyword
     /// lists before ranking (see [`crate::constants::HYBRID_CANDIDATES`]).
     pub candidates: usize,
@@ -365,6 +375,8 @@ impl EpisodicQuery {
             time_boost: EPISODIC_TIME_BOOST,
             abstain_below: None,
             session_boost: crate::constants::EPISODIC_SESSION_BOOST,
+            thread_weight: crate::constants::EPISODIC_THREAD_WEIGHT,
+            thread_anchors: crate::constants::EPISODIC_THREAD_ANCHORS,
             candidates: crate::constants::HYBRID_CANDIDATES,
             keyword_ceiling_share: crate::constants::EPISODIC_KEYWORD_CEILING_SHARE,
         }
@@ -454,6 +466,18 @@ impl EpisodicQuery {
         self
     }
 
+    /// Sets the thread weight (0 turns the thread off).
+    pub fn thread_weight(mut self, weight: f64) -> Self {
+        self.thread_weight = weight;
+        self
+    }
+
+    /// Sets how many of the best rows lift their thread (at least 1).
+    pub fn thread_anchors(mut self, anchors: usize) -> Self {
+        self.thread_anchors = anchors.max(1);
+        self
+    }
+
     /// Sets the share of the query's bm25 ceiling that scales bm25 when the
     /// best hit stays under it (0 turns it off).
     pub fn keyword_ceiling_share(mut self, share: f64) -> Self {
@@ -486,7 +510,8 @@ pub enum Admission {
     /// Under the cosine gate, but a top bm25 hit holding most query terms.
     Keyword,
     /// Written next to an admitted hit in the same session (see
-    /// [`EpisodicQuery::neighbour_weight`]).
+    /// [`EpisodicQuery::neighbour_weight`]), or carrying on the thread of
+    /// one of the best hits (see [`EpisodicQuery::thread_weight`]).
     Neighbour,
 }
 

@@ -1,7 +1,7 @@
 //! Episodic search: candidates (vector index or exact scan, FTS5 bm25),
 //! admission (the embedding model's [`RelevanceGate`], which may abstain),
-//! fusion, importance × age, speaker and time signals, neighbouring
-//! turns, MMR, the limit.
+//! fusion, importance × age, speaker and time signals, the sitting and the
+//! thread of the best hits, neighbouring turns, MMR, the limit.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -10,8 +10,8 @@ use cairn_memory_vector::{Hit, MmrCandidate, RelevanceGate, decay_score, mmr};
 
 use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown, signals};
 use crate::constants::{
-    EPISODIC_NEIGHBOUR_MAX_GAP_MS, EPISODIC_SESSION_ANCHORS, FTS_MAX_QUERY_TERMS, KEYWORD_ADMISSION_MAX_RANK,
-    KEYWORD_ADMISSION_MIN_COVERAGE,
+    EPISODIC_NEIGHBOUR_MAX_GAP_MS, EPISODIC_SESSION_ANCHORS, EPISODIC_THREAD_REACH, FTS_MAX_QUERY_TERMS,
+    KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE,
 };
 use crate::error::Result;
 use crate::keywords;
@@ -58,11 +58,6 @@ pub(crate) struct Row {
     pub(crate) source_ref: Option<String>,
     pub(crate) vector: Option<Vec<f32>>,
     pub(crate) scope: String,
-}
-
-pub(crate) fn fetch_row(tx: &mut dyn StoreTx, id: i64, space: Option<&str>, with_vector: bool) -> Result<Option<Row>> {
-    let vector_space = if with_vector { space } else { None };
-    Ok(tx.episodic_row(id, vector_space)?.and_then(|(row, blob)| active_row(row, blob)))
 }
 
 /// The active ones of rows `ids`, by id, read in one call each for the
@@ -131,9 +126,10 @@ pub(crate) struct Candidate {
     pub(crate) bm25_ceiling: Option<f64>,
 }
 
-/// Reads the rows written next to a row (its neighbours in a session),
-/// each with its raw cosine to the query when known.
-pub(crate) type NeighbourReader<'a> = dyn FnMut(&Row) -> Result<Vec<(Row, Option<f32>)>> + 'a;
+/// Reads the rows written up to `reach` rows before and after a row in its
+/// session (ids `row.id ± 1 ..= reach`, by id), each with its raw cosine to
+/// the query when known.
+pub(crate) type NeighbourReader<'a> = dyn FnMut(&Row, i64) -> Result<Vec<(Row, Option<f32>)>> + 'a;
 
 /// Admission (with abstention), scoring, speaker and time signals,
 /// neighbour propagation, MMR and the limit over the fetched candidates.
@@ -247,6 +243,9 @@ pub(crate) fn rank(
     if query.mode == RetrievalMode::Hybrid && have_vector && query.session_boost > 0.0 {
         boost_anchor_sessions(&mut scored, query.session_boost);
     }
+    if query.mode == RetrievalMode::Hybrid && have_vector && query.thread_weight > 0.0 && query.limit > 0 {
+        lift_threads(&mut scored, query, now, neighbours)?;
+    }
     if signals && query.neighbour_weight > 0.0 && query.limit > 0 {
         propagate_to_neighbours(&mut scored, query, now, neighbours)?;
     }
@@ -300,12 +299,8 @@ fn signal_factor(query: &EpisodicQuery, query_words: &BTreeSet<String>, window: 
 /// [`EPISODIC_SESSION_ANCHORS`] rows (within [`EPISODIC_NEIGHBOUR_MAX_GAP_MS`]
 /// of it, the anchors themselves excepted) score `× (1 + boost)`.
 fn boost_anchor_sessions(scored: &mut [(Candidate, ScoreBreakdown)], boost: f64) {
-    let mut order: Vec<usize> = (0..scored.len()).collect();
-    order.sort_by(|&a, &b| {
-        scored[b].1.score.total_cmp(&scored[a].1.score).then(scored[a].0.row.id.cmp(&scored[b].0.row.id))
-    });
-    order.truncate(EPISODIC_SESSION_ANCHORS);
-    let anchors: Vec<(usize, i64)> = order.iter().map(|&i| (i, scored[i].0.row.created_at)).collect();
+    let anchors: Vec<(usize, i64)> =
+        best(scored, EPISODIC_SESSION_ANCHORS).iter().map(|&i| (i, scored[i].0.row.created_at)).collect();
     for (i, (candidate, breakdown)) in scored.iter_mut().enumerate() {
         let created_at = candidate.row.created_at;
         if anchors.iter().all(|&(anchor, _)| anchor != i)
@@ -313,6 +308,97 @@ fn boost_anchor_sessions(scored: &mut [(Candidate, ScoreBreakdown)], boost: f64)
         {
             breakdown.score *= 1.0 + boost;
         }
+    }
+}
+
+/// Indexes of `scored`, best first (ties by id), at most `count`.
+fn best(scored: &[(Candidate, ScoreBreakdown)], count: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scored.len()).collect();
+    order.sort_by(|&a, &b| {
+        scored[b].1.score.total_cmp(&scored[a].1.score).then(scored[a].0.row.id.cmp(&scored[b].0.row.id))
+    });
+    order.truncate(count);
+    order
+}
+
+/// A source row's id, score, fused score, creation time and text.
+struct Source {
+    id: i64,
+    score: f64,
+    fused: f64,
+    created_at: i64,
+    text: String,
+}
+
+impl Source {
+    fn of(scored: &[(Candidate, ScoreBreakdown)], index: usize) -> Self {
+        let (candidate, breakdown) = &scored[index];
+        Source {
+            id: candidate.row.id,
+            score: breakdown.score,
+            fused: breakdown.fused,
+            created_at: candidate.row.created_at,
+            text: candidate.row.text.clone(),
+        }
+    }
+
+    /// What the neighbour reader needs of it.
+    fn row(&self) -> Row {
+        Row {
+            id: self.id,
+            text: String::new(),
+            tags: String::new(),
+            importance: 0.0,
+            created_at: self.created_at,
+            source_ref: None,
+            vector: None,
+            scope: String::new(),
+        }
+    }
+}
+
+/// Lifts `row` to at least `weight ×` the source's score: a candidate keeps
+/// the higher score, a row not yet one is added (admitted as
+/// [`Admission::Neighbour`]).
+struct Lifter<'a> {
+    scored: &'a mut Vec<(Candidate, ScoreBreakdown)>,
+    position: HashMap<i64, usize>,
+    weight: f64,
+    relevance_filter: bool,
+    now: i64,
+}
+
+impl<'a> Lifter<'a> {
+    fn new(scored: &'a mut Vec<(Candidate, ScoreBreakdown)>, weight: f64, relevance_filter: bool, now: i64) -> Self {
+        let position = scored.iter().enumerate().map(|(i, (candidate, _))| (candidate.row.id, i)).collect();
+        Lifter { scored, position, weight: weight.clamp(0.0, 1.0), relevance_filter, now }
+    }
+
+    fn lift(&mut self, source: &Source, row: Row, cosine: Option<f32>) {
+        let lifted = self.weight * source.score;
+        if let Some(&i) = self.position.get(&row.id) {
+            if self.scored[i].1.score < lifted {
+                self.scored[i].1.score = lifted;
+            }
+            return;
+        }
+        let breakdown = ScoreBreakdown {
+            cosine,
+            vector_rank: None,
+            keyword_rank: None,
+            bm25: None,
+            keyword_ceiling: None,
+            fused: self.weight * source.fused,
+            importance: row.importance,
+            age_days: (self.now - row.created_at) as f64 / MS_PER_DAY,
+            score: lifted,
+            admitted: self.relevance_filter.then_some(Admission::Neighbour),
+        };
+        self.position.insert(row.id, self.scored.len());
+        self.scored.push((
+            Candidate { row, cosine, vector_rank: None, keyword_rank: None, bm25: None, bm25_ceiling: None },
+            breakdown,
+        ));
     }
 }
 
@@ -326,69 +412,72 @@ fn propagate_to_neighbours(
     now: i64,
     neighbours: &mut NeighbourReader<'_>,
 ) -> Result<()> {
-    let weight = query.neighbour_weight.clamp(0.0, 1.0);
-    let mut order: Vec<usize> = (0..scored.len()).collect();
-    order.sort_by(|&a, &b| {
-        scored[b].1.score.total_cmp(&scored[a].1.score).then(scored[a].0.row.id.cmp(&scored[b].0.row.id))
-    });
-    order.truncate(query.limit);
-    let sources: Vec<(i64, f64, f64)> =
-        order.iter().map(|&i| (scored[i].0.row.id, scored[i].1.score, scored[i].1.fused)).collect();
-    let mut position: HashMap<i64, usize> =
-        scored.iter().enumerate().map(|(i, (candidate, _))| (candidate.row.id, i)).collect();
-    for (source_id, source_score, source_fused) in sources {
-        let lifted = weight * source_score;
-        let source_row = &scored[position[&source_id]].0.row;
-        let source_row = Row {
-            id: source_row.id,
-            text: String::new(),
-            tags: String::new(),
-            importance: source_row.importance,
-            created_at: source_row.created_at,
-            source_ref: None,
-            vector: None,
-            scope: String::new(),
-        };
-        for (row, cosine) in neighbours(&source_row)? {
-            if let Some(&i) = position.get(&row.id) {
-                if scored[i].1.score < lifted {
-                    scored[i].1.score = lifted;
-                }
-                continue;
-            }
-            let breakdown = ScoreBreakdown {
-                cosine,
-                vector_rank: None,
-                keyword_rank: None,
-                bm25: None,
-                keyword_ceiling: None,
-                fused: weight * source_fused,
-                importance: row.importance,
-                age_days: (now - row.created_at) as f64 / MS_PER_DAY,
-                score: lifted,
-                admitted: query.relevance_filter.then_some(Admission::Neighbour),
-            };
-            position.insert(row.id, scored.len());
-            scored.push((
-                Candidate { row, cosine, vector_rank: None, keyword_rank: None, bm25: None, bm25_ceiling: None },
-                breakdown,
-            ));
+    let sources: Vec<Source> = best(scored, query.limit).into_iter().map(|i| Source::of(scored, i)).collect();
+    let mut lifter = Lifter::new(scored, query.neighbour_weight, query.relevance_filter, now);
+    for source in sources {
+        for (row, cosine) in neighbours(&source.row(), 1)? {
+            lifter.lift(&source, row, cosine);
         }
     }
     Ok(())
 }
 
-/// The rows written next to `row`: ids `row.id ± 1`, active, created
-/// within [`EPISODIC_NEIGHBOUR_MAX_GAP_MS`] of it.
+/// Each of the best `thread_anchors` rows lifts the rows that carry its
+/// thread on to at least `thread_weight ×` its score: the nearest turn of
+/// the same speaker before it and after it (within
+/// [`EPISODIC_THREAD_REACH`] rows, in its sitting), and, when it asks a
+/// question, the next row when another speaker wrote it (the answer). Rows
+/// without a `Name:` speaker have no thread.
+fn lift_threads(
+    scored: &mut Vec<(Candidate, ScoreBreakdown)>,
+    query: &EpisodicQuery,
+    now: i64,
+    neighbours: &mut NeighbourReader<'_>,
+) -> Result<()> {
+    let sources: Vec<Source> =
+        best(scored, query.thread_anchors.max(1)).into_iter().map(|i| Source::of(scored, i)).collect();
+    let mut lifter = Lifter::new(scored, query.thread_weight, query.relevance_filter, now);
+    for source in sources {
+        let Some(speaker) = signals::speaker(&source.text) else { continue };
+        let asks = source.text.contains('?');
+        let around = neighbours(&source.row(), EPISODIC_THREAD_REACH)?;
+        let speakers: Vec<Option<String>> = around.iter().map(|(row, _)| signals::speaker(&row.text)).collect();
+        let same = |i: &usize| speakers[*i].as_deref() == Some(speaker.as_str());
+        let before = (0..around.len()).rev().filter(|&i| around[i].0.id < source.id).find(same);
+        let after = (0..around.len()).filter(|&i| around[i].0.id > source.id).find(same);
+        let answer = (0..around.len()).find(|&i| {
+            asks && around[i].0.id == source.id + 1 && speakers[i].as_deref().is_some_and(|other| other != speaker)
+        });
+        let mut picked: Vec<usize> = [before, after, answer].into_iter().flatten().collect();
+        picked.sort_unstable();
+        picked.dedup();
+        let mut around: Vec<Option<(Row, Option<f32>)>> = around.into_iter().map(Some).collect();
+        for i in picked {
+            if let Some((row, cosine)) = around[i].take() {
+                lifter.lift(&source, row, cosine);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The active rows written up to `reach` rows before and after `row`
+/// (ids `row.id ± 1 ..= reach`) within [`EPISODIC_NEIGHBOUR_MAX_GAP_MS`]
+/// of it, by id.
 pub(crate) fn read_neighbours(
     tx: &mut dyn StoreTx,
     row: &Row,
+    reach: i64,
     space: Option<&str>,
     query_vector: Option<&[f32]>,
 ) -> Result<Vec<(Row, Option<f32>)>> {
+    let with_vector = query_vector.is_some();
+    let ids: Vec<(i64, bool)> =
+        (row.id - reach..=row.id + reach).filter(|&id| id != row.id).map(|id| (id, with_vector)).collect();
+    let mut found = fetch_rows(tx, &ids, space)?;
     let mut out = Vec::new();
-    for id in [row.id - 1, row.id + 1] {
-        let Some(neighbour) = fetch_row(tx, id, space, query_vector.is_some())? else { continue };
+    for (id, _) in ids {
+        let Some(neighbour) = found.remove(&id) else { continue };
         if (neighbour.created_at - row.created_at).abs() > EPISODIC_NEIGHBOUR_MAX_GAP_MS {
             continue;
         }

@@ -88,8 +88,8 @@ impl MemoryDb {
             }
             let vector = query_vector.as_deref();
             let space = space.as_deref();
-            rank(out, query, &gate, vector.is_some(), now, &mut |row| {
-                let mut neighbours = read_neighbours(tx, row, space, vector)?;
+            rank(out, query, &gate, vector.is_some(), now, &mut |row, reach| {
+                let mut neighbours = read_neighbours(tx, row, reach, space, vector)?;
                 neighbours.retain(|(neighbour, _)| query.scopes.admits(&neighbour.scope));
                 Ok(neighbours)
             })
