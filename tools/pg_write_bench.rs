@@ -12,7 +12,8 @@
 //! ```
 //!
 //! `--setups bcbc` runs the setups named by letter, in that order (all four,
-//! once each, by default).
+//! once each, by default). `--gateway-config JSON` writes that document as
+//! every gateway's `config.json` (e.g. `{"embedding":{"pool_workers":4}}`).
 //!
 //! Each PostgreSQL setup gets a fresh database, created beside the one in
 //! `--postgres-url` and dropped afterwards. No model is loaded (keyword
@@ -35,6 +36,8 @@ struct Options {
     clients: usize,
     /// Which setups run, by letter (a to d, as in the module doc); all by default.
     setups: String,
+    /// Written as each gateway's `config.json` when given.
+    gateway_config: Option<String>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -44,6 +47,7 @@ fn options() -> anyhow::Result<Options> {
         seconds: 15,
         clients: 8,
         setups: "abcd".to_owned(),
+        gateway_config: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -54,6 +58,11 @@ fn options() -> anyhow::Result<Options> {
             "--seconds" => options.seconds = value()?.parse()?,
             "--clients" => options.clients = value()?.parse()?,
             "--setups" => options.setups = value()?,
+            "--gateway-config" => {
+                let document = value()?;
+                serde_json::from_str::<serde_json::Value>(&document).context("--gateway-config takes a JSON document")?;
+                options.gateway_config = Some(document);
+            }
             other => bail!("unknown option {other}"),
         }
     }
@@ -80,8 +89,11 @@ impl Drop for Server {
     }
 }
 
-fn start(cairn: &Path, storage_url: Option<&str>) -> anyhow::Result<Server> {
+fn start(cairn: &Path, storage_url: Option<&str>, config: Option<&str>) -> anyhow::Result<Server> {
     let home = tempfile::tempdir()?;
+    if let Some(config) = config {
+        std::fs::write(home.path().join("config.json"), config)?;
+    }
     let port_file = home.path().join("port");
     let mut command = Command::new(cairn);
     command
@@ -212,7 +224,7 @@ fn main() -> anyhow::Result<()> {
         let tag = setup.to_string();
         match setup {
             'a' => {
-                let sqlite = start(&options.cairn, None)?;
+                let sqlite = start(&options.cairn, None, options.gateway_config.as_deref())?;
                 report(
                     &format!("one gateway on SQLite, {clients} clients"),
                     load(&[&sqlite], clients, options.seconds, &tag),
@@ -220,7 +232,7 @@ fn main() -> anyhow::Result<()> {
             }
             'b' => {
                 let url = fresh_database(&options.postgres_url, &database)?;
-                let one = start(&options.cairn, Some(&url))?;
+                let one = start(&options.cairn, Some(&url), options.gateway_config.as_deref())?;
                 report(
                     &format!("one gateway on PostgreSQL, {clients} clients"),
                     load(&[&one], clients, options.seconds, &tag),
@@ -230,7 +242,7 @@ fn main() -> anyhow::Result<()> {
             }
             'c' => {
                 let url = fresh_database(&options.postgres_url, &database)?;
-                let (first, second) = (start(&options.cairn, Some(&url))?, start(&options.cairn, Some(&url))?);
+                let (first, second) = (start(&options.cairn, Some(&url), options.gateway_config.as_deref())?, start(&options.cairn, Some(&url), options.gateway_config.as_deref())?);
                 report(
                     &format!("two gateways on one PostgreSQL database, {clients} clients"),
                     load(&[&first, &second], clients, options.seconds, &tag),
@@ -240,7 +252,7 @@ fn main() -> anyhow::Result<()> {
             }
             'd' => {
                 let url = fresh_database(&options.postgres_url, &database)?;
-                let single = start(&options.cairn, Some(&url))?;
+                let single = start(&options.cairn, Some(&url), options.gateway_config.as_deref())?;
                 report("one gateway on PostgreSQL, 1 client", load(&[&single], 1, options.seconds, &tag));
                 drop(single);
                 drop_database(&options.postgres_url, &database);
