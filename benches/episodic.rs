@@ -124,7 +124,7 @@ fn episode(seed: usize) -> (String, i64) {
     if !conversation() {
         return (sentence(seed), BASE - (seed as i64 % 400) * 86_400_000);
     }
-    let speaker = if seed % 2 == 0 { "Ana" } else { "Ben" };
+    let speaker = if seed.is_multiple_of(2) { "Ana" } else { "Ben" };
     let asks = if seed % 4 == 3 { "?" } else { "" };
     let (sitting, turn) = ((seed / 20) as i64, (seed % 20) as i64);
     (format!("{speaker}: {}{asks}", sentence(seed)), BASE - sitting * 86_400_000 + turn * 60_000)

@@ -60,7 +60,8 @@ fn options() -> anyhow::Result<Options> {
             "--setups" => options.setups = value()?,
             "--gateway-config" => {
                 let document = value()?;
-                serde_json::from_str::<serde_json::Value>(&document).context("--gateway-config takes a JSON document")?;
+                serde_json::from_str::<serde_json::Value>(&document)
+                    .context("--gateway-config takes a JSON document")?;
                 options.gateway_config = Some(document);
             }
             other => bail!("unknown option {other}"),
@@ -242,7 +243,10 @@ fn main() -> anyhow::Result<()> {
             }
             'c' => {
                 let url = fresh_database(&options.postgres_url, &database)?;
-                let (first, second) = (start(&options.cairn, Some(&url), options.gateway_config.as_deref())?, start(&options.cairn, Some(&url), options.gateway_config.as_deref())?);
+                let (first, second) = (
+                    start(&options.cairn, Some(&url), options.gateway_config.as_deref())?,
+                    start(&options.cairn, Some(&url), options.gateway_config.as_deref())?,
+                );
                 report(
                     &format!("two gateways on one PostgreSQL database, {clients} clients"),
                     load(&[&first, &second], clients, options.seconds, &tag),
