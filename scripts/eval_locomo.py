@@ -88,29 +88,37 @@ MMR_LAMBDA = 0.6
 # to at least weight × its score.
 # CEILING_SHARES: weighted fusion scales bm25 by max(best hit's bm25, share ×
 # the query's bm25 ceiling); no fold chose a share above 0 in the last round.
+# KEYWORD_FLOORS (floor, strong share): a row whose raw cosine stays under
+# the floor gets no keyword score unless its bm25 reaches the strong share of
+# the query's ceiling (an exact identifier); 0 turns it off.
 # The speaker boost 0.15, the time boost 0.25, a pool of 100 and weighted
 # fusion at 0.7 won every fold of the previous rounds and are fixed here.
 FUSIONS = ("weighted:0.7",)
 SPEAKER_BOOSTS = (0.15,)
 TIME_BOOSTS = (0.25,)
 POOLS = (100,)
-SESSIONS = ((0.0, 3), (0.1, 3), (0.2, 3), (0.1, 5), (0.2, 5))
+SESSIONS = ((0.1, 3),)
 CEILING_SHARES = (0.0,)
-THREADS = ((0.0, 1), (0.7, 1), (0.8, 1), (0.9, 1), (0.7, 2), (0.8, 2), (0.9, 2), (0.7, 3), (0.8, 3), (0.9, 3))
+THREADS = ((0.0, 1), (0.7, 1), (0.8, 1), (0.9, 1), (0.8, 3))
+KEYWORD_FLOORS = ((0.0, 0.0), (0.15, 0.25), (0.15, 0.4), (0.2, 0.25), (0.2, 0.4), (0.25, 0.25), (0.25, 0.4))
 THREAD_REACH = 2
 DUMP_POOL = 300
 SESSION_GAP = dt.timedelta(minutes=30)
-GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors, share, thread, thread_anchors)
-        for fusion, speaker, time, pool, (session, anchors), share, (thread, thread_anchors)
-        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES, THREADS)]
-PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0, 0.0, 1)
-SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.0, 1)
+GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors, share, thread, thread_anchors, floor,
+         strong)
+        for fusion, speaker, time, pool, (session, anchors), share, (thread, thread_anchors), (floor, strong)
+        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES, THREADS,
+                             KEYWORD_FLOORS)]
+PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0, 0.0, 1, 0.0, 0.0)
+SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.0, 1, 0.0, 0.0)
+# The build with the thread alone (weight 0.9 over the best row), for comparison.
+THREAD_ONLY = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.9, 1, 0.0, 0.0)
 # This build's default (constants.rs): checked against the binary's own ranking.
-SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.9, 1)
+SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
 ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0",
-                 "--thread-weight", "0"]
+                 "--thread-weight", "0", "--keyword-min-cosine", "0"]
 DEFAULT = "cairn hybrid, this build's default"
 PREVIOUS_NAME = "cairn hybrid, previous default (weighted 0.7, prior 0, MMR)"
 FIXED = {
@@ -125,6 +133,7 @@ COSINE, BM25, PLAIN_RRF = "baseline: plain cosine (same model)", "baseline: BM25
 CV = "CV-selected grid point (re-scored candidates)"
 SHIPPED_BEFORE_NAME = "grid point of the previous build's default (re-scored)"
 SHIPPED_NAME = "grid point of this build's default (re-scored)"
+THREAD_ONLY_NAME = "grid point of the thread alone (0.9 over the best row, no keyword floor; re-scored)"
 
 
 def read_jsonl(path):
@@ -334,7 +343,7 @@ def in_pool(candidates, pool):
 def rescore(candidates, config, query, store, cache):
     """The ranking of `config` over one question's candidate dump."""
     (fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost, anchors,
-     ceiling_share, thread_weight, thread_anchors) = config
+     ceiling_share, thread_weight, thread_anchors, keyword_floor, strong_share) = config
     ceiling = next((c["keyword_ceiling"] for c in candidates if c.get("keyword_ceiling") is not None), None)
     candidates = in_pool(candidates, pool)
     best_bm25 = max((c["bm25"] or 0.0 for c in candidates), default=0.0)
@@ -347,6 +356,9 @@ def rescore(candidates, config, query, store, cache):
         if fusion.startswith("weighted"):
             w = float(fusion.split(":")[1])
             keyword = (c["bm25"] / best_bm25) if c["bm25"] and best_bm25 > 0 else 0.0
+            if (keyword_floor and c["cosine"] is not None and c["bm25"] and ceiling is not None
+                    and c["cosine"] < keyword_floor and c["bm25"] < strong_share * ceiling):
+                keyword = 0.0
             fused = w * max(c["cosine"] or 0.0, 0.0) + (1 - w) * keyword
         else:
             k = float(fusion.split(":")[1])
@@ -582,7 +594,7 @@ def main():
     if not args.no_grid:
         global GRID_INPUTS
         GRID_INPUTS = grid_inputs
-        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, SHIPPED)) if p not in GRID]
+        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, THREAD_ONLY, SHIPPED)) if p not in GRID]
         with multiprocessing.get_context("fork").Pool(args.jobs) as workers:
             for config, rows in zip(points, workers.imap(rescore_all, points)):
                 for conversation, table in rows.items():
@@ -608,6 +620,7 @@ def main():
             per_q[CV][held_out] = grid_q[best][held_out]
         per_q["grid point of the previous default (re-scored)"] = grid_q[PREVIOUS]
         per_q[SHIPPED_BEFORE_NAME] = grid_q[SHIPPED_BEFORE]
+        per_q[THREAD_ONLY_NAME] = grid_q[THREAD_ONLY]
         per_q[SHIPPED_NAME] = grid_q[SHIPPED]
         all_best = max(GRID, key=lambda config: training_score(grid_q[config], None))
 
@@ -636,7 +649,8 @@ def main():
         return {c: statistics.mean(row[metric] for row in per_q[name][c]) for c in per_q[name]}
 
     order = ([CV] if grid_q else []) + list(FIXED) + [CONTEXT, CONTEXT_PREVIOUS, COSINE, BM25, PLAIN_RRF] \
-        + (["grid point of the previous default (re-scored)", SHIPPED_BEFORE_NAME, SHIPPED_NAME] if grid_q else [])
+        + (["grid point of the previous default (re-scored)", SHIPPED_BEFORE_NAME, THREAD_ONLY_NAME, SHIPPED_NAME]
+           if grid_q else [])
     report = {"sets": {}, "chosen": {c: list(v) for c, v in chosen.items()},
               "shipped_choice_on_all": list(all_best) if grid_q else None, "imports": imports,
               "abstention": {}, "floor_choice": {str(k): v for k, v in floor_choice.items()}}

@@ -209,6 +209,21 @@ pub const EPISODIC_SESSION_BOOST: f64 = 0.1;
 /// word ("now") then gives that match a small keyword score instead of a
 /// full one. 0 keeps the best hit's scale.
 pub const EPISODIC_KEYWORD_CEILING_SHARE: f64 = 0.0;
+/// Weighted fusion: a row whose raw cosine to the query stays under this
+/// gets no keyword score unless its match is strong by itself (bm25 of at
+/// least [`EPISODIC_STRONG_KEYWORD_SHARE`] of the query's ceiling). bm25 is
+/// scaled by the best hit's, so a row sharing one common word with the
+/// query ("now") otherwise scores a full keyword weight however unrelated
+/// the model finds it. Chosen by the leave-one-conversation-out
+/// cross-validation over LoCoMo-dev and longchat-dev (`BENCHMARKS.md`);
+/// 0 turns it off.
+pub const EPISODIC_KEYWORD_MIN_COSINE: f64 = 0.2;
+/// A keyword match holding at least this share of the query's bm25
+/// ceiling counts whatever the cosine: an exact identifier, an error code
+/// or a name the embedding model does not place near the query. (A row
+/// holding every query term once, at the average length, reaches 1 / (k1 + 1)
+/// = 0.4 of the ceiling.) Chosen by the same cross-validation.
+pub const EPISODIC_STRONG_KEYWORD_SHARE: f64 = 0.25;
 /// How many of the best rows mark the sessions [`EPISODIC_SESSION_BOOST`] lifts.
 pub const EPISODIC_SESSION_ANCHORS: usize = 3;
 /// The thread of a conversation: each of the best
@@ -218,9 +233,9 @@ pub const EPISODIC_SESSION_ANCHORS: usize = 3;
 /// turns), and, when it asks a question, the next turn, by another speaker
 /// (the answer). Chosen by the leave-one-conversation-out cross-validation
 /// over LoCoMo-dev and longchat-dev (`BENCHMARKS.md`); 0 turns it off.
-pub const EPISODIC_THREAD_WEIGHT: f64 = 0.9;
+pub const EPISODIC_THREAD_WEIGHT: f64 = 0.8;
 /// How many of the best rows lift their thread ([`EPISODIC_THREAD_WEIGHT`]).
-pub const EPISODIC_THREAD_ANCHORS: usize = 1;
+pub const EPISODIC_THREAD_ANCHORS: usize = 3;
 /// How far (in rows written, each way) the same speaker's next turn is
 /// looked for: 2 is the next turn but one, the speaker's own in a
 /// conversation of two.

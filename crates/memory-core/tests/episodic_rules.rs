@@ -926,7 +926,8 @@ fn the_best_hit_lifts_its_thread_the_speakers_turns_around_it_and_the_answer_to_
         inserted(db.write_episodic(&NewEpisode::new(*text).created_at(start + minutes * MINUTE_MS)).unwrap());
     }
     let search = |weight: Option<f64>| {
-        let mut query = EpisodicQuery::new(QUERY).now(NOW).limit(10).mmr(false).session_boost(0.0);
+        // The best row's thread alone (the second and third best lift theirs by default too).
+        let mut query = EpisodicQuery::new(QUERY).now(NOW).limit(10).mmr(false).session_boost(0.0).thread_anchors(1);
         if let Some(weight) = weight {
             query = query.thread_weight(weight);
         }
@@ -949,7 +950,7 @@ fn the_best_hit_lifts_its_thread_the_speakers_turns_around_it_and_the_answer_to_
         }
     }
     // The context block takes the answer in although its cosine is under the gate.
-    let query = EpisodicQuery::new(QUERY).now(NOW).session_boost(0.0);
+    let query = EpisodicQuery::new(QUERY).now(NOW).session_boost(0.0).thread_anchors(1);
     let block = db.episodic_context_for(&query, 3_000).unwrap();
     let answer = block.hits.iter().find(|hit| hit.text == lifted[1]).expect("the answer is in the block");
     assert_eq!(answer.score.admitted, Some(Admission::Neighbour));
@@ -1060,9 +1061,10 @@ fn a_match_on_a_common_word_alone_is_scaled_by_the_query_ceiling() {
         ("We painted the fence last weekend", vec![0.0, -0.6, -0.64, -0.48]),
     ];
     let (_home, db) = store_of(QUERY, rows);
+    // The cosine floor of keyword matches off, to see the ceiling alone.
     let search = |share: f64| {
-        db.search_episodic(&EpisodicQuery::new(QUERY).now(NOW).limit(2).mmr(false).keyword_ceiling_share(share))
-            .unwrap()
+        let query = EpisodicQuery::new(QUERY).now(NOW).limit(2).mmr(false).keyword_min_cosine(0.0);
+        db.search_episodic(&query.keyword_ceiling_share(share)).unwrap()
     };
     // Scaled by the best hit's bm25, the weak match is worth a full keyword score and ranks first.
     let by_best = search(0.0);
@@ -1076,6 +1078,59 @@ fn a_match_on_a_common_word_alone_is_scaled_by_the_query_ceiling() {
     let weak = by_ceiling.iter().find(|hit| hit.text == rows[1].0).unwrap();
     let expected = 0.7 * f64::from(weak.score.cosine.unwrap()) + 0.3 * bm25 / (0.5 * ceiling);
     assert!((weak.score.fused - expected).abs() < 1e-6, "{} vs {expected}", weak.score.fused);
+}
+
+#[test]
+fn a_weak_keyword_match_the_model_finds_unrelated_scores_no_keyword_weight() {
+    const QUERY: &str = "What vehicle do I drive now?";
+    // The second row shares one common word ("now") with the query, at cosine 0.1.
+    let rows: &[(&str, Vec<f32>)] = &[
+        ("My car is a blue hatchback", vec![0.4, 0.917, 0.0, 0.0]),
+        ("I have lived here for a few months now", vec![0.1, -0.5, 0.86, 0.0]),
+        ("The garden needs water every evening", vec![0.0, 0.0, -0.5, 0.866]),
+    ];
+    let (_home, db) = store_of(QUERY, rows);
+    let search = |floor: Option<f64>| {
+        let mut query = EpisodicQuery::new(QUERY).now(NOW).limit(3).mmr(false);
+        if let Some(floor) = floor {
+            query = query.keyword_min_cosine(floor);
+        }
+        db.search_episodic(&query).unwrap()
+    };
+    let fused = |hits: &[cairn_memory_core::EpisodicHit], text: &str| {
+        hits.iter().find(|hit| hit.text == text).map(|hit| (hit.score.fused, hit.score.cosine.unwrap())).unwrap()
+    };
+    // By default (floor 0.2) the weak match keeps only its cosine share, and the nearer row ranks first.
+    let floored = search(None);
+    assert_eq!(floored[0].text, rows[0].0, "{floored:?}");
+    let (weak, cosine) = fused(&floored, rows[1].0);
+    assert!((weak - 0.7 * f64::from(cosine)).abs() < 1e-6, "{weak}");
+    // Under a floor of 0.05 (or none) its cosine clears it, and the match scores as before.
+    for floor in [0.05, 0.0] {
+        let open = search(Some(floor));
+        assert_eq!(open[0].text, rows[1].0, "{floor}: {open:?}");
+        let (weak, cosine) = fused(&open, rows[1].0);
+        assert!((weak - (0.7 * f64::from(cosine) + 0.3)).abs() < 1e-6, "{floor}: {weak}");
+    }
+}
+
+#[test]
+fn a_strong_keyword_match_counts_whatever_the_cosine() {
+    const QUERY: &str = "ERR_PROXY_RESET";
+    // An identifier the model does not place near the query (cosine 0.05): the
+    // match holds the query's whole bm25 ceiling, so the floor leaves it alone.
+    let rows: &[(&str, Vec<f32>)] = &[
+        ("The deploy failed with ERR_PROXY_RESET at the gateway", vec![0.05, 0.0, 0.0, 0.999]),
+        ("The garden needs water every evening", vec![0.3, 0.0, 0.954, 0.0]),
+        ("Tea with lemon is my favourite", vec![0.2, 0.98, 0.0, 0.0]),
+    ];
+    let (_home, db) = store_of(QUERY, rows);
+    let hits = db.search_episodic(&EpisodicQuery::new(QUERY).now(NOW).limit(3).mmr(false)).unwrap();
+    assert_eq!(hits[0].text, rows[0].0, "{hits:?}");
+    let score = &hits[0].score;
+    let strong = cairn_memory_core::constants::EPISODIC_STRONG_KEYWORD_SHARE;
+    assert!(score.bm25.unwrap() >= strong * score.keyword_ceiling.unwrap(), "{score:?}");
+    assert!((score.fused - (0.7 * f64::from(score.cosine.unwrap()) + 0.3)).abs() < 1e-6, "{score:?}");
 }
 
 #[test]

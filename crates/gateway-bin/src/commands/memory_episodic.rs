@@ -140,6 +140,9 @@ pub(crate) struct SearchArgs {
     /// Weighted fusion: scale bm25 by at least this share of the query's bm25 ceiling (0 to 1; 0 scales by the best hit only).
     #[arg(long)]
     pub(crate) keyword_ceiling_share: Option<f64>,
+    /// Weighted fusion: rows under this raw cosine get no keyword score unless their keyword match is strong (0 to 1; 0 is off).
+    #[arg(long)]
+    pub(crate) keyword_min_cosine: Option<f64>,
     /// With `--context`: abstain when no row reaches this raw cosine (0 never abstains; default: the model's).
     #[arg(long)]
     pub(crate) abstain_below: Option<f32>,
@@ -316,6 +319,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
         bail!("--neighbour-weight must be between 0 and 1");
     }
+    if args.keyword_min_cosine.is_some_and(|cosine| !(0.0..=1.0).contains(&cosine)) {
+        bail!("--keyword-min-cosine must be between 0 and 1");
+    }
     if args.thread_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
         bail!("--thread-weight must be between 0 and 1");
     }
@@ -350,6 +356,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     }
     if let Some(boost) = args.session_boost {
         query = query.session_boost(boost);
+    }
+    if let Some(cosine) = args.keyword_min_cosine {
+        query = query.keyword_min_cosine(cosine);
     }
     if let Some(weight) = args.thread_weight {
         query = query.thread_weight(weight);

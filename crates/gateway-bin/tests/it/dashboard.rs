@@ -185,9 +185,17 @@ impl Browser {
     }
 
     fn click(&self, selector: &str) {
-        self.runtime
-            .block_on(async { self.client().find(Locator::Css(selector)).await?.click().await })
-            .unwrap_or_else(|error| panic!("clicking {selector}: {error}"));
+        let started = Instant::now();
+        loop {
+            match self.runtime.block_on(async { self.client().find(Locator::Css(selector)).await?.click().await }) {
+                Ok(()) => return,
+                // The view re-rendered between finding the element and clicking it: find it again.
+                Err(error) if error.is_stale_element_reference() && started.elapsed() < PATIENCE => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(error) => panic!("clicking {selector}: {error}"),
+            }
+        }
     }
 
     /// Replaces the value of the input `selector` by typing `text`.

@@ -353,6 +353,12 @@ pub struct EpisodicQuery {
     /// (0 keeps the best hit's; see
     /// [`crate::constants::EPISODIC_KEYWORD_CEILING_SHARE`]).
     pub keyword_ceiling_share: f64,
+    /// Hybrid mode, weighted fusion: a row with a cosine under this gets no
+    /// keyword score unless its bm25 reaches
+    /// [`crate::constants::EPISODIC_STRONG_KEYWORD_SHARE`] of the query's
+    /// ceiling (see [`crate::constants::EPISODIC_KEYWORD_MIN_COSINE`]; 0
+    /// turns it off).
+    pub keyword_min_cosine: f64,
 }
 
 impl EpisodicQuery {
@@ -379,6 +385,7 @@ impl EpisodicQuery {
             thread_anchors: crate::constants::EPISODIC_THREAD_ANCHORS,
             candidates: crate::constants::HYBRID_CANDIDATES,
             keyword_ceiling_share: crate::constants::EPISODIC_KEYWORD_CEILING_SHARE,
+            keyword_min_cosine: crate::constants::EPISODIC_KEYWORD_MIN_COSINE,
         }
     }
 
@@ -482,6 +489,12 @@ impl EpisodicQuery {
     /// best hit stays under it (0 turns it off).
     pub fn keyword_ceiling_share(mut self, share: f64) -> Self {
         self.keyword_ceiling_share = share;
+        self
+    }
+
+    /// Sets the cosine under which a weak keyword match scores nothing (0 turns it off).
+    pub fn keyword_min_cosine(mut self, cosine: f64) -> Self {
+        self.keyword_min_cosine = cosine;
         self
     }
 

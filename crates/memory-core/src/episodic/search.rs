@@ -10,8 +10,8 @@ use cairn_memory_vector::{Hit, MmrCandidate, RelevanceGate, decay_score, mmr};
 
 use super::{Admission, EpisodicHit, EpisodicQuery, Fusion, RetrievalMode, ScoreBreakdown, signals};
 use crate::constants::{
-    EPISODIC_NEIGHBOUR_MAX_GAP_MS, EPISODIC_SESSION_ANCHORS, EPISODIC_THREAD_REACH, FTS_MAX_QUERY_TERMS,
-    KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE,
+    EPISODIC_NEIGHBOUR_MAX_GAP_MS, EPISODIC_SESSION_ANCHORS, EPISODIC_STRONG_KEYWORD_SHARE, EPISODIC_THREAD_REACH,
+    FTS_MAX_QUERY_TERMS, KEYWORD_ADMISSION_MAX_RANK, KEYWORD_ADMISSION_MIN_COVERAGE,
 };
 use crate::error::Result;
 use crate::keywords;
@@ -212,7 +212,11 @@ pub(crate) fn rank(
                         let w = vector_weight.clamp(0.0, 1.0);
                         let cosine = f64::from(candidate.cosine.unwrap_or(0.0)).max(0.0);
                         let keyword = match candidate.bm25 {
-                            Some(bm25) if bm25_scale > 0.0 => bm25 / bm25_scale,
+                            Some(bm25)
+                                if bm25_scale > 0.0 && !weak_keyword_match(query, &candidate, keyword_ceiling) =>
+                            {
+                                bm25 / bm25_scale
+                            }
                             _ => 0.0,
                         };
                         w * cosine + (1.0 - w) * keyword
@@ -277,6 +281,19 @@ pub(crate) fn rank(
             score,
         })
         .collect())
+}
+
+/// Whether a keyword hit is a weak match the model finds unrelated: its
+/// raw cosine (when it has one) stays under `keyword_min_cosine` and its
+/// bm25 under [`EPISODIC_STRONG_KEYWORD_SHARE`] of the query's ceiling
+/// (when the keyword index can tell it).
+fn weak_keyword_match(query: &EpisodicQuery, candidate: &Candidate, ceiling: Option<f64>) -> bool {
+    match (candidate.cosine, candidate.bm25, ceiling) {
+        (Some(cosine), Some(bm25), Some(ceiling)) => {
+            f64::from(cosine) < query.keyword_min_cosine && bm25 < EPISODIC_STRONG_KEYWORD_SHARE * ceiling
+        }
+        _ => false,
+    }
 }
 
 /// The speaker and time-window factor of a row's score.
