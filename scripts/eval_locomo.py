@@ -99,22 +99,27 @@ TIME_BOOSTS = (0.25,)
 POOLS = (100,)
 SESSIONS = ((0.1, 3),)
 CEILING_SHARES = (0.0,)
-THREADS = ((0.0, 1), (0.7, 1), (0.8, 1), (0.9, 1), (0.8, 3))
-KEYWORD_FLOORS = ((0.0, 0.0), (0.15, 0.25), (0.15, 0.4), (0.2, 0.25), (0.2, 0.4), (0.25, 0.25), (0.25, 0.4))
+THREADS = ((0.0, 1), (0.8, 1), (0.9, 1), (0.8, 3), (0.9, 3))
+# THREAD_KEEPS: the thread lifts no row above the row ranked this far (0: no cap).
+THREAD_KEEPS = (0, 3, 5)
+KEYWORD_FLOORS = ((0.0, 0.0), (0.15, 0.25), (0.2, 0.25))
 THREAD_REACH = 2
 DUMP_POOL = 300
 SESSION_GAP = dt.timedelta(minutes=30)
-GRID = [(fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors, share, thread, thread_anchors, floor,
-         strong)
-        for fusion, speaker, time, pool, (session, anchors), share, (thread, thread_anchors), (floor, strong)
-        in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES, THREADS,
-                             KEYWORD_FLOORS)]
-PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0, 0.0, 1, 0.0, 0.0)
-SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.0, 1, 0.0, 0.0)
+GRID = list(dict.fromkeys(
+    (fusion, 0.0, MMR_LAMBDA, speaker, 0.0, time, pool, session, anchors, share, thread, thread_anchors, floor,
+     strong, keep if thread else 0)
+    for fusion, speaker, time, pool, (session, anchors), share, (thread, thread_anchors), (floor, strong), keep
+    in itertools.product(FUSIONS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES, THREADS,
+                         KEYWORD_FLOORS, THREAD_KEEPS)))
+PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0, 0.0, 1, 0.0, 0.0, 0)
+SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.0, 1, 0.0, 0.0, 0)
 # The build with the thread alone (weight 0.9 over the best row), for comparison.
-THREAD_ONLY = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.9, 1, 0.0, 0.0)
+THREAD_ONLY = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.9, 1, 0.0, 0.0, 0)
+# The thread and the keyword floor without the cap, for comparison.
+UNCAPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 0)
 # This build's default (constants.rs): checked against the binary's own ranking.
-SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25)
+SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 5)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
 ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0",
@@ -134,6 +139,7 @@ CV = "CV-selected grid point (re-scored candidates)"
 SHIPPED_BEFORE_NAME = "grid point of the previous build's default (re-scored)"
 SHIPPED_NAME = "grid point of this build's default (re-scored)"
 THREAD_ONLY_NAME = "grid point of the thread alone (0.9 over the best row, no keyword floor; re-scored)"
+UNCAPPED_NAME = "grid point of the thread uncapped (0.8 over 3) and the keyword floor (re-scored)"
 
 
 def read_jsonl(path):
@@ -343,7 +349,7 @@ def in_pool(candidates, pool):
 def rescore(candidates, config, query, store, cache):
     """The ranking of `config` over one question's candidate dump."""
     (fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost, anchors,
-     ceiling_share, thread_weight, thread_anchors, keyword_floor, strong_share) = config
+     ceiling_share, thread_weight, thread_anchors, keyword_floor, strong_share, thread_keep) = config
     ceiling = next((c["keyword_ceiling"] for c in candidates if c.get("keyword_ceiling") is not None), None)
     candidates = in_pool(candidates, pool)
     best_bm25 = max((c["bm25"] or 0.0 for c in candidates), default=0.0)
@@ -378,7 +384,7 @@ def rescore(candidates, config, query, store, cache):
             if c["ref"] not in top and any(abs(store["time"][c["ref"]] - store["time"][a]) <= SESSION_GAP for a in top):
                 scores[c["ref"]] *= 1 + session_boost
     if thread_weight and fusion.startswith("weighted"):
-        lift_threads(scores, store, thread_weight, thread_anchors)
+        lift_threads(scores, store, thread_weight, thread_anchors, thread_keep)
     if neighbour_weight:
         top = sorted(scores.items(), key=lambda kv: -kv[1])[:DEPTH]
         for ref, score in top:
@@ -391,9 +397,12 @@ def rescore(candidates, config, query, store, cache):
     return [ref for ref, _ in order[:DEPTH]]
 
 
-def lift_threads(scores, store, weight, anchors):
-    """signals.rs / search.rs's `lift_threads`: by row id, in the sitting."""
-    top = sorted(scores.items(), key=lambda kv: (-kv[1], store["position"][kv[0]]))[:anchors]
+def lift_threads(scores, store, weight, anchors, keep=0):
+    """signals.rs / search.rs's `lift_threads`: by row id, in the sitting;
+    no lift above the row ranked `keep` before it (0: no cap)."""
+    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], store["position"][kv[0]]))
+    top = ranked[:anchors]
+    cap = ranked[keep - 1][1] * (1.0 - 1e-6) if keep and len(ranked) >= keep else math.inf
     for ref, score in top:
         who = store["speaker"].get(ref)
         if who is None:
@@ -408,9 +417,10 @@ def lift_threads(scores, store, weight, anchors):
         after = next((o for i, o in around if i > own and store["speaker"].get(o) == who), None)
         answer = next((o for i, o in around if "?" in store["text"][ref] and i == own + 1
                        and store["speaker"].get(o) not in (None, who)), None)
+        lifted = min(weight * score, cap)
         for target in {t for t in (before, after, answer) if t is not None}:
-            if scores.get(target, 0.0) < weight * score:
-                scores[target] = weight * score
+            if scores.get(target, 0.0) < lifted:
+                scores[target] = lifted
 
 
 GRID_INPUTS = {}
@@ -594,7 +604,8 @@ def main():
     if not args.no_grid:
         global GRID_INPUTS
         GRID_INPUTS = grid_inputs
-        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, THREAD_ONLY, SHIPPED)) if p not in GRID]
+        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, THREAD_ONLY, UNCAPPED, SHIPPED))
+                         if p not in GRID]
         with multiprocessing.get_context("fork").Pool(args.jobs) as workers:
             for config, rows in zip(points, workers.imap(rescore_all, points)):
                 for conversation, table in rows.items():
@@ -621,6 +632,7 @@ def main():
         per_q["grid point of the previous default (re-scored)"] = grid_q[PREVIOUS]
         per_q[SHIPPED_BEFORE_NAME] = grid_q[SHIPPED_BEFORE]
         per_q[THREAD_ONLY_NAME] = grid_q[THREAD_ONLY]
+        per_q[UNCAPPED_NAME] = grid_q[UNCAPPED]
         per_q[SHIPPED_NAME] = grid_q[SHIPPED]
         all_best = max(GRID, key=lambda config: training_score(grid_q[config], None))
 
@@ -649,7 +661,8 @@ def main():
         return {c: statistics.mean(row[metric] for row in per_q[name][c]) for c in per_q[name]}
 
     order = ([CV] if grid_q else []) + list(FIXED) + [CONTEXT, CONTEXT_PREVIOUS, COSINE, BM25, PLAIN_RRF] \
-        + (["grid point of the previous default (re-scored)", SHIPPED_BEFORE_NAME, THREAD_ONLY_NAME, SHIPPED_NAME]
+        + (["grid point of the previous default (re-scored)", SHIPPED_BEFORE_NAME, THREAD_ONLY_NAME, UNCAPPED_NAME,
+            SHIPPED_NAME]
            if grid_q else [])
     report = {"sets": {}, "chosen": {c: list(v) for c, v in chosen.items()},
               "shipped_choice_on_all": list(all_best) if grid_q else None, "imports": imports,

@@ -236,6 +236,13 @@ pub const EPISODIC_SESSION_ANCHORS: usize = 3;
 pub const EPISODIC_THREAD_WEIGHT: f64 = 0.8;
 /// How many of the best rows lift their thread ([`EPISODIC_THREAD_WEIGHT`]).
 pub const EPISODIC_THREAD_ANCHORS: usize = 3;
+/// The thread never lifts a row above the score of the row ranked this far
+/// (it stops just under it), so the best rows keep their places: on long
+/// chats a best row's own neighbouring turns (another request, another
+/// answer) otherwise fill ranks 2 and 3. 0 leaves the lift uncapped.
+/// Chosen by the same cross-validation, over short-turn and long-chat
+/// conversations (`BENCHMARKS.md`).
+pub const EPISODIC_THREAD_KEEP: usize = 5;
 /// How far (in rows written, each way) the same speaker's next turn is
 /// looked for: 2 is the next turn but one, the speaker's own in a
 /// conversation of two.

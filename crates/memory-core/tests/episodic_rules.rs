@@ -927,7 +927,8 @@ fn the_best_hit_lifts_its_thread_the_speakers_turns_around_it_and_the_answer_to_
     }
     let search = |weight: Option<f64>| {
         // The best row's thread alone (the second and third best lift theirs by default too).
-        let mut query = EpisodicQuery::new(QUERY).now(NOW).limit(10).mmr(false).session_boost(0.0).thread_anchors(1);
+        let mut query =
+            EpisodicQuery::new(QUERY).now(NOW).limit(10).mmr(false).session_boost(0.0).thread_anchors(1).thread_keep(0);
         if let Some(weight) = weight {
             query = query.thread_weight(weight);
         }
@@ -954,6 +955,20 @@ fn the_best_hit_lifts_its_thread_the_speakers_turns_around_it_and_the_answer_to_
     let block = db.episodic_context_for(&query, 3_000).unwrap();
     let answer = block.hits.iter().find(|hit| hit.text == lifted[1]).expect("the answer is in the block");
     assert_eq!(answer.score.admitted, Some(Admission::Neighbour));
+    // Kept at 2, the lift stops just under the second best row, which keeps its place.
+    let query =
+        EpisodicQuery::new(QUERY).now(NOW).limit(10).mmr(false).session_boost(0.0).thread_anchors(1).thread_keep(2);
+    let hits = db.search_episodic(&query).unwrap();
+    assert_eq!((hits[0].text.as_str(), hits[1].text.as_str()), (rows[3].0, lifted[0]), "{hits:?}");
+    let second = hits[1].score.score;
+    for text in &lifted[1..] {
+        let hit = hits.iter().find(|hit| hit.text == *text).unwrap();
+        assert!(
+            hit.score.score < second && hit.score.score > 0.999 * second,
+            "{text:?}: {} vs {second}",
+            hit.score.score
+        );
+    }
 }
 
 #[test]

@@ -134,6 +134,9 @@ pub(crate) struct SearchArgs {
     /// How many of the best rows lift their thread (1 to 50).
     #[arg(long)]
     pub(crate) thread_anchors: Option<usize>,
+    /// The thread lifts no row above the row ranked this far (0 to 50; 0 is no cap).
+    #[arg(long)]
+    pub(crate) thread_keep: Option<usize>,
     /// Hybrid mode: candidates taken from each of the vector and keyword lists (1 to 1000).
     #[arg(long)]
     pub(crate) candidates: Option<usize>,
@@ -319,6 +322,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
         bail!("--neighbour-weight must be between 0 and 1");
     }
+    if args.thread_keep.is_some_and(|keep| keep > 50) {
+        bail!("--thread-keep must be between 0 and 50");
+    }
     if args.keyword_min_cosine.is_some_and(|cosine| !(0.0..=1.0).contains(&cosine)) {
         bail!("--keyword-min-cosine must be between 0 and 1");
     }
@@ -356,6 +362,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     }
     if let Some(boost) = args.session_boost {
         query = query.session_boost(boost);
+    }
+    if let Some(keep) = args.thread_keep {
+        query = query.thread_keep(keep);
     }
     if let Some(cosine) = args.keyword_min_cosine {
         query = query.keyword_min_cosine(cosine);

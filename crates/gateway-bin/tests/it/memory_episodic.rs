@@ -92,6 +92,7 @@ fn add_list_search_delete_with_refusals() {
         ("--thread-weight", "-0.1"),
         ("--thread-anchors", "0"),
         ("--thread-anchors", "51"),
+        ("--thread-keep", "51"),
         ("--keyword-min-cosine", "1.5"),
         ("--keyword-min-cosine", "-0.2"),
         ("--candidates", "0"),

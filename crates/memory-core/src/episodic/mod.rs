@@ -345,6 +345,9 @@ pub struct EpisodicQuery {
     /// How many of the best rows lift their thread (at least 1; see
     /// [`crate::constants::EPISODIC_THREAD_ANCHORS`]).
     pub thread_anchors: usize,
+    /// The thread lifts no row above the row ranked `thread_keep` (0: no
+    /// cap; see [`crate::constants::EPISODIC_THREAD_KEEP`]).
+    pub thread_keep: usize,
     /// Hybrid mode: candidates taken from each of the vector and the keyword
     /// lists before ranking (see [`crate::constants::HYBRID_CANDIDATES`]).
     pub candidates: usize,
@@ -383,6 +386,7 @@ impl EpisodicQuery {
             session_boost: crate::constants::EPISODIC_SESSION_BOOST,
             thread_weight: crate::constants::EPISODIC_THREAD_WEIGHT,
             thread_anchors: crate::constants::EPISODIC_THREAD_ANCHORS,
+            thread_keep: crate::constants::EPISODIC_THREAD_KEEP,
             candidates: crate::constants::HYBRID_CANDIDATES,
             keyword_ceiling_share: crate::constants::EPISODIC_KEYWORD_CEILING_SHARE,
             keyword_min_cosine: crate::constants::EPISODIC_KEYWORD_MIN_COSINE,
@@ -482,6 +486,12 @@ impl EpisodicQuery {
     /// Sets how many of the best rows lift their thread (at least 1).
     pub fn thread_anchors(mut self, anchors: usize) -> Self {
         self.thread_anchors = anchors.max(1);
+        self
+    }
+
+    /// Sets the rank the thread lifts no row above (0: no cap).
+    pub fn thread_keep(mut self, keep: usize) -> Self {
+        self.thread_keep = keep;
         self
     }
 

@@ -19,6 +19,8 @@ use crate::keywords::OnlyStopwords;
 use crate::store::{StoreTx, blob_vector};
 
 const MS_PER_DAY: f64 = 86_400_000.0;
+/// A capped thread lift stops this share under the kept row's score.
+const THREAD_KEEP_MARGIN: f64 = 1e-6;
 /// Vector probes of a relevance-filtered search: each is tried only while
 /// the previous probe's last hit could still be admitted (the pool caps it).
 pub(crate) const FILTERED_PROBES: [usize; 3] = [64, 256, 1_024];
@@ -381,6 +383,8 @@ struct Lifter<'a> {
     scored: &'a mut Vec<(Candidate, ScoreBreakdown)>,
     position: HashMap<i64, usize>,
     weight: f64,
+    /// No lift goes above this score.
+    ceiling: f64,
     relevance_filter: bool,
     now: i64,
 }
@@ -388,11 +392,23 @@ struct Lifter<'a> {
 impl<'a> Lifter<'a> {
     fn new(scored: &'a mut Vec<(Candidate, ScoreBreakdown)>, weight: f64, relevance_filter: bool, now: i64) -> Self {
         let position = scored.iter().enumerate().map(|(i, (candidate, _))| (candidate.row.id, i)).collect();
-        Lifter { scored, position, weight: weight.clamp(0.0, 1.0), relevance_filter, now }
+        Lifter { scored, position, weight: weight.clamp(0.0, 1.0), ceiling: f64::INFINITY, relevance_filter, now }
+    }
+
+    /// Caps every lift just under the score of the row ranked `keep` now
+    /// (0, or fewer rows than that: no cap), so the best `keep` rows keep
+    /// their places.
+    fn keeping(mut self, keep: usize) -> Self {
+        if keep > 0
+            && let Some(&kept) = best(self.scored, keep).get(keep - 1)
+        {
+            self.ceiling = self.scored[kept].1.score * (1.0 - THREAD_KEEP_MARGIN);
+        }
+        self
     }
 
     fn lift(&mut self, source: &Source, row: Row, cosine: Option<f32>) {
-        let lifted = self.weight * source.score;
+        let lifted = (self.weight * source.score).min(self.ceiling);
         if let Some(&i) = self.position.get(&row.id) {
             if self.scored[i].1.score < lifted {
                 self.scored[i].1.score = lifted;
@@ -440,7 +456,8 @@ fn propagate_to_neighbours(
 }
 
 /// Each of the best `thread_anchors` rows lifts the rows that carry its
-/// thread on to at least `thread_weight ×` its score: the nearest turn of
+/// thread on to at least `thread_weight ×` its score (never above the row
+/// ranked `thread_keep` before the lift): the nearest turn of
 /// the same speaker before it and after it (within
 /// [`EPISODIC_THREAD_REACH`] rows, in its sitting), and, when it asks a
 /// question, the next row when another speaker wrote it (the answer). Rows
@@ -453,7 +470,7 @@ fn lift_threads(
 ) -> Result<()> {
     let sources: Vec<Source> =
         best(scored, query.thread_anchors.max(1)).into_iter().map(|i| Source::of(scored, i)).collect();
-    let mut lifter = Lifter::new(scored, query.thread_weight, query.relevance_filter, now);
+    let mut lifter = Lifter::new(scored, query.thread_weight, query.relevance_filter, now).keeping(query.thread_keep);
     for source in sources {
         let Some(speaker) = signals::speaker(&source.text) else { continue };
         let asks = source.text.contains('?');
