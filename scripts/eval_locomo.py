@@ -119,7 +119,7 @@ THREAD_ONLY = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.
 # The thread and the keyword floor without the cap, for comparison.
 UNCAPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 0)
 # This build's default (constants.rs): checked against the binary's own ranking.
-SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 5)
+SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 3)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
 ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0",

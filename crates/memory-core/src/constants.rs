@@ -242,7 +242,7 @@ pub const EPISODIC_THREAD_ANCHORS: usize = 3;
 /// answer) otherwise fill ranks 2 and 3. 0 leaves the lift uncapped.
 /// Chosen by the same cross-validation, over short-turn and long-chat
 /// conversations (`BENCHMARKS.md`).
-pub const EPISODIC_THREAD_KEEP: usize = 5;
+pub const EPISODIC_THREAD_KEEP: usize = 3;
 /// How far (in rows written, each way) the same speaker's next turn is
 /// looked for: 2 is the next turn but one, the speaker's own in a
 /// conversation of two.
