@@ -347,23 +347,28 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--conversations", type=int, default=6)
-    parser.add_argument("--seed", type=int, default=45)
+    parser.add_argument("--seed", type=int, action="append",
+                        help="repeatable: each seed adds --conversations conversations; those of the second and "
+                             "later seeds are named s<seed>-chat-N (default: one seed, 45)")
     args = parser.parse_args()
-    rng = random.Random(args.seed)
+    seeds = args.seed or [45]
     os.makedirs(args.out, exist_ok=True)
     memories, queries = [], []
-    for c in range(args.conversations):
-        start = dt.datetime(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 300))
-        turns, qs = conversation(rng, f"chat-{c + 1}", start)
-        memories += turns
-        queries += qs
+    for n, seed in enumerate(seeds):
+        rng = random.Random(seed)
+        prefix = f"s{seed}-" if n else ""
+        for c in range(args.conversations):
+            start = dt.datetime(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 300))
+            turns, qs = conversation(rng, f"{prefix}chat-{c + 1}", start)
+            memories += turns
+            queries += qs
     with open(os.path.join(args.out, "memories.jsonl"), "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(row) + "\n" for row in memories)
     with open(os.path.join(args.out, "queries.jsonl"), "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(row) + "\n" for row in queries)
     long_turns = [len(row["text"]) for row in memories if row["speaker"] == "Assistant"]
     print(f"{len(memories)} turns ({len(long_turns)} assistant, mean {sum(long_turns) / len(long_turns):.0f} chars), "
-          f"{len(queries)} questions, {args.conversations} conversations")
+          f"{len(queries)} questions, {args.conversations * len(seeds)} conversations")
 
 
 if __name__ == "__main__":
