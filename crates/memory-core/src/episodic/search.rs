@@ -340,13 +340,12 @@ fn best(scored: &[(Candidate, ScoreBreakdown)], count: usize) -> Vec<usize> {
     order
 }
 
-/// A source row's id, score, fused score, creation time and text.
+/// A source row's id, score, fused score and creation time.
 struct Source {
     id: i64,
     score: f64,
     fused: f64,
     created_at: i64,
-    text: String,
 }
 
 impl Source {
@@ -357,7 +356,6 @@ impl Source {
             score: breakdown.score,
             fused: breakdown.fused,
             created_at: candidate.row.created_at,
-            text: candidate.row.text.clone(),
         }
     }
 
@@ -395,14 +393,11 @@ impl<'a> Lifter<'a> {
         Lifter { scored, position, weight: weight.clamp(0.0, 1.0), ceiling: f64::INFINITY, relevance_filter, now }
     }
 
-    /// Caps every lift just under the score of the row ranked `keep` now
-    /// (0, or fewer rows than that: no cap), so the best `keep` rows keep
-    /// their places.
-    fn keeping(mut self, keep: usize) -> Self {
-        if keep > 0
-            && let Some(&kept) = best(self.scored, keep).get(keep - 1)
-        {
-            self.ceiling = self.scored[kept].1.score * (1.0 - THREAD_KEEP_MARGIN);
+    /// Caps every lift just under `score` (that of the row the best rows
+    /// before it keep their places above), when there is one.
+    fn capped_under(mut self, score: Option<f64>) -> Self {
+        if let Some(score) = score {
+            self.ceiling = score * (1.0 - THREAD_KEEP_MARGIN);
         }
         self
     }
@@ -468,12 +463,21 @@ fn lift_threads(
     now: i64,
     neighbours: &mut NeighbourReader<'_>,
 ) -> Result<()> {
-    let sources: Vec<Source> =
-        best(scored, query.thread_anchors.max(1)).into_iter().map(|i| Source::of(scored, i)).collect();
-    let mut lifter = Lifter::new(scored, query.thread_weight, query.relevance_filter, now).keeping(query.thread_keep);
-    for source in sources {
-        let Some(speaker) = signals::speaker(&source.text) else { continue };
-        let asks = source.text.contains('?');
+    // One ranking gives the anchors and the row the lifts stay under.
+    let anchors = query.thread_anchors.max(1);
+    let order = best(scored, anchors.max(query.thread_keep));
+    let kept = query.thread_keep.checked_sub(1).and_then(|at| order.get(at)).map(|&i| scored[i].1.score);
+    // Only a row with a speaker has a thread.
+    let sources: Vec<(Source, String, bool)> = order
+        .iter()
+        .take(anchors)
+        .filter_map(|&i| {
+            let text = &scored[i].0.row.text;
+            signals::speaker(text).map(|speaker| (Source::of(scored, i), speaker, text.contains('?')))
+        })
+        .collect();
+    let mut lifter = Lifter::new(scored, query.thread_weight, query.relevance_filter, now).capped_under(kept);
+    for (source, speaker, asks) in sources {
         let around = neighbours(&source.row(), EPISODIC_THREAD_REACH)?;
         let speakers: Vec<Option<String>> = around.iter().map(|(row, _)| signals::speaker(&row.text)).collect();
         let same = |i: &usize| speakers[*i].as_deref() == Some(speaker.as_str());
