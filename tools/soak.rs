@@ -22,7 +22,8 @@
 //! keys, so the store stops growing and resident memory can settle; 0 for
 //! a new key per write; the kill phase always writes new keys), `--model DIR` (default: the installed all-MiniLM-L6-v2,
 //! when present; `--model none` for keyword only), `--kill-after SECS`
-//! (default 10), `--skip-kill`.
+//! (default 10), `--skip-kill`, `--gateway-config JSON` (written as the
+//! gateway's `config.json`, e.g. `{"embedding":{"pool_workers":2}}`).
 
 #[path = "support/serve_address.rs"]
 mod serve_address;
@@ -52,6 +53,8 @@ struct Options {
     model: Option<PathBuf>,
     kill_after: u64,
     skip_kill: bool,
+    /// Written as the gateway's `config.json` when given.
+    gateway_config: Option<String>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -67,6 +70,7 @@ fn options() -> anyhow::Result<Options> {
         model: installed,
         kill_after: 10,
         skip_kill: false,
+        gateway_config: None,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
@@ -83,6 +87,11 @@ fn options() -> anyhow::Result<Options> {
             }
             "--kill-after" => options.kill_after = value()?.parse()?,
             "--skip-kill" => options.skip_kill = true,
+            "--gateway-config" => {
+                let document = value()?;
+                serde_json::from_str::<Value>(&document).context("--gateway-config takes a JSON document")?;
+                options.gateway_config = Some(document);
+            }
             other => bail!("unknown option {other}"),
         }
     }
@@ -119,6 +128,9 @@ fn agent() -> ureq::Agent {
 fn start(options: &Options, home: &Path) -> anyhow::Result<Server> {
     let port_file = home.join("port");
     let _ = std::fs::remove_file(&port_file);
+    if let Some(config) = &options.gateway_config {
+        std::fs::write(home.join("config.json"), config)?;
+    }
     let mut command = Command::new(&options.cairn);
     command
         .arg("--home")

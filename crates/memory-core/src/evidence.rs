@@ -50,7 +50,7 @@ pub(crate) fn retraction(later: &str, quote: &str, next: bool) -> Option<&'stati
 /// a quote of 1 to [`MAX_EVIDENCE_QUOTE_CHARS`] characters that passes the
 /// injection screen; answers the row with the quote scrubbed.
 pub(crate) fn check(evidence: &Evidence) -> Result<EvidenceRow, Rejected> {
-    crate::transcript::validate_session_key(&evidence.session_key)?;
+    validate::session_key(&evidence.session_key)?;
     if evidence.from_message > evidence.to_message {
         return Err(Rejected::InvalidEvidence {
             reason: format!("the range {}..={} is reversed", evidence.from_message, evidence.to_message),

@@ -67,6 +67,7 @@ mod restore;
 mod scope;
 mod search;
 mod semantic;
+mod snapshot;
 mod store;
 mod text;
 mod transcript;

@@ -4,12 +4,24 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::constants::{AUDIT_SNIPPET_CHARS, CONFIDENCE_THRESHOLD, KEY_PATTERN, MAX_KEY_CHARS, MAX_VALUE_BYTES};
+use crate::constants::{
+    AUDIT_SNIPPET_CHARS, CONFIDENCE_THRESHOLD, KEY_PATTERN, MAX_KEY_CHARS, MAX_SESSION_KEY_CHARS, MAX_VALUE_BYTES,
+};
 use crate::error::Rejected;
 pub(crate) use crate::text::cut;
 use crate::types::Source;
 
 static KEY_REGEX: LazyLock<Regex> = LazyLock::new(|| Regex::new(KEY_PATTERN).expect("key pattern compiles"));
+
+/// Checks a session key: 1 to [`MAX_SESSION_KEY_CHARS`] characters, none of
+/// them a control character.
+pub(crate) fn session_key(session_key: &str) -> Result<(), Rejected> {
+    let chars = session_key.chars().count();
+    if chars == 0 || chars > MAX_SESSION_KEY_CHARS || session_key.chars().any(char::is_control) {
+        return Err(Rejected::InvalidSessionKey { chars, max: MAX_SESSION_KEY_CHARS });
+    }
+    Ok(())
+}
 
 /// Checks length, format and prefix of a key, in that order.
 pub(crate) fn key(key: &str, prefixes: &[String]) -> Result<(), Rejected> {

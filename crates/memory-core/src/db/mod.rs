@@ -2,10 +2,6 @@
 //! every layer writes through.
 
 mod episodic;
-mod lessons;
-mod search;
-mod semantic;
-mod transcript;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -20,7 +16,7 @@ use crate::audit::{audit_event, insert_event};
 use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME};
 use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
-use crate::search::SnapshotCache;
+use crate::snapshot::SnapshotCache;
 use crate::store::sqlite::SqliteBackend;
 use crate::store::{Backend, EventRecord, space_signature};
 use crate::types::{MemoryAuditAction, MemoryAuditEvent, MemoryStats};
