@@ -9,9 +9,10 @@
 //! semantic entry or lesson (an imported lesson the dedup rules would let
 //! replace a stored one is skipped instead) and never evicts an episodic row; a provenance ledger of content hashes
 //! (`<home>/import_ledger.txt`) makes re-importing the same document a
-//! no-op; a dry run reports what would change without writing; each row
-//! that is skipped or refused is reported with its reason while the rest
-//! are written. Import never writes `preferences.md` or `projects.md` (the
+//! no-op; each row keeps its scope (a project's rows stay that project's);
+//! a dry run reports what would change without writing, refusing a row by
+//! every rule the write would apply; each row that is skipped or refused is
+//! reported with its reason while the rest are written. Import never writes `preferences.md` or `projects.md` (the
 //! consolidator replaces them wholesale); history day files are restored
 //! only where the home has none for that day.
 
@@ -25,9 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::constants::{
-    EPISODIC_MAX_CHARS, EPISODIC_MIN_CHARS, IMPORT_LEDGER_FILE_NAME, LESSON_PREFIX, MAX_IMPORTED_LESSONS,
-};
+use crate::constants::{IMPORT_LEDGER_FILE_NAME, LESSON_PREFIX, MAX_IMPORTED_LESSONS};
 use crate::episodic::write::record_from_row;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, parse_day_file_name};
@@ -428,7 +427,7 @@ pub fn import_memory(
             report.skip("semantic", &row.key, "lesson_key", "lessons are imported from the lessons list");
             continue;
         }
-        if let Some(existing) = db.get_semantic(&row.key)? {
+        if let Some(existing) = db.get_semantic_in(&row.scope, &row.key)? {
             let message =
                 if existing.value == row.value { "the same value is stored" } else { "the stored value wins" };
             report.skip("semantic", &row.key, "exists", message);
@@ -441,7 +440,7 @@ pub fn import_memory(
             }
             continue;
         }
-        match db.write_semantic(&row.key, &row.value, row.confidence, Source::Import) {
+        match db.write_semantic_in(&row.scope, &row.key, &row.value, row.confidence, Source::Import) {
             Ok(outcome) if outcome.is_change() => {
                 report.semantic_written += 1;
                 ledger.record(hash)?;
@@ -522,6 +521,7 @@ pub fn import_memory(
             .importance(row.importance)
             .tags(row.tags.clone())
             .created_at(row.created_at)
+            .scope(row.scope.clone())
             .preserve(true)
             .defer_embedding(true)
             .source(Source::Import);
@@ -529,7 +529,7 @@ pub fn import_memory(
             episode = episode.source_ref(source_ref.clone());
         }
         if dry_run {
-            match dry_check_episode(&episode) {
+            match db.check_episode(&episode) {
                 Ok(()) => report.episodic_written += 1,
                 Err(rejected) => report.reject("episodic", id, &MemoryError::Rejected(rejected)),
             }
@@ -637,19 +637,4 @@ pub(crate) fn restore_day_file(history_dir: &Path, name: &str, content: &str) ->
         source,
     })?;
     temp.commit_new().map_err(MemoryError::files)
-}
-
-/// What a dry run can tell about an episodic row without writing it: the
-/// text rules and the injection screen. Similarity dedup and the store cap
-/// are decided by the real run.
-fn dry_check_episode(episode: &NewEpisode) -> std::result::Result<(), Rejected> {
-    let text = episode.text.trim();
-    let chars = text.chars().count();
-    if !(EPISODIC_MIN_CHARS..=EPISODIC_MAX_CHARS).contains(&chars) {
-        return Err(Rejected::TextLength { chars, min: EPISODIC_MIN_CHARS, max: EPISODIC_MAX_CHARS });
-    }
-    if let Some(finding) = cairn_guard::screen(text) {
-        return Err(Rejected::Injection { rule: finding.rule });
-    }
-    Ok(())
 }

@@ -235,6 +235,30 @@ fn foreign_imports_add_at_most_fifty_lessons_ever() {
 }
 
 #[test]
+fn a_scan_refuses_every_entry_the_apply_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(workspace.join("memory")).unwrap();
+    // Thirty zero-width spaces and two letters: two visible characters.
+    let invisible = format!("- {}ok\n", "\u{200b}".repeat(30));
+    std::fs::write(
+        workspace.join("memory/2026-01-02.md"),
+        format!("- The release train leaves on Thursdays.\n{invisible}"),
+    )
+    .unwrap();
+    let db = MemoryDb::open_in_home(&dir.path().join("cairn"), MemoryConfig::default()).unwrap();
+    let roots = ForeignRoots { openclaw_workspace: Some(workspace), ..ForeignRoots::default() };
+    let outcomes =
+        |report: &ForeignReport| report.items.iter().map(|item| (item.outcome, item.code.clone())).collect::<Vec<_>>();
+    let expected = [(ItemOutcome::Offered, None), (ItemOutcome::Refused, Some("text_length".to_owned()))];
+    let scan = scan_foreign(&db, &roots, &[ForeignSource::Openclaw]).unwrap();
+    assert_eq!(outcomes(&scan), expected, "{scan:#?}");
+    let applied = apply_foreign(&db, &roots, &[ForeignSource::Openclaw], None).unwrap();
+    assert_eq!(outcomes(&applied)[1], expected[1], "{applied:#?}");
+    assert_eq!(applied.items[0].outcome, ItemOutcome::Written);
+}
+
+#[test]
 fn a_full_store_refuses_imports_without_evicting_and_they_wait_for_room() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("workspace");

@@ -301,3 +301,63 @@ fn import_into_a_populated_home_keeps_existing_values_and_reports_each_row() {
     wrong.format = "something-else".to_owned();
     assert!(import_memory(&target, &target_files, home.path(), &wrong, false).is_err());
 }
+
+#[test]
+fn an_import_keeps_each_row_in_its_project() {
+    let project = cairn_memory_core::Scope::Project("atlas".to_owned());
+    let source = tempfile::tempdir().unwrap();
+    let db = open(source.path());
+    db.write_semantic_in(&project, "project.build", &json!("cargo xtask dist"), 1.0, Source::UserExplicit).unwrap();
+    db.write_episodic(&NewEpisode::new("The atlas release moved to the new runner pool").scope(project.clone()))
+        .unwrap();
+    let document = export_memory(&db, &MemoryFiles::open(source.path()).unwrap()).unwrap();
+
+    let target = tempfile::tempdir().unwrap();
+    let (into, files) = (open(target.path()), MemoryFiles::open(target.path()).unwrap());
+    let report = import_memory(&into, &files, target.path(), &document, false).unwrap();
+    assert_eq!((report.semantic_written, report.episodic_written), (1, 1), "{report:#?}");
+    assert_eq!(into.get_semantic_in(&project, "project.build").unwrap().unwrap().value, json!("cargo xtask dist"));
+    assert!(into.get_semantic("project.build").unwrap().is_none(), "a project's fact became global");
+    let scopes: Vec<_> = into.list_episodic(10, 0).unwrap().into_iter().map(|row| row.scope).collect();
+    assert_eq!(scopes, [project]);
+}
+
+#[test]
+fn a_dry_run_refuses_every_row_the_import_refuses() {
+    let source = tempfile::tempdir().unwrap();
+    let db = open(source.path());
+    let mut document = export_memory(&db, &MemoryFiles::open(source.path()).unwrap()).unwrap();
+    let now = jiff::Timestamp::now().as_millisecond();
+    let row = |text: &str, created_at: i64, source_ref: Option<&str>| {
+        serde_json::from_value(json!({
+            "text": text, "importance": 0.5, "tags": [], "created_at": created_at,
+            "source_ref": source_ref, "source": "user_explicit",
+        }))
+        .unwrap()
+    };
+    document.episodic = vec![
+        row("The deploy checklist lives in the ops wiki", now, None),
+        // Ten days ahead: created_at out of range.
+        row("A meeting that has not happened yet, about budgets", now + 10 * 86_400_000, None),
+        // Thirty zero-width spaces and two letters: two visible characters.
+        row(&format!("{}ok", "\u{200b}".repeat(30)), now, None),
+        // A control character in the source reference.
+        row("Notes from the design review of the cache", now, Some("notes\u{7}.md")),
+    ];
+    let codes = |report: &cairn_memory_core::ImportReport| {
+        report.rejected.iter().map(|row| (row.id.clone(), row.code.clone())).collect::<Vec<_>>()
+    };
+    let expected = [
+        ("episodic[1]".to_owned(), "created_at_out_of_range".to_owned()),
+        ("episodic[2]".to_owned(), "text_length".to_owned()),
+        ("episodic[3]".to_owned(), "invalid_source_ref".to_owned()),
+    ];
+
+    let target = tempfile::tempdir().unwrap();
+    let (into, files) = (open(target.path()), MemoryFiles::open(target.path()).unwrap());
+    let dry = import_memory(&into, &files, target.path(), &document, true).unwrap();
+    assert_eq!((dry.episodic_written, codes(&dry)), (1, expected.to_vec()), "{dry:#?}");
+    assert_eq!(into.list_episodic(10, 0).unwrap().len(), 0, "a dry run wrote");
+    let applied = import_memory(&into, &files, target.path(), &document, false).unwrap();
+    assert_eq!((applied.episodic_written, codes(&applied)), (1, expected.to_vec()), "{applied:#?}");
+}

@@ -58,7 +58,7 @@ use sha2::{Digest, Sha256};
 
 use self::ledger::LedgerRow;
 use self::sources::Collector;
-use crate::constants::{EPISODIC_MAX_CHARS, EPISODIC_MIN_CHARS, FOREIGN_FACT_CONFIDENCE, MAX_IMPORTED_LESSONS};
+use crate::constants::{FOREIGN_FACT_CONFIDENCE, MAX_IMPORTED_LESSONS};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::{EpisodicOutcome, LessonCategory, MemoryDb, NewEpisode, SkipReason, Source, WriteOutcome};
 
@@ -508,20 +508,6 @@ fn refused(item: ForeignItem, rejected: &Rejected) -> ForeignItem {
     item
 }
 
-/// The episodic text rules a dry run can check without writing: length
-/// and the injection screen (dedup and the cap are the writer's).
-fn check_episode(text: &str) -> std::result::Result<(), Rejected> {
-    let text = text.trim();
-    let chars = text.chars().count();
-    if !(EPISODIC_MIN_CHARS..=EPISODIC_MAX_CHARS).contains(&chars) {
-        return Err(Rejected::TextLength { chars, min: EPISODIC_MIN_CHARS, max: EPISODIC_MAX_CHARS });
-    }
-    if let Some(finding) = cairn_guard::screen(text) {
-        return Err(Rejected::Injection { rule: finding.rule });
-    }
-    Ok(())
-}
-
 fn count(counts: &mut ForeignCounts, item: &ForeignItem) {
     match item.outcome {
         ItemOutcome::Offered | ItemOutcome::Written => match item.lands_as {
@@ -721,7 +707,7 @@ fn check(db: &MemoryDb, raw: &RawItem, item: ForeignItem, lesson_budget: &mut us
                 Ok(_) => item,
             }
         }
-        Landing::Episode { text, .. } => match check_episode(text) {
+        Landing::Episode { text, created_at } => match db.check_episode(&foreign_episode(raw, text, *created_at)) {
             Err(rejected) => refused(item, &rejected),
             Ok(()) => item,
         },
@@ -829,38 +815,39 @@ fn write(
                 Err(error) => rule_refusal(item, error),
             }
         }
-        Landing::Episode { text, created_at } => {
-            let source_ref = format!("{}:{}#{}", raw.source.as_str(), file_name(&raw.path), raw.locator);
-            let source_ref: String = source_ref.chars().take(crate::constants::EPISODIC_MAX_SOURCE_REF_CHARS).collect();
-            let mut episode = NewEpisode::new(text.clone())
-                .tags(["imported", raw.source.as_str()])
-                .source_ref(source_ref)
-                .preserve(true)
-                .defer_embedding(true)
-                .source(Source::Import);
-            if let Some(created_at) = created_at {
-                episode = episode.created_at(*created_at);
+        Landing::Episode { text, created_at } => match db.write_episodic(&foreign_episode(raw, text, *created_at)) {
+            Ok(EpisodicOutcome::Inserted { id, .. }) => Ok(written(item, format!("episodic:{id}"))),
+            Ok(EpisodicOutcome::Duplicate { of, .. }) => Ok((
+                exists(item, &format!("active row {of} already says this"), format!("episodic:{of}")),
+                Some("exists"),
+            )),
+            Ok(EpisodicOutcome::StoreFull { cap }) => {
+                let mut item =
+                    with_reason(item, "store_full", format!("the store holds its cap of {cap} rows; nothing evicted"));
+                item.outcome = ItemOutcome::StoreFull;
+                Ok((item, None))
             }
-            match db.write_episodic(&episode) {
-                Ok(EpisodicOutcome::Inserted { id, .. }) => Ok(written(item, format!("episodic:{id}"))),
-                Ok(EpisodicOutcome::Duplicate { of, .. }) => Ok((
-                    exists(item, &format!("active row {of} already says this"), format!("episodic:{of}")),
-                    Some("exists"),
-                )),
-                Ok(EpisodicOutcome::StoreFull { cap }) => {
-                    let mut item = with_reason(
-                        item,
-                        "store_full",
-                        format!("the store holds its cap of {cap} rows; nothing evicted"),
-                    );
-                    item.outcome = ItemOutcome::StoreFull;
-                    Ok((item, None))
-                }
-                Err(error) => rule_refusal(item, error),
-            }
-        }
+            Err(error) => rule_refusal(item, error),
+        },
         Landing::None | Landing::Skill { .. } => Ok((item, None)),
     }
+}
+
+/// The episodic row an entry lands as: what the apply writes and the dry
+/// run checks.
+fn foreign_episode(raw: &RawItem, text: &str, created_at: Option<i64>) -> NewEpisode {
+    let source_ref = format!("{}:{}#{}", raw.source.as_str(), file_name(&raw.path), raw.locator);
+    let source_ref: String = source_ref.chars().take(crate::constants::EPISODIC_MAX_SOURCE_REF_CHARS).collect();
+    let mut episode = NewEpisode::new(text.to_owned())
+        .tags(["imported", raw.source.as_str()])
+        .source_ref(source_ref)
+        .preserve(true)
+        .defer_embedding(true)
+        .source(Source::Import);
+    if let Some(created_at) = created_at {
+        episode = episode.created_at(created_at);
+    }
+    episode
 }
 
 fn file_name(path: &str) -> &str {

@@ -19,6 +19,27 @@ use crate::types::{DeleteOutcome, MemoryAuditAction};
 use crate::validate;
 
 impl MemoryDb {
+    /// The refusal [`write_episodic`](Self::write_episodic) would give
+    /// `episode`, without writing or auditing anything: every rule of the
+    /// write (the text, importance, `source_ref`, `created_at`, the
+    /// injection screen, the evidence) and the forgotten items. What is
+    /// left to the write is what depends on the rows at that moment:
+    /// dedup and the cap. Dry runs of imports decide with this.
+    pub fn check_episode(&self, episode: &NewEpisode) -> std::result::Result<(), crate::Rejected> {
+        let checked = check(episode)?;
+        if let Some(evidence) = &episode.evidence {
+            crate::evidence::check(evidence)?;
+        }
+        match self.refuse_forgotten(&checked.text, None) {
+            Ok(verdict) => verdict,
+            // The write that follows meets the same store and reports its failure.
+            Err(error) => {
+                tracing::warn!(%error, "could not read the forgotten items");
+                Ok(())
+            }
+        }
+    }
+
     /// Writes one episodic row (see [`NewEpisode`] for the fields).
     ///
     /// Rules, in order: source name, text at most 2,000 visible characters,
