@@ -337,8 +337,12 @@ pub const MEMORY_STATE_LOCK_FILE_NAME: &str = "memory_state.lock";
 pub const MIGRATION_SEMANTIC_CONFIDENCE: f64 = 0.85;
 /// Importance of an episodic row carried over from a history day file.
 pub const MIGRATION_EPISODIC_IMPORTANCE: f64 = 0.4;
-/// File name of the import provenance ledger (content hashes), inside Cairn's home.
+/// File name of the provenance ledger older homes kept for imports of export
+/// documents (content hashes), inside Cairn's home. The ledger is now the
+/// store's `import_provenance` table; an import moves such a file into it.
 pub const IMPORT_LEDGER_FILE_NAME: &str = "import_ledger.txt";
+/// The `import_provenance` source of rows imported from an export document.
+pub const EXPORT_LEDGER_SOURCE: &str = "cairn-export";
 /// Lessons one import may add (the JSONL store keeps only 200).
 pub const MAX_IMPORTED_LESSONS: usize = 50;
 /// Largest foreign-agent file (Claude Code, Hermes, OpenClaw) an import reads, in bytes.

@@ -7,9 +7,9 @@
 //! lesson dedup, episodic dedup in preservation mode); existing memory wins
 //! every conflict: an import never replaces, tombstones or revives a stored
 //! semantic entry or lesson (an imported lesson the dedup rules would let
-//! replace a stored one is skipped instead) and never evicts an episodic row; a provenance ledger of content hashes
-//! (`<home>/import_ledger.txt`) makes re-importing the same document a
-//! no-op; each row keeps its scope (a project's rows stay that project's);
+//! replace a stored one is skipped instead) and never evicts an episodic row; the provenance ledger
+//! (content hashes in the store's `import_provenance` table, beside the
+//! foreign imports' rows) makes re-importing the same document a no-op; each row keeps its scope (a project's rows stay that project's);
 //! a dry run reports what would change without writing, refusing a row by
 //! every rule the write would apply; each row that is skipped or refused is
 //! reported with its reason while the rest are written. Import never writes `preferences.md` or `projects.md` (the
@@ -18,7 +18,6 @@
 
 use crate::scope::{Scope, split_stored_key};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -26,10 +25,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::constants::{IMPORT_LEDGER_FILE_NAME, LESSON_PREFIX, MAX_IMPORTED_LESSONS};
+use crate::constants::{EXPORT_LEDGER_SOURCE, IMPORT_LEDGER_FILE_NAME, LESSON_PREFIX, MAX_IMPORTED_LESSONS};
 use crate::episodic::write::record_from_row;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, parse_day_file_name};
+use crate::ledger::LedgerRow;
 use crate::lessons::lesson_from_row;
 use crate::semantic::entry_from_row;
 use crate::store::{EvidenceLayer, EvidenceRow};
@@ -354,41 +354,62 @@ impl ImportReport {
     }
 }
 
-/// The provenance ledger: content hashes of rows already imported.
+/// The provenance ledger of export documents: content hashes of rows
+/// already imported, kept in the store's `import_provenance` table (source
+/// [`EXPORT_LEDGER_SOURCE`]) beside the foreign imports' rows. A home's
+/// older `import_ledger.txt` is read too, and a real import moves it into
+/// the table.
 struct Ledger {
-    path: PathBuf,
     hashes: HashSet<String>,
+    /// The older file ledger and its hashes, not yet in the table.
+    legacy: Option<(PathBuf, Vec<String>)>,
 }
 
 impl Ledger {
-    fn load(home: &Path) -> Result<Self> {
+    fn load(db: &MemoryDb, home: &Path) -> Result<Self> {
+        let mut hashes: HashSet<String> =
+            db.import_ledger(&[EXPORT_LEDGER_SOURCE])?.seen.into_iter().map(|(_, _, hash)| hash).collect();
         let path = home.join(IMPORT_LEDGER_FILE_NAME);
-        let hashes = match std::fs::read_to_string(&path) {
-            Ok(text) => text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_owned).collect(),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => HashSet::new(),
+        let legacy = match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let old: Vec<String> =
+                    text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_owned).collect();
+                hashes.extend(old.iter().cloned());
+                Some((path, old))
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
             Err(source) => return Err(MemoryError::Io { operation: "reading", path, source }),
         };
-        Ok(Ledger { path, hashes })
+        Ok(Ledger { hashes, legacy })
     }
 
     fn contains(&self, hash: &str) -> bool {
         self.hashes.contains(hash)
     }
 
-    fn record(&mut self, hash: String) -> Result<()> {
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(|source| MemoryError::Io { operation: "opening", path: self.path.clone(), source })?;
-        file.write_all(format!("{hash}\n").as_bytes()).map_err(|source| MemoryError::Io {
-            operation: "appending to",
-            path: self.path.clone(),
-            source,
-        })?;
+    /// Moves the older file ledger's hashes into the table (what each
+    /// landed as is not known), then removes the file.
+    fn migrate(&mut self, db: &MemoryDb) -> Result<()> {
+        let Some((path, hashes)) = self.legacy.take() else { return Ok(()) };
+        let rows: Vec<LedgerRow> = hashes.into_iter().map(|hash| ledger_row(hash, "unknown", None)).collect();
+        db.record_import_provenance(&rows)?;
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            // Another import moved it first.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(MemoryError::Io { operation: "removing", path, source }),
+        }
+    }
+
+    fn record(&mut self, db: &MemoryDb, hash: String, landed_as: &'static str, target: String) -> Result<()> {
+        db.record_import_provenance(&[ledger_row(hash.clone(), landed_as, Some(target))])?;
         self.hashes.insert(hash);
         Ok(())
     }
+}
+
+fn ledger_row(item_hash: String, landed_as: &'static str, target: Option<String>) -> LedgerRow {
+    LedgerRow { source: EXPORT_LEDGER_SOURCE, path: String::new(), item_hash, landed_as, outcome: "written", target }
 }
 
 fn row_hash(kind: &str, row: &impl Serialize) -> String {
@@ -411,7 +432,10 @@ pub fn import_memory(
 ) -> Result<ImportReport> {
     let _span = tracing::info_span!("import_memory", dry_run).entered();
     check_document(document)?;
-    let mut ledger = Ledger::load(home)?;
+    let mut ledger = Ledger::load(db, home)?;
+    if !dry_run {
+        ledger.migrate(db)?;
+    }
     let mut report = ImportReport { dry_run, ..ImportReport::default() };
 
     // Oldest first, so recency order (a ranking tie-break) survives the trip.
@@ -443,7 +467,7 @@ pub fn import_memory(
         match db.write_semantic_in(&row.scope, &row.key, &row.value, row.confidence, Source::Import) {
             Ok(outcome) if outcome.is_change() => {
                 report.semantic_written += 1;
-                ledger.record(hash)?;
+                ledger.record(db, hash, "semantic", crate::scope::stored_key(&row.key, &row.scope))?;
             }
             Ok(_) => report.skip("semantic", &row.key, "exists", "the stored value wins"),
             Err(error) if error.rejection().is_some() => report.reject("semantic", &row.key, &error),
@@ -494,7 +518,7 @@ pub fn import_memory(
             Ok(outcome) if outcome.outcome.is_change() => {
                 report.lessons_written += 1;
                 lessons_taken += 1;
-                ledger.record(hash)?;
+                ledger.record(db, hash, "lesson", key.clone())?;
             }
             Ok(outcome) => {
                 let message = match &outcome.outcome {
@@ -536,9 +560,9 @@ pub fn import_memory(
             continue;
         }
         match db.write_episodic(&episode) {
-            Ok(EpisodicOutcome::Inserted { .. }) => {
+            Ok(EpisodicOutcome::Inserted { id, .. }) => {
                 report.episodic_written += 1;
-                ledger.record(hash)?;
+                ledger.record(db, hash, "episodic", format!("episodic:{id}"))?;
             }
             Ok(EpisodicOutcome::Duplicate { of, .. }) => {
                 report.skip("episodic", id, "exists", format!("active row {of} already says this"))
@@ -637,4 +661,56 @@ pub(crate) fn restore_day_file(history_dir: &Path, name: &str, content: &str) ->
         source,
     })?;
     temp.commit_new().map_err(MemoryError::files)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{ExportDocument, row_hash};
+    use crate::constants::{EXPORT_LEDGER_SOURCE, IMPORT_LEDGER_FILE_NAME};
+    use crate::{MemoryConfig, MemoryDb, MemoryFiles, Source, export_memory, import_memory};
+
+    /// An export document of one fact and one lesson, from a store of its own.
+    fn document() -> ExportDocument {
+        let source = tempfile::tempdir().unwrap();
+        let db = MemoryDb::open_in_home(source.path(), MemoryConfig::default()).unwrap();
+        db.write_semantic("pref.editor", &json!("helix"), 1.0, Source::UserExplicit).unwrap();
+        db.write_lesson("Run the linter before a commit", None, crate::LessonCategory::Tool, Source::UserExplicit)
+            .unwrap();
+        export_memory(&db, &MemoryFiles::open(source.path()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn an_older_homes_file_ledger_is_honoured_and_moved_into_the_store() {
+        let document = document();
+        let home = tempfile::tempdir().unwrap();
+        let db = MemoryDb::open_in_home(home.path(), MemoryConfig::default()).unwrap();
+        let files = MemoryFiles::open(home.path()).unwrap();
+        let fact = row_hash("semantic", &document.semantic[0]);
+        let file = home.path().join(IMPORT_LEDGER_FILE_NAME);
+        std::fs::write(&file, format!("{fact}\n")).unwrap();
+
+        let codes = |report: &super::ImportReport| {
+            report.skipped.iter().map(|row| (row.kind, row.code.clone())).collect::<Vec<_>>()
+        };
+        let dry = import_memory(&db, &files, home.path(), &document, true).unwrap();
+        assert_eq!(codes(&dry), [("semantic", "already_imported".to_owned())]);
+        assert!(file.exists(), "a dry run changed the home");
+
+        let applied = import_memory(&db, &files, home.path(), &document, false).unwrap();
+        assert_eq!(codes(&applied), [("semantic", "already_imported".to_owned())]);
+        assert_eq!(applied.lessons_written, 1);
+        assert!(!file.exists(), "the file ledger stayed");
+        let ledger = db.import_ledger(&[EXPORT_LEDGER_SOURCE]).unwrap();
+        assert!(ledger.contains(EXPORT_LEDGER_SOURCE, "", &fact));
+        assert_eq!(ledger.seen.len(), 2, "the moved hash and the lesson just written");
+        // An export's lessons do not count against foreign imports' budget.
+        assert_eq!(ledger.lessons_written, 0);
+
+        // The ledger is the store's now: a third run imports nothing.
+        let again = import_memory(&db, &files, home.path(), &document, false).unwrap();
+        assert_eq!(codes(&again).len(), 2, "{again:#?}");
+        assert!(again.skipped.iter().all(|row| row.code == "already_imported"), "{again:#?}");
+    }
 }

@@ -61,6 +61,7 @@ mod foreign;
 mod forget;
 mod jsonl;
 mod keywords;
+mod ledger;
 mod lessons;
 mod migrate;
 mod restore;

@@ -42,7 +42,6 @@
 //! the same source changes nothing; an item refused for the store's cap is
 //! not recorded and is tried again next time.
 
-mod ledger;
 mod parse;
 mod read;
 mod sources;
@@ -56,10 +55,10 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use self::ledger::LedgerRow;
 use self::sources::Collector;
 use crate::constants::{FOREIGN_FACT_CONFIDENCE, MAX_IMPORTED_LESSONS};
 use crate::error::{MemoryError, Rejected, Result};
+use crate::ledger::LedgerRow;
 use crate::{EpisodicOutcome, LessonCategory, MemoryDb, NewEpisode, SkipReason, Source, WriteOutcome};
 
 /// Characters of an entry's (redacted) text shown in a report.

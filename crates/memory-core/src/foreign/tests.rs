@@ -24,7 +24,7 @@ fn a_version_5_store_opens_and_gains_the_ledger() {
     assert_eq!(db.stats().unwrap().schema_version, SCHEMA_VERSION);
     assert_eq!(SCHEMA_VERSION, 10);
     assert!(db.get_semantic("pref.x").unwrap().is_some());
-    let row = super::ledger::LedgerRow {
+    let row = crate::ledger::LedgerRow {
         source: "hermes",
         path: "/h/memories/MEMORY.md".to_owned(),
         item_hash: "ab".to_owned(),

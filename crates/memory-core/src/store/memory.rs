@@ -13,6 +13,7 @@ use super::{
     NewEpisodicRow, Revisions, RunRow, RunRows, SemanticCounts, SemanticHead, SemanticRow, SemanticRows,
     SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
 };
+use crate::constants::EXPORT_LEDGER_SOURCE;
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 
 #[derive(Debug, Clone, Default)]
@@ -692,8 +693,10 @@ impl LedgerRows for MemoryTx<'_> {
         Ok(self
             .state
             .ledger
-            .values()
-            .filter(|recorded| recorded.landed_as == "lesson" && recorded.outcome == "written")
+            .iter()
+            .filter(|((source, _, _), recorded)| {
+                source != EXPORT_LEDGER_SOURCE && recorded.landed_as == "lesson" && recorded.outcome == "written"
+            })
             .count() as i64)
     }
 

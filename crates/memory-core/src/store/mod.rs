@@ -429,7 +429,8 @@ pub(crate) struct LedgerEntry<'a> {
 pub(crate) trait LedgerRows {
     /// `(path, item hash)` of every item recorded for `source`.
     fn ledger_items(&mut self, source: &str) -> Result<Vec<(String, String)>>;
-    /// How many lessons imports have written.
+    /// How many lessons foreign imports (every source but
+    /// [`EXPORT_LEDGER_SOURCE`](crate::constants::EXPORT_LEDGER_SOURCE)) have written.
     fn ledger_lessons_written(&mut self) -> Result<i64>;
     /// Records an item; one already recorded is kept as it is.
     fn record_ledger(&mut self, entry: &LedgerEntry<'_>) -> Result<()>;

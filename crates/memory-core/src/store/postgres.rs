@@ -56,7 +56,7 @@ use super::{
     blob_vector, vector_blob,
 };
 use crate::bm25;
-use crate::constants::{FTS_COMMON_TERM_ROWS, LESSON_PREFIX};
+use crate::constants::{EXPORT_LEDGER_SOURCE, FTS_COMMON_TERM_ROWS, LESSON_PREFIX};
 use crate::error::{MemoryError, Result, StorageError, StorageErrorKind};
 use crate::keywords;
 
@@ -2223,7 +2223,11 @@ impl LedgerRows for PgTx<'_> {
     }
 
     fn ledger_lessons_written(&mut self) -> Result<i64> {
-        self.count("SELECT count(*) FROM import_provenance WHERE landed_as = 'lesson' AND outcome = 'written'", &[])
+        self.count(
+            "SELECT count(*) FROM import_provenance
+             WHERE landed_as = 'lesson' AND outcome = 'written' AND source <> $1",
+            &[&EXPORT_LEDGER_SOURCE],
+        )
     }
 
     fn record_ledger(&mut self, entry: &LedgerEntry<'_>) -> Result<()> {

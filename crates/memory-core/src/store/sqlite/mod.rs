@@ -20,7 +20,7 @@ use super::{
     SemanticUpsert, SemanticVectors, SessionMessage, SessionRow, StoreTx, StoredEvent, TranscriptRow, TranscriptRows,
     blob_vector, vector_blob,
 };
-use crate::constants::FTS_COMMON_TERM_ROWS;
+use crate::constants::{EXPORT_LEDGER_SOURCE, FTS_COMMON_TERM_ROWS};
 use crate::error::{MemoryError, Result};
 
 /// The rows of one open SQLite transaction (or connection).
@@ -919,7 +919,11 @@ impl LedgerRows for SqliteTx<'_> {
     }
 
     fn ledger_lessons_written(&mut self) -> Result<i64> {
-        self.count("SELECT count(*) FROM import_provenance WHERE landed_as = 'lesson' AND outcome = 'written'", [])
+        self.count(
+            "SELECT count(*) FROM import_provenance
+             WHERE landed_as = 'lesson' AND outcome = 'written' AND source <> ?1",
+            [EXPORT_LEDGER_SOURCE],
+        )
     }
 
     fn record_ledger(&mut self, entry: &LedgerEntry<'_>) -> Result<()> {

@@ -1,5 +1,7 @@
-//! The provenance ledger of foreign imports: the `import_provenance` table
-//! of `memory.db`, keyed by (source, path, item hash).
+//! The provenance ledger of every import (foreign agents' files and export
+//! documents, [`EXPORT_LEDGER_SOURCE`](crate::constants::EXPORT_LEDGER_SOURCE)):
+//! the `import_provenance` table of `memory.db`, keyed by (source, path,
+//! item hash).
 //!
 //! It lives in `memory.db` rather than in a file of the home because its
 //! rows describe rows of that database: one `BEGIN IMMEDIATE` transaction
