@@ -627,14 +627,7 @@ fn run(
             };
             let (item, recorded) = skill_item(base, outcome, dry_run);
             if let (Some(outcome), false) = (recorded, dry_run) {
-                pending.push(LedgerRow {
-                    source: raw.source.as_str(),
-                    path: raw.path.clone(),
-                    item_hash: hash,
-                    landed_as: raw.landing.kind(),
-                    outcome,
-                    target: item.target.clone(),
-                });
+                pending.push(ledger_row(raw, hash, outcome, &item));
             }
             item
         } else if dry_run {
@@ -642,14 +635,7 @@ fn run(
         } else {
             let (item, recorded) = write(db, raw, base, &mut lesson_budget)?;
             if let Some(outcome) = recorded {
-                pending.push(LedgerRow {
-                    source: raw.source.as_str(),
-                    path: raw.path.clone(),
-                    item_hash: hash,
-                    landed_as: raw.landing.kind(),
-                    outcome,
-                    target: item.target.clone(),
-                });
+                pending.push(ledger_row(raw, hash, outcome, &item));
                 if pending.len() >= LEDGER_BATCH {
                     db.record_import_provenance(&pending)?;
                     pending.clear();
@@ -829,6 +815,18 @@ fn write(
             Err(error) => rule_refusal(item, error),
         },
         Landing::None | Landing::Skill { .. } => Ok((item, None)),
+    }
+}
+
+/// The ledger row of an entry the apply decided.
+fn ledger_row(raw: &RawItem, item_hash: String, outcome: &'static str, item: &ForeignItem) -> LedgerRow {
+    LedgerRow {
+        source: raw.source.as_str(),
+        path: raw.path.clone(),
+        item_hash,
+        landed_as: raw.landing.kind(),
+        outcome,
+        target: item.target.clone(),
     }
 }
 

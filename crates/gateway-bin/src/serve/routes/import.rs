@@ -50,6 +50,15 @@ pub(crate) struct ImportRequest {
 }
 
 impl ImportRequest {
+    /// The sources, roots and selection the request names, the roots
+    /// completed from the gateway's settings: what a scan and an apply read.
+    fn prepared(&self, state: &AppState) -> Result<(Vec<ForeignSource>, ForeignRoots, ForeignSelection), ApiError> {
+        let live = state.live();
+        let settings = live.home.settings();
+        let roots = self.roots(settings.user_home.as_deref(), settings.openclaw_workspace.as_deref())?;
+        Ok((self.sources()?, roots, self.selection()?))
+    }
+
     fn sources(&self) -> Result<Vec<ForeignSource>, ApiError> {
         match self.from.as_deref() {
             None | Some("all") => Ok(ForeignSource::ALL.to_vec()),
@@ -117,12 +126,7 @@ static BACKFILL: LazyLock<Mutex<BackfillStatus>> =
 
 /// `POST /api/import/scan`: the dry run; nothing is written.
 pub(crate) async fn scan(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ImportRequest>) -> ApiResult {
-    let sources = body.sources()?;
-    let roots = body.roots(
-        state.live().home.settings().user_home.as_deref(),
-        state.live().home.settings().openclaw_workspace.as_deref(),
-    )?;
-    let selection = body.selection()?;
+    let (sources, roots, selection) = body.prepared(&state)?;
     let memory = Arc::clone(&state.memory);
     let catalog = Arc::clone(&state.live().skills);
     let report = blocking(move || {
@@ -136,12 +140,7 @@ pub(crate) async fn scan(State(state): State<Arc<AppState>>, JsonBody(body): Jso
 /// `POST /api/import/apply`: writes through Cairn's writers and schedules
 /// the backfill of the new episodic rows.
 pub(crate) async fn apply(State(state): State<Arc<AppState>>, JsonBody(body): JsonBody<ImportRequest>) -> ApiResult {
-    let sources = body.sources()?;
-    let roots = body.roots(
-        state.live().home.settings().user_home.as_deref(),
-        state.live().home.settings().openclaw_workspace.as_deref(),
-    )?;
-    let selection = body.selection()?;
+    let (sources, roots, selection) = body.prepared(&state)?;
     let guard = Arc::clone(&state.transfer_lock).try_lock_owned().map_err(|_| {
         ApiError::conflict("transfer_in_progress", "a migration or import is already running; retry when it is done")
     })?;
