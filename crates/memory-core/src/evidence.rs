@@ -38,7 +38,7 @@ pub(crate) fn quote_in(text: &str, quote: &str) -> bool {
 /// `later` is the first message after the statement's range.
 pub(crate) fn retraction(later: &str, quote: &str, next: bool) -> Option<&'static str> {
     let folded = fold(&later.replace('’', "'"));
-    let phrase = RETRACTION_PHRASES.iter().find(|phrase| crate::episodic::write::contains_phrase(&folded, phrase))?;
+    let phrase = RETRACTION_PHRASES.iter().find(|phrase| crate::text::contains_phrase(&folded, phrase))?;
     if next {
         return Some(phrase);
     }

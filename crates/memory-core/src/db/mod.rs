@@ -1,5 +1,6 @@
 //! [`MemoryDb`]: the connections to `memory.db` and the transaction helpers
-//! every layer writes through.
+//! every layer writes through. `episodic.rs` is the episodic layer's face on
+//! it: one-line hand-offs to [`crate::episodic::Episodic`].
 
 mod episodic;
 
@@ -14,7 +15,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::audit::{audit_event, insert_event};
 use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME};
-use crate::episodic::{EpisodicState, Fusion, RetrievalMode};
+use crate::episodic::{EpisodicConfig, EpisodicState, Fusion, RetrievalMode};
 use crate::error::{MemoryError, Rejected, Result};
 use crate::snapshot::SnapshotCache;
 use crate::store::sqlite::SqliteBackend;
@@ -115,19 +116,6 @@ pub struct MemoryDb {
     pub(crate) snapshot: SnapshotCache,
     pub(crate) episodic: EpisodicState,
     pub(crate) episodic_config: EpisodicConfig,
-}
-
-/// The episodic settings of a [`MemoryConfig`], validated.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct EpisodicConfig {
-    pub(crate) cap: usize,
-    pub(crate) full_vectors_max: usize,
-    pub(crate) mode: RetrievalMode,
-    pub(crate) fusion: Fusion,
-    pub(crate) prior_weight: f64,
-    /// [`EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS`](crate::constants::EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS),
-    /// lowered by tests that take the thread's path on a small store.
-    pub(crate) keyword_beside_rows: usize,
 }
 
 impl Drop for MemoryDb {

@@ -2,8 +2,9 @@
 
 use serde::Serialize;
 
-use super::EpisodicHit;
-use crate::constants::{EPISODIC_BLOCK_HEADER, EPISODIC_FRAGMENT_CHARS};
+use super::{Episodic, EpisodicHit, EpisodicQuery};
+use crate::constants::{EPISODIC_BLOCK_HEADER, EPISODIC_FRAGMENT_CHARS, EPISODIC_INJECT_CAP};
+use crate::error::Result;
 use crate::validate;
 
 /// A rendered context block and the hits it holds.
@@ -41,4 +42,34 @@ pub(crate) fn render(hits: Vec<EpisodicHit>, budget: usize, quote: &dyn Fn(&str)
         block.clear();
     }
     EpisodicContext { block, hits: kept }
+}
+
+impl Episodic<'_> {
+    /// The work of [`MemoryDb::episodic_context`](crate::MemoryDb::episodic_context).
+    pub(crate) fn episodic_context(&self, query: &str, limit: usize, cap: usize) -> Result<String> {
+        Ok(self.episodic_context_for(&self.episodic_query(query).limit(limit), cap)?.block)
+    }
+
+    /// The work of [`MemoryDb::episodic_query`](crate::MemoryDb::episodic_query).
+    pub(crate) fn episodic_query(&self, text: impl Into<String>) -> EpisodicQuery {
+        let config = self.episodic_config;
+        EpisodicQuery::new(text).mode(config.mode).fusion(config.fusion).prior_weight(config.prior_weight)
+    }
+
+    /// The work of [`MemoryDb::episodic_context_for`](crate::MemoryDb::episodic_context_for).
+    pub(crate) fn episodic_context_for(&self, query: &EpisodicQuery, cap: usize) -> Result<EpisodicContext> {
+        self.episodic_context_quoted(query, cap, &|text| text.to_owned())
+    }
+
+    /// The work of [`MemoryDb::episodic_context_quoted`](crate::MemoryDb::episodic_context_quoted).
+    pub(crate) fn episodic_context_quoted(
+        &self,
+        query: &EpisodicQuery,
+        cap: usize,
+        quote: &dyn Fn(&str) -> String,
+    ) -> Result<EpisodicContext> {
+        let query = query.clone().relevance_filter(true);
+        let hits = self.search_episodic(&query)?;
+        Ok(render(hits, cap.min(EPISODIC_INJECT_CAP), quote))
+    }
 }

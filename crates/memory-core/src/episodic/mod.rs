@@ -28,6 +28,12 @@
 //! changes. Under the relevance filter (the context block) the embedding
 //! model's gate may abstain: nothing is admitted when no candidate reaches
 //! its floor ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
+//!
+//! The whole layer is here: its types and rules, its state ([`EpisodicState`],
+//! held by the store handle), and [`Episodic`], on which every episodic
+//! method of [`MemoryDb`](crate::MemoryDb) runs (`write.rs`, `search.rs`,
+//! `index.rs`, `keyword.rs`, `context.rs`). The layer reaches the handle
+//! through [`EpisodicHost`] and never names it.
 
 pub(crate) mod context;
 pub(crate) mod index;
@@ -43,13 +49,161 @@ pub use context::EpisodicContext;
 pub(crate) use index::EpisodicState;
 pub use search::sanitize_fts_query;
 
+use std::path::Path;
+use std::sync::Arc;
+
+use cairn_embedder::EmbeddingBackend;
+use parking_lot::MutexGuard;
 use serde::Serialize;
 
 use crate::constants::{
     EPISODIC_CONTEXT_LIMIT, EPISODIC_DEFAULT_IMPORTANCE, EPISODIC_NEIGHBOUR_WEIGHT, EPISODIC_SPEAKER_BOOST,
     EPISODIC_TIME_BOOST, RRF_K, WEIGHTED_FUSION_VECTOR_WEIGHT,
 };
+use crate::error::{MemoryError, Rejected, Result};
+use crate::store::Backend;
 use crate::types::Source;
+
+/// The episodic settings of a [`MemoryConfig`](crate::MemoryConfig), validated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EpisodicConfig {
+    pub(crate) cap: usize,
+    pub(crate) full_vectors_max: usize,
+    pub(crate) mode: RetrievalMode,
+    pub(crate) fusion: Fusion,
+    pub(crate) prior_weight: f64,
+    /// [`EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS`](crate::constants::EPISODIC_KEYWORD_SEARCH_BESIDE_ROWS),
+    /// lowered by tests that take the thread's path on a small store.
+    pub(crate) keyword_beside_rows: usize,
+}
+
+/// What the episodic layer needs of the store handle that holds its state
+/// ([`MemoryDb`](crate::MemoryDb)): the rows, the embedder, the episodic lock
+/// and the refusals every write path shares.
+pub(crate) trait EpisodicHost {
+    /// The rows of the store, behind the storage seam.
+    fn rows(&self) -> &dyn Backend;
+    /// What a background thread reads the store through.
+    fn background_reader(&self) -> Arc<dyn Backend>;
+    /// The configured embedder, if any.
+    fn embedder(&self) -> Option<Arc<dyn EmbeddingBackend>>;
+    /// The configured embedder and its space generation, read together.
+    fn embedder_with_generation(&self) -> (Option<Arc<dyn EmbeddingBackend>>, u64);
+    /// Replaces the embedder; answers the new space generation.
+    fn set_embedder(&self, embedder: Option<Arc<dyn EmbeddingBackend>>) -> u64;
+    /// The vector space of the configured embedder.
+    fn space(&self) -> Option<String>;
+    /// The current space generation.
+    fn space_generation(&self) -> u64;
+    /// Path of the database file.
+    fn path(&self) -> &Path;
+    /// Whether the backend searches keywords itself.
+    fn has_own_keyword_index(&self) -> bool;
+    /// The episodic lock: held across a write's transaction and the index
+    /// updates after its commit, and by index catch-ups.
+    fn lock_episodic(&self) -> MutexGuard<'_, ()>;
+    /// The episodic lock if no other thread holds it.
+    fn try_lock_episodic(&self) -> Option<MutexGuard<'_, ()>>;
+    /// Refuses every write of a damaged store.
+    fn refuse_when_damaged(&self) -> Result<()>;
+    /// Records a refused write and hands back the error to return.
+    fn refuse(
+        &self,
+        memory_type: &str,
+        key: &str,
+        attempted: &str,
+        source: &str,
+        confidence: Option<f64>,
+        rejected: Rejected,
+    ) -> MemoryError;
+    /// The refusal of a text a forget removed.
+    fn refuse_forgotten(&self, text: &str, key: Option<&str>) -> Result<std::result::Result<(), Rejected>>;
+    /// Brings the semantic snapshot in step, when a search has built one.
+    fn catch_up_semantic(&self) -> Result<()>;
+}
+
+/// The episodic layer of one store: its state and settings, and the handle
+/// that holds them. Every episodic method of [`MemoryDb`](crate::MemoryDb)
+/// runs here ([`write`], [`search`], [`index`], [`keyword`], [`context`]).
+pub(crate) struct Episodic<'a> {
+    host: &'a dyn EpisodicHost,
+    pub(crate) episodic: &'a EpisodicState,
+    pub(crate) episodic_config: EpisodicConfig,
+}
+
+impl<'a> Episodic<'a> {
+    pub(crate) fn new(host: &'a dyn EpisodicHost, state: &'a EpisodicState, config: EpisodicConfig) -> Self {
+        Episodic { host, episodic: state, episodic_config: config }
+    }
+
+    pub(crate) fn rows(&self) -> &dyn Backend {
+        self.host.rows()
+    }
+
+    pub(crate) fn background_reader(&self) -> Arc<dyn Backend> {
+        self.host.background_reader()
+    }
+
+    pub(crate) fn embedder(&self) -> Option<Arc<dyn EmbeddingBackend>> {
+        self.host.embedder()
+    }
+
+    pub(crate) fn embedder_with_generation(&self) -> (Option<Arc<dyn EmbeddingBackend>>, u64) {
+        self.host.embedder_with_generation()
+    }
+
+    pub(crate) fn set_embedder(&self, embedder: Option<Arc<dyn EmbeddingBackend>>) -> u64 {
+        self.host.set_embedder(embedder)
+    }
+
+    pub(crate) fn space(&self) -> Option<String> {
+        self.host.space()
+    }
+
+    pub(crate) fn space_generation(&self) -> u64 {
+        self.host.space_generation()
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.host.path()
+    }
+
+    pub(crate) fn has_own_keyword_index(&self) -> bool {
+        self.host.has_own_keyword_index()
+    }
+
+    pub(crate) fn lock_episodic(&self) -> MutexGuard<'a, ()> {
+        self.host.lock_episodic()
+    }
+
+    pub(crate) fn try_lock_episodic(&self) -> Option<MutexGuard<'a, ()>> {
+        self.host.try_lock_episodic()
+    }
+
+    pub(crate) fn refuse_when_damaged(&self) -> Result<()> {
+        self.host.refuse_when_damaged()
+    }
+
+    pub(crate) fn refuse(
+        &self,
+        memory_type: &str,
+        key: &str,
+        attempted: &str,
+        source: &str,
+        confidence: Option<f64>,
+        rejected: Rejected,
+    ) -> MemoryError {
+        self.host.refuse(memory_type, key, attempted, source, confidence, rejected)
+    }
+
+    pub(crate) fn refuse_forgotten(&self, text: &str, key: Option<&str>) -> Result<std::result::Result<(), Rejected>> {
+        self.host.refuse_forgotten(text, key)
+    }
+
+    pub(crate) fn catch_up_semantic(&self) -> Result<()> {
+        self.host.catch_up_semantic()
+    }
+}
 
 /// One episodic row to write. Built with [`NewEpisode::new`] and the
 /// builder methods.
