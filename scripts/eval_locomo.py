@@ -87,7 +87,9 @@ MMR_LAMBDA = 0.6
 # its sitting) and, when it asks a question, the next row by another speaker
 # to at least weight × its score.
 # CEILING_SHARES: weighted fusion scales bm25 by max(best hit's bm25, share ×
-# the query's bm25 ceiling); no fold chose a share above 0 in the last round.
+# the query's bm25 ceiling); round three's grid (0.25 to 0.55, without the
+# thread and the floor) chose none above 0; beside the capped thread and the
+# floor, 0.1 won every fold against 0, 0.15 and 0.25 (BENCHMARKS.md).
 # KEYWORD_FLOORS (floor, strong share): a row whose raw cosine stays under
 # the floor gets no keyword score unless its bm25 reaches the strong share of
 # the query's ceiling (an exact identifier); 0 turns it off.
@@ -98,7 +100,7 @@ SPEAKER_BOOSTS = (0.15,)
 TIME_BOOSTS = (0.25,)
 POOLS = (100,)
 SESSIONS = ((0.1, 3),)
-CEILING_SHARES = (0.0,)
+CEILING_SHARES = (0.0, 0.1)
 THREADS = ((0.0, 1), (0.8, 1), (0.9, 1), (0.8, 3), (0.9, 3))
 # THREAD_KEEPS: the thread lifts no row above the row ranked this far (0: no cap).
 THREAD_KEEPS = (0, 3, 5)
@@ -118,12 +120,14 @@ SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3,
 THREAD_ONLY = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.9, 1, 0.0, 0.0, 0)
 # The thread and the keyword floor without the cap, for comparison.
 UNCAPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 0)
+# The thread capped at 3 and the keyword floor, bm25 on the best hit's scale (the build before this one).
+CAPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 3)
 # This build's default (constants.rs): checked against the binary's own ranking.
-SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 3)
+SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.1, 0.8, 3, 0.2, 0.25, 3)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
 ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0",
-                 "--thread-weight", "0", "--keyword-min-cosine", "0"]
+                 "--thread-weight", "0", "--keyword-min-cosine", "0", "--keyword-ceiling-share", "0"]
 DEFAULT = "cairn hybrid, this build's default"
 PREVIOUS_NAME = "cairn hybrid, previous default (weighted 0.7, prior 0, MMR)"
 FIXED = {
@@ -140,6 +144,7 @@ SHIPPED_BEFORE_NAME = "grid point of the previous build's default (re-scored)"
 SHIPPED_NAME = "grid point of this build's default (re-scored)"
 THREAD_ONLY_NAME = "grid point of the thread alone (0.9 over the best row, no keyword floor; re-scored)"
 UNCAPPED_NAME = "grid point of the thread uncapped (0.8 over 3) and the keyword floor (re-scored)"
+CAPPED_NAME = "grid point of the thread capped at 3 and the keyword floor, no ceiling share (re-scored)"
 
 
 def read_jsonl(path):
@@ -604,7 +609,7 @@ def main():
     if not args.no_grid:
         global GRID_INPUTS
         GRID_INPUTS = grid_inputs
-        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, THREAD_ONLY, UNCAPPED, SHIPPED))
+        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, THREAD_ONLY, UNCAPPED, CAPPED, SHIPPED))
                          if p not in GRID]
         with multiprocessing.get_context("fork").Pool(args.jobs) as workers:
             for config, rows in zip(points, workers.imap(rescore_all, points)):
@@ -633,6 +638,7 @@ def main():
         per_q[SHIPPED_BEFORE_NAME] = grid_q[SHIPPED_BEFORE]
         per_q[THREAD_ONLY_NAME] = grid_q[THREAD_ONLY]
         per_q[UNCAPPED_NAME] = grid_q[UNCAPPED]
+        per_q[CAPPED_NAME] = grid_q[CAPPED]
         per_q[SHIPPED_NAME] = grid_q[SHIPPED]
         all_best = max(GRID, key=lambda config: training_score(grid_q[config], None))
 
@@ -662,7 +668,7 @@ def main():
 
     order = ([CV] if grid_q else []) + list(FIXED) + [CONTEXT, CONTEXT_PREVIOUS, COSINE, BM25, PLAIN_RRF] \
         + (["grid point of the previous default (re-scored)", SHIPPED_BEFORE_NAME, THREAD_ONLY_NAME, UNCAPPED_NAME,
-            SHIPPED_NAME]
+            CAPPED_NAME, SHIPPED_NAME]
            if grid_q else [])
     report = {"sets": {}, "chosen": {c: list(v) for c, v in chosen.items()},
               "shipped_choice_on_all": list(all_best) if grid_q else None, "imports": imports,

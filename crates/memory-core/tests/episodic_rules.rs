@@ -1106,7 +1106,8 @@ fn a_weak_keyword_match_the_model_finds_unrelated_scores_no_keyword_weight() {
     ];
     let (_home, db) = store_of(QUERY, rows);
     let search = |floor: Option<f64>| {
-        let mut query = EpisodicQuery::new(QUERY).now(NOW).limit(3).mmr(false);
+        // The best hit's scale, so the floor alone decides the weak match's keyword share.
+        let mut query = EpisodicQuery::new(QUERY).now(NOW).limit(3).mmr(false).keyword_ceiling_share(0.0);
         if let Some(floor) = floor {
             query = query.keyword_min_cosine(floor);
         }
