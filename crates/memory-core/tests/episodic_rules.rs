@@ -1093,6 +1093,14 @@ fn a_match_on_a_common_word_alone_is_scaled_by_the_query_ceiling() {
     let weak = by_ceiling.iter().find(|hit| hit.text == rows[1].0).unwrap();
     let expected = 0.7 * f64::from(weak.score.cosine.unwrap()) + 0.3 * bm25 / (0.5 * ceiling);
     assert!((weak.score.fused - expected).abs() < 1e-6, "{} vs {expected}", weak.score.fused);
+    // A query left at its defaults scales by the shipped share of the ceiling.
+    let share = cairn_memory_core::constants::EPISODIC_KEYWORD_CEILING_SHARE;
+    assert!(share > 0.0);
+    let query = EpisodicQuery::new(QUERY).now(NOW).limit(5).mmr(false).keyword_min_cosine(0.0);
+    let by_default = db.search_episodic(&query).unwrap();
+    let weak = by_default.iter().find(|hit| hit.text == rows[1].0).unwrap();
+    let expected = 0.7 * f64::from(weak.score.cosine.unwrap()) + 0.3 * bm25 / bm25.max(share * ceiling);
+    assert!((weak.score.fused - expected).abs() < 1e-6, "{} vs {expected}", weak.score.fused);
 }
 
 #[test]
