@@ -211,6 +211,13 @@ pub const EPISODIC_SESSION_BOOST: f64 = 0.1;
 /// leave-one-conversation-out cross-validation over LoCoMo-dev and the long
 /// chats (`BENCHMARKS.md`): 0.1 in every fold, against 0, 0.15 and 0.25.
 pub const EPISODIC_KEYWORD_CEILING_SHARE: f64 = 0.1;
+/// Hybrid mode: MMR's λ (relevance against novelty, Jaccard on word sets),
+/// by default the specification's ([`cairn_memory_vector::constants::MMR_LAMBDA`]).
+/// 0.7 won every fold of the cross-validation over LoCoMo-dev and the long
+/// chats on its objective but, held out, traded R@3 on one kind of data
+/// against the other for almost nothing (`BENCHMARKS.md`), so it is an
+/// option (`EpisodicQuery::mmr_lambda`, `--mmr-lambda`), not the default.
+pub const EPISODIC_HYBRID_MMR_LAMBDA: f32 = cairn_memory_vector::constants::MMR_LAMBDA;
 /// Weighted fusion: a row whose raw cosine to the query stays under this
 /// gets no keyword score unless its match is strong by itself (bm25 of at
 /// least [`EPISODIC_STRONG_KEYWORD_SHARE`] of the query's ceiling). bm25 is

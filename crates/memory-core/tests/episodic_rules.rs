@@ -1175,3 +1175,26 @@ fn a_strong_keyword_match_keeps_the_best_hits_scale() {
     assert_eq!(by_best[0].score.fused, by_ceiling[0].score.fused);
     assert!((score.fused - (0.7 * f64::from(score.cosine.unwrap()) + 0.3)).abs() < 1e-6, "{score:?}");
 }
+
+#[test]
+fn hybrid_mmr_weighs_relevance_against_novelty_by_its_own_lambda() {
+    const QUERY: &str = "zzz";
+    // No query word in any row: relevance is the cosine alone. The first two
+    // rows say the same thing in the same words; the third is new.
+    let rows: &[(&str, Vec<f32>)] = &[
+        ("The quarterly report is due on Friday morning", vec![0.95, 0.312, 0.0, 0.0]),
+        ("The quarterly report is due on Friday morning again", vec![0.92, -0.39, 0.0, 0.0]),
+        ("Tomatoes ripen faster beside bananas", vec![0.85, 0.0, 0.527, 0.0]),
+    ];
+    let (_home, db) = store_of(QUERY, rows);
+    let top = |query: EpisodicQuery| -> Vec<String> {
+        db.search_episodic(&query.now(NOW).limit(2)).unwrap().into_iter().map(|hit| hit.text).collect()
+    };
+    assert_eq!(EpisodicQuery::new(QUERY).mmr_lambda, cairn_memory_core::constants::EPISODIC_HYBRID_MMR_LAMBDA);
+    // Relevance alone keeps the repeat; weighing novelty brings the new row up.
+    assert_eq!(top(EpisodicQuery::new(QUERY).mmr_lambda(1.0)), [rows[0].0, rows[1].0]);
+    assert_eq!(top(EpisodicQuery::new(QUERY).mmr_lambda(0.3)), [rows[0].0, rows[2].0]);
+    // The specification's pipeline keeps its own λ (0.6) whatever the query says.
+    let pure = || EpisodicQuery::new(QUERY).mode(RetrievalMode::PureVector);
+    assert_eq!(top(pure().mmr_lambda(1.0)), [rows[0].0, rows[2].0]);
+}

@@ -116,6 +116,9 @@ pub(crate) struct SearchArgs {
     /// Turn MMR diversification off.
     #[arg(long)]
     pub(crate) no_mmr: bool,
+    /// Hybrid mode: MMR's λ, relevance against novelty (0 to 1; 1 is relevance alone).
+    #[arg(long)]
+    pub(crate) mmr_lambda: Option<f32>,
     /// Score factor `1 + B` for rows whose `Name:` speaker the query names (0 is off).
     #[arg(long)]
     pub(crate) speaker_boost: Option<f64>,
@@ -337,6 +340,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     if args.keyword_ceiling_share.is_some_and(|share| !(0.0..=1.0).contains(&share)) {
         bail!("--keyword-ceiling-share must be between 0 and 1");
     }
+    if args.mmr_lambda.is_some_and(|lambda| !(0.0..=1.0).contains(&lambda)) {
+        bail!("--mmr-lambda must be between 0 and 1");
+    }
     let mut query = EpisodicQuery::new(text)
         .limit(args.limit)
         .mode(mode)
@@ -374,6 +380,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     }
     if let Some(anchors) = args.thread_anchors {
         query = query.thread_anchors(anchors);
+    }
+    if let Some(lambda) = args.mmr_lambda {
+        query = query.mmr_lambda(lambda);
     }
     if let Some(share) = args.keyword_ceiling_share {
         query = query.keyword_ceiling_share(share);

@@ -96,6 +96,8 @@ fn add_list_search_delete_with_refusals() {
         ("--keyword-min-cosine", "1.5"),
         ("--keyword-min-cosine", "-0.2"),
         ("--candidates", "0"),
+        ("--mmr-lambda", "1.5"),
+        ("--mmr-lambda", "-0.1"),
     ] {
         let bad = command(home).args(["memory", "search", "x", &format!("{flag}={value}")]).output().unwrap();
         assert_eq!(bad.status.code(), Some(1), "{flag} {value}");
@@ -106,6 +108,8 @@ fn add_list_search_delete_with_refusals() {
         );
     }
     let (code, _) = one(home, &["search", "Biscuit", "--keyword-ceiling-share", "0.4", "--json"]);
+    assert_eq!(code, 0);
+    let (code, _) = one(home, &["search", "Biscuit", "--mmr-lambda", "0.6", "--json"]);
     assert_eq!(code, 0);
 
     assert_eq!(one(home, &["episodic", "delete", &id.to_string(), "--json"]).1["outcome"], json!("deleted"));

@@ -456,8 +456,12 @@ pub struct EpisodicQuery {
     pub limit: usize,
     /// Keep only rows admitted for a prompt (raw cosine gate or the keyword path).
     pub relevance_filter: bool,
-    /// Diversify with MMR (λ 0.6, Jaccard on word sets).
+    /// Diversify with MMR (Jaccard on word sets).
     pub mmr: bool,
+    /// Hybrid mode: MMR's λ, the weight of relevance against novelty
+    /// ([`crate::constants::EPISODIC_HYBRID_MMR_LAMBDA`] by default); the
+    /// other modes keep the specification's 0.6.
+    pub mmr_lambda: f32,
     /// "Now" for ages (Unix milliseconds); the clock when `None`.
     pub now: Option<i64>,
     /// Retrieval mode.
@@ -544,6 +548,7 @@ impl EpisodicQuery {
             candidates: crate::constants::HYBRID_CANDIDATES,
             keyword_ceiling_share: crate::constants::EPISODIC_KEYWORD_CEILING_SHARE,
             keyword_min_cosine: crate::constants::EPISODIC_KEYWORD_MIN_COSINE,
+            mmr_lambda: crate::constants::EPISODIC_HYBRID_MMR_LAMBDA,
         }
     }
 
@@ -568,6 +573,12 @@ impl EpisodicQuery {
     /// Turns MMR on or off.
     pub fn mmr(mut self, on: bool) -> Self {
         self.mmr = on;
+        self
+    }
+
+    /// Sets MMR's λ in hybrid mode (0 to 1: 1 is relevance alone).
+    pub fn mmr_lambda(mut self, lambda: f32) -> Self {
+        self.mmr_lambda = lambda;
         self
     }
 

@@ -267,7 +267,10 @@ pub(crate) fn rank(
             .iter()
             .map(|(candidate, breakdown)| MmrCandidate { relevance: breakdown.score as f32, text: &candidate.row.text })
             .collect();
-        mmr(&texts, MMR_LAMBDA, query.limit)
+        // The specification's λ outside hybrid mode; hybrid's is the query's
+        // (the specification's by default).
+        let lambda = if query.mode == RetrievalMode::Hybrid { query.mmr_lambda } else { MMR_LAMBDA };
+        mmr(&texts, lambda, query.limit)
     } else {
         let mut order: Vec<usize> = (0..scored.len()).collect();
         order.sort_by(|&a, &b| {
