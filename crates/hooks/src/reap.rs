@@ -76,6 +76,13 @@ mod linux {
     const MAX_ROUNDS: usize = 16;
     /// The most of one process's environment that is read.
     const MAX_ENVIRON_BYTES: u64 = 1 << 20;
+    /// A live child of this process (where a hook's orphans are
+    /// re-parented) whose environment reads empty is read again this often,
+    /// this far apart: a process in the middle of an `exec` has no
+    /// environment for a moment (its new memory is in place before the
+    /// environment is copied into it), and would slip through.
+    const EXEC_REREADS: usize = 20;
+    const EXEC_REREAD_PAUSE: Duration = Duration::from_millis(1);
     /// How long a killed process is waited for to die or be re-parented
     /// to this process (it normally takes microseconds).
     const REAP_PATIENCE: Duration = Duration::from_secs(2);
@@ -117,16 +124,40 @@ mod linux {
                 continue;
             }
             // Another user's process cannot be opened; that is not ours to kill.
-            let Ok(file) = std::fs::File::open(entry.path().join("environ")) else { continue };
-            let mut environ = Vec::new();
-            if file.take(MAX_ENVIRON_BYTES).read_to_end(&mut environ).is_err() {
-                continue;
+            let Some(mut environ) = read_environ(&entry.path()) else { continue };
+            if environ.is_empty() && is_live_child(pid, me) {
+                for _ in 0..EXEC_REREADS {
+                    std::thread::sleep(EXEC_REREAD_PAUSE);
+                    environ = read_environ(&entry.path()).unwrap_or_default();
+                    if !environ.is_empty() {
+                        break;
+                    }
+                }
             }
             if environ.split(|byte| *byte == 0).any(|variable| variable == needle) {
                 found.push(pid);
             }
         }
         found
+    }
+
+    /// The environment of the process at `/proc/<pid>`, `None` when it
+    /// cannot be read.
+    fn read_environ(process: &std::path::Path) -> Option<Vec<u8>> {
+        let file = std::fs::File::open(process.join("environ")).ok()?;
+        let mut environ = Vec::new();
+        file.take(MAX_ENVIRON_BYTES).read_to_end(&mut environ).ok()?;
+        Some(environ)
+    }
+
+    /// Whether `pid` is a running (not yet dead) child of `me`.
+    fn is_live_child(pid: u32, me: u32) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        let Some((_, rest)) = stat.rsplit_once(')') else { return false };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("Z");
+        let parent = fields.next().and_then(|parent| parent.parse::<u32>().ok());
+        !matches!(state, "Z" | "X" | "x") && parent == Some(me)
     }
 
     /// Reaps a killed process once it is this process's child. While its
