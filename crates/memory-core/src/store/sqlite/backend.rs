@@ -37,9 +37,7 @@ impl SqliteBackend {
         integrity::refuse_lost_database(path)?;
         let mut writer = open_connection(path, busy_timeout)?;
         // WAL lets readers run while a writer commits; the mode is stored in the file.
-        let mode: String = writer
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(MemoryError::sqlite("switching to WAL"))?;
+        let mode = switch_to_wal(&writer, busy_timeout)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(MemoryError::InvalidConfig(format!("memory.db refused WAL mode (got {mode})")));
         }
@@ -166,4 +164,24 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
         .pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
         .map_err(MemoryError::sqlite("sizing the page cache"))?;
     Ok(connection)
+}
+
+/// Puts the file in WAL mode and answers the mode it is in. Switching needs
+/// the file to itself, and SQLite answers "busy" at once, without waiting,
+/// while another process is creating or migrating the same new file; so a
+/// busy answer is retried until `patience` runs out. A file already in WAL
+/// mode answers without waiting for anyone.
+fn switch_to_wal(connection: &rusqlite::Connection, patience: Duration) -> Result<String> {
+    const PAUSE: Duration = Duration::from_millis(5);
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get::<_, String>(0)) {
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if error.code == rusqlite::ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(PAUSE);
+            }
+            result => return result.map_err(MemoryError::sqlite("switching to WAL")),
+        }
+    }
 }
