@@ -761,7 +761,7 @@ impl Episodic<'_> {
     pub(crate) fn catch_up(&self) -> Result<()> {
         // A snapshot no search has asked for is not kept: the first
         // semantic search builds it, and catch-ups keep it current after.
-        self.catch_up_semantic()?;
+        self.host.catch_up_semantic()?;
         let [revision, text_revision] = self.rows().read("reading the revisions", |tx| super::write::revisions(tx))?;
         if let KeywordAccess::Own { start: true } = self.keyword_index_for_read(text_revision)? {
             self.start_keyword_build();

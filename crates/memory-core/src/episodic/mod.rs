@@ -126,6 +126,8 @@ pub(crate) trait EpisodicHost {
 /// that holds them. Every episodic method of [`MemoryDb`](crate::MemoryDb)
 /// runs here ([`write`], [`search`], [`index`], [`keyword`], [`context`]).
 pub(crate) struct Episodic<'a> {
+    /// The handle; the layer's files call its refusals and the semantic
+    /// catch-up through it directly.
     host: &'a dyn EpisodicHost,
     pub(crate) episodic: &'a EpisodicState,
     pub(crate) episodic_config: EpisodicConfig,
@@ -182,26 +184,6 @@ impl<'a> Episodic<'a> {
 
     pub(crate) fn refuse_when_damaged(&self) -> Result<()> {
         self.host.refuse_when_damaged()
-    }
-
-    pub(crate) fn refuse(
-        &self,
-        memory_type: &str,
-        key: &str,
-        attempted: &str,
-        source: &str,
-        confidence: Option<f64>,
-        rejected: Rejected,
-    ) -> MemoryError {
-        self.host.refuse(memory_type, key, attempted, source, confidence, rejected)
-    }
-
-    pub(crate) fn refuse_forgotten(&self, text: &str, key: Option<&str>) -> Result<std::result::Result<(), Rejected>> {
-        self.host.refuse_forgotten(text, key)
-    }
-
-    pub(crate) fn catch_up_semantic(&self) -> Result<()> {
-        self.host.catch_up_semantic()
     }
 }
 

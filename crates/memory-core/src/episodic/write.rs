@@ -203,7 +203,7 @@ impl Episodic<'_> {
         if let Some(evidence) = &episode.evidence {
             crate::evidence::check(evidence)?;
         }
-        match self.refuse_forgotten(&checked.text, None) {
+        match self.host.refuse_forgotten(&checked.text, None) {
             Ok(verdict) => verdict,
             // The write that follows meets the same store and reports its failure.
             Err(error) => {
@@ -230,7 +230,7 @@ impl Episodic<'_> {
         let (checked, evidence) = match checked {
             Ok(checked) => checked,
             Err(rejected) => {
-                return Err(self.refuse(
+                return Err(self.host.refuse(
                     MEMORY_TYPE,
                     "episodic",
                     &episode.text,
@@ -240,8 +240,15 @@ impl Episodic<'_> {
                 ));
             }
         };
-        if let Err(rejected) = self.refuse_forgotten(&checked.text, None)? {
-            return Err(self.refuse(MEMORY_TYPE, "episodic", &checked.text, episode.source.as_str(), None, rejected));
+        if let Err(rejected) = self.host.refuse_forgotten(&checked.text, None)? {
+            return Err(self.host.refuse(
+                MEMORY_TYPE,
+                "episodic",
+                &checked.text,
+                episode.source.as_str(),
+                None,
+                rejected,
+            ));
         }
         let scope = episode.scope.as_str();
         // Embed first, outside every lock, remembering the space generation.
