@@ -13,11 +13,14 @@ use cairn_context::{
 };
 use cairn_hooks::{ConfigHooks, HooksConfig};
 use cairn_memory_core::{
-    Lesson, LessonCategory, ManualZonedClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, Source, lesson_key,
+    Lesson, LessonCategory, ManualZonedClock as FilesClock, MemoryConfig, MemoryDb, MemoryFiles, Source,
 };
 use cairn_skills::{SkillCatalog, SkillsConfig};
 use expect_test::expect_file;
 use serde_json::json;
+use support::long_lessons;
+
+mod support;
 
 /// Relative to the package root (the working directory of `cargo test`), so
 /// the snapshots' character counts do not depend on where the checkout lives.
@@ -240,24 +243,6 @@ fn resumed_sessions_skip_only_the_thread_history() {
     assert!(resumed.text.starts_with("[CRITICAL RULES]"));
     let without_thread = fresh.text.split_once("\n\n[CRITICAL RULES]").unwrap().1;
     assert!(resumed.text.ends_with(without_thread));
-}
-
-fn long_lessons(count: usize, chars: usize) -> Vec<Lesson> {
-    (0..count)
-        .map(|index| {
-            let rule = format!("lesson {index:02} {}", "x".repeat(chars));
-            Lesson {
-                key: lesson_key(&rule, None),
-                rule,
-                not: None,
-                category: LessonCategory::Knowledge,
-                source: Source::UserExplicit,
-                confidence: 1.0,
-                updated_at: index as i64,
-                evidence: None,
-            }
-        })
-        .collect()
 }
 
 #[test]

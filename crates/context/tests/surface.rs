@@ -8,11 +8,12 @@ use cairn_context::{
     BuiltContext, ContextBuilder, EpisodicFragment, MarkdownSections, MessageRequest, RecalledFragments,
     RuntimeIdentity, SectionName, SessionRequest, Surface, constants,
 };
-use cairn_memory_core::{
-    Lesson, LessonCategory, ManualZonedClock, MemoryConfig, MemoryDb, MemoryFiles, Source, ZonedClock, lesson_key,
-};
+use cairn_memory_core::{LessonCategory, ManualZonedClock, MemoryConfig, MemoryDb, MemoryFiles, Source, ZonedClock};
 use jiff::SignedDuration;
 use serde_json::json;
+use support::long_lessons;
+
+mod support;
 
 const ALL_SURFACES: [Surface; 11] = [
     Surface::Dashboard,
@@ -107,24 +108,6 @@ fn host_rules_are_exactly_the_host_body() {
     }
 }
 
-fn lessons(count: usize, chars: usize) -> Vec<Lesson> {
-    (0..count)
-        .map(|index| {
-            let rule = format!("lesson {index:02} {}", "x".repeat(chars));
-            Lesson {
-                key: lesson_key(&rule, None),
-                rule,
-                not: None,
-                category: LessonCategory::Knowledge,
-                source: Source::UserExplicit,
-                confidence: 1.0,
-                updated_at: index as i64,
-                evidence: None,
-            }
-        })
-        .collect()
-}
-
 /// A home whose Markdown memory reads the given clock.
 struct DatedHome {
     _dir: tempfile::TempDir,
@@ -204,7 +187,7 @@ fn oversized_builder() -> ContextBuilder {
         projects: Some(cairn_context::CitedText::new("- cairn: Rust\n".repeat(200), "memory/projects.md")),
         recent_history: Some(cairn_context::CitedText::new(history, "memory/history/ 2026-05-30")),
     };
-    ContextBuilder::new().with_markdown(Arc::new(markdown)).with_lessons(Arc::new(lessons(5, 40)))
+    ContextBuilder::new().with_markdown(Arc::new(markdown)).with_lessons(Arc::new(long_lessons(5, 40)))
 }
 
 #[track_caller]
@@ -262,7 +245,7 @@ fn a_ceiling_above_the_window_changes_nothing() {
 fn protected_sections_are_cut_last_and_then_only_as_far_as_needed() {
     // Lessons alone overflow: every other section is gone first, then the
     // lessons are cut at a line, their header kept.
-    let builder = oversized_builder().with_lessons(Arc::new(lessons(50, 200))).with_max_inject_chars(2_000);
+    let builder = oversized_builder().with_lessons(Arc::new(long_lessons(50, 200))).with_max_inject_chars(2_000);
     let built = builder.build_session_context(&SessionRequest::default());
     assert!(built.total_chars() <= 2_000, "{}", built.total_chars());
     assert_accounted(&built);

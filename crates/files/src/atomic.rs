@@ -122,9 +122,5 @@ pub fn sync_dir(dir: &Path) {
 /// `.<target name>.`, the name cut to a bounded length at a character.
 pub(crate) fn temporary_prefix(path: &Path) -> String {
     let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
-    let mut end = name.len().min(NAME_IN_TEMPORARY_MAX_BYTES);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(".{}.", &name[..end])
+    format!(".{}.", &name[..name.floor_char_boundary(NAME_IN_TEMPORARY_MAX_BYTES)])
 }

@@ -156,26 +156,36 @@ fn fold_unicode(text: &str, chars: impl Iterator<Item = char>) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
     for c in chars {
-        let c = untag(c);
-        if is_dropped(c) {
-            continue;
-        }
-        if c.is_whitespace() {
-            pending_space = !out.is_empty();
-            continue;
-        }
-        if pending_space {
-            out.push(' ');
-            pending_space = false;
-        }
-        let c = fold_punctuation(c);
-        if c.is_ascii() {
-            out.push(c.to_ascii_lowercase());
-        } else {
-            push_base_letters(&mut out, c);
-        }
+        push_folded(&mut out, &mut pending_space, c);
     }
     Cow::Owned(out)
+}
+
+/// Folds one character onto `out`: tag characters read as what they tag,
+/// dropped characters gone, whitespace kept as one pending space (none at
+/// the start), punctuation folded, letters lower-cased to their base.
+#[inline]
+fn push_folded(out: &mut String, pending_space: &mut bool, c: char) {
+    let c = untag(c);
+    if is_dropped(c) {
+        return;
+    }
+    if c.is_whitespace() {
+        *pending_space = !out.is_empty();
+        return;
+    }
+    if *pending_space {
+        out.push(' ');
+        *pending_space = false;
+    }
+    let c = fold_punctuation(c);
+    if c.is_ascii() {
+        out.push(c.to_ascii_lowercase());
+    } else if is_caseless(c) {
+        out.push(c);
+    } else {
+        push_base_letters(out, c);
+    }
 }
 
 /// Byte classes of [`fold_bytes`]: ASCII copied lower-cased, whitespace,
@@ -275,26 +285,7 @@ fn fold_bytes<const UNICODE: bool>(text: &str) -> Option<String> {
             }
         }
         index += c.len_utf8();
-        let c = untag(c);
-        if is_dropped(c) {
-            continue;
-        }
-        if c.is_whitespace() {
-            pending_space = !out.is_empty();
-            continue;
-        }
-        if pending_space {
-            out.push(' ');
-            pending_space = false;
-        }
-        let c = fold_punctuation(c);
-        if c.is_ascii() {
-            out.push(c.to_ascii_lowercase());
-        } else if is_caseless(c) {
-            out.push(c);
-        } else {
-            push_base_letters(&mut out, c);
-        }
+        push_folded(&mut out, &mut pending_space, c);
     }
     if let Some(start) = run_start
         && !run_is_yes(&text[start..])

@@ -398,10 +398,7 @@ fn collect(text: &str, look_inside_base64: bool, findings: &mut Vec<CredentialFi
         // run on each match alone, not on the whole text.
         for found in regex.find_iter(text) {
             // A few bytes before the match keep the look-behind (`\b`) context.
-            let mut context_start = found.start().saturating_sub(4);
-            while !text.is_char_boundary(context_start) {
-                context_start -= 1;
-            }
+            let context_start = text.floor_char_boundary(found.start().saturating_sub(4));
             let window = &text[context_start..found.end()];
             let Some(captures) = regex.captures_at(window, found.start() - context_start) else { continue };
             let whole = captures.get(0).expect("group 0 always participates");

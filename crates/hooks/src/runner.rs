@@ -560,11 +560,7 @@ fn finish_stream(capture: Capture, cap: usize) -> CapturedOutput {
     let mut output = redacted.into_owned();
     let truncated = cut_while_reading || output.len() > cap;
     if output.len() > cap {
-        let mut end = cap;
-        while !output.is_char_boundary(end) {
-            end -= 1;
-        }
-        output.truncate(end);
+        output.truncate(output.floor_char_boundary(cap));
     }
     if truncated {
         output.push_str(TRUNCATION_MARKER);

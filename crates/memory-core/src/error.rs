@@ -495,3 +495,18 @@ impl Rejected {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct SummarizerError(pub String);
+
+/// A write being refused, as its audit row records it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RefusedWrite<'a> {
+    /// The layer's audit type (`semantic`, `project`, `episodic`, `lesson`).
+    pub(crate) memory_type: &'a str,
+    /// The key written, or the layer's name for rows without one.
+    pub(crate) key: &'a str,
+    /// What was sent (cut to a snippet in the audit row).
+    pub(crate) attempted: &'a str,
+    /// The writer.
+    pub(crate) source: &'a str,
+    /// The confidence sent, if the layer has one.
+    pub(crate) confidence: Option<f64>,
+}

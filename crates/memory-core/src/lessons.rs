@@ -16,7 +16,7 @@ use crate::constants::{
     LESSONS_BLOCK_INSTRUCTION, MAX_LESSONS_IN_CONTEXT,
 };
 use crate::db::MemoryDb;
-use crate::error::{MemoryError, Rejected, Result};
+use crate::error::{MemoryError, RefusedWrite, Rejected, Result};
 use crate::keywords;
 use crate::semantic::{PreparedWrite, apply_delete, apply_write, ladder};
 use crate::store::EventRecord;
@@ -485,7 +485,16 @@ impl MemoryDb {
         let evidence = match checked {
             Ok(evidence) => evidence,
             Err(rejected) => {
-                return Err(self.refuse("lesson", &key, &text, source.as_str(), Some(confidence), rejected));
+                return Err(self.refuse(
+                    RefusedWrite {
+                        memory_type: "lesson",
+                        key: &key,
+                        attempted: &text,
+                        source: source.as_str(),
+                        confidence: Some(confidence),
+                    },
+                    rejected,
+                ));
             }
         };
         let value_text = serde_json::to_string(&text).expect("a string always serialises");

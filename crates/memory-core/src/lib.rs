@@ -83,8 +83,8 @@ pub use consolidate::runs::{
     approve_changeset, reject_changeset, revert_consolidation_runs,
 };
 pub use consolidate::{
-    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, RefusedItem, SkillGate,
-    SkillProposal, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
+    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, RefusedItem,
+    ScriptedSummarizer, SkillGate, SkillProposal, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
 };
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{

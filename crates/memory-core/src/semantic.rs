@@ -8,7 +8,7 @@ use crate::audit::insert_event;
 use crate::clock::now_ms;
 use crate::constants::{CONFIDENCE_EQUAL_BAND, LESSON_PREFIX, MAX_AUDIT_EVENTS, MAX_SEMANTIC_VERSION};
 use crate::db::MemoryDb;
-use crate::error::{MemoryError, Rejected, Result};
+use crate::error::{MemoryError, RefusedWrite, Rejected, Result};
 use crate::scope::{Scope, ScopeFilter, stored_key, stored_key_scope};
 use crate::store::EventRecord;
 use crate::store::{Counter, EvidenceLayer, EvidenceRow, SemanticRow, SemanticUpsert, StoreTx};
@@ -114,6 +114,17 @@ pub(crate) struct PreparedWrite<'a> {
 
 pub(crate) fn memory_type(key: &str) -> &'static str {
     if key.starts_with(LESSON_PREFIX) { "lesson" } else { "semantic" }
+}
+
+/// A refused semantic write, as its audit row records it.
+fn refused<'a>(key: &'a str, attempted: &'a str, source: &'a Source, confidence: f64) -> RefusedWrite<'a> {
+    RefusedWrite {
+        memory_type: memory_type(key),
+        key,
+        attempted,
+        source: source.as_str(),
+        confidence: Some(confidence),
+    }
 }
 
 /// The stored state of `key`, as the ladder sees it.
@@ -379,13 +390,13 @@ impl MemoryDb {
         let _span = tracing::debug_span!("write_semantic", key = %validate::cut(key, 100)).entered();
         if Scope::parse(scope.as_str()).is_none() {
             let rejected = Rejected::InvalidScope(validate::cut(scope.as_str(), 100));
-            return Err(self.refuse(memory_type(key), key, "", source.as_str(), Some(confidence), rejected));
+            return Err(self.refuse(refused(key, "", &source, confidence), rejected));
         }
         // A refusal records what was sent (only the marker under a secret-named key).
         let refuse = |rejected: Rejected| {
             let attempted =
                 serde_json::to_string(secret_key_marker(key, value).as_ref().unwrap_or(value)).unwrap_or_default();
-            self.refuse(memory_type(key), key, &attempted, source.as_str(), Some(confidence), rejected)
+            self.refuse(refused(key, &attempted, &source, confidence), rejected)
         };
         let checked = self.check_value(key, value, confidence, &source).and_then(|stored| {
             let evidence = evidence.map(crate::evidence::check).transpose()?;
@@ -441,9 +452,7 @@ impl MemoryDb {
     ) -> Result<WriteOutcome> {
         match validate::parse_json(value_json) {
             Ok(value) => self.write_semantic(key, &value, confidence, source),
-            Err(rejected) => {
-                Err(self.refuse(memory_type(key), key, value_json, source.as_str(), Some(confidence), rejected))
-            }
+            Err(rejected) => Err(self.refuse(refused(key, value_json, &source, confidence), rejected)),
         }
     }
 

@@ -3,46 +3,16 @@
 //! consolidators never run one session at once, stored text is redacted
 //! and bounded.
 
-use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
 use cairn_memory_core::{
-    Consolidator, ConsolidatorConfig, MemoryConfig, MemoryDb, MemoryError, MemoryFiles, Rejected, Summarizer,
-    SummarizerError, ToolCall, TranscriptMessage, constants,
+    Consolidator, ConsolidatorConfig, MemoryConfig, MemoryDb, MemoryError, MemoryFiles, Rejected, ScriptedSummarizer,
+    Summarizer, SummarizerError, ToolCall, TranscriptMessage, constants,
 };
-use parking_lot::Mutex;
 use serde_json::json;
 
 const HOUR_MS: i64 = 60 * 60 * 1_000;
-
-/// Plays its replies in order and records every prompt.
-#[derive(Default)]
-struct ScriptedSummarizer {
-    replies: Mutex<VecDeque<String>>,
-    prompts: Mutex<Vec<String>>,
-}
-
-impl ScriptedSummarizer {
-    fn push(&self, reply: &str) {
-        self.replies.lock().push_back(reply.to_owned());
-    }
-
-    fn last_prompt(&self) -> String {
-        self.prompts.lock().last().cloned().unwrap_or_default()
-    }
-
-    fn calls(&self) -> usize {
-        self.prompts.lock().len()
-    }
-}
-
-impl Summarizer for ScriptedSummarizer {
-    fn summarize(&self, prompt: &str) -> Result<String, SummarizerError> {
-        self.prompts.lock().push(prompt.to_owned());
-        self.replies.lock().pop_front().ok_or_else(|| SummarizerError("no scripted reply left".to_owned()))
-    }
-}
 
 /// One gateway process: its own database handle and consolidator.
 struct Process {

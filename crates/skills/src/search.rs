@@ -34,16 +34,6 @@ pub struct SearchHit {
     pub score: usize,
 }
 
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    if index >= text.len() {
-        return text.len();
-    }
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
 impl SkillCatalog {
     /// Searches installed skills. Query terms are case-folded words; a skill
     /// scores one point per term found in its name or description. Only if
@@ -86,7 +76,7 @@ impl SkillCatalog {
                 .take(SEARCH_BODY_SCAN_SKILLS)
                 .filter_map(|skill| {
                     let body = skill.body();
-                    let body = body[..floor_char_boundary(body, SEARCH_BODY_SCAN_BYTES)].to_lowercase();
+                    let body = body[..body.floor_char_boundary(SEARCH_BODY_SCAN_BYTES)].to_lowercase();
                     let score = score(&body);
                     (score > 0).then(|| SearchHit {
                         name: skill.name.clone(),

@@ -265,24 +265,7 @@ pub fn project(input: &ProjectionInput<'_>, backend: AgentBackend, options: &Pro
     let servers = spec.mcp_servers();
     let policy = managed_policy(spec, backend, &mut notices);
 
-    let mut out = AgentProjection {
-        agent: input.name.to_owned(),
-        backend,
-        kind: backend.kind(),
-        spec_read: true,
-        concerns: Vec::new(),
-        mcp_servers: Vec::new(),
-        withheld_servers: Vec::new(),
-        deny: Vec::new(),
-        per_tool_deny: backend.per_tool_deny(),
-        settings: None,
-        permissions: None,
-        wire: None,
-        session_options: None,
-        zero_tools,
-        zero_tool_ban: backend.zero_tool_ban(),
-        notices: Vec::new(),
-    };
+    let mut out = AgentProjection { spec_read: true, zero_tools, ..blank(input.name, backend) };
 
     match backend.kind() {
         ProjectionKind::Native => native(spec, &servers, &allowed, options, &mut out, &mut notices),
@@ -348,10 +331,6 @@ fn unread(
 ) -> AgentProjection {
     let servers = input.spec.mcp_servers();
     AgentProjection {
-        agent: input.name.to_owned(),
-        backend,
-        kind: backend.kind(),
-        spec_read: false,
         concerns: Concern::ALL
             .into_iter()
             .map(|concern| ConcernReport {
@@ -359,11 +338,26 @@ fn unread(
                 ruling: ruling(backend, concern),
             })
             .collect(),
-        mcp_servers: Vec::new(),
         withheld_servers: servers
             .iter()
             .map(|server| WithheldServer { server: server.name.clone(), reason: "the spec is not read".to_owned() })
             .collect(),
+        notices,
+        ..blank(input.name, backend)
+    }
+}
+
+/// The projection of `agent` for `backend` before anything of its spec is
+/// read: nothing projected, no notice, the backend's own fixed rules.
+fn blank(agent: &str, backend: AgentBackend) -> AgentProjection {
+    AgentProjection {
+        agent: agent.to_owned(),
+        backend,
+        kind: backend.kind(),
+        spec_read: false,
+        concerns: Vec::new(),
+        mcp_servers: Vec::new(),
+        withheld_servers: Vec::new(),
         deny: Vec::new(),
         per_tool_deny: backend.per_tool_deny(),
         settings: None,
@@ -372,7 +366,7 @@ fn unread(
         session_options: None,
         zero_tools: false,
         zero_tool_ban: backend.zero_tool_ban(),
-        notices,
+        notices: Vec::new(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! against its `<backend>.expect`, plus the vocabulary's own rules.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use expect_test::expect_file;
 use serde_json::Value;
@@ -58,23 +58,59 @@ fn peers(dir: &Path) -> BTreeMap<String, AgentSpec> {
         .collect()
 }
 
-#[test]
-fn every_case_on_every_backend_matches_its_expectation() {
-    let root = test_data("projection");
-    let mut cases: Vec<_> =
-        std::fs::read_dir(&root).unwrap().map(|entry| entry.unwrap().path()).filter(|path| path.is_dir()).collect();
-    cases.sort();
-    assert!(cases.len() >= 15, "projection cases missing from {}", root.display());
-    for dir in cases {
+/// One case directory under `test_data/projection/`, as read from disk.
+struct ProjectionCase {
+    dir: PathBuf,
+    spec: AgentSpec,
+    name: String,
+    options: ProjectionOptions,
+    scope: Scope,
+    prompt: Option<String>,
+    peers: BTreeMap<String, AgentSpec>,
+}
+
+impl ProjectionCase {
+    /// Reads the spec, options, prompt and peers of the case in `dir`.
+    fn load(dir: PathBuf) -> Self {
         let spec = read_spec(&dir);
         let (options, scope, prompt) = options(&dir);
         let peers = peers(&dir);
         let name = spec.name().unwrap().to_owned();
-        let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: prompt.as_deref(), peers: &peers };
+        Self { dir, spec, name, options, scope, prompt, peers }
+    }
+
+    /// The projection input the case describes.
+    fn input(&self) -> ProjectionInput<'_> {
+        ProjectionInput {
+            name: &self.name,
+            spec: &self.spec,
+            scope: self.scope,
+            prompt: self.prompt.as_deref(),
+            peers: &self.peers,
+        }
+    }
+}
+
+/// Every case directory under `test_data/projection/`, sorted.
+fn case_dirs() -> Vec<PathBuf> {
+    let root = test_data("projection");
+    let mut cases: Vec<_> =
+        std::fs::read_dir(&root).unwrap().map(|entry| entry.unwrap().path()).filter(|path| path.is_dir()).collect();
+    cases.sort();
+    cases
+}
+
+#[test]
+fn every_case_on_every_backend_matches_its_expectation() {
+    let cases = case_dirs();
+    assert!(cases.len() >= 15, "projection cases missing from {}", test_data("projection").display());
+    for dir in cases {
+        let case = ProjectionCase::load(dir);
+        let input = case.input();
         for backend in AgentBackend::ALL {
-            let projection = project(&input, backend, &options);
+            let projection = project(&input, backend, &case.options);
             let text = serde_json::to_string_pretty(&projection).unwrap() + "\n";
-            expect_file![dir.join(format!("{backend}.expect"))].assert_eq(&text);
+            expect_file![case.dir.join(format!("{backend}.expect"))].assert_eq(&text);
         }
     }
 }
@@ -328,20 +364,12 @@ fn claude_settings_validate_against_the_claude_code_settings_schema() {
     for settings in &refused {
         assert!(!validator.is_valid(settings), "the schema accepts {settings}");
     }
-    let root = test_data("projection");
-    let mut cases: Vec<_> =
-        std::fs::read_dir(&root).unwrap().map(|entry| entry.unwrap().path()).filter(|path| path.is_dir()).collect();
-    cases.sort();
     let mut validated = 0;
-    for dir in cases {
-        let spec = read_spec(&dir);
-        let (options, scope, prompt) = options(&dir);
-        let peers = peers(&dir);
-        let name = spec.name().unwrap().to_owned();
-        let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: prompt.as_deref(), peers: &peers };
-        let Some(settings) = project(&input, AgentBackend::Claude, &options).settings else { continue };
+    for dir in case_dirs() {
+        let case = ProjectionCase::load(dir);
+        let Some(settings) = project(&case.input(), AgentBackend::Claude, &case.options).settings else { continue };
         let errors: Vec<String> = validator.iter_errors(&settings).map(|error| error.to_string()).collect();
-        assert!(errors.is_empty(), "{}: {settings} is not valid Claude Code settings: {errors:?}", dir.display());
+        assert!(errors.is_empty(), "{}: {settings} is not valid Claude Code settings: {errors:?}", case.dir.display());
         validated += 1;
     }
     assert!(validated >= 15, "only {validated} claude projections carried settings");
@@ -380,23 +408,16 @@ fn no_ruling_notice_or_doc_describes_a_cairn_runtime() {
     }
     // Every notice, withheld server and withheld grant of every case on
     // every backend, with and without a known kiro-cli version.
-    let root = test_data("projection");
     let mut scanned = 0;
-    for entry in std::fs::read_dir(&root).unwrap() {
-        let dir = entry.unwrap().path();
-        if !dir.is_dir() {
-            continue;
-        }
-        let spec = read_spec(&dir);
-        let (mut options, scope, prompt) = options(&dir);
-        let peers = peers(&dir);
-        let name = spec.name().unwrap().to_owned();
-        let input = ProjectionInput { name: &name, spec: &spec, scope, prompt: prompt.as_deref(), peers: &peers };
+    for dir in case_dirs() {
+        let loaded = ProjectionCase::load(dir);
+        let input = loaded.input();
+        let mut options = loaded.options.clone();
         for version in [options.kiro_cli_version, None, Version::parse("2.22.0"), Version::parse("2.30.0")] {
             options.kiro_cli_version = version;
             for backend in AgentBackend::ALL {
                 let projection = project(&input, backend, &options);
-                let case = format!("{} on {backend}", dir.display());
+                let case = format!("{} on {backend}", loaded.dir.display());
                 for notice in &projection.notices {
                     scan(format!("{case}: notice"), notice);
                     scanned += 1;

@@ -91,9 +91,7 @@ pub(crate) fn run(home: &Home, args: &ConsolidateArgs) -> anyhow::Result<ExitCod
                         report.history_appended,
                         report.refused.len()
                     );
-                    for item in &report.refused {
-                        println!("refused {} ({}): {}", item.kind, item.code, item.message);
-                    }
+                    report.refused.iter().for_each(|item| println!("{item}"));
                     if let Some(id) = report.changeset {
                         println!(
                             "held for review as changeset {id} ({} rows): cairn memory pending show {id}",

@@ -88,9 +88,7 @@ pub(crate) fn migrate(home: &Home, args: &MigrateArgs) -> anyhow::Result<ExitCod
             report.lessons_written,
             report.refused.len()
         );
-        for item in &report.refused {
-            eprintln!("refused {} ({}): {}", item.kind, item.code, item.message);
-        }
+        report.refused.iter().for_each(|item| eprintln!("{item}"));
     }
     Ok(ExitCode::SUCCESS)
 }

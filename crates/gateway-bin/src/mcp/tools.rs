@@ -377,19 +377,31 @@ impl std::fmt::Debug for CairnMcp {
     }
 }
 
-/// Runs a store call off the async threads and shapes its answer.
-async fn blocking(work: impl FnOnce() -> ToolOutcome + Send + 'static) -> Result<CallToolResult, ErrorData> {
-    let outcome = tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|error| Err(Failure::Fault(format!("the tool task failed: {error}"))));
-    Ok(match outcome {
-        Ok(value) => CallToolResult::structured(value),
-        Err(failure) => failure.into_result(),
-    })
+/// The answer to a delete: its outcome, the key, and whether a row went.
+fn deletion(outcome: DeleteOutcome, key: &str) -> Value {
+    json!({"outcome": outcome, "key": key, "deleted": outcome == DeleteOutcome::Deleted})
 }
 
 fn redacted(text: &str) -> String {
     cairn_guard::redact_all(text).into_owned()
+}
+
+impl CairnMcp {
+    /// Runs `work` on the stores off the async threads (SQLite and file
+    /// work never run on the executor) and shapes its answer.
+    async fn with_stores(
+        &self,
+        work: impl FnOnce(&McpStores) -> ToolOutcome + Send + 'static,
+    ) -> Result<CallToolResult, ErrorData> {
+        let stores = Arc::clone(&self.stores);
+        let outcome = tokio::task::spawn_blocking(move || work(&stores))
+            .await
+            .unwrap_or_else(|error| Err(Failure::Fault(format!("the tool task failed: {error}"))));
+        Ok(match outcome {
+            Ok(value) => CallToolResult::structured(value),
+            Err(failure) => failure.into_result(),
+        })
+    }
 }
 
 #[tool_router]
@@ -409,8 +421,7 @@ impl CairnMcp {
                        score with its parts, and created_at (Unix ms)."
     )]
     async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_not_blank("query", &args.query)?;
             check_chars("query", &args.query, MAX_QUERY_CHARS)?;
             check_range("limit", args.limit, 1, MAX_SEARCH_LIMIT)?;
@@ -480,8 +491,7 @@ impl CairnMcp {
                        of stored fragments are reported, not stored twice."
     )]
     async fn memory_remember(&self, Parameters(args): Parameters<RememberArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_chars("text", &args.text, MAX_EPISODE_ARG_CHARS)?;
             check_unit("importance", args.importance)?;
             let scope = match args.scope {
@@ -513,8 +523,7 @@ impl CairnMcp {
                        layer; with it, the same items are removed and a later write of the same text is refused."
     )]
     async fn memory_forget(&self, Parameters(args): Parameters<ForgetArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             let ids = args.ids.unwrap_or_default();
             let keys = args.keys.unwrap_or_default();
             for key in &keys {
@@ -564,8 +573,7 @@ impl CairnMcp {
                        write is reported as skipped."
     )]
     async fn fact_set(&self, Parameters(args): Parameters<FactSetArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
             check_unit("confidence", args.confidence)?;
             let confidence = args.confidence.unwrap_or(1.0);
@@ -582,8 +590,7 @@ impl CairnMcp {
 
     #[tool(description = "Read the live value of a semantic fact; `found: false` when there is none.")]
     async fn fact_get(&self, Parameters(args): Parameters<KeyArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
             let scopes = ScopeFilter::visible_from(stores.project.as_ref());
             Ok(match stores.memory.find_semantic(&scopes, &args.key)? {
@@ -596,14 +603,13 @@ impl CairnMcp {
 
     #[tool(description = "Delete a semantic fact (kept as a tombstone in the audit trail).")]
     async fn fact_delete(&self, Parameters(args): Parameters<KeyArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
             // The row this session reads under the key: its project's, else the global one.
             let scopes = ScopeFilter::visible_from(stores.project.as_ref());
             let scope = stores.memory.find_semantic(&scopes, &args.key)?.map(|entry| entry.scope).unwrap_or_default();
             let outcome = stores.memory.delete_semantic_in(&scope, &args.key, mcp_source())?;
-            Ok(json!({"outcome": outcome, "key": args.key, "deleted": outcome == DeleteOutcome::Deleted}))
+            Ok(deletion(outcome, &args.key))
         })
         .await
     }
@@ -613,8 +619,7 @@ impl CairnMcp {
                        a stored lesson are reported; overlapping older lessons are replaced and listed."
     )]
     async fn learn_add(&self, Parameters(args): Parameters<LearnAddArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_chars("rule", &args.rule, MAX_LESSON_ARG_CHARS)?;
             if let Some(not) = &args.not {
                 check_chars("not", not, MAX_LESSON_ARG_CHARS)?;
@@ -628,19 +633,17 @@ impl CairnMcp {
 
     #[tool(description = "Remove a lesson the user no longer wants, by its `lesson.<hash>` key.")]
     async fn learn_remove(&self, Parameters(args): Parameters<LearnRemoveArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_chars("key", &args.key, MAX_KEY_ARG_CHARS)?;
             let outcome = stores.memory.delete_lesson(&args.key, mcp_source())?;
-            Ok(json!({"outcome": outcome, "key": args.key, "deleted": outcome == DeleteOutcome::Deleted}))
+            Ok(deletion(outcome, &args.key))
         })
         .await
     }
 
     #[tool(description = "List the stored lessons, newest first.")]
     async fn learn_list(&self, Parameters(args): Parameters<LearnListArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_range("limit", args.limit, 1, MAX_LESSON_LIST)?;
             let limit = args.limit.map_or(cairn_memory_core::constants::MAX_LESSONS_IN_CONTEXT, |limit| limit as usize);
             let lessons: Vec<Value> = stores
@@ -674,8 +677,7 @@ impl CairnMcp {
                        metadata matches); a server started for an agent finds only that agent's skills. Read one \
                        with skill_read.")]
     async fn skill_search(&self, Parameters(args): Parameters<SkillSearchArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_not_blank("query", &args.query)?;
             check_chars("query", &args.query, MAX_QUERY_CHARS)?;
             check_range("limit", args.limit, 1, cairn_skills::constants::SEARCH_MAX_LIMIT as u32)?;
@@ -709,8 +711,7 @@ impl CairnMcp {
                        the other files in its directory; a server started for an agent reads only that agent's skills."
     )]
     async fn skill_read(&self, Parameters(args): Parameters<SkillReadArgs>) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_chars("name", &args.name, MAX_SKILL_NAME_CHARS)?;
             let Some(skill) = stores.skills.get(&args.name) else {
                 return Err(Failure::Refused {
@@ -738,7 +739,7 @@ impl CairnMcp {
                 });
             }
             let body = redacted(body);
-            let cut = floor_char_boundary(&body, SKILL_READ_MAX_BYTES);
+            let cut = body.floor_char_boundary(SKILL_READ_MAX_BYTES);
             let truncated = cut < body.len();
             let siblings = sibling_files(&skill.dir, &skill.path);
             stores.skills.ledger().record_deliveries([skill.name.as_str()]);
@@ -764,8 +765,7 @@ impl CairnMcp {
         &self,
         Parameters(PendingListArgs {}): Parameters<PendingListArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             let now = crate::clock::now_ms();
             let pending: Vec<cairn_memory_core::ConsolidationRun> = stores
                 .memory
@@ -786,8 +786,7 @@ impl CairnMcp {
         &self,
         Parameters(args): Parameters<ChangesetArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             let now = crate::clock::now_ms();
             let run = stores.memory.consolidation_run(args.id, now, stores.review_ttl_ms)?;
             Ok(serde_json::to_value(run).unwrap_or(Value::Null))
@@ -803,8 +802,7 @@ impl CairnMcp {
         &self,
         Parameters(args): Parameters<ChangesetDecisionArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             let now = crate::clock::now_ms();
             let run = cairn_memory_core::approve_changeset(
                 &stores.memory,
@@ -824,8 +822,7 @@ impl CairnMcp {
         &self,
         Parameters(args): Parameters<ChangesetDecisionArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             let now = crate::clock::now_ms();
             let run = cairn_memory_core::reject_changeset(
                 &stores.memory,
@@ -847,8 +844,7 @@ impl CairnMcp {
         &self,
         Parameters(args): Parameters<HistoryAppendArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let stores = Arc::clone(&self.stores);
-        blocking(move || {
+        self.with_stores(move |stores| {
             check_chars("text", &args.text, MAX_HISTORY_CHARS)?;
             // A session in a project writes that project's entry (shown to its readers only).
             let scope = stores.project.clone().unwrap_or_default();
@@ -857,16 +853,6 @@ impl CairnMcp {
         })
         .await
     }
-}
-
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    if index >= text.len() {
-        return text.len();
-    }
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
 }
 
 /// The files of a skill directory other than its SKILL.md, relative,

@@ -4,11 +4,10 @@
 //! edited in the file it points at, the link left in place (probe L4).
 
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::issue_42::{Env, text};
+use crate::issue_42::{Env, succeeded, text};
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -31,15 +30,14 @@ fn parallel_agent_pins_are_all_kept_with_the_other_config_keys() {
         .map(|index| {
             let name = format!("agent{index}");
             let file = format!("b-agent{index}.json");
-            env.command(&["agent", "pin", &name, &file]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+            env.spawn(&["agent", "pin", &name, &file])
         })
         .collect();
     // A config edit of another key at the same time.
     let config_set = env.run(&["config", "set", "skills.max_triggered", "3"]);
     assert!(config_set.status.success(), "{}", text(&config_set));
     for child in children {
-        let output = child.wait_with_output().unwrap();
-        assert!(output.status.success(), "{}", text(&output));
+        succeeded(child);
     }
     let config = read_json(&env.path("cairn/config.json"));
     let expected: serde_json::Map<String, Value> =
@@ -76,31 +74,17 @@ fn a_pin_refuses_a_config_file_whose_pins_are_not_names_to_files() {
 fn mcp_enable_on_a_symlinked_spec_edits_the_linked_file_and_keeps_the_link() {
     use std::os::unix::fs::PermissionsExt as _;
     let env = Env::new();
-    let servers: serde_json::Map<String, Value> =
-        (0..4).map(|index| (format!("s{index}"), json!({"command": "true"}))).collect();
-    env.write("user/.kiro/settings/mcp.json", &json!({"mcpServers": servers}).to_string());
-    let target = env.write(
-        "user/dotfiles/kiro/dev.json",
-        "{\"name\": \"dev\", \"description\": \"d\", \"prompt\": \"p\", \"tools\": [\"fs_read\"], \"allowedTools\": []}\n",
-    );
-    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    env.write_mcp_servers(4);
+    let target = env.write_dev_spec("user/dotfiles/kiro/dev.json");
     let link = env.path("user/.kiro/agents/dev.json");
     // A relative link, as GNU stow makes them.
     std::os::unix::fs::symlink("../../dotfiles/kiro/dev.json", &link).unwrap();
 
     // Concurrent edits through the link: all land in the linked file.
-    let children: Vec<_> = (0..4)
-        .map(|index| {
-            env.command(&["mcp", "enable", &format!("s{index}"), "--agent", "dev"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let children: Vec<_> =
+        (0..4).map(|index| env.spawn(&["mcp", "enable", &format!("s{index}"), "--agent", "dev"])).collect();
     for child in children {
-        let output = child.wait_with_output().unwrap();
-        assert!(output.status.success(), "{}", text(&output));
+        succeeded(child);
     }
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is kept");
     assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("../../dotfiles/kiro/dev.json"));

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::cairn;
+use crate::support::code_and_json;
 
 const CORPUS: &str = include_str!("../../../guard/test_data/corpus.jsonl");
 
@@ -45,10 +46,7 @@ fn memory_with(home: &Path, args: &[&str], value: Option<&str>) -> (i32, Value) 
         .args(value.map(|value| ["--", value]).into_iter().flatten())
         .output()
         .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|error| panic!("{args:?}: {error}: {stdout:?} / {}", String::from_utf8_lossy(&output.stderr)));
-    (output.status.code().unwrap(), value)
+    code_and_json(output, args)
 }
 
 fn memory(home: &Path, args: &[&str]) -> (i32, Value) {

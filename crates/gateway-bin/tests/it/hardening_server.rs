@@ -12,25 +12,14 @@ use serde_json::{Value, json};
 
 use crate::cairn;
 use crate::serve::{PATIENCE, start_in, start_with_config};
+use crate::support::cairn_at;
 
 /// An AWS access key id the guard's credential patterns recognise.
 const AWS_KEY: &str = "AKIAQWERTYUIOPASDFGH";
 
 /// Runs `cairn --home HOME ARGS` with a clean environment.
 fn run(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = cairn();
-    command
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .env_remove("CAIRN_HOME")
-        .env_remove("RUST_LOG")
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("HOME", home);
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command.output().unwrap()
+    cairn_at(home, args, &["RUST_LOG"]).env("HOME", home).envs(env.iter().copied()).output().unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -24,10 +24,10 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// A copy of the fixture user home in a temp dir.
-fn user_home(dir: &Path) -> PathBuf {
+/// A copy of the `fixture` user home in a temp dir.
+fn user_home(fixture: &str, dir: &Path) -> PathBuf {
     let home = dir.join("user");
-    copy_tree(Path::new(FIXTURE), &home);
+    copy_tree(Path::new(fixture), &home);
     home
 }
 
@@ -65,7 +65,7 @@ fn args(words: &[&str], home: &Path) -> Vec<String> {
 #[test]
 fn import_scan_is_a_dry_run_and_apply_writes_once_then_embeds() {
     let dir = tempfile::tempdir().unwrap();
-    let home = user_home(dir.path());
+    let home = user_home(FIXTURE, dir.path());
     let cairn_home = dir.path().join("cairn");
     let model = tiny_model(dir.path());
     let env = [("CAIRN_EMBED_MODEL_PATH", model.to_str().unwrap())];
@@ -125,7 +125,7 @@ fn import_refuses_unknown_sources_and_missing_directories() {
 #[test]
 fn import_text_report_names_every_entry() {
     let dir = tempfile::tempdir().unwrap();
-    let home = user_home(dir.path());
+    let home = user_home(FIXTURE, dir.path());
     let output = cairn()
         .arg("--home")
         .arg(dir.path().join("cairn"))
@@ -142,7 +142,7 @@ fn import_text_report_names_every_entry() {
 #[test]
 fn serve_import_scans_applies_once_and_backfills_off_the_request() {
     let dir = tempfile::tempdir().unwrap();
-    let home = user_home(dir.path());
+    let home = user_home(FIXTURE, dir.path());
     let model = tiny_model(dir.path());
     let gateway = start(&["--model-path", model.to_str().unwrap(), "--heartbeat-secs", "3600"]);
     gateway.wait_for("/api/memory/embedding-status", "the model to load", |body| body["setup_step"] == "done");
@@ -195,18 +195,31 @@ fn run(cairn_home: &Path, empty_home: &Path, args: &[&str], env: &[(&str, &str)]
     (output.status.success(), stdout.clone(), format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)))
 }
 
+/// A temp dir holding the skills fixture, an empty `HOME` and the path of a Cairn home.
+struct SkillsDirs {
+    dir: tempfile::TempDir,
+    fixture: PathBuf,
+    empty: PathBuf,
+    cairn_home: PathBuf,
+}
+
+/// Copies the skills fixture and makes the empty `HOME`; the Cairn home is left unmade.
+fn skills_dirs() -> SkillsDirs {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = user_home(SKILLS_FIXTURE, dir.path());
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let cairn_home = dir.path().join("cairn");
+    SkillsDirs { dir, fixture, empty, cairn_home }
+}
+
 fn by_path<'a>(items: &'a [Value], needle: &str) -> &'a Value {
     items.iter().find(|item| item["path"].as_str().unwrap().contains(needle)).unwrap_or_else(|| panic!("{needle}"))
 }
 
 #[test]
 fn import_narrows_to_categories_and_items_and_brings_skills_into_imported() {
-    let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("user");
-    copy_tree(Path::new(SKILLS_FIXTURE), &fixture);
-    let empty = dir.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
-    let cairn_home = dir.path().join("cairn");
+    let SkillsDirs { dir: _dir, fixture, empty, cairn_home } = skills_dirs();
     let claude = fixture.join("claude").display().to_string();
     let base = ["import", "scan", "--from", "claude-code", "--claude-home", &claude, "--json"];
 
@@ -290,12 +303,7 @@ fn import_narrows_to_categories_and_items_and_brings_skills_into_imported() {
 
 #[test]
 fn the_openclaw_workspace_comes_from_the_setting_or_its_variable_validated() {
-    let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("user");
-    copy_tree(Path::new(SKILLS_FIXTURE), &fixture);
-    let empty = dir.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
-    let cairn_home = dir.path().join("cairn");
+    let SkillsDirs { dir, fixture, empty, cairn_home } = skills_dirs();
     let workspace = fixture.join("openclaw-elsewhere/ws");
     let workspace_text = workspace.display().to_string();
     let scan = ["import", "scan", "--from", "openclaw", "--json"];
@@ -337,8 +345,7 @@ fn the_openclaw_workspace_comes_from_the_setting_or_its_variable_validated() {
 #[test]
 fn serve_import_takes_a_selection_and_writes_skills_through_the_catalog() {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("user");
-    copy_tree(Path::new(SKILLS_FIXTURE), &fixture);
+    let fixture = user_home(SKILLS_FIXTURE, dir.path());
     let gateway = start(&["--heartbeat-secs", "3600"]);
     let workspace = fixture.join("openclaw-elsewhere/ws");
     let body = json!({"from": "openclaw", "openclaw_workspace": workspace, "only": ["skills"]});

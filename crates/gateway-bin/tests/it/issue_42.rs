@@ -8,7 +8,7 @@
 //! never redraws into a log file.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
@@ -55,10 +55,43 @@ impl Env {
     pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
+
+    /// `cairn ARGS...` started with its stdout and stderr piped.
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+
+    /// MCP servers `s0`, `s1`, ... (`count` of them) in the user's Kiro settings.
+    pub(crate) fn write_mcp_servers(&self, count: usize) {
+        let servers: serde_json::Map<String, Value> =
+            (0..count).map(|index| (format!("s{index}"), json!({"command": "true"}))).collect();
+        self.write("user/.kiro/settings/mcp.json", &json!({"mcpServers": servers}).to_string());
+    }
+
+    /// A Kiro agent spec `dev` whose tools are `fs_read`, at `relative`, mode 0644 on Unix.
+    pub(crate) fn write_dev_spec(&self, relative: &str) -> PathBuf {
+        let spec = self.write(
+            relative,
+            "{\"name\": \"dev\", \"description\": \"d\", \"prompt\": \"p\", \"tools\": [\"fs_read\"], \"allowedTools\": []}\n",
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&spec, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        spec
+    }
 }
 
 pub(crate) fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// The output of `child`, which must have succeeded.
+pub(crate) fn succeeded(child: Child) -> Output {
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    output
 }
 
 // ----- item 3: concurrent edits -----
@@ -66,30 +99,12 @@ pub(crate) fn text(output: &Output) -> String {
 #[test]
 fn twelve_concurrent_mcp_enables_on_one_spec_are_all_kept() {
     let env = Env::new();
-    let servers: serde_json::Map<String, Value> =
-        (0..12).map(|index| (format!("s{index}"), json!({"command": "true"}))).collect();
-    env.write("user/.kiro/settings/mcp.json", &json!({"mcpServers": servers}).to_string());
-    let spec = env.write(
-        "user/.kiro/agents/dev.json",
-        "{\"name\": \"dev\", \"description\": \"d\", \"prompt\": \"p\", \"tools\": [\"fs_read\"], \"allowedTools\": []}\n",
-    );
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&spec, std::fs::Permissions::from_mode(0o644)).unwrap();
-    }
-    let children: Vec<_> = (0..12)
-        .map(|index| {
-            env.command(&["mcp", "enable", &format!("s{index}"), "--agent", "dev"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    env.write_mcp_servers(12);
+    let spec = env.write_dev_spec("user/.kiro/agents/dev.json");
+    let children: Vec<_> =
+        (0..12).map(|index| env.spawn(&["mcp", "enable", &format!("s{index}"), "--agent", "dev"])).collect();
     for child in children {
-        let output = child.wait_with_output().unwrap();
-        assert!(output.status.success(), "{}", text(&output));
+        let output = succeeded(child);
         assert!(String::from_utf8_lossy(&output.stdout).contains("updated"), "{}", text(&output));
     }
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
@@ -123,19 +138,9 @@ fn concurrent_config_sets_of_different_keys_are_all_kept() {
         ("llm.model", "m-1"),
         ("llm.timeout_secs", "9"),
     ];
-    let children: Vec<_> = edits
-        .iter()
-        .map(|(key, value)| {
-            env.command(&["config", "set", key, value])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let children: Vec<_> = edits.iter().map(|(key, value)| env.spawn(&["config", "set", key, value])).collect();
     for child in children {
-        let output = child.wait_with_output().unwrap();
-        assert!(output.status.success(), "{}", text(&output));
+        succeeded(child);
     }
     let shown = env.run(&["config", "show", "--json"]);
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();

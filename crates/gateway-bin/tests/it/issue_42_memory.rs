@@ -8,14 +8,12 @@
 //! finished by running it again.
 
 use std::path::Path;
-use std::process::Stdio;
 
-use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 use crate::cairn;
-use crate::support::scripted_llm;
+use crate::support::{mcp_client, mcp_serve, scripted_llm};
 
 const TOKEN: &str = "ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa";
 const AWS_KEY: &str = "AKIAQWERTYUIOPASDFGH";
@@ -126,16 +124,7 @@ fn cli_merge_import_and_restore_store_lessons_scrubbed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_learn_add_and_history_append_store_no_credential_or_control_character() {
     let home = tempfile::tempdir().unwrap();
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
-    command
-        .arg("--home")
-        .arg(home.path())
-        .args(["mcp", "serve"])
-        .env_remove("CAIRN_HOME")
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("HOME", home.path())
-        .stderr(Stdio::null());
-    let client = ().serve(rmcp::transport::TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let client = mcp_client(mcp_serve(home.path(), &[], &[])).await;
     let call = |tool: &'static str, arguments: Value| {
         let Value::Object(arguments) = arguments else { unreachable!() };
         client.call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
-use rmcp::{ServiceError, ServiceExt as _};
 use serde_json::{Value, json};
 
 use crate::cairn;
+use crate::support::{mcp_client, mcp_serve};
 
 /// The tool names the server promises.
 const TOOLS: &[&str] = &[
@@ -39,26 +39,11 @@ pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// `cairn mcp serve` on `home`, with the test environment scrubbed.
 fn server_command(home: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
-    command
-        .arg("--home")
-        .arg(home)
-        .args(["mcp", "serve"])
-        .env_remove("CAIRN_HOME")
-        .env_remove("CAIRN_EMBED_MODEL_PATH")
-        .env_remove("CAIRN_EMBED_MODEL_URL")
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("HOME", home)
-        .stderr(Stdio::null());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command
+    mcp_serve(home, &["CAIRN_EMBED_MODEL_PATH", "CAIRN_EMBED_MODEL_URL"], env)
 }
 
 async fn connect_with(home: &Path, env: &[(&str, &str)]) -> Client {
-    let transport = TokioChildProcess::new(server_command(home, env)).unwrap();
-    ().serve(transport).await.unwrap()
+    mcp_client(server_command(home, env)).await
 }
 
 pub(crate) async fn connect(home: &Path) -> Client {
@@ -69,7 +54,7 @@ pub(crate) async fn connect(home: &Path) -> Client {
 pub(crate) async fn connect_in(home: &Path, dir: &Path) -> Client {
     let mut command = server_command(home, &[]);
     command.current_dir(dir);
-    ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap()
+    mcp_client(command).await
 }
 
 pub(crate) async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
@@ -441,7 +426,7 @@ async fn mcp_skill_search_is_scoped_to_the_served_agent() {
         if let Some(agent) = agent {
             command.args(["--agent", agent]);
         }
-        let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+        let client = mcp_client(command).await;
         let found = ok(&client, "skill_search", json!({"query": "deploy steps", "limit": 50})).await;
         let mut names: Vec<&str> =
             found["hits"].as_array().unwrap().iter().map(|hit| hit["name"].as_str().unwrap()).collect();
@@ -673,6 +658,7 @@ fn mcp_python_sdk_client_calls_every_tool() {
         .arg(&script)
         .arg(env!("CARGO_BIN_EXE_cairn"))
         .arg(home.path())
+        .env("CAIRN_EXPECTED_TOOLS", TOOLS.join(","))
         .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
         .env_remove("CAIRN_EMBED_MODEL_PATH")
         .stdin(Stdio::null())

@@ -5,14 +5,12 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::cairn;
+use crate::support::code_and_json;
 
 /// Runs `cairn --home <home> memory files <args> --json`; returns exit code and parsed stdout.
 fn files(home: &Path, args: &[&str]) -> (i32, Value) {
     let output = cairn().arg("--home").arg(home).args(["memory", "files"]).args(args).arg("--json").output().unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|error| panic!("{args:?}: {error}: {stdout:?} / {}", String::from_utf8_lossy(&output.stderr)));
-    (output.status.code().unwrap(), value)
+    code_and_json(output, args)
 }
 
 #[test]

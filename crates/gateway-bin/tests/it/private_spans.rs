@@ -11,14 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use crate::cairn;
 use crate::serve::{PATIENCE, Reply, http_agent, reply};
-use crate::support::{scripted_llm, transcript};
+use crate::support::{INHERITED_VARS, cairn_at, hook_command, mcp_client, mcp_serve, scripted_llm, transcript};
 
 /// Occurs only inside private spans, in every input of these tests.
 const MARKER: &str = "Zq7PrivMarker4417";
@@ -75,43 +73,14 @@ fn assert_no_marker(home: &Path, when: &str) {
 
 /// `cairn --home HOME ARGS`, with `env`.
 fn cli(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = cairn();
-    command
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .env_remove("CAIRN_HOME")
-        .env_remove("CAIRN_EMBED_MODEL_PATH")
-        .env_remove("CAIRN_PRIVATE_SESSION")
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("RUST_LOG", "trace");
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command.output().unwrap()
+    cairn_at(home, args, INHERITED_VARS).env("RUST_LOG", "trace").envs(env.iter().copied()).output().unwrap()
 }
 
 /// `cairn hook claude-code EVENT` with `input`; `env` added. No gateway
 /// is started by it.
 fn hook(home: &Path, event: &str, input: &Value, env: &[(&str, &str)]) -> Output {
-    let mut command = cairn();
-    command
-        .arg("--home")
-        .arg(home)
-        .args(["hook", "claude-code", event])
-        .env_remove("CAIRN_HOME")
-        .env_remove("CAIRN_EMBED_MODEL_PATH")
-        .env_remove("CAIRN_PRIVATE_SESSION")
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .env("CAIRN_HOST_START_GATEWAY", "0")
-        .env("RUST_LOG", "trace")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let mut child = command.spawn().unwrap();
+    let env = [&[("CAIRN_HOST_START_GATEWAY", "0"), ("RUST_LOG", "trace")][..], env].concat();
+    let mut child = hook_command(home, &["claude-code", event], &env).spawn().unwrap();
     child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{event}: {}", String::from_utf8_lossy(&output.stderr));
@@ -230,19 +199,7 @@ impl Drop for LoggedGateway {
 fn mcp_writes(home: &Path) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
-        command
-            .arg("--home")
-            .arg(home)
-            .args(["mcp", "serve"])
-            .env_remove("CAIRN_HOME")
-            .env_remove("CAIRN_EMBED_MODEL_PATH")
-            .env_remove("CAIRN_PRIVATE_SESSION")
-            .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-            .env("CAIRN_HOST_START_GATEWAY", "0")
-            .env("HOME", home)
-            .stderr(Stdio::null());
-        let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+        let client = mcp_client(mcp_serve(home, INHERITED_VARS, &[("CAIRN_HOST_START_GATEWAY", "0")])).await;
         let calls = [
             ("memory_remember", json!({"text": format!("mcp remembered mcpvisible1 {}", private(0))})),
             ("fact_set", json!({"key": "pref.mcp_note", "value": {"note": format!("mcpvisible2 {}", private(1))}})),

@@ -1,14 +1,32 @@
-//! Helpers the integration tests share: a loopback LLM with scripted
-//! replies, a hook process fed its input, and a session's stored transcript.
+//! Helpers the integration tests share: `cairn` run on a home, a loopback
+//! LLM with scripted replies, a hook process fed its input, an MCP client
+//! of `cairn mcp serve`, and a session's stored transcript.
 
 use std::io::Write as _;
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 
+use rmcp::ServiceExt as _;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use crate::cairn;
+
+/// The test's own Cairn variables, besides `CAIRN_HOME`, that a hook or private-span child must not inherit.
+pub(crate) const INHERITED_VARS: &[&str] = &["CAIRN_EMBED_MODEL_PATH", "CAIRN_PRIVATE_SESSION"];
+
+/// `cairn --home HOME ARGS...` without `CAIRN_HOME` and the `unset` variables, model downloads skipped.
+pub(crate) fn cairn_at(home: &Path, args: &[&str], unset: &[&str]) -> Command {
+    let mut command = cairn();
+    command.arg("--home").arg(home).args(args).env_remove("CAIRN_HOME");
+    for name in unset {
+        command.env_remove(name);
+    }
+    command.env("CAIRN_SKIP_MODEL_DOWNLOAD", "1");
+    command
+}
 
 /// Serves `replies` in order as OpenAI-compatible chat completions on
 /// loopback; returns the base URL, a receiver of the prompts it was sent,
@@ -34,31 +52,42 @@ pub(crate) fn scripted_llm(replies: Vec<String>) -> (String, mpsc::Receiver<Stri
     (base_url, prompts, handle)
 }
 
+/// The exit code and the JSON printed by a `cairn` run of `args`.
+pub(crate) fn code_and_json(output: Output, args: &[&str]) -> (i32, Value) {
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|error| panic!("{args:?}: {error}: {stdout:?} / {}", String::from_utf8_lossy(&output.stderr)));
+    (output.status.code().unwrap(), value)
+}
+
+/// `cairn --home HOME hook ARGS...` with piped stdio and `env` set (the test's own Cairn variables removed).
+pub(crate) fn hook_command(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = cairn_at(home, &["hook"], INHERITED_VARS);
+    command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).envs(env.iter().copied());
+    command
+}
+
 /// `cairn --home HOME hook ARGS...` with `input` on stdin and `env` set
 /// (the test's own Cairn variables removed first).
 pub(crate) fn run_hook(home: &Path, args: &[&str], input: &str, env: &[(&str, &str)]) -> Output {
-    let mut command = cairn();
-    command
-        .arg("--home")
-        .arg(home)
-        .arg("hook")
-        .args(args)
-        .env_remove("CAIRN_HOME")
-        .env_remove("CAIRN_EMBED_MODEL_PATH")
-        .env_remove("CAIRN_PRIVATE_SESSION")
-        .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let mut child = command.spawn().unwrap();
+    let mut child = hook_command(home, args, env).spawn().unwrap();
     // A hook stops reading input past its limit: the rest meets a closed pipe.
     if let Err(error) = child.stdin.take().unwrap().write_all(input.as_bytes()) {
         assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
     }
     child.wait_with_output().unwrap()
+}
+
+/// `cairn --home HOME mcp serve` for rmcp's transport: `HOME` at the Cairn home, stderr dropped, `env` set.
+pub(crate) fn mcp_serve(home: &Path, unset: &[&str], env: &[(&str, &str)]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::from(cairn_at(home, &["mcp", "serve"], unset));
+    command.env("HOME", home).stderr(Stdio::null()).envs(env.iter().copied());
+    command
+}
+
+/// An rmcp client of the MCP server `command` starts.
+pub(crate) async fn mcp_client(command: tokio::process::Command) -> RunningService<RoleClient, ()> {
+    ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap()
 }
 
 /// `(role, content)` of a session's stored transcript, oldest first.

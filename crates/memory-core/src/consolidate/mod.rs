@@ -59,6 +59,7 @@
 
 mod reply;
 pub(crate) mod runs;
+mod scripted;
 pub(crate) mod state;
 
 use std::collections::HashMap;
@@ -84,7 +85,7 @@ use crate::scope::Scope;
 use crate::{MemoryDb, Source};
 use state::StateFile;
 
-use crate::error::Rejected;
+use crate::error::{RefusedWrite, Rejected};
 pub use crate::transcript::TranscriptMessage;
 use crate::transcript::{Claim, Marker, StoredMessage};
 use crate::types::Evidence;
@@ -98,6 +99,7 @@ pub trait Summarizer: Send + Sync {
 }
 
 pub use crate::error::SummarizerError;
+pub use scripted::ScriptedSummarizer;
 
 /// Whether a proposed skill is new or a refinement of an existing one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -233,6 +235,13 @@ pub struct RefusedItem {
     pub code: String,
     /// Human-readable reason.
     pub message: String,
+}
+
+impl std::fmt::Display for RefusedItem {
+    /// `refused <kind> (<code>): <message>`, as the CLI prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "refused {} ({}): {}", self.kind, self.code, self.message)
+    }
 }
 
 /// What one consolidation run did.
@@ -714,7 +723,10 @@ impl Consolidator {
     ) {
         let memory_type = if kind == "lesson" { "lesson" } else { crate::semantic::memory_type(key) };
         let memory_type = if kind == "episodic" { "episodic" } else { memory_type };
-        let error = self.db.refuse(memory_type, key, attempted, Source::Consolidation.as_str(), confidence, rejected);
+        let error = self.db.refuse(
+            RefusedWrite { memory_type, key, attempted, source: Source::Consolidation.as_str(), confidence },
+            rejected,
+        );
         report.refuse(kind, &error);
     }
 

@@ -1,6 +1,5 @@
 //! Both consolidation paths against a summarizer that plays scripted replies.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -10,30 +9,6 @@ use super::*;
 use crate::{MemoryConfig, MemoryDb, approve_changeset, reject_changeset, revert_consolidation_runs};
 
 const HOUR_MS: i64 = 60 * 60 * 1_000;
-
-/// Plays its replies in order and records every prompt.
-#[derive(Default)]
-struct ScriptedSummarizer {
-    replies: Mutex<VecDeque<String>>,
-    prompts: Mutex<Vec<String>>,
-}
-
-impl ScriptedSummarizer {
-    fn push(&self, reply: impl Into<String>) {
-        self.replies.lock().push_back(reply.into());
-    }
-
-    fn prompts(&self) -> Vec<String> {
-        self.prompts.lock().clone()
-    }
-}
-
-impl Summarizer for ScriptedSummarizer {
-    fn summarize(&self, prompt: &str) -> std::result::Result<String, SummarizerError> {
-        self.prompts.lock().push(prompt.to_owned());
-        self.replies.lock().pop_front().ok_or_else(|| SummarizerError("no scripted reply left".to_owned()))
-    }
-}
 
 #[derive(Default)]
 struct RecordingProposer {

@@ -18,7 +18,7 @@ use crate::episodic::{
     BackfillProgress, BackfillReport, Episodic, EpisodicContext, EpisodicHit, EpisodicHost, EpisodicIndexStatus,
     EpisodicOutcome, EpisodicQuery, EpisodicRecord, NewEpisode, ReembedProgress,
 };
-use crate::error::{MemoryError, Rejected, Result};
+use crate::error::{MemoryError, RefusedWrite, Rejected, Result};
 use crate::scope::ScopeFilter;
 use crate::store::Backend;
 use crate::types::DeleteOutcome;
@@ -338,16 +338,8 @@ impl EpisodicHost for MemoryDb {
         MemoryDb::refuse_when_damaged(self)
     }
 
-    fn refuse(
-        &self,
-        memory_type: &str,
-        key: &str,
-        attempted: &str,
-        source: &str,
-        confidence: Option<f64>,
-        rejected: Rejected,
-    ) -> MemoryError {
-        MemoryDb::refuse(self, memory_type, key, attempted, source, confidence, rejected)
+    fn refuse(&self, write: RefusedWrite<'_>, rejected: Rejected) -> MemoryError {
+        MemoryDb::refuse(self, write, rejected)
     }
 
     fn refuse_forgotten(&self, text: &str, key: Option<&str>) -> Result<std::result::Result<(), Rejected>> {

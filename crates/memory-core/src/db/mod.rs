@@ -16,7 +16,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::audit::{audit_event, insert_event};
 use crate::constants::{BUILTIN_PREFIXES, BUSY_TIMEOUT_MS, DB_FILE_NAME};
 use crate::episodic::{EpisodicConfig, EpisodicState, Fusion, RetrievalMode};
-use crate::error::{MemoryError, Rejected, Result};
+use crate::error::{MemoryError, RefusedWrite, Rejected, Result};
 use crate::snapshot::SnapshotCache;
 use crate::store::sqlite::SqliteBackend;
 use crate::store::{Backend, EventRecord, space_signature};
@@ -325,15 +325,8 @@ impl MemoryDb {
 
     /// Records a refused write in its own transaction and hands back the
     /// error to return.
-    pub(crate) fn refuse(
-        &self,
-        memory_type: &str,
-        key: &str,
-        attempted: &str,
-        source: &str,
-        confidence: Option<f64>,
-        rejected: Rejected,
-    ) -> MemoryError {
+    pub(crate) fn refuse(&self, write: RefusedWrite<'_>, rejected: Rejected) -> MemoryError {
+        let RefusedWrite { memory_type, key, attempted, source, confidence } = write;
         let action = match rejected {
             Rejected::Injection { .. } => MemoryAuditAction::InjectionBlocked,
             _ => MemoryAuditAction::Rejected,

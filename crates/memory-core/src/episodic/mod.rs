@@ -60,7 +60,7 @@ use crate::constants::{
     EPISODIC_CONTEXT_LIMIT, EPISODIC_DEFAULT_IMPORTANCE, EPISODIC_NEIGHBOUR_WEIGHT, EPISODIC_SPEAKER_BOOST,
     EPISODIC_TIME_BOOST, RRF_K, WEIGHTED_FUSION_VECTOR_WEIGHT,
 };
-use crate::error::{MemoryError, Rejected, Result};
+use crate::error::{MemoryError, RefusedWrite, Rejected, Result};
 use crate::store::Backend;
 use crate::types::Source;
 
@@ -107,15 +107,7 @@ pub(crate) trait EpisodicHost {
     /// Refuses every write of a damaged store.
     fn refuse_when_damaged(&self) -> Result<()>;
     /// Records a refused write and hands back the error to return.
-    fn refuse(
-        &self,
-        memory_type: &str,
-        key: &str,
-        attempted: &str,
-        source: &str,
-        confidence: Option<f64>,
-        rejected: Rejected,
-    ) -> MemoryError;
+    fn refuse(&self, write: RefusedWrite<'_>, rejected: Rejected) -> MemoryError;
     /// The refusal of a text a forget removed.
     fn refuse_forgotten(&self, text: &str, key: Option<&str>) -> Result<std::result::Result<(), Rejected>>;
     /// Brings the semantic snapshot in step, when a search has built one.

@@ -9,7 +9,7 @@ use crate::constants::{
     EPISODIC_DEDUP_COSINE, EPISODIC_MAX_CHARS, EPISODIC_MAX_SOURCE_REF_CHARS, EPISODIC_MAX_TAG_CHARS,
     EPISODIC_MAX_TAGS, EPISODIC_MIN_CHARS, STALE_QUOTE_MIN_CHARS,
 };
-use crate::error::{MemoryError, Rejected, Result};
+use crate::error::{MemoryError, RefusedWrite, Rejected, Result};
 use crate::scope::ScopeFilter;
 use crate::store::EventRecord;
 use crate::store::{Counter, EpisodicRow, EvidenceLayer, NewEpisodicRow, StoreTx, space_signature, vector_blob};
@@ -25,6 +25,17 @@ const DEDUP_PROBE: usize = 8;
 /// The audit key of row `id`.
 pub(crate) fn audit_key(id: i64) -> String {
     format!("episodic:{id}")
+}
+
+/// A refused episode, as its audit row records it.
+fn refused<'a>(episode: &'a NewEpisode, attempted: &'a str) -> RefusedWrite<'a> {
+    RefusedWrite {
+        memory_type: MEMORY_TYPE,
+        key: "episodic",
+        attempted,
+        source: episode.source.as_str(),
+        confidence: None,
+    }
 }
 
 /// Lower-cased tags of `[a-z0-9_.:-]`, cut to 32 characters, deduplicated,
@@ -230,25 +241,11 @@ impl Episodic<'_> {
         let (checked, evidence) = match checked {
             Ok(checked) => checked,
             Err(rejected) => {
-                return Err(self.host.refuse(
-                    MEMORY_TYPE,
-                    "episodic",
-                    &episode.text,
-                    episode.source.as_str(),
-                    None,
-                    rejected,
-                ));
+                return Err(self.host.refuse(refused(episode, &episode.text), rejected));
             }
         };
         if let Err(rejected) = self.host.refuse_forgotten(&checked.text, None)? {
-            return Err(self.host.refuse(
-                MEMORY_TYPE,
-                "episodic",
-                &checked.text,
-                episode.source.as_str(),
-                None,
-                rejected,
-            ));
+            return Err(self.host.refuse(refused(episode, &checked.text), rejected));
         }
         let scope = episode.scope.as_str();
         // Embed first, outside every lock, remembering the space generation.

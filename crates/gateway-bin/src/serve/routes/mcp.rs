@@ -58,6 +58,24 @@ fn editing_agent(state: &AppState, named: Option<&str>) -> Result<String, ApiErr
     Discovery::editing_agent(&locations(state)?, named).map_err(refused)
 }
 
+/// Runs `edit` with the agent spec `agent` names (default: the only one)
+/// and its discovery, under the agents' write lock, off the executor.
+async fn edit_agent_spec<T: Send + 'static>(
+    state: &Arc<AppState>,
+    agent: Option<String>,
+    edit: impl FnOnce(String, &Discovery) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let write_lock = Arc::clone(&state.live().agents.write_lock);
+    let _serialised = write_lock.lock().await;
+    let worker = Arc::clone(state);
+    blocking(move || {
+        let agent = editing_agent(&worker, agent.as_deref())?;
+        let discovery = discovery(&worker, Some(&agent))?;
+        edit(agent, &discovery)
+    })
+    .await
+}
+
 fn validate_name(field: &str, name: &str) -> Result<(), ApiError> {
     if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
         return Err(ApiError::bad_request("invalid_name", format!("`{field}` must be a name of 1 to 200 characters")));
@@ -243,13 +261,8 @@ pub(crate) async fn toggle(State(state): State<Arc<AppState>>, JsonBody(body): J
         validate_name("agent", agent)?;
     }
     validate_name("server", &body.server)?;
-    let write_lock = Arc::clone(&state.live().agents.write_lock);
-    let _serialised = write_lock.lock().await;
-    let worker = Arc::clone(&state);
-    blocking(move || {
-        let agent = editing_agent(&worker, body.agent.as_deref())?;
-        let discovery = discovery(&worker, Some(&agent))?;
-        let outcome = edit::toggle(&discovery, &body.server, body.enabled).map_err(refused)?;
+    edit_agent_spec(&state, body.agent, move |agent, discovery| {
+        let outcome = edit::toggle(discovery, &body.server, body.enabled).map_err(refused)?;
         Ok(Json(json!({
             "ok": true,
             "agent": agent,
@@ -280,13 +293,8 @@ pub(crate) async fn sync(State(state): State<Arc<AppState>>, JsonBody(body): Jso
     if let Some(agent) = &body.agent {
         validate_name("agent", agent)?;
     }
-    let write_lock = Arc::clone(&state.live().agents.write_lock);
-    let _serialised = write_lock.lock().await;
-    let worker = Arc::clone(&state);
-    blocking(move || {
-        let agent = editing_agent(&worker, body.agent.as_deref())?;
-        let discovery = discovery(&worker, Some(&agent))?;
-        let outcome = edit::sync(&discovery, body.dry_run).map_err(refused)?;
+    edit_agent_spec(&state, body.agent, move |agent, discovery| {
+        let outcome = edit::sync(discovery, body.dry_run).map_err(refused)?;
         let mut answer = serde_json::to_value(&outcome).map_err(ApiError::internal)?;
         answer["ok"] = json!(true);
         answer["agent"] = json!(agent);
