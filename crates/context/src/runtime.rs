@@ -193,28 +193,6 @@ mod tests {
     }
 
     #[test]
-    fn only_agent_hosts_are_agent_hosts() {
-        let hosts: Vec<&str> = [
-            Surface::Dashboard,
-            Surface::Slack,
-            Surface::Discord,
-            Surface::Telegram,
-            Surface::Wecom,
-            Surface::Weixin,
-            Surface::Webex,
-            Surface::Teams,
-            Surface::Cli,
-            Surface::ClaudeCode,
-            Surface::KiroCli,
-        ]
-        .into_iter()
-        .filter(|surface| surface.is_agent_host())
-        .map(Surface::as_str)
-        .collect();
-        assert_eq!(hosts, ["claude-code", "kiro-cli"]);
-    }
-
-    #[test]
     fn the_date_line_never_carries_a_time_of_day() {
         let check = |date: &str, expected: &str| {
             let identity = RuntimeIdentity { date: Some(date.into()), ..RuntimeIdentity::new(Surface::ClaudeCode) };

@@ -29,6 +29,13 @@ const ALL_SURFACES: [Surface; 11] = [
     Surface::KiroCli,
 ];
 
+#[test]
+fn only_agent_hosts_are_agent_hosts() {
+    let hosts: Vec<&str> =
+        ALL_SURFACES.into_iter().filter(|surface| surface.is_agent_host()).map(Surface::as_str).collect();
+    assert_eq!(hosts, ["claude-code", "kiro-cli"]);
+}
+
 /// What reached the model, as the rules a surface can or cannot honour.
 #[derive(Debug, PartialEq, Eq)]
 struct Rules {

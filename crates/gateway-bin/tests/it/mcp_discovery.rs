@@ -764,9 +764,15 @@ fn serve_mcp_endpoints_list_probe_toggle_sync_and_import() {
     assert_eq!(gateway.get("/api/mcp?agent=ghost").code(), "agent_not_found");
     assert_eq!(gateway.get("/api/mcp?color=red").status, 400);
 
+    // The answer comes at once: empty or probing, or already fresh when the
+    // probe the gateway starts with has finished (fast servers here).
     let first = gateway.get("/api/mcp/probe");
     assert_eq!(first.status, 200);
-    assert!(first.body["state"] == "empty" || first.body["probing"] == true, "{:?}", first.body);
+    assert!(
+        first.body["state"] == "empty" || first.body["probing"] == true || first.body["state"] == "fresh",
+        "{:?}",
+        first.body
+    );
     let cached = gateway.wait_for("/api/mcp/probe", "a cached probe", |body| body["state"] == "fresh");
     assert_eq!(by_name(&cached["results"], "garbage")["error"], "not_json_rpc");
     if servers.get("time").is_some() {
