@@ -436,184 +436,12 @@ pub fn import_memory(
     if !dry_run {
         ledger.migrate(db)?;
     }
-    let mut report = ImportReport { dry_run, ..ImportReport::default() };
-
-    // Oldest first, so recency order (a ranking tie-break) survives the trip.
-    let mut semantic: Vec<&ExportedSemantic> = document.semantic.iter().collect();
-    semantic.sort_by_key(|row| row.updated_at);
-    for row in semantic {
-        let hash = row_hash("semantic", row);
-        if ledger.contains(&hash) {
-            report.skip("semantic", &row.key, "already_imported", "this row was imported before");
-            continue;
-        }
-        if row.key.starts_with(LESSON_PREFIX) {
-            report.skip("semantic", &row.key, "lesson_key", "lessons are imported from the lessons list");
-            continue;
-        }
-        if let Some(existing) = db.get_semantic_in(&row.scope, &row.key)? {
-            let message =
-                if existing.value == row.value { "the same value is stored" } else { "the stored value wins" };
-            report.skip("semantic", &row.key, "exists", message);
-            continue;
-        }
-        if dry_run {
-            match db.check_write(&row.key, &row.value, row.confidence, &Source::Import) {
-                Ok(_) => report.semantic_written += 1,
-                Err(rejected) => report.reject("semantic", &row.key, &MemoryError::Rejected(rejected)),
-            }
-            continue;
-        }
-        match db.write_semantic_in(&row.scope, &row.key, &row.value, row.confidence, Source::Import) {
-            Ok(outcome) if outcome.is_change() => {
-                report.semantic_written += 1;
-                ledger.record(db, hash, "semantic", crate::scope::stored_key(&row.key, &row.scope))?;
-            }
-            Ok(_) => report.skip("semantic", &row.key, "exists", "the stored value wins"),
-            Err(error) if error.rejection().is_some() => report.reject("semantic", &row.key, &error),
-            Err(error) => return Err(error),
-        }
-    }
-
-    let mut lessons_taken = 0;
-    for row in &document.lessons {
-        let key = crate::lesson_key(&row.rule, row.not.as_deref());
-        let hash = row_hash("lesson", row);
-        if ledger.contains(&hash) {
-            report.skip("lesson", &key, "already_imported", "this row was imported before");
-            continue;
-        }
-        if db.get_semantic(&key)?.is_some() {
-            report.skip("lesson", &key, "exists", "the stored lesson wins");
-            continue;
-        }
-        if lessons_taken == MAX_IMPORTED_LESSONS {
-            report.skip("lesson", &key, "lesson_cap", format!("an import adds at most {MAX_IMPORTED_LESSONS} lessons"));
-            continue;
-        }
-        let category = match row.category.parse::<LessonCategory>() {
-            Ok(category) => category,
-            Err(rejected) => {
-                report.reject("lesson", &key, &MemoryError::Rejected(rejected));
-                continue;
-            }
-        };
-        if dry_run {
-            let value = Value::String(row.rule.clone());
-            let checked = if row.rule.trim().is_empty() {
-                Err(Rejected::EmptyLesson)
-            } else {
-                db.check_write(&key, &value, crate::lesson_confidence(&Source::Import), &Source::Import).map(|_| ())
-            };
-            match checked {
-                Ok(()) => {
-                    report.lessons_written += 1;
-                    lessons_taken += 1;
-                }
-                Err(rejected) => report.reject("lesson", &key, &MemoryError::Rejected(rejected)),
-            }
-            continue;
-        }
-        match db.write_lesson(&row.rule, row.not.as_deref(), category, Source::Import) {
-            Ok(outcome) if outcome.outcome.is_change() => {
-                report.lessons_written += 1;
-                lessons_taken += 1;
-                ledger.record(db, hash, "lesson", key.clone())?;
-            }
-            Ok(outcome) => {
-                let message = match &outcome.outcome {
-                    crate::WriteOutcome::Skipped { reason: SkipReason::ExistingWins { existing_key }, .. } => {
-                        format!("the stored lesson {existing_key} wins")
-                    }
-                    _ => "a stored lesson already says this".to_owned(),
-                };
-                report.skip("lesson", &key, "exists", message)
-            }
-            Err(error) if error.rejection().is_some() => report.reject("lesson", &key, &error),
-            Err(error) => return Err(error),
-        }
-    }
-
-    for (index, row) in document.episodic.iter().enumerate() {
-        let id = format!("episodic[{index}]");
-        let hash = row_hash("episodic", row);
-        if ledger.contains(&hash) {
-            report.skip("episodic", id, "already_imported", "this row was imported before");
-            continue;
-        }
-        let mut episode = NewEpisode::new(row.text.clone())
-            .importance(row.importance)
-            .tags(row.tags.clone())
-            .created_at(row.created_at)
-            .scope(row.scope.clone())
-            .preserve(true)
-            .defer_embedding(true)
-            .source(Source::Import);
-        if let Some(source_ref) = &row.source_ref {
-            episode = episode.source_ref(source_ref.clone());
-        }
-        if dry_run {
-            match db.check_episode(&episode) {
-                Ok(()) => report.episodic_written += 1,
-                Err(rejected) => report.reject("episodic", id, &MemoryError::Rejected(rejected)),
-            }
-            continue;
-        }
-        match db.write_episodic(&episode) {
-            Ok(EpisodicOutcome::Inserted { id, .. }) => {
-                report.episodic_written += 1;
-                ledger.record(db, hash, "episodic", format!("episodic:{id}"))?;
-            }
-            Ok(EpisodicOutcome::Duplicate { of, .. }) => {
-                report.skip("episodic", id, "exists", format!("active row {of} already says this"))
-            }
-            Ok(EpisodicOutcome::StoreFull { cap }) => {
-                report.skip("episodic", id, "store_full", format!("the store holds its cap of {cap} rows"))
-            }
-            Err(error) if error.rejection().is_some() => report.reject("episodic", id, &error),
-            Err(error) => return Err(error),
-        }
-    }
-
-    for name in [crate::files::PREFERENCES_FILE, crate::files::PROJECTS_FILE] {
-        let text =
-            if name == crate::files::PREFERENCES_FILE { &document.files.preferences } else { &document.files.projects };
-        if !text.trim().is_empty() {
-            report.skip("file", name, "not_imported", "import never writes preferences.md or projects.md");
-        }
-    }
-    let history_dir = home.join(MEMORY_DIR).join(HISTORY_DIR);
-    for (name, content) in &document.files.history {
-        if parse_day_file_name(name).is_none() {
-            report.skip("file", name, "not_a_day_file", "only YYYY-MM-DD.md day files are restored");
-            continue;
-        }
-        let path = history_dir.join(name);
-        if path.exists() {
-            report.skip("file", name, "exists", "the home already has this day");
-            continue;
-        }
-        if let Some(finding) = cairn_guard::screen(content) {
-            let rejected = Rejected::Injection { rule: finding.rule };
-            report.reject("file", name, &MemoryError::Rejected(rejected));
-            continue;
-        }
-        if dry_run {
-            report.files_written += 1;
-            continue;
-        }
-        if restore_day_file(&history_dir, name, content)? {
-            report.files_written += 1;
-        } else {
-            report.skip("file", name, "exists", "the home already has this day");
-        }
-    }
-    if !dry_run && report.files_written > 0 {
-        files.invalidate_history_cache();
-        if let Err(error) = files.refresh_index() {
-            tracing::warn!(%error, "keyword index not refreshed after import; the next rebuild catches up");
-        }
-    }
+    let mut import = Import { db, ledger, report: ImportReport { dry_run, ..ImportReport::default() } };
+    import.semantic(&document.semantic)?;
+    import.lessons(&document.lessons)?;
+    import.episodic(&document.episodic)?;
+    import.files(files, home, &document.files)?;
+    let report = import.report;
     tracing::info!(
         semantic = report.semantic_written,
         lessons = report.lessons_written,
@@ -624,6 +452,228 @@ pub fn import_memory(
         "memory import"
     );
     Ok(report)
+}
+
+/// One import of an export document under way: the store, the ledger of
+/// what earlier imports took, and the report so far.
+struct Import<'a> {
+    db: &'a MemoryDb,
+    ledger: Ledger,
+    report: ImportReport,
+}
+
+impl Import<'_> {
+    /// The semantic rows, oldest first, through the semantic writer.
+    fn semantic(&mut self, rows: &[ExportedSemantic]) -> Result<()> {
+        let dry_run = self.report.dry_run;
+        let Self { db, ledger, report } = self;
+        let db = *db;
+        // Oldest first, so recency order (a ranking tie-break) survives the trip.
+        let mut semantic: Vec<&ExportedSemantic> = rows.iter().collect();
+        semantic.sort_by_key(|row| row.updated_at);
+        for row in semantic {
+            let hash = row_hash("semantic", row);
+            if ledger.contains(&hash) {
+                report.skip("semantic", &row.key, "already_imported", "this row was imported before");
+                continue;
+            }
+            if row.key.starts_with(LESSON_PREFIX) {
+                report.skip("semantic", &row.key, "lesson_key", "lessons are imported from the lessons list");
+                continue;
+            }
+            if let Some(existing) = db.get_semantic_in(&row.scope, &row.key)? {
+                let message =
+                    if existing.value == row.value { "the same value is stored" } else { "the stored value wins" };
+                report.skip("semantic", &row.key, "exists", message);
+                continue;
+            }
+            if dry_run {
+                match db.check_write(&row.key, &row.value, row.confidence, &Source::Import) {
+                    Ok(_) => report.semantic_written += 1,
+                    Err(rejected) => report.reject("semantic", &row.key, &MemoryError::Rejected(rejected)),
+                }
+                continue;
+            }
+            match db.write_semantic_in(&row.scope, &row.key, &row.value, row.confidence, Source::Import) {
+                Ok(outcome) if outcome.is_change() => {
+                    report.semantic_written += 1;
+                    ledger.record(db, hash, "semantic", crate::scope::stored_key(&row.key, &row.scope))?;
+                }
+                Ok(_) => report.skip("semantic", &row.key, "exists", "the stored value wins"),
+                Err(error) if error.rejection().is_some() => report.reject("semantic", &row.key, &error),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// The lessons, at most [`MAX_IMPORTED_LESSONS`], through the lesson writer.
+    fn lessons(&mut self, rows: &[ExportedLesson]) -> Result<()> {
+        let dry_run = self.report.dry_run;
+        let Self { db, ledger, report } = self;
+        let db = *db;
+        let mut lessons_taken = 0;
+        for row in rows {
+            let key = crate::lesson_key(&row.rule, row.not.as_deref());
+            let hash = row_hash("lesson", row);
+            if ledger.contains(&hash) {
+                report.skip("lesson", &key, "already_imported", "this row was imported before");
+                continue;
+            }
+            if db.get_semantic(&key)?.is_some() {
+                report.skip("lesson", &key, "exists", "the stored lesson wins");
+                continue;
+            }
+            if lessons_taken == MAX_IMPORTED_LESSONS {
+                report.skip(
+                    "lesson",
+                    &key,
+                    "lesson_cap",
+                    format!("an import adds at most {MAX_IMPORTED_LESSONS} lessons"),
+                );
+                continue;
+            }
+            let category = match row.category.parse::<LessonCategory>() {
+                Ok(category) => category,
+                Err(rejected) => {
+                    report.reject("lesson", &key, &MemoryError::Rejected(rejected));
+                    continue;
+                }
+            };
+            if dry_run {
+                let value = Value::String(row.rule.clone());
+                let checked = if row.rule.trim().is_empty() {
+                    Err(Rejected::EmptyLesson)
+                } else {
+                    db.check_write(&key, &value, crate::lesson_confidence(&Source::Import), &Source::Import).map(|_| ())
+                };
+                match checked {
+                    Ok(()) => {
+                        report.lessons_written += 1;
+                        lessons_taken += 1;
+                    }
+                    Err(rejected) => report.reject("lesson", &key, &MemoryError::Rejected(rejected)),
+                }
+                continue;
+            }
+            match db.write_lesson(&row.rule, row.not.as_deref(), category, Source::Import) {
+                Ok(outcome) if outcome.outcome.is_change() => {
+                    report.lessons_written += 1;
+                    lessons_taken += 1;
+                    ledger.record(db, hash, "lesson", key.clone())?;
+                }
+                Ok(outcome) => {
+                    let message = match &outcome.outcome {
+                        crate::WriteOutcome::Skipped { reason: SkipReason::ExistingWins { existing_key }, .. } => {
+                            format!("the stored lesson {existing_key} wins")
+                        }
+                        _ => "a stored lesson already says this".to_owned(),
+                    };
+                    report.skip("lesson", &key, "exists", message)
+                }
+                Err(error) if error.rejection().is_some() => report.reject("lesson", &key, &error),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// The episodic rows through the episodic writer (embedded later).
+    fn episodic(&mut self, rows: &[ExportedEpisode]) -> Result<()> {
+        let dry_run = self.report.dry_run;
+        let Self { db, ledger, report } = self;
+        let db = *db;
+        for (index, row) in rows.iter().enumerate() {
+            let id = format!("episodic[{index}]");
+            let hash = row_hash("episodic", row);
+            if ledger.contains(&hash) {
+                report.skip("episodic", id, "already_imported", "this row was imported before");
+                continue;
+            }
+            let mut episode = NewEpisode::new(row.text.clone())
+                .importance(row.importance)
+                .tags(row.tags.clone())
+                .created_at(row.created_at)
+                .scope(row.scope.clone())
+                .preserve(true)
+                .defer_embedding(true)
+                .source(Source::Import);
+            if let Some(source_ref) = &row.source_ref {
+                episode = episode.source_ref(source_ref.clone());
+            }
+            if dry_run {
+                match db.check_episode(&episode) {
+                    Ok(()) => report.episodic_written += 1,
+                    Err(rejected) => report.reject("episodic", id, &MemoryError::Rejected(rejected)),
+                }
+                continue;
+            }
+            match db.write_episodic(&episode) {
+                Ok(EpisodicOutcome::Inserted { id, .. }) => {
+                    report.episodic_written += 1;
+                    ledger.record(db, hash, "episodic", format!("episodic:{id}"))?;
+                }
+                Ok(EpisodicOutcome::Duplicate { of, .. }) => {
+                    report.skip("episodic", id, "exists", format!("active row {of} already says this"))
+                }
+                Ok(EpisodicOutcome::StoreFull { cap }) => {
+                    report.skip("episodic", id, "store_full", format!("the store holds its cap of {cap} rows"))
+                }
+                Err(error) if error.rejection().is_some() => report.reject("episodic", id, &error),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// The history day files the home lacks; never preferences.md or projects.md.
+    fn files(&mut self, files: &MemoryFiles, home: &Path, document_files: &ExportedFiles) -> Result<()> {
+        let dry_run = self.report.dry_run;
+        let report = &mut self.report;
+        for name in [crate::files::PREFERENCES_FILE, crate::files::PROJECTS_FILE] {
+            let text = if name == crate::files::PREFERENCES_FILE {
+                &document_files.preferences
+            } else {
+                &document_files.projects
+            };
+            if !text.trim().is_empty() {
+                report.skip("file", name, "not_imported", "import never writes preferences.md or projects.md");
+            }
+        }
+        let history_dir = home.join(MEMORY_DIR).join(HISTORY_DIR);
+        for (name, content) in &document_files.history {
+            if parse_day_file_name(name).is_none() {
+                report.skip("file", name, "not_a_day_file", "only YYYY-MM-DD.md day files are restored");
+                continue;
+            }
+            let path = history_dir.join(name);
+            if path.exists() {
+                report.skip("file", name, "exists", "the home already has this day");
+                continue;
+            }
+            if let Some(finding) = cairn_guard::screen(content) {
+                let rejected = Rejected::Injection { rule: finding.rule };
+                report.reject("file", name, &MemoryError::Rejected(rejected));
+                continue;
+            }
+            if dry_run {
+                report.files_written += 1;
+                continue;
+            }
+            if restore_day_file(&history_dir, name, content)? {
+                report.files_written += 1;
+            } else {
+                report.skip("file", name, "exists", "the home already has this day");
+            }
+        }
+        if !dry_run && report.files_written > 0 {
+            files.invalidate_history_cache();
+            if let Err(error) = files.refresh_index() {
+                tracing::warn!(%error, "keyword index not refreshed after import; the next rebuild catches up");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Refuses a document this build cannot read.

@@ -182,10 +182,14 @@ pub fn lint_skill_dir(dir: &Path) -> LintReport {
             return report(findings);
         }
     };
-    let p = LintSeverity::Portability;
-    let w = LintSeverity::Warning;
+    spec_findings(&mapping, dir, &mut findings);
+    cairn_findings(&meta, &mapping, &text, &text[split.body], &mut findings);
+    report(findings)
+}
 
-    // Agent Skills rules.
+/// The Agent Skills rules: the frontmatter's fields, their types and lengths.
+fn spec_findings(mapping: &serde_norway::Mapping, dir: &Path, findings: &mut Vec<LintFinding>) {
+    let p = LintSeverity::Portability;
     let mut unexpected: Vec<String> = Vec::new();
     for key in mapping.keys() {
         match key.as_str() {
@@ -211,7 +215,7 @@ pub fn lint_skill_dir(dir: &Path) -> LintReport {
         findings.push(finding(p, "unexpected-fields", message));
     }
     match mapping.get("name") {
-        Some(Value::String(name)) if !name.trim().is_empty() => check_name(name, dir, &mut findings),
+        Some(Value::String(name)) if !name.trim().is_empty() => check_name(name, dir, findings),
         Some(Value::String(_)) | None | Some(Value::Null) => {
             findings.push(finding(p, "name-missing", "Missing required field in frontmatter: name"))
         }
@@ -271,8 +275,18 @@ pub fn lint_skill_dir(dir: &Path) -> LintReport {
         }
         Some(_) => findings.push(finding(p, "metadata-type", "Field 'metadata' must be a mapping")),
     }
+}
 
-    // What Cairn needs.
+/// What Cairn needs of a skill: readable flags, triggers that can match, a
+/// body, and no text its guard would withhold.
+fn cairn_findings(
+    meta: &SkillMeta,
+    mapping: &serde_norway::Mapping,
+    text: &str,
+    body: &str,
+    findings: &mut Vec<LintFinding>,
+) {
+    let w = LintSeverity::Warning;
     let metadata = mapping.get("metadata").and_then(Value::as_mapping);
     for key in ["always", "inject_on_trigger", "pinned"] {
         for (place, value) in [("", mapping.get(key)), ("metadata.", metadata.and_then(|inner| inner.get(key)))] {
@@ -312,7 +326,6 @@ pub fn lint_skill_dir(dir: &Path) -> LintReport {
             ));
         }
     }
-    let body = &text[split.body];
     let lines = text.lines().count();
     if lines > SPEC_RECOMMENDED_MAX_LINES {
         findings.push(finding(
@@ -324,21 +337,20 @@ pub fn lint_skill_dir(dir: &Path) -> LintReport {
     if body.trim().is_empty() {
         findings.push(finding(w, "empty-body", "the body is empty; a delivered skill would say nothing"));
     }
-    if !cairn_guard::find_credentials(&text).is_empty() {
+    if !cairn_guard::find_credentials(text).is_empty() {
         findings.push(finding(
             w,
             "credentials",
             "the file contains credential-shaped text; Cairn redacts it before any prompt",
         ));
     }
-    if let Some(hit) = cairn_guard::screen(&text) {
+    if let Some(hit) = cairn_guard::screen(text) {
         findings.push(finding(
             w,
             "injection-screen",
             format!("the text trips the injection screen ({}); Cairn will not put it in a prompt", hit.rule),
         ));
     }
-    report(findings)
 }
 
 /// Lints `path`: the skill itself when it holds a `SKILL.md`, else every

@@ -3,8 +3,8 @@
 //! generated skills (pending, approve, reject, archive, restore), and the
 //! skills audit trail (audit).
 
-use std::io::{Read as _, Write as _};
-use std::path::PathBuf;
+use std::io::{Read as _, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -167,46 +167,7 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
     let catalog = catalog(home, args)?;
     let mut out = std::io::stdout().lock();
     match &args.command {
-        SkillsCommand::List { json } => {
-            let rows = catalog.list_skills();
-            let marks = auto_marks(home);
-            if *json {
-                let rows: Vec<serde_json::Value> = rows
-                    .iter()
-                    .map(|row| {
-                        let mut value = serde_json::to_value(row)?;
-                        value["auto"] = marks.get(&row.name).map_or(serde_json::Value::Null, |state| json!(state));
-                        Ok(value)
-                    })
-                    .collect::<Result<_, serde_json::Error>>()?;
-                serde_json::to_writer_pretty(&mut out, &rows)?;
-                writeln!(out)?;
-            } else {
-                for row in &rows {
-                    let deliveries = row.deliveries.map_or_else(|| "-".to_owned(), |count| count.to_string());
-                    let auto = match marks.get(&row.name) {
-                        Some(&"stale") => "auto stale ",
-                        Some(_) => "auto ",
-                        None => "",
-                    };
-                    let flags = format!(
-                        "{auto}{}{}{}",
-                        if row.always { "always " } else { "" },
-                        if row.inject_on_trigger { "" } else { "pointer " },
-                        if row.owned { "owned" } else { "read-only" }
-                    );
-                    writeln!(
-                        out,
-                        "{}\t{:?}\t{} bytes\tdeliveries {}\t{}\t{}",
-                        row.name, row.source, row.size_bytes, deliveries, flags, row.description
-                    )?;
-                    if let Some(warning) = &row.warning {
-                        writeln!(out, "  warning: {warning}")?;
-                    }
-                }
-                eprintln!("{} skills", rows.len());
-            }
-        }
+        SkillsCommand::List { json } => list(home, &catalog, *json, &mut out)?,
         SkillsCommand::Show { name } => {
             cairn_skills::validate_name(name)?;
             let skill = catalog.get(name).with_context(|| format!("no skill named {name:?}"))?;
@@ -219,25 +180,7 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
             }
         }
         SkillsCommand::Create { name, file, description } => {
-            let content = match (file, description) {
-                (Some(path), _) if path.as_os_str() == "-" => {
-                    let mut text = String::new();
-                    std::io::stdin().read_to_string(&mut text).context("reading standard input")?;
-                    text
-                }
-                (Some(path), _) => {
-                    cairn_guard::safe_read_file_bounded(path, cairn_skills::constants::MAX_SKILL_FILE_BYTES as u64)
-                        .with_context(|| format!("reading {}", path.display()))?
-                }
-                (None, description) => {
-                    let leaf = cairn_skills::sanitize_name(name)?;
-                    let leaf = leaf.rsplit('/').next().unwrap_or(&leaf).to_owned();
-                    let description =
-                        description.clone().unwrap_or_else(|| format!("What {leaf} does and when to use it."));
-                    format!("---\nname: {leaf}\ndescription: {}\n---\n# {leaf}\n", serde_json::to_string(&description)?)
-                }
-            };
-            let created = catalog.create(name, &content)?;
+            let created = catalog.create(name, &new_skill_text(name, file.as_deref(), description.as_deref())?)?;
             writeln!(out, "{}", json!({ "created": created }))?;
         }
         SkillsCommand::Delete { name } => {
@@ -251,35 +194,7 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
         }
         SkillsCommand::Lint { dir, json } => {
             let dir = dir.clone().unwrap_or_else(|| catalog.config().owned_dir());
-            let reports = lint_path(&dir);
-            let errors = reports.iter().filter(|report| report.has_errors()).count();
-            if *json {
-                serde_json::to_writer_pretty(&mut out, &reports)?;
-                writeln!(out)?;
-            } else {
-                for report in &reports {
-                    let verdict = if report.has_errors() {
-                        "error"
-                    } else if report.is_valid_agent_skill() {
-                        "ok"
-                    } else {
-                        "not portable"
-                    };
-                    writeln!(out, "{}: {verdict}", report.dir.display())?;
-                    for finding in &report.findings {
-                        let severity = match finding.severity {
-                            LintSeverity::Error => "error",
-                            LintSeverity::Portability => "portability",
-                            LintSeverity::Warning => "warning",
-                        };
-                        writeln!(out, "  {severity} [{}] {}", finding.rule, finding.message)?;
-                    }
-                }
-                eprintln!("{} skills checked, {errors} with errors", reports.len());
-            }
-            if errors > 0 {
-                return Ok(ExitCode::FAILURE);
-            }
+            return lint(&dir, *json, &mut out);
         }
         SkillsCommand::SetInject { name, inject } => {
             let changed = catalog.set_inject_on_trigger(name, *inject)?;
@@ -300,37 +215,7 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
             serde_json::to_writer_pretty(&mut out, &value)?;
             writeln!(out)?;
         }
-        SkillsCommand::Pending { json } => {
-            let pending = home.auto_skills().pending()?;
-            if *json {
-                serde_json::to_writer_pretty(&mut out, &json!({ "pending": pending }))?;
-                writeln!(out)?;
-            } else {
-                for candidate in &pending {
-                    let kind = match candidate.kind {
-                        cairn_skills::auto::PendingKind::New => "new",
-                        cairn_skills::auto::PendingKind::Update => "update",
-                    };
-                    writeln!(
-                        out,
-                        "{}	{kind}	session {}	{}	{}{}",
-                        candidate.name,
-                        candidate.session_key,
-                        candidate.created_at,
-                        if candidate.has_script { "script " } else { "" },
-                        candidate.description
-                    )?;
-                    if !candidate.unexpected_files.is_empty() {
-                        writeln!(
-                            out,
-                            "\tunreviewed files (approval is refused): {}",
-                            candidate.unexpected_files.join(", ")
-                        )?;
-                    }
-                }
-                eprintln!("{} pending", pending.len());
-            }
-        }
+        SkillsCommand::Pending { json } => pending(home, *json, &mut out)?,
         SkillsCommand::Approve { name } => {
             let approved = home.auto_skills().approve(slug(name))?;
             writeln!(out, "{}", json!({ "approved": approved }))?;
@@ -347,35 +232,166 @@ pub(crate) fn run(home: &Home, args: &SkillsArgs) -> anyhow::Result<ExitCode> {
             let restored = home.auto_skills().restore(slug(name))?;
             writeln!(out, "{}", json!({ "restored": restored }))?;
         }
-        SkillsCommand::Audit { limit, json } => {
-            let max = crate::skills_audit::MAX_LIMIT;
-            anyhow::ensure!((1..=max).contains(limit), "--limit must be 1 to {max}");
-            let path = home.skills_audit_path();
-            let log = crate::skills_audit::read(&path, *limit)
-                .with_context(|| format!("reading the skills audit trail {}", path.display()))?;
-            if *json {
-                serde_json::to_writer_pretty(&mut out, &log)?;
-                writeln!(out)?;
-            } else {
-                for event in &log.events {
-                    writeln!(
-                        out,
-                        "{}\t{}\t{}\t{}\t{}",
-                        event.at.as_deref().unwrap_or("-"),
-                        event.action,
-                        if event.ok { "ok" } else { "refused" },
-                        event.skills.join(","),
-                        event.detail
-                    )?;
-                }
-                eprintln!(
-                    "{} records{}{}",
-                    log.events.len(),
-                    if log.skipped > 0 { format!(", {} malformed lines skipped", log.skipped) } else { String::new() },
-                    if log.truncated { ", older lines not read" } else { "" }
-                );
-            }
-        }
+        SkillsCommand::Audit { limit, json } => audit(home, *limit, *json, &mut out)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cairn skills list`: every skill with its source, size, deliveries and flags.
+fn list(home: &Home, catalog: &SkillCatalog, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let rows = catalog.list_skills();
+    let marks = auto_marks(home);
+    if json {
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|row| {
+                let mut value = serde_json::to_value(row)?;
+                value["auto"] = marks.get(&row.name).map_or(serde_json::Value::Null, |state| json!(state));
+                Ok(value)
+            })
+            .collect::<Result<_, serde_json::Error>>()?;
+        serde_json::to_writer_pretty(&mut *out, &rows)?;
+        writeln!(out)?;
+    } else {
+        for row in &rows {
+            let deliveries = row.deliveries.map_or_else(|| "-".to_owned(), |count| count.to_string());
+            let auto = match marks.get(&row.name) {
+                Some(&"stale") => "auto stale ",
+                Some(_) => "auto ",
+                None => "",
+            };
+            let flags = format!(
+                "{auto}{}{}{}",
+                if row.always { "always " } else { "" },
+                if row.inject_on_trigger { "" } else { "pointer " },
+                if row.owned { "owned" } else { "read-only" }
+            );
+            writeln!(
+                out,
+                "{}\t{:?}\t{} bytes\tdeliveries {}\t{}\t{}",
+                row.name, row.source, row.size_bytes, deliveries, flags, row.description
+            )?;
+            if let Some(warning) = &row.warning {
+                writeln!(out, "  warning: {warning}")?;
+            }
+        }
+        eprintln!("{} skills", rows.len());
+    }
+    Ok(())
+}
+
+/// The text of a new skill: the file given (`-`: standard input), or a
+/// skeleton with the name and the description (a default one without).
+fn new_skill_text(name: &str, file: Option<&Path>, description: Option<&str>) -> anyhow::Result<String> {
+    Ok(match (file, description) {
+        (Some(path), _) if path.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).context("reading standard input")?;
+            text
+        }
+        (Some(path), _) => {
+            cairn_guard::safe_read_file_bounded(path, cairn_skills::constants::MAX_SKILL_FILE_BYTES as u64)
+                .with_context(|| format!("reading {}", path.display()))?
+        }
+        (None, description) => {
+            let leaf = cairn_skills::sanitize_name(name)?;
+            let leaf = leaf.rsplit('/').next().unwrap_or(&leaf).to_owned();
+            let description =
+                description.map(str::to_owned).unwrap_or_else(|| format!("What {leaf} does and when to use it."));
+            format!("---\nname: {leaf}\ndescription: {}\n---\n# {leaf}\n", serde_json::to_string(&description)?)
+        }
+    })
+}
+
+/// `cairn skills lint`: every skill under `dir` checked; failure when any has an error.
+fn lint(dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let reports = lint_path(dir);
+    let errors = reports.iter().filter(|report| report.has_errors()).count();
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &reports)?;
+        writeln!(out)?;
+    } else {
+        for report in &reports {
+            let verdict = if report.has_errors() {
+                "error"
+            } else if report.is_valid_agent_skill() {
+                "ok"
+            } else {
+                "not portable"
+            };
+            writeln!(out, "{}: {verdict}", report.dir.display())?;
+            for finding in &report.findings {
+                let severity = match finding.severity {
+                    LintSeverity::Error => "error",
+                    LintSeverity::Portability => "portability",
+                    LintSeverity::Warning => "warning",
+                };
+                writeln!(out, "  {severity} [{}] {}", finding.rule, finding.message)?;
+            }
+        }
+        eprintln!("{} skills checked, {errors} with errors", reports.len());
+    }
+    Ok(if errors > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// `cairn skills pending`: the skill candidates waiting for review.
+fn pending(home: &Home, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let pending = home.auto_skills().pending()?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &json!({ "pending": pending }))?;
+        writeln!(out)?;
+    } else {
+        for candidate in &pending {
+            let kind = match candidate.kind {
+                cairn_skills::auto::PendingKind::New => "new",
+                cairn_skills::auto::PendingKind::Update => "update",
+            };
+            writeln!(
+                out,
+                "{}	{kind}	session {}	{}	{}{}",
+                candidate.name,
+                candidate.session_key,
+                candidate.created_at,
+                if candidate.has_script { "script " } else { "" },
+                candidate.description
+            )?;
+            if !candidate.unexpected_files.is_empty() {
+                writeln!(out, "\tunreviewed files (approval is refused): {}", candidate.unexpected_files.join(", "))?;
+            }
+        }
+        eprintln!("{} pending", pending.len());
+    }
+    Ok(())
+}
+
+/// `cairn skills audit`: the newest `limit` records of the skills audit trail.
+fn audit(home: &Home, limit: usize, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let max = crate::skills_audit::MAX_LIMIT;
+    anyhow::ensure!((1..=max).contains(&limit), "--limit must be 1 to {max}");
+    let path = home.skills_audit_path();
+    let log = crate::skills_audit::read(&path, limit)
+        .with_context(|| format!("reading the skills audit trail {}", path.display()))?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &log)?;
+        writeln!(out)?;
+    } else {
+        for event in &log.events {
+            writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}",
+                event.at.as_deref().unwrap_or("-"),
+                event.action,
+                if event.ok { "ok" } else { "refused" },
+                event.skills.join(","),
+                event.detail
+            )?;
+        }
+        eprintln!(
+            "{} records{}{}",
+            log.events.len(),
+            if log.skipped > 0 { format!(", {} malformed lines skipped", log.skipped) } else { String::new() },
+            if log.truncated { ", older lines not read" } else { "" }
+        );
+    }
+    Ok(())
 }

@@ -227,20 +227,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         eprintln!("cairn serve: listening on http://{bound} (token in {})", token_path.display());
         lifecycle.start();
         let warmed = Arc::clone(&state.memory);
-        tokio::task::spawn_blocking(move || {
-            // Loads run on their own threads (searches meanwhile answer from
-            // keywords); then both indexes are brought in step with the table.
-            if let Err(error) = warmed.warm_up().and_then(|()| warmed.build_episodic_index().map(drop)) {
-                tracing::warn!(%error, "could not load the memory indexes at start; the first searches load them");
-                return;
-            }
-            heap::wait_for_keyword_index(&warmed);
-            // Loading them freed the snapshot's buffers and the texts the
-            // keyword index was built from: hundreds of megabytes at a
-            // million rows, which the allocator would otherwise keep.
-            let released = heap::release_freed();
-            tracing::debug!(released, "handed freed heap memory back after loading the memory indexes");
-        });
+        tokio::task::spawn_blocking(move || load_indexes(&warmed));
         tokio::spawn(migrate_at_start(Arc::clone(&state)));
         tokio::spawn(routes::probe_at_start(Arc::clone(&state)));
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -269,6 +256,33 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
         let _ = catch_up.join();
     }
     pool.shutdown();
+    save_at_stop(state);
+    drop(instance);
+    outcome?;
+    eprintln!("cairn serve: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Loads the memory indexes at start, on their own threads (searches
+/// meanwhile answer from keywords), brings both in step with the table, and
+/// hands the heap the loads freed back to the system.
+fn load_indexes(memory: &MemoryDb) {
+    if let Err(error) = memory.warm_up().and_then(|()| memory.build_episodic_index().map(drop)) {
+        tracing::warn!(%error, "could not load the memory indexes at start; the first searches load them");
+        return;
+    }
+    heap::wait_for_keyword_index(memory);
+    // Loading them freed the snapshot's buffers and the texts the keyword
+    // index was built from: hundreds of megabytes at a million rows, which
+    // the allocator would otherwise keep.
+    let released = heap::release_freed();
+    tracing::debug!(released, "handed freed heap memory back after loading the memory indexes");
+}
+
+/// What a stopping gateway keeps: the skills usage ledger, the episodic
+/// index snapshot, and (on SQLite, once the last handle is gone) the WAL
+/// checkpointed into the database file.
+fn save_at_stop(state: Arc<AppState>) {
     if let Err(error) = state.live().skills.ledger().flush() {
         tracing::warn!(%error, "could not flush the skills usage ledger");
     }
@@ -280,10 +294,6 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     if let Some(db_path) = db_path {
         checkpoint_wal(&db_path);
     }
-    drop(instance);
-    outcome?;
-    eprintln!("cairn serve: stopped");
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Migrates the home's legacy Markdown memory once, in the background, and
@@ -417,12 +427,11 @@ async fn shutdown_signal() {
     }
 }
 
-/// The maintenance jobs this gateway runs, and the ones it records as off.
-fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
-    let mut jobs = Vec::new();
-
+/// The heartbeat's vector backfill: semantic and episodic rows without a
+/// vector embedded on the pool, once the model is ready.
+fn backfill_job(state: &Arc<AppState>) -> Job {
     let backfill_state = Arc::clone(state);
-    jobs.push(Job {
+    Job {
         name: "embedding_backfill",
         every_ticks: 1,
         at_start: true,
@@ -448,7 +457,39 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
                 Err(error) => Err(error.into()),
             }
         }),
-    });
+    }
+}
+
+/// The heartbeat's consolidation of sessions idle past the setting's hours.
+fn idle_sessions_job(state: &Arc<AppState>) -> Job {
+    let idle_state = Arc::clone(state);
+    let consolidation = Arc::clone(&state.sessions);
+    Job {
+        name: "check_idle_sessions",
+        every_ticks: 1,
+        at_start: false,
+        run: Arc::new(move || {
+            // Read at run time, so a settings change applies to the next run.
+            let idle = sessions::idle_from_hours(idle_state.settings.read().history_idle_hours);
+            let consolidation = Arc::clone(&consolidation);
+            let now = crate::clock::now_ms();
+            match idle_state.pool.try_submit(move || consolidation.check_idle(now, idle)) {
+                Ok(answer) => {
+                    let results = answer.blocking_recv().map_err(|_| PoolError::Lost)?;
+                    sessions::describe_idle_run(&results)
+                }
+                Err(PoolError::Full { .. }) => Ok("embed pool busy; idle sessions wait for the next tick".to_owned()),
+                Err(error) => Err(error.into()),
+            }
+        }),
+    }
+}
+
+/// The maintenance jobs this gateway runs, and the ones it records as off.
+fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
+    let mut jobs = Vec::new();
+
+    jobs.push(backfill_job(state));
 
     let touches_state = Arc::clone(state);
     jobs.push(Job {
@@ -474,31 +515,7 @@ fn heartbeat_jobs(state: &Arc<AppState>) -> Vec<Job> {
     });
 
     match state.sessions.consolidates() {
-        true => {
-            let idle_state = Arc::clone(state);
-            let consolidation = Arc::clone(&state.sessions);
-            jobs.push(Job {
-                name: "check_idle_sessions",
-                every_ticks: 1,
-                at_start: false,
-                run: Arc::new(move || {
-                    // Read at run time, so a settings change applies to the next run.
-                    let idle = sessions::idle_from_hours(idle_state.settings.read().history_idle_hours);
-                    let consolidation = Arc::clone(&consolidation);
-                    let now = crate::clock::now_ms();
-                    match idle_state.pool.try_submit(move || consolidation.check_idle(now, idle)) {
-                        Ok(answer) => {
-                            let results = answer.blocking_recv().map_err(|_| PoolError::Lost)?;
-                            sessions::describe_idle_run(&results)
-                        }
-                        Err(PoolError::Full { .. }) => {
-                            Ok("embed pool busy; idle sessions wait for the next tick".to_owned())
-                        }
-                        Err(error) => Err(error.into()),
-                    }
-                }),
-            });
-        }
+        true => jobs.push(idle_sessions_job(state)),
         false => state.heartbeat.disable(
             "check_idle_sessions",
             "no LLM configured (set llm.base_url and llm.model in config.json, or CAIRN_LLM_BASE_URL and CAIRN_LLM_MODEL)",
