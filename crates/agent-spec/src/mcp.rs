@@ -120,38 +120,8 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
     let auto_approve = list(fields.get("autoApprove"), &format!("{path}.autoApprove"), &mut ok, findings);
     let env = string_map(fields.get("env"), &format!("{path}.env"), &mut ok, findings);
     let headers = string_map(fields.get("headers"), &format!("{path}.headers"), &mut ok, findings);
-    let disabled = match fields.get("disabled") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(flag)) => *flag,
-        Some(other) => {
-            findings.push(
-                SpecDiagnostic::error(
-                    "wrong-type",
-                    format!("{path}.disabled"),
-                    format!("is {}; write true or false", type_name(other)),
-                )
-                .rejected_by_kiro_cli(),
-            );
-            ok = false;
-            false
-        }
-    };
-    let timeout_ms = match fields.get("timeout") {
-        None | Some(Value::Null) => MCP_DEFAULT_TIMEOUT_MS,
-        Some(Value::Number(number)) if number.as_u64().is_some() => number.as_u64().unwrap_or(MCP_DEFAULT_TIMEOUT_MS),
-        Some(other) => {
-            findings.push(
-                SpecDiagnostic::error(
-                    "wrong-type",
-                    format!("{path}.timeout"),
-                    format!("is {}; write milliseconds as a whole number", type_name(other)),
-                )
-                .rejected_by_kiro_cli(),
-            );
-            ok = false;
-            MCP_DEFAULT_TIMEOUT_MS
-        }
-    };
+    let disabled = read_disabled(fields.get("disabled"), path, &mut ok, findings);
+    let timeout_ms = read_timeout(fields.get("timeout"), path, &mut ok, findings);
     if !auto_approve.is_empty() {
         findings.push(SpecDiagnostic::warning(
             "mcp-auto-approve-ignored",
@@ -199,18 +169,7 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
         }
     };
     if let Some(declared) = declared_type.as_deref() {
-        let expected = match transport {
-            McpTransport::Local { .. } => "stdio",
-            McpTransport::Remote { .. } => "http",
-        };
-        let consistent = declared == expected || (expected == "http" && matches!(declared, "sse" | "streamable-http"));
-        if !consistent {
-            findings.push(SpecDiagnostic::warning(
-                "mcp-type-mismatch",
-                format!("{path}.type"),
-                format!("says `{declared}` but the entry is a {expected} server"),
-            ));
-        }
+        check_declared_type(declared, &transport, path, findings);
     }
     Some(McpServer {
         name: name.to_owned(),
@@ -222,6 +181,63 @@ fn read_server(name: &str, entry: &Value, path: &str, findings: &mut Findings) -
         auto_approve,
         other,
     })
+}
+
+/// A server's `disabled` flag (false when absent); any other type is an error.
+fn read_disabled(value: Option<&Value>, path: &str, ok: &mut bool, findings: &mut Findings) -> bool {
+    match value {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(other) => {
+            findings.push(
+                SpecDiagnostic::error(
+                    "wrong-type",
+                    format!("{path}.disabled"),
+                    format!("is {}; write true or false", type_name(other)),
+                )
+                .rejected_by_kiro_cli(),
+            );
+            *ok = false;
+            false
+        }
+    }
+}
+
+/// A server's `timeout` in milliseconds (the default when absent); anything
+/// but a whole number is an error.
+fn read_timeout(value: Option<&Value>, path: &str, ok: &mut bool, findings: &mut Findings) -> u64 {
+    match value {
+        None | Some(Value::Null) => MCP_DEFAULT_TIMEOUT_MS,
+        Some(Value::Number(number)) if number.as_u64().is_some() => number.as_u64().unwrap_or(MCP_DEFAULT_TIMEOUT_MS),
+        Some(other) => {
+            findings.push(
+                SpecDiagnostic::error(
+                    "wrong-type",
+                    format!("{path}.timeout"),
+                    format!("is {}; write milliseconds as a whole number", type_name(other)),
+                )
+                .rejected_by_kiro_cli(),
+            );
+            *ok = false;
+            MCP_DEFAULT_TIMEOUT_MS
+        }
+    }
+}
+
+/// Warns when the entry's `type` says another transport than the one it describes.
+fn check_declared_type(declared: &str, transport: &McpTransport, path: &str, findings: &mut Findings) {
+    let expected = match transport {
+        McpTransport::Local { .. } => "stdio",
+        McpTransport::Remote { .. } => "http",
+    };
+    let consistent = declared == expected || (expected == "http" && matches!(declared, "sse" | "streamable-http"));
+    if !consistent {
+        findings.push(SpecDiagnostic::warning(
+            "mcp-type-mismatch",
+            format!("{path}.type"),
+            format!("says `{declared}` but the entry is a {expected} server"),
+        ));
+    }
 }
 
 fn list(value: Option<&Value>, path: &str, ok: &mut bool, findings: &mut Findings) -> Vec<String> {

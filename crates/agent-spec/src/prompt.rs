@@ -89,70 +89,14 @@ pub fn resolve_prompt(spec: &AgentSpec, scope: Scope, context: &ResolveContext) 
     }
     let agents_dir = spec.path().and_then(Path::parent).map(Path::to_path_buf);
     let path = match scope {
-        Scope::Project => {
-            let untrusted =
-                |reason| AgentSpecError::UntrustedPrompt { spec: spec_path.clone(), uri: uri.clone(), reason };
-            if text.starts_with('$') {
-                return Err(untrusted("a path starting with `$` counts as rooted; use a path relative to the spec"));
+        Scope::Project => project_prompt_path(text, agents_dir, &spec_path, &uri)?,
+        Scope::User => match user_prompt_path(text, agents_dir.as_deref(), context, &uri) {
+            Ok(path) => path,
+            Err(notice) => {
+                resolved.notices.push(notice);
+                return Ok(resolved);
             }
-            if text.starts_with('~') || Path::new(text).is_absolute() || is_drive_path(text) || text.starts_with('\\') {
-                return Err(untrusted("a project spec's prompt must be a path relative to its agents directory"));
-            }
-            let Some(agents_dir) = agents_dir else {
-                return Err(untrusted("the spec has no agents directory to anchor the path"));
-            };
-            let root = lexical_normalize(&agents_dir);
-            let candidate = lexical_normalize(&agents_dir.join(text));
-            if !candidate.starts_with(&root) {
-                return Err(untrusted("the path leaves the project's agents directory"));
-            }
-            if let (Ok(real_root), Ok(real)) = (root.canonicalize(), candidate.canonicalize())
-                && !real.starts_with(&real_root)
-            {
-                return Err(untrusted("the path resolves (through a symlink) outside the project's agents directory"));
-            }
-            candidate
-        }
-        Scope::User => {
-            let expanded = if text == "~" || text.starts_with("~/") {
-                match &context.home {
-                    Some(home) => home.join(text.trim_start_matches('~').trim_start_matches('/')),
-                    None => {
-                        resolved.notices.push(format!(
-                            "prompt `{uri}` uses `~` but no home directory is known; the agent runs with an empty prompt"
-                        ));
-                        return Ok(resolved);
-                    }
-                }
-            } else if Path::new(text).is_absolute() || is_drive_path(text) {
-                PathBuf::from(text)
-            } else {
-                let expanded = match expand_vars(text, context) {
-                    Ok(expanded) => expanded,
-                    Err(variable) => {
-                        resolved.notices.push(format!(
-                            "prompt `{uri}` uses `${variable}`, which is not set; the agent runs with an empty prompt"
-                        ));
-                        return Ok(resolved);
-                    }
-                };
-                let expanded = PathBuf::from(expanded);
-                if expanded.is_absolute() {
-                    expanded
-                } else {
-                    match &agents_dir {
-                        Some(agents_dir) => agents_dir.join(expanded),
-                        None => {
-                            resolved.notices.push(format!(
-                                "prompt `{uri}` is relative but the spec has no file to anchor it; the agent runs with an empty prompt"
-                            ));
-                            return Ok(resolved);
-                        }
-                    }
-                }
-            };
-            lexical_normalize(&expanded)
-        }
+        },
     };
     if let PromptSource::File { path: slot, .. } = &mut resolved.source {
         *slot = Some(path.clone());
@@ -188,6 +132,79 @@ pub fn resolve_prompt(spec: &AgentSpec, scope: Scope, context: &ResolveContext) 
         }
     }
     Ok(resolved)
+}
+
+/// A project spec's prompt file: a path relative to its agents directory
+/// that stays inside it, symlinks resolved.
+fn project_prompt_path(text: &str, agents_dir: Option<PathBuf>, spec_path: &Path, uri: &str) -> Result<PathBuf> {
+    let untrusted =
+        |reason| AgentSpecError::UntrustedPrompt { spec: spec_path.to_owned(), uri: uri.to_owned(), reason };
+    if text.starts_with('$') {
+        return Err(untrusted("a path starting with `$` counts as rooted; use a path relative to the spec"));
+    }
+    if text.starts_with('~') || Path::new(text).is_absolute() || is_drive_path(text) || text.starts_with('\\') {
+        return Err(untrusted("a project spec's prompt must be a path relative to its agents directory"));
+    }
+    let Some(agents_dir) = agents_dir else {
+        return Err(untrusted("the spec has no agents directory to anchor the path"));
+    };
+    let root = lexical_normalize(&agents_dir);
+    let candidate = lexical_normalize(&agents_dir.join(text));
+    if !candidate.starts_with(&root) {
+        return Err(untrusted("the path leaves the project's agents directory"));
+    }
+    if let (Ok(real_root), Ok(real)) = (root.canonicalize(), candidate.canonicalize())
+        && !real.starts_with(&real_root)
+    {
+        return Err(untrusted("the path resolves (through a symlink) outside the project's agents directory"));
+    }
+    Ok(candidate)
+}
+
+/// A user spec's prompt file: `~`, an absolute path, or a path with
+/// variables expanded, relative ones anchored at the agents directory. The
+/// error is the notice saying why the agent runs with an empty prompt.
+fn user_prompt_path(
+    text: &str,
+    agents_dir: Option<&Path>,
+    context: &ResolveContext,
+    uri: &str,
+) -> std::result::Result<PathBuf, String> {
+    let expanded = if text == "~" || text.starts_with("~/") {
+        match &context.home {
+            Some(home) => home.join(text.trim_start_matches('~').trim_start_matches('/')),
+            None => {
+                return Err(format!(
+                    "prompt `{uri}` uses `~` but no home directory is known; the agent runs with an empty prompt"
+                ));
+            }
+        }
+    } else if Path::new(text).is_absolute() || is_drive_path(text) {
+        PathBuf::from(text)
+    } else {
+        let expanded = match expand_vars(text, context) {
+            Ok(expanded) => expanded,
+            Err(variable) => {
+                return Err(format!(
+                    "prompt `{uri}` uses `${variable}`, which is not set; the agent runs with an empty prompt"
+                ));
+            }
+        };
+        let expanded = PathBuf::from(expanded);
+        if expanded.is_absolute() {
+            expanded
+        } else {
+            match &agents_dir {
+                Some(agents_dir) => agents_dir.join(expanded),
+                None => {
+                    return Err(format!(
+                        "prompt `{uri}` is relative but the spec has no file to anchor it; the agent runs with an empty prompt"
+                    ));
+                }
+            }
+        }
+    };
+    Ok(lexical_normalize(&expanded))
 }
 
 /// Redacts credentials and screens for injected instructions. A hit in a

@@ -32,7 +32,7 @@ use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, parse_day_file_name};
 use crate::ledger::LedgerRow;
 use crate::lessons::lesson_from_row;
 use crate::semantic::entry_from_row;
-use crate::store::{EvidenceLayer, EvidenceRow};
+use crate::store::{EvidenceLayer, EvidenceRow, SemanticRow};
 use crate::{EpisodicOutcome, LessonCategory, MemoryDb, NewEpisode, SCHEMA_VERSION, SkipReason, Source};
 
 /// `format` of an export document.
@@ -251,22 +251,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
             evidence,
         });
     }
-    let deleted = deleted
-        .into_iter()
-        .map(|row| {
-            let (key, scope) = split_stored_key(&row.key);
-            (key.to_owned(), scope, row)
-        })
-        .map(|(key, scope, row)| ExportedTombstone {
-            key,
-            scope,
-            source: row.source,
-            confidence: row.confidence,
-            created_at: row.created_at,
-            deleted_at: row.updated_at,
-            version: row.version,
-        })
-        .collect();
+    let deleted = deleted.into_iter().map(tombstone).collect();
     let episodic = episodes
         .into_iter()
         .map(|row| record_from_row(row, None))
@@ -282,17 +267,7 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
             last_accessed: row.last_accessed,
         })
         .collect();
-    let mut history = BTreeMap::new();
-    for date in files.history_days()? {
-        let name = format!("{date}.md");
-        let path = files.memory_dir().join(HISTORY_DIR).join(&name);
-        let content = std::fs::read(&path).map_err(|source| MemoryError::Io {
-            operation: "reading",
-            path: path.clone(),
-            source,
-        })?;
-        history.insert(name, String::from_utf8_lossy(&content).into_owned());
-    }
+    let history = history_files(files)?;
     Ok(ExportDocument {
         format: EXPORT_FORMAT.to_owned(),
         version: EXPORT_VERSION,
@@ -304,6 +279,36 @@ pub fn export_memory(db: &MemoryDb, files: &MemoryFiles) -> Result<ExportDocumen
         deleted,
         files: ExportedFiles { preferences: files.preferences()?, projects: files.projects()?, history },
     })
+}
+
+/// A deleted semantic row as the document keeps it.
+fn tombstone(row: SemanticRow) -> ExportedTombstone {
+    let (key, scope) = split_stored_key(&row.key);
+    ExportedTombstone {
+        key: key.to_owned(),
+        scope,
+        source: row.source,
+        confidence: row.confidence,
+        created_at: row.created_at,
+        deleted_at: row.updated_at,
+        version: row.version,
+    }
+}
+
+/// Every history day file of the home, by file name.
+fn history_files(files: &MemoryFiles) -> Result<BTreeMap<String, String>> {
+    let mut history = BTreeMap::new();
+    for date in files.history_days()? {
+        let name = format!("{date}.md");
+        let path = files.memory_dir().join(HISTORY_DIR).join(&name);
+        let content = std::fs::read(&path).map_err(|source| MemoryError::Io {
+            operation: "reading",
+            path: path.clone(),
+            source,
+        })?;
+        history.insert(name, String::from_utf8_lossy(&content).into_owned());
+    }
+    Ok(history)
 }
 
 /// One imported row that was not written, and why.

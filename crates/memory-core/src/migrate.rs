@@ -188,6 +188,46 @@ fn migrate_recorded_as(
         }
     }
 
+    migrate_history(db, source, tz, &mut report)?;
+
+    if let Some(path) = &source.lessons_jsonl {
+        let mut lessons = JsonlLessonStore::new(path).lessons()?;
+        lessons.reverse(); // oldest first, as they were taught
+        for lesson in lessons {
+            match db.write_lesson(&lesson.rule, lesson.not.as_deref(), lesson.category, Source::Migration) {
+                Ok(outcome) if outcome.outcome.is_change() => report.lessons_written += 1,
+                Ok(_) => report.lessons_kept += 1,
+                Err(error) if error.rejection().is_some() => report.refuse("lesson", &error),
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    let counts = report.counts().to_string();
+    let from = source.memory_dir.display().to_string();
+    db.rows().write("recording the migration", |tx| {
+        insert_event(
+            tx,
+            &EventRecord {
+                memory_type: "migration",
+                action: MemoryAuditAction::Migration,
+                key: None,
+                old_value: None,
+                new_value: Some(&counts),
+                source: Some(event_source),
+                confidence: None,
+                detail: Some(&from),
+            },
+        )
+    })?;
+    state.update(|state| state.migrated = true)?;
+    tracing::info!(counts = %counts, "memory migrated from Markdown");
+    Ok(report)
+}
+
+/// Every entry of the history day files, oldest day first, as an episode
+/// dated by its day and its entry header's time (midnight without one) in `tz`.
+fn migrate_history(db: &MemoryDb, source: &MigrationSource, tz: &TimeZone, report: &mut MigrationReport) -> Result<()> {
     let history_dir = source.memory_dir.join(HISTORY_DIR);
     let mut days: Vec<(jiff::civil::Date, PathBuf)> = match std::fs::read_dir(&history_dir) {
         Ok(entries) => entries
@@ -234,40 +274,7 @@ fn migrate_recorded_as(
             report.episodic(db.write_episodic(&episode))?;
         }
     }
-
-    if let Some(path) = &source.lessons_jsonl {
-        let mut lessons = JsonlLessonStore::new(path).lessons()?;
-        lessons.reverse(); // oldest first, as they were taught
-        for lesson in lessons {
-            match db.write_lesson(&lesson.rule, lesson.not.as_deref(), lesson.category, Source::Migration) {
-                Ok(outcome) if outcome.outcome.is_change() => report.lessons_written += 1,
-                Ok(_) => report.lessons_kept += 1,
-                Err(error) if error.rejection().is_some() => report.refuse("lesson", &error),
-                Err(error) => return Err(error),
-            }
-        }
-    }
-
-    let counts = report.counts().to_string();
-    let from = source.memory_dir.display().to_string();
-    db.rows().write("recording the migration", |tx| {
-        insert_event(
-            tx,
-            &EventRecord {
-                memory_type: "migration",
-                action: MemoryAuditAction::Migration,
-                key: None,
-                old_value: None,
-                new_value: Some(&counts),
-                source: Some(event_source),
-                confidence: None,
-                detail: Some(&from),
-            },
-        )
-    })?;
-    state.update(|state| state.migrated = true)?;
-    tracing::info!(counts = %counts, "memory migrated from Markdown");
-    Ok(report)
+    Ok(())
 }
 
 /// `key: value` bullets of `preferences.md`, keys normalised and prefixed.

@@ -877,55 +877,7 @@ pub fn revert_consolidation_runs(db: &MemoryDb, files: &MemoryFiles, count: usiz
     if runs.is_empty() {
         return Err(MemoryError::Rejected(Rejected::NothingToRevert));
     }
-    // Check every change against the state it left, newest first, as the revert will see it.
-    let mut semantic: std::collections::HashMap<String, Option<(i64, i64)>> = std::collections::HashMap::new();
-    let mut lengths: std::collections::HashMap<String, Option<u64>> = std::collections::HashMap::new();
-    let mut texts: std::collections::HashMap<String, Option<String>> = std::collections::HashMap::new();
-    for change in runs.iter().flat_map(|run| run.applied.iter().rev()) {
-        match change {
-            AppliedChange::Semantic { key, prior, version, updated_at } => {
-                let current = match semantic.get(key) {
-                    Some(current) => *current,
-                    None => db
-                        .rows()
-                        .read("reading a semantic entry", |tx| tx.semantic_row(key))?
-                        .map(|row| (row.version, row.updated_at)),
-                };
-                if current != Some((*version, *updated_at)) {
-                    return Err(MemoryError::Rejected(Rejected::ChangedSince { what: key.clone() }));
-                }
-                // A value forgotten since is not brought back.
-                if let Some(prior) = prior.as_ref().filter(|prior| !prior.is_deleted)
-                    && let Ok(value) = serde_json::from_str::<Value>(&prior.value)
-                    && let Err(rejected) = db.refuse_forgotten(&crate::validate::display_value(&value), Some(key))?
-                {
-                    return Err(MemoryError::Rejected(rejected));
-                }
-                semantic.insert(key.clone(), prior.as_ref().map(|prior| (prior.version, prior.updated_at)));
-            }
-            AppliedChange::Episode { .. } => {}
-            AppliedChange::History { file, prior_len, after_len } => {
-                let current = match lengths.get(file) {
-                    Some(current) => *current,
-                    None => files.history_len(file)?,
-                };
-                if current != Some(*after_len) {
-                    return Err(MemoryError::Rejected(Rejected::ChangedSince { what: file.clone() }));
-                }
-                lengths.insert(file.clone(), *prior_len);
-            }
-            AppliedChange::TopLevel { file, prior, after } => {
-                let current = match texts.get(file) {
-                    Some(current) => current.clone(),
-                    None => files.top_level_raw(file)?,
-                };
-                if current.as_deref() != Some(after.as_str()) {
-                    return Err(MemoryError::Rejected(Rejected::ChangedSince { what: file.clone() }));
-                }
-                texts.insert(file.clone(), prior.clone());
-            }
-        }
-    }
+    check_revertible(db, files, &runs)?;
     let mut report = RevertReport { runs: runs.iter().map(|run| run.id).collect(), ..RevertReport::default() };
     // The rows, in one transaction.
     let changes: Vec<&AppliedChange> = runs.iter().flat_map(|run| run.applied.iter().rev()).collect();
@@ -940,18 +892,7 @@ pub fn revert_consolidation_runs(db: &MemoryDb, files: &MemoryFiles, count: usiz
             }
             match prior {
                 Some(prior) => {
-                    tx.put_semantic_row(&SemanticRow {
-                        key: key.clone(),
-                        value: prior.value.clone(),
-                        confidence: prior.confidence,
-                        source: prior.source.clone(),
-                        category: prior.category.clone(),
-                        created_at: prior.created_at,
-                        updated_at: prior.updated_at,
-                        is_deleted: prior.is_deleted,
-                        version: prior.version,
-                        embedding_space: None,
-                    })?;
+                    tx.put_semantic_row(&prior.row(key))?;
                     let evidence = prior.evidence.as_ref().map(evidence_row);
                     tx.set_evidence(EvidenceLayer::Semantic, key, evidence.as_ref())?;
                 }
@@ -1016,6 +957,79 @@ pub fn revert_consolidation_runs(db: &MemoryDb, files: &MemoryFiles, count: usiz
     }
     tracing::debug!(?report, "consolidation runs reverted");
     Ok(report)
+}
+
+/// Refuses a revert when anything a run changed has changed since: every
+/// change checked against the state it left, newest first, as the revert
+/// will see it; a value forgotten since is not brought back either.
+fn check_revertible(db: &MemoryDb, files: &MemoryFiles, runs: &[ConsolidationRun]) -> Result<()> {
+    let mut semantic: std::collections::HashMap<String, Option<(i64, i64)>> = std::collections::HashMap::new();
+    let mut lengths: std::collections::HashMap<String, Option<u64>> = std::collections::HashMap::new();
+    let mut texts: std::collections::HashMap<String, Option<String>> = std::collections::HashMap::new();
+    for change in runs.iter().flat_map(|run| run.applied.iter().rev()) {
+        match change {
+            AppliedChange::Semantic { key, prior, version, updated_at } => {
+                let current = match semantic.get(key) {
+                    Some(current) => *current,
+                    None => db
+                        .rows()
+                        .read("reading a semantic entry", |tx| tx.semantic_row(key))?
+                        .map(|row| (row.version, row.updated_at)),
+                };
+                if current != Some((*version, *updated_at)) {
+                    return Err(MemoryError::Rejected(Rejected::ChangedSince { what: key.clone() }));
+                }
+                // A value forgotten since is not brought back.
+                if let Some(prior) = prior.as_ref().filter(|prior| !prior.is_deleted)
+                    && let Ok(value) = serde_json::from_str::<Value>(&prior.value)
+                    && let Err(rejected) = db.refuse_forgotten(&crate::validate::display_value(&value), Some(key))?
+                {
+                    return Err(MemoryError::Rejected(rejected));
+                }
+                semantic.insert(key.clone(), prior.as_ref().map(|prior| (prior.version, prior.updated_at)));
+            }
+            AppliedChange::Episode { .. } => {}
+            AppliedChange::History { file, prior_len, after_len } => {
+                let current = match lengths.get(file) {
+                    Some(current) => *current,
+                    None => files.history_len(file)?,
+                };
+                if current != Some(*after_len) {
+                    return Err(MemoryError::Rejected(Rejected::ChangedSince { what: file.clone() }));
+                }
+                lengths.insert(file.clone(), *prior_len);
+            }
+            AppliedChange::TopLevel { file, prior, after } => {
+                let current = match texts.get(file) {
+                    Some(current) => current.clone(),
+                    None => files.top_level_raw(file)?,
+                };
+                if current.as_deref() != Some(after.as_str()) {
+                    return Err(MemoryError::Rejected(Rejected::ChangedSince { what: file.clone() }));
+                }
+                texts.insert(file.clone(), prior.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+impl PriorRow {
+    /// The semantic row under `key` as it was before the run.
+    fn row(&self, key: &str) -> SemanticRow {
+        SemanticRow {
+            key: key.to_owned(),
+            value: self.value.clone(),
+            confidence: self.confidence,
+            source: self.source.clone(),
+            category: self.category.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            is_deleted: self.is_deleted,
+            version: self.version,
+            embedding_space: None,
+        }
+    }
 }
 
 fn evidence_row(evidence: &Evidence) -> EvidenceRow {

@@ -29,7 +29,7 @@ use crate::db::MemoryDb;
 use crate::error::{MemoryError, Rejected, Result};
 use crate::scope::{Scope, ScopeFilter, split_stored_key, stored_key_scope};
 use crate::semantic::{PreparedWrite, apply_delete, apply_to_existing, load_existing, memory_type};
-use crate::store::{ForgottenRow, StoreTx};
+use crate::store::{ForgottenRow, SessionMessage, StoreTx};
 use crate::types::{Source, WriteOutcome};
 use crate::validate;
 
@@ -138,6 +138,46 @@ pub struct ForgetReport {
     pub counts: ForgetCounts,
     /// Every item, in the order of the layers above.
     pub items: Vec<ForgottenItem>,
+}
+
+impl ForgetReport {
+    /// Lists what a forget selected (episodes, facts and lessons by their
+    /// stored key, transcript messages) and counts it per layer.
+    fn list(
+        &mut self,
+        episodes: &[(i64, String, String)],
+        facts: &[(String, Scope, String, String)],
+        messages: &[SessionMessage],
+    ) {
+        for (id, scope, text) in episodes {
+            self.items.push(ForgottenItem {
+                layer: "episodic",
+                id: id.to_string(),
+                scope: Scope::parse(scope).unwrap_or_default(),
+                text: listed(text),
+            });
+        }
+        for (stored, scope, text, _) in facts {
+            let layer = if stored.starts_with(LESSON_PREFIX) { "lesson" } else { "fact" };
+            let (key, _) = split_stored_key(stored);
+            self.items.push(ForgottenItem { layer, id: key.to_owned(), scope: scope.clone(), text: listed(text) });
+        }
+        for message in messages {
+            self.items.push(ForgottenItem {
+                layer: "transcript",
+                id: format!("{}#{}", message.session_key, message.row.seq),
+                scope: Scope::parse(&message.scope).unwrap_or_default(),
+                text: listed(&message.row.content),
+            });
+        }
+        self.counts = ForgetCounts {
+            episodic: episodes.len(),
+            facts: facts.iter().filter(|(key, ..)| !key.starts_with(LESSON_PREFIX)).count(),
+            lessons: facts.iter().filter(|(key, ..)| key.starts_with(LESSON_PREFIX)).count(),
+            transcripts: messages.len(),
+            history_entries: 0,
+        };
+    }
 }
 
 /// Lower-case words of `text`, joined by one space.
@@ -312,34 +352,7 @@ impl MemoryDb {
             }
             Ok(())
         })?;
-        for (id, scope, text) in &episodes {
-            report.items.push(ForgottenItem {
-                layer: "episodic",
-                id: id.to_string(),
-                scope: Scope::parse(scope).unwrap_or_default(),
-                text: listed(text),
-            });
-        }
-        for (stored, scope, text, _) in &facts {
-            let layer = if stored.starts_with(LESSON_PREFIX) { "lesson" } else { "fact" };
-            let (key, _) = split_stored_key(stored);
-            report.items.push(ForgottenItem { layer, id: key.to_owned(), scope: scope.clone(), text: listed(text) });
-        }
-        for message in &messages {
-            report.items.push(ForgottenItem {
-                layer: "transcript",
-                id: format!("{}#{}", message.session_key, message.row.seq),
-                scope: Scope::parse(&message.scope).unwrap_or_default(),
-                text: listed(&message.row.content),
-            });
-        }
-        report.counts = ForgetCounts {
-            episodic: episodes.len(),
-            facts: facts.iter().filter(|(key, ..)| !key.starts_with(LESSON_PREFIX)).count(),
-            lessons: facts.iter().filter(|(key, ..)| key.starts_with(LESSON_PREFIX)).count(),
-            transcripts: messages.len(),
-            history_entries: 0,
-        };
+        report.list(&episodes, &facts, &messages);
         if request.dry_run {
             return Ok(report);
         }

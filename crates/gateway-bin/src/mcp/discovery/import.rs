@@ -522,37 +522,14 @@ fn decide(
     destination: &Path,
     current: Result<Option<String>, String>,
 ) -> Plan {
-    let destination_text = match current {
-        Ok(None) => Ok(None),
-        Ok(Some(text)) => match JsonText::parse(text) {
-            Ok(parsed) => match parsed.get("mcpServers") {
-                None | Some(Value::Object(_)) => Ok(Some(parsed)),
-                Some(_) => Err("its `mcpServers` is not an object".to_owned()),
-            },
-            Err(problem) => Err(problem),
-        },
-        Err(problem) => Err(problem),
-    };
-    // Names taken by the destination's own entries, even malformed ones.
-    if let Ok(Some(text)) = &destination_text
-        && let Some(Value::Object(map)) = text.get("mcpServers")
-    {
-        for name in map.keys() {
-            reserved.entry(canonical_name(name)).or_insert_with(|| format!("`{name}` in {}", destination.display()));
-        }
+    let destination_text = current.and_then(|text| text.map(parse_destination).transpose());
+    if let Ok(Some(text)) = &destination_text {
+        reserve_own_names(&mut reserved, text, destination);
     }
     let mut rows = Vec::new();
     let mut accepted: Vec<(String, Value, usize)> = Vec::new();
     for candidate in candidates {
-        let mut row = Row {
-            origin: candidate.origin,
-            file: candidate.file.clone(),
-            scope: candidate.scope.clone(),
-            name: candidate.name.clone(),
-            imported_as: None,
-            decision: Decision::Rejected,
-            reason: String::new(),
-        };
+        let mut row = Row::rejected(candidate);
         let canonical = canonical_name(&candidate.name);
         let definition = match accept(candidate.origin, &candidate.entry) {
             Ok(definition) => definition,
@@ -634,8 +611,48 @@ fn decide(
         }
         return Plan { rows, text: None, entries: Vec::new() };
     }
+    let entries = ledger_entries(&accepted, &rows);
+    Plan { rows, text: Some(text.text), entries }
+}
+
+impl Row {
+    /// The row of `candidate` before any decision: rejected, with no reason yet.
+    fn rejected(candidate: &Candidate) -> Self {
+        Row {
+            origin: candidate.origin,
+            file: candidate.file.clone(),
+            scope: candidate.scope.clone(),
+            name: candidate.name.clone(),
+            imported_as: None,
+            decision: Decision::Rejected,
+            reason: String::new(),
+        }
+    }
+}
+
+/// Names taken by the destination's own entries, even malformed ones.
+fn reserve_own_names(reserved: &mut BTreeMap<String, String>, text: &JsonText, destination: &Path) {
+    if let Some(Value::Object(map)) = text.get("mcpServers") {
+        for name in map.keys() {
+            reserved.entry(canonical_name(name)).or_insert_with(|| format!("`{name}` in {}", destination.display()));
+        }
+    }
+}
+
+/// The destination's text, when its `mcpServers` (if any) is an object.
+fn parse_destination(text: String) -> Result<JsonText, String> {
+    let parsed = JsonText::parse(text)?;
+    match parsed.get("mcpServers") {
+        None | Some(Value::Object(_)) => Ok(parsed),
+        Some(_) => Err("its `mcpServers` is not an object".to_owned()),
+    }
+}
+
+/// The ledger's record of the servers written: where each came from, its
+/// name here, its definition, now.
+fn ledger_entries(accepted: &[(String, Value, usize)], rows: &[Row]) -> Vec<LedgerEntry> {
     let now = jiff::Timestamp::now().to_string();
-    let entries = accepted
+    accepted
         .iter()
         .map(|(name, definition, index)| {
             let row = &rows[*index];
@@ -649,8 +666,7 @@ fn decide(
                 imported_at: now.clone(),
             }
         })
-        .collect();
-    Plan { rows, text: Some(text.text), entries }
+        .collect()
 }
 
 #[cfg(test)]

@@ -159,35 +159,7 @@ pub(crate) async fn patch_detail(
         .filter(|key| *key != "model" && *key != "skills")
         .map(|key| format!("`{key}` ignored: PATCH edits only `model` and `skills`"))
         .collect();
-    let model = match body.get("model") {
-        None => None,
-        Some(Value::String(model)) if !model.trim().is_empty() && model.chars().count() <= MAX_MODEL_CHARS => {
-            Some(model.trim().to_owned())
-        }
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                "invalid_model",
-                format!("`model` must be a non-empty string of at most {MAX_MODEL_CHARS} characters (got {other})"),
-            ));
-        }
-    };
-    let skills = match body.get("skills") {
-        None => None,
-        Some(Value::Array(items)) => {
-            let mut names = Vec::with_capacity(items.len());
-            for item in items {
-                let Some(name) = item.as_str() else {
-                    return Err(ApiError::bad_request("invalid_skills", "`skills` must list skill names"));
-                };
-                validate_skill_name(name)?;
-                if !names.iter().any(|known: &String| known == name) {
-                    names.push(name.to_owned());
-                }
-            }
-            Some(names)
-        }
-        Some(_) => return Err(ApiError::bad_request("invalid_skills", "`skills` must be a list of skill names")),
-    };
+    let (model, skills) = patch_fields(&body)?;
     let write_lock = Arc::clone(&state.live().agents.write_lock);
     let _serialised = write_lock.lock().await;
     let worker_state = Arc::clone(&state);
@@ -273,6 +245,41 @@ pub(crate) async fn patch_detail(
         Ok(Json(answer))
     })
     .await
+}
+
+/// The patch's `model` (non-empty, trimmed, bounded) and `skills` (valid
+/// names, duplicates dropped); each `None` when the patch leaves it alone.
+fn patch_fields(body: &Map<String, Value>) -> Result<(Option<String>, Option<Vec<String>>), ApiError> {
+    let model = match body.get("model") {
+        None => None,
+        Some(Value::String(model)) if !model.trim().is_empty() && model.chars().count() <= MAX_MODEL_CHARS => {
+            Some(model.trim().to_owned())
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_model",
+                format!("`model` must be a non-empty string of at most {MAX_MODEL_CHARS} characters (got {other})"),
+            ));
+        }
+    };
+    let skills = match body.get("skills") {
+        None => None,
+        Some(Value::Array(items)) => {
+            let mut names = Vec::with_capacity(items.len());
+            for item in items {
+                let Some(name) = item.as_str() else {
+                    return Err(ApiError::bad_request("invalid_skills", "`skills` must list skill names"));
+                };
+                validate_skill_name(name)?;
+                if !names.iter().any(|known: &String| known == name) {
+                    names.push(name.to_owned());
+                }
+            }
+            Some(names)
+        }
+        Some(_) => return Err(ApiError::bad_request("invalid_skills", "`skills` must be a list of skill names")),
+    };
+    Ok((model, skills))
 }
 
 /// A top-level field of a JSON spec: kept as its original text, or edited.
