@@ -595,24 +595,7 @@ impl ContextBuilder {
             }
         }
 
-        if let Some(markdown) = &self.markdown {
-            match markdown.markdown_sections(&caps, request.scopes.unwrap_or(&ScopeFilter::Visible(None))) {
-                Ok(sections) => {
-                    let sections = [
-                        (SectionName::Preferences, "Preferences", caps.preferences, sections.preferences),
-                        (SectionName::Projects, "Projects", caps.projects, sections.projects),
-                        (SectionName::DailyHistory, "Recent history", caps.daily_history, sections.recent_history),
-                    ];
-                    for (name, title, cap, cited) in sections {
-                        if let Some(cited) = cited {
-                            let (block, cut) = cited_block(title, &cited, cap);
-                            assembly.push(name, block, Some(cap), cut || cited.truncated);
-                        }
-                    }
-                }
-                Err(error) => self.source_failed(&mut assembly, SectionName::DailyHistory, &error),
-            }
-        }
+        self.push_markdown(&mut assembly, &caps, request.scopes.unwrap_or(&ScopeFilter::Visible(None)));
 
         if let Some(semantic) = &self.semantic {
             match semantic.semantic_block(
@@ -644,9 +627,43 @@ impl ContextBuilder {
             }
         }
 
+        self.push_skills(&mut assembly, &caps, request.agent);
+
+        let built = assembly.finish(caps, Some(ceiling), None);
+        tracing::debug!(chars = built.total_chars(), ceiling, sections = built.sections.len(), "session context built");
+        built
+    }
+
+    /// The Markdown memory sections (preferences, projects, recent history)
+    /// visible from `scopes`, each cut to its cap.
+    fn push_markdown(&self, assembly: &mut Assembly, caps: &Caps, scopes: &ScopeFilter) {
+        if let Some(markdown) = &self.markdown {
+            match markdown.markdown_sections(caps, scopes) {
+                Ok(sections) => {
+                    let sections = [
+                        (SectionName::Preferences, "Preferences", caps.preferences, sections.preferences),
+                        (SectionName::Projects, "Projects", caps.projects, sections.projects),
+                        (SectionName::DailyHistory, "Recent history", caps.daily_history, sections.recent_history),
+                    ];
+                    for (name, title, cap, cited) in sections {
+                        if let Some(cited) = cited {
+                            let (block, cut) = cited_block(title, &cited, cap);
+                            assembly.push(name, block, Some(cap), cut || cited.truncated);
+                        }
+                    }
+                }
+                Err(error) => self.source_failed(assembly, SectionName::DailyHistory, &error),
+            }
+        }
+    }
+
+    /// The skills section: the always-on skills and the index, within the
+    /// agent's `skill://` mapping when an agent is named, foreign text
+    /// neutralised, withheld skills noted.
+    fn push_skills(&self, assembly: &mut Assembly, caps: &Caps, agent: Option<&AgentContext>) {
         if let Some(catalog) = &self.skills {
             let mut view = catalog.session_view(caps.skills);
-            if let Some(agent) = request.agent {
+            if let Some(agent) = agent {
                 // A custom agent's catalog is its `skill://` mapping alone.
                 view.always
                     .retain(|skill| agent.scope.allows_skill(&skill.path, skill.path.parent().unwrap_or(&skill.path)));
@@ -669,10 +686,6 @@ impl ContextBuilder {
             // (the breakdown shows it); only the global ceiling cuts it.
             assembly.push(SectionName::Skills, view.render(), Some(caps.skills), view.omitted > 0);
         }
-
-        let built = assembly.finish(caps, Some(ceiling), None);
-        tracing::debug!(chars = built.total_chars(), ceiling, sections = built.sections.len(), "session context built");
-        built
     }
 
     /// The context sent with one message: the runtime identity on

@@ -815,6 +815,12 @@ fn mirrored(
         }
         _ => out.mcp_servers = mounted.iter().map(|server| acp_element(server, notices)).collect(),
     }
+    deny_settings(backend, model, options, out);
+}
+
+/// The settings a mirrored backend is given beside its servers: the
+/// model, and how its permissions deny the tools the spec takes away.
+fn deny_settings(backend: AgentBackend, model: Option<&str>, options: &ProjectionOptions, out: &mut AgentProjection) {
     match backend {
         AgentBackend::Claude => {
             let mut permissions = Map::new();

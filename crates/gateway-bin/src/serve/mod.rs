@@ -149,59 +149,12 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     home_ctx.ensure_dir()?;
     let home = home_ctx.dir().to_owned();
     let config = home_ctx.settings();
-    let address = SocketAddr::new(config.server.host, config.server.port);
-    if !address.ip().is_loopback() && !config.server.allow_non_loopback {
-        anyhow::bail!(
-            "refusing to listen on {address}: it is not a loopback address; pass --allow-non-loopback \
-             (or set server.allow_non_loopback in config.json) to expose the API to the network"
-        );
-    }
+    let address = listen_address(&config.server)?;
     let instance = crate::instance::InstanceLock::acquire(&home)?;
     let (token, token_path) = ApiToken::load_or_create(&home)?;
 
-    let lifecycle = Arc::new(ModelLifecycle::new(ModelManager::new(home_ctx.model_manager_config())));
-    let embedder: Arc<dyn EmbeddingBackend> = lifecycle.embedder();
-    let memory = Arc::new(home_ctx.open_memory()?.with_embedder(embedder));
-    let files = Arc::new(home_ctx.open_files()?);
-    let live = live::Live::build(home_ctx.clone(), &memory, &files, None)?;
-
-    let pool = Arc::new(
-        EmbedPool::new(config.embedding.pool_workers, config.embedding.pool_queue)
-            .context("starting the embed pool threads")?,
-    );
-    let llm = LlmClient::from_config(&config.llm);
-    let sessions = Arc::new(Sessions::new(
-        home_ctx,
-        Arc::clone(&memory),
-        Arc::clone(&files),
-        llm.clone(),
-        Arc::clone(&live.skills),
-    ));
-    let heartbeat = HeartbeatStatus::default();
-
-    let state = Arc::new(AppState {
-        home: home.clone(),
-        config_path: config.path.clone(),
-        token,
-        memory,
-        files,
-        live: RwLock::new(Arc::new(live)),
-        reload_lock: parking_lot::Mutex::new(()),
-        model: Arc::clone(&lifecycle),
-        model_env_override: config.embedding.model_path_explicit,
-        swap_in_flight: Arc::default(),
-        pool: Arc::clone(&pool),
-        settings: Arc::new(RwLock::new(config.memory.clone())),
-        settings_write: tokio::sync::Mutex::new(()),
-        heartbeat: heartbeat.clone(),
-        llm,
-        sessions,
-        mcp_sessions: crate::mcp::InProcessSessions::default(),
-        transfer_lock: Arc::default(),
-        start_migration: watch::Sender::new(false),
-        config_warnings: config.warnings.clone(),
-        started: Instant::now(),
-    });
+    let (state, lifecycle, pool) = start_state(home_ctx, token)?;
+    let heartbeat = state.heartbeat.clone();
     let jobs = heartbeat_jobs(&state);
     let stop_catch_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let catch_up = start_catch_up(&state.memory, &stop_catch_up);
@@ -261,6 +214,73 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     outcome?;
     eprintln!("cairn serve: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The gateway's shared state: the model lifecycle, the stores wired to its
+/// embedder, the live configuration, the embed pool and the sessions.
+fn start_state(
+    home_ctx: &Home,
+    token: ApiToken,
+) -> anyhow::Result<(Arc<AppState>, Arc<ModelLifecycle>, Arc<EmbedPool>)> {
+    let home = home_ctx.dir().to_owned();
+    let config = home_ctx.settings();
+    let lifecycle = Arc::new(ModelLifecycle::new(ModelManager::new(home_ctx.model_manager_config())));
+    let embedder: Arc<dyn EmbeddingBackend> = lifecycle.embedder();
+    let memory = Arc::new(home_ctx.open_memory()?.with_embedder(embedder));
+    let files = Arc::new(home_ctx.open_files()?);
+    let live = live::Live::build(home_ctx.clone(), &memory, &files, None)?;
+
+    let pool = Arc::new(
+        EmbedPool::new(config.embedding.pool_workers, config.embedding.pool_queue)
+            .context("starting the embed pool threads")?,
+    );
+    let llm = LlmClient::from_config(&config.llm);
+    let sessions = Arc::new(Sessions::new(
+        home_ctx,
+        Arc::clone(&memory),
+        Arc::clone(&files),
+        llm.clone(),
+        Arc::clone(&live.skills),
+    ));
+    let heartbeat = HeartbeatStatus::default();
+
+    let state = Arc::new(AppState {
+        home: home.clone(),
+        config_path: config.path.clone(),
+        token,
+        memory,
+        files,
+        live: RwLock::new(Arc::new(live)),
+        reload_lock: parking_lot::Mutex::new(()),
+        model: Arc::clone(&lifecycle),
+        model_env_override: config.embedding.model_path_explicit,
+        swap_in_flight: Arc::default(),
+        pool: Arc::clone(&pool),
+        settings: Arc::new(RwLock::new(config.memory.clone())),
+        settings_write: tokio::sync::Mutex::new(()),
+        heartbeat: heartbeat.clone(),
+        llm,
+        sessions,
+        mcp_sessions: crate::mcp::InProcessSessions::default(),
+        transfer_lock: Arc::default(),
+        start_migration: watch::Sender::new(false),
+        config_warnings: config.warnings.clone(),
+        started: Instant::now(),
+    });
+    Ok((state, lifecycle, pool))
+}
+
+/// Where the gateway listens: the configured host and port, refused when
+/// the host is not loopback and the setting does not allow that.
+fn listen_address(server: &crate::settings::ServerSection) -> anyhow::Result<SocketAddr> {
+    let address = SocketAddr::new(server.host, server.port);
+    if !address.ip().is_loopback() && !server.allow_non_loopback {
+        anyhow::bail!(
+            "refusing to listen on {address}: it is not a loopback address; pass --allow-non-loopback \
+             (or set server.allow_non_loopback in config.json) to expose the API to the network"
+        );
+    }
+    Ok(address)
 }
 
 /// Loads the memory indexes at start, on their own threads (searches

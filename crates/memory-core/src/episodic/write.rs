@@ -12,7 +12,9 @@ use crate::constants::{
 use crate::error::{MemoryError, RefusedWrite, Rejected, Result};
 use crate::scope::ScopeFilter;
 use crate::store::EventRecord;
-use crate::store::{Counter, EpisodicRow, EvidenceLayer, NewEpisodicRow, StoreTx, space_signature, vector_blob};
+use crate::store::{
+    Counter, EpisodicRow, EvidenceLayer, EvidenceRow, NewEpisodicRow, StoreTx, space_signature, vector_blob,
+};
 use crate::text::contains_phrase;
 use crate::types::{DeleteOutcome, MemoryAuditAction};
 use crate::validate;
@@ -207,6 +209,86 @@ pub(crate) enum Written {
     Inserted { id: i64, evicted: Vec<i64>, revisions: (i64, i64, i64, i64) },
 }
 
+/// The active row of `scope` that `text` duplicates: the same text, or a
+/// vector above the dedup threshold. A row of another scope is not a
+/// duplicate: its readers are others.
+fn duplicate_in_scope(
+    tx: &mut dyn StoreTx,
+    text: &str,
+    embedded: Option<&(Vec<f32>, String, usize)>,
+    access: Option<&IndexAccess>,
+    scope: &str,
+) -> Result<Option<(i64, f32)>> {
+    let duplicate = match (tx.episodic_with_text(text)?, embedded, access) {
+        (Some(id), _, _) => Some((id, 1.0)),
+        (None, Some((vector, space, _)), Some(access)) => find_near_duplicate(tx, access, vector, space)?,
+        _ => None,
+    };
+    Ok(match duplicate {
+        Some((of, cosine)) => {
+            let same_scope = tx.episodic_row(of, None)?.is_some_and(|(row, _)| row.scope == scope);
+            same_scope.then_some((of, cosine))
+        }
+        None => None,
+    })
+}
+
+/// Audits an episode skipped as a duplicate of the active row `of`.
+fn audit_duplicate(tx: &mut dyn StoreTx, of: i64, text: &str, source: &str) -> Result<()> {
+    audit(tx, MemoryAuditAction::ConflictSkip, of, None, Some(text), source, &format!("duplicate_of:{of}"))
+}
+
+/// Audits an episode refused because the store is at its cap and the
+/// writer asked to evict nothing.
+fn audit_store_full(tx: &mut dyn StoreTx, text: &str, source: &str) -> Result<()> {
+    let snippet = validate::snippet(text);
+    insert_event(
+        tx,
+        &EventRecord {
+            memory_type: MEMORY_TYPE,
+            action: MemoryAuditAction::Rejected,
+            key: Some("episodic"),
+            old_value: None,
+            new_value: Some(&snippet),
+            source: Some(source),
+            confidence: None,
+            detail: Some("store_full"),
+        },
+    )
+}
+
+/// Tombstones the `excess` rows the cap evicts first; returns those that were active.
+fn evict(tx: &mut dyn StoreTx, excess: usize, source: &str) -> Result<Vec<i64>> {
+    let mut evicted = Vec::new();
+    for id in tx.episodic_eviction_order(excess)? {
+        if tombstone(tx, id, source, "cap_eviction")? {
+            evicted.push(id);
+        }
+    }
+    Ok(evicted)
+}
+
+impl Checked {
+    /// The row to insert for `episode`, with its vector and space if embedded.
+    fn row<'a>(
+        &'a self,
+        episode: &'a NewEpisode,
+        created_at: i64,
+        vector: Option<(&'a [u8], &'a str)>,
+    ) -> NewEpisodicRow<'a> {
+        NewEpisodicRow {
+            text: &self.text,
+            tags_json: &self.tags_json,
+            importance: self.importance,
+            source: episode.source.as_str(),
+            created_at,
+            source_ref: episode.source_ref.as_deref(),
+            scope: episode.scope.as_str(),
+            vector,
+        }
+    }
+}
+
 impl Episodic<'_> {
     /// The work of [`MemoryDb::check_episode`](crate::MemoryDb::check_episode).
     pub(crate) fn check_episode(&self, episode: &NewEpisode) -> std::result::Result<(), crate::Rejected> {
@@ -236,34 +318,11 @@ impl Episodic<'_> {
         if cap == 0 {
             return Err(MemoryError::InvalidConfig("the episodic cap must be at least 1".to_owned()));
         }
-        let checked = check(episode)
-            .and_then(|checked| Ok((checked, episode.evidence.as_ref().map(crate::evidence::check).transpose()?)));
-        let (checked, evidence) = match checked {
-            Ok(checked) => checked,
-            Err(rejected) => {
-                return Err(self.host.refuse(refused(episode, &episode.text), rejected));
-            }
-        };
-        if let Err(rejected) = self.host.refuse_forgotten(&checked.text, None)? {
-            return Err(self.host.refuse(refused(episode, &checked.text), rejected));
-        }
+        let (checked, evidence) = self.check_or_refuse(episode)?;
         let scope = episode.scope.as_str();
         // Embed first, outside every lock, remembering the space generation.
-        let (embedder, generation) = self.embedder_with_generation();
-        let mut embedded: Option<(Vec<f32>, String, usize)> = None;
-        if !episode.defer_embedding
-            && let Some(embedder) = &embedder
-            && embedder.is_ready()
-        {
-            match embedder.embed(&checked.text) {
-                Ok(mut vector) if vector.len() == embedder.dim() => {
-                    cairn_embedder::l2_normalize(&mut vector);
-                    embedded = Some((vector, space_signature(&**embedder), embedder.dim()));
-                }
-                Ok(vector) => tracing::warn!(got = vector.len(), "embedder returned a wrong-sized vector"),
-                Err(error) => tracing::debug!(%error, "embedding failed; storing without a vector"),
-            }
-        }
+        let (mut embedded, generation) =
+            if episode.defer_embedding { (None, 0) } else { self.embed_for_write(&checked.text) };
         let created_at = episode.created_at.unwrap_or_else(now_ms);
         let source = episode.source.as_str();
 
@@ -280,29 +339,10 @@ impl Episodic<'_> {
                 None => None,
             };
             let [before, text_before] = revisions(tx)?;
-            let duplicate = match (tx.episodic_with_text(&checked.text)?, &embedded, &access) {
-                (Some(id), _, _) => Some((id, 1.0)),
-                (None, Some((vector, space, _)), Some(access)) => find_near_duplicate(tx, access, vector, space)?,
-                _ => None,
-            };
-            // A row of another scope is not a duplicate: its readers are others.
-            let duplicate = match duplicate {
-                Some((of, cosine)) => {
-                    let same_scope = tx.episodic_row(of, None)?.is_some_and(|(row, _)| row.scope == scope);
-                    same_scope.then_some((of, cosine))
-                }
-                None => None,
-            };
-            if let Some((of, cosine)) = duplicate {
-                audit(
-                    tx,
-                    MemoryAuditAction::ConflictSkip,
-                    of,
-                    None,
-                    Some(&checked.text),
-                    source,
-                    &format!("duplicate_of:{of}"),
-                )?;
+            if let Some((of, cosine)) =
+                duplicate_in_scope(tx, &checked.text, embedded.as_ref(), access.as_ref(), scope)?
+            {
+                audit_duplicate(tx, of, &checked.text, source)?;
                 body_done = true;
                 return Ok(Written::Duplicate { of, cosine });
             }
@@ -310,45 +350,15 @@ impl Episodic<'_> {
             let mut evicted = Vec::new();
             if active as usize >= cap {
                 if episode.preserve {
-                    let snippet = validate::snippet(&checked.text);
-                    insert_event(
-                        tx,
-                        &EventRecord {
-                            memory_type: MEMORY_TYPE,
-                            action: MemoryAuditAction::Rejected,
-                            key: Some("episodic"),
-                            old_value: None,
-                            new_value: Some(&snippet),
-                            source: Some(source),
-                            confidence: None,
-                            detail: Some("store_full"),
-                        },
-                    )?;
+                    audit_store_full(tx, &checked.text, source)?;
                     body_done = true;
                     return Ok(Written::Full);
                 }
-                let excess = active as usize - cap + 1;
-                for id in tx.episodic_eviction_order(excess)? {
-                    if tombstone(tx, id, source, "cap_eviction")? {
-                        evicted.push(id);
-                    }
-                }
+                evicted = evict(tx, active as usize - cap + 1, source)?;
             }
-            let blob = embedded.as_ref().map(|(vector, _, _)| vector_blob(vector));
-            let vector = match (&blob, &embedded) {
-                (Some(blob), Some((_, space, _))) => Some((blob.as_slice(), space.as_str())),
-                _ => None,
-            };
-            let id = tx.insert_episodic(&NewEpisodicRow {
-                text: &checked.text,
-                tags_json: &checked.tags_json,
-                importance: checked.importance,
-                source,
-                created_at,
-                source_ref: episode.source_ref.as_deref(),
-                scope,
-                vector,
-            })?;
+            let blob = embedded.as_ref().map(|(vector, space, _)| (vector_blob(vector), space.as_str()));
+            let vector = blob.as_ref().map(|(blob, space)| (blob.as_slice(), *space));
+            let id = tx.insert_episodic(&checked.row(episode, created_at, vector))?;
             if let Some(evidence) = &evidence {
                 tx.set_evidence(EvidenceLayer::Episodic, &id.to_string(), Some(evidence))?;
             }
@@ -364,23 +374,12 @@ impl Episodic<'_> {
             let after = tx.bump_revision(Counter::Episodic)?;
             let text_after = tx.revision(Counter::EpisodicText)?;
             // The index changes before the commit; a refusal rolls the row back.
-            if let Some(IndexAccess::Ready(index, _)) = &access {
-                for id in &evicted {
-                    if index.contains(*id as u64) {
-                        index
-                            .remove(*id as u64)
-                            .map_err(|source| MemoryError::Index { operation: "evicting", source })?;
-                    }
-                }
-                if let Some((vector, _, _)) = &embedded
-                    && let Err(source) = index.add(id as u64, vector)
-                {
-                    self.distrust_index();
-                    return Err(MemoryError::Index { operation: "adding an episodic vector", source });
-                }
-            } else if !evicted.is_empty() {
-                self.distrust_index();
-            }
+            self.index_after_insert(
+                access.as_ref(),
+                id,
+                embedded.as_ref().map(|(vector, _, _)| vector.as_slice()),
+                &evicted,
+            )?;
             body_done = true;
             Ok(Written::Inserted { id, evicted, revisions: (before, after, text_before, text_after) })
         });
@@ -408,6 +407,72 @@ impl Episodic<'_> {
                 Ok(EpisodicOutcome::Inserted { id, has_vector: embedded.is_some(), evicted })
             }
         }
+    }
+
+    /// The episode's checked text and evidence; a refusal (a rule, the
+    /// evidence, a forgotten text) is recorded and returned.
+    fn check_or_refuse(&self, episode: &NewEpisode) -> Result<(Checked, Option<EvidenceRow>)> {
+        let checked = check(episode)
+            .and_then(|checked| Ok((checked, episode.evidence.as_ref().map(crate::evidence::check).transpose()?)));
+        let (checked, evidence) = match checked {
+            Ok(checked) => checked,
+            Err(rejected) => return Err(self.host.refuse(refused(episode, &episode.text), rejected)),
+        };
+        if let Err(rejected) = self.host.refuse_forgotten(&checked.text, None)? {
+            return Err(self.host.refuse(refused(episode, &checked.text), rejected));
+        }
+        Ok((checked, evidence))
+    }
+
+    /// The vector of `text` in the configured embedder's space (none when
+    /// the model is not ready or fails), and the space generation it was
+    /// taken in.
+    fn embed_for_write(&self, text: &str) -> (Option<(Vec<f32>, String, usize)>, u64) {
+        let (embedder, generation) = self.embedder_with_generation();
+        let Some(embedder) = embedder.filter(|embedder| embedder.is_ready()) else { return (None, generation) };
+        let embedded = match embedder.embed(text) {
+            Ok(mut vector) if vector.len() == embedder.dim() => {
+                cairn_embedder::l2_normalize(&mut vector);
+                Some((vector, space_signature(&*embedder), embedder.dim()))
+            }
+            Ok(vector) => {
+                tracing::warn!(got = vector.len(), "embedder returned a wrong-sized vector");
+                None
+            }
+            Err(error) => {
+                tracing::debug!(%error, "embedding failed; storing without a vector");
+                None
+            }
+        };
+        (embedded, generation)
+    }
+
+    /// Keeps a ready index in step with an insert inside its transaction:
+    /// the evicted rows out, the new vector in. Without a ready index an
+    /// eviction leaves the index untrusted (rebuilt later).
+    fn index_after_insert(
+        &self,
+        access: Option<&IndexAccess>,
+        id: i64,
+        vector: Option<&[f32]>,
+        evicted: &[i64],
+    ) -> Result<()> {
+        if let Some(IndexAccess::Ready(index, _)) = access {
+            for id in evicted {
+                if index.contains(*id as u64) {
+                    index.remove(*id as u64).map_err(|source| MemoryError::Index { operation: "evicting", source })?;
+                }
+            }
+            if let Some(vector) = vector
+                && let Err(source) = index.add(id as u64, vector)
+            {
+                self.distrust_index();
+                return Err(MemoryError::Index { operation: "adding an episodic vector", source });
+            }
+        } else if !evicted.is_empty() {
+            self.distrust_index();
+        }
+        Ok(())
     }
 
     /// The work of [`MemoryDb::delete_episodic`](crate::MemoryDb::delete_episodic).
