@@ -6,6 +6,8 @@
 //!    and none names rusqlite outside the SQLite backend.
 //! 3. No crate has a cycle between its top-level modules.
 //! 4. Every source file ARCHITECTURE.md names exists.
+//! 5. No function of a crate's non-test code runs over
+//!    [`MAX_FUNCTION_LINES`] lines.
 //!
 //! Each rule is a function over plain data (a document, a list of files),
 //! so the tests at the bottom plant one violation of each and see it
@@ -25,6 +27,17 @@ const DEBT: &[(&str, &str)] = &[];
 /// A new one fails the test; the list stays for a cycle that must be
 /// recorded while it is taken apart.
 const CYCLE_DEBT: &[(&str, &[&str])] = &[];
+
+/// The longest a non-test function may run, from its `fn` line to its
+/// closing brace (rule 5).
+const MAX_FUNCTION_LINES: usize = 100;
+
+/// Known functions over [`MAX_FUNCTION_LINES`] (rule 5), as (file, name):
+/// the episodic search's two passes, each one walk with state shared across
+/// its steps (a scoped keyword thread, the candidate map), measured as the
+/// context path's latency. A new one fails the test.
+const LONG_FUNCTION_DEBT: &[(&str, &str)] =
+    &[("crates/memory-core/src/episodic/search.rs", "gather"), ("crates/memory-core/src/episodic/search.rs", "rank")];
 
 /// The folder of the SQLite backend: the only code that may name rusqlite.
 const SQLITE_BACKEND: &str = "crates/memory-core/src/store/sqlite/";
@@ -327,6 +340,92 @@ fn repository_files() -> BTreeSet<String> {
     out
 }
 
+// ---- Rule 5: function length ---------------------------------------------------
+
+/// The name of the function a line declares (`pub(crate) async fn name(`).
+fn declared_function(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe ", "extern \"C\" "] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
+}
+
+/// A line with its string and character literals emptied, so braces and
+/// quotes in text do not count.
+fn without_strings(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::with_capacity(line.len());
+    let (mut at, mut in_string) = (0, false);
+    while at < chars.len() {
+        let c = chars[at];
+        if in_string {
+            match c {
+                '\\' => at += 1,
+                '"' => {
+                    in_string = false;
+                    out.push(c);
+                }
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if c == '\'' && chars.get(at + 1) == Some(&'\\') {
+            // `'\n'`, `'\''`, `'\u{7b}'`: skipped to the closing quote.
+            at += 2;
+            while at < chars.len() && !(chars[at] == '\'' && chars[at - 1] != '\\') {
+                at += 1;
+            }
+        } else if c == '\'' && chars.get(at + 2) == Some(&'\'') {
+            at += 2; // `'{'`
+        } else {
+            out.push(c);
+        }
+        at += 1;
+    }
+    out
+}
+
+/// The non-test functions of one file that run over [`MAX_FUNCTION_LINES`]
+/// lines, as (name, lines).
+fn long_functions(path: &str, text: &str) -> Vec<(String, usize)> {
+    let lines = production_lines(path, text);
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < lines.len() {
+        let Some(name) = declared_function(&lines[at]) else {
+            at += 1;
+            continue;
+        };
+        let (mut depth, mut opened, mut end) = (0i32, false, at);
+        while end < lines.len() {
+            let line = without_strings(&lines[end]);
+            for c in line.chars() {
+                match c {
+                    '{' => (depth, opened) = (depth + 1, true),
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            // A declaration without a body (a trait method) ends at its `;`.
+            if (opened && depth <= 0) || (!opened && line.trim_end().ends_with(';')) {
+                break;
+            }
+            end += 1;
+        }
+        let length = end - at + 1;
+        if opened && length > MAX_FUNCTION_LINES {
+            found.push((name.to_owned(), length));
+        }
+        // Functions inside this one are counted with it.
+        at = end + 1;
+    }
+    found
+}
+
 // ---- The workspace ------------------------------------------------------------
 
 #[test]
@@ -386,6 +485,26 @@ fn every_file_the_map_names_exists() {
     assert!(named.len() > 10, "the map names files: {named:?}");
     let missing = missing_files(&named, &repository_files());
     assert!(missing.is_empty(), "ARCHITECTURE.md names files that do not exist: {missing:#?}");
+}
+
+#[test]
+fn no_function_runs_over_a_hundred_lines() {
+    let mut found = BTreeSet::new();
+    let mut lengths = BTreeMap::new();
+    for (path, text) in rust_files(&root().join("crates")) {
+        if path.contains("/src/") {
+            for (name, length) in long_functions(&path, &text) {
+                lengths.insert((path.clone(), name.clone()), length);
+                found.insert((path.clone(), name));
+            }
+        }
+    }
+    let debt: BTreeSet<(String, String)> =
+        LONG_FUNCTION_DEBT.iter().map(|(path, name)| ((*path).to_owned(), (*name).to_owned())).collect();
+    let new: Vec<_> = found.difference(&debt).map(|key| (key, lengths[key])).collect();
+    assert!(new.is_empty(), "functions over {MAX_FUNCTION_LINES} lines (split them): {new:#?}");
+    let stale: Vec<_> = debt.difference(&found).collect();
+    assert!(stale.is_empty(), "these are no longer long; remove them from LONG_FUNCTION_DEBT: {stale:#?}");
 }
 
 // ---- Each rule catches a planted violation -------------------------------------
@@ -455,4 +574,21 @@ fn a_planted_missing_file_is_reported() {
         ["crates/memory-core/src/episodic/search.rs", "scripts/eval_locomo.py", "README.md"].map(str::to_owned),
     );
     assert_eq!(missing_files(&named, &files), ["src/nowhere.rs"]);
+}
+
+#[test]
+fn a_planted_long_function_is_reported() {
+    let body = |lines: usize| (0..lines).map(|line| format!("    let _ = \"{{{line}\";\n")).collect::<String>();
+    let text = format!(
+        "pub(crate) async fn long(x: u8) -> u8 {{\n{}    x\n}}\n\
+         fn short() {{ let _ = ['{{', '\\'', '\\u{{7b}}']; }}\n\
+         trait T {{\n    fn declared(&self);\n}}\n\
+         fn just_fits() {{\n{}}}\n\
+         #[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{}    }}\n}}\n",
+        body(100),
+        body(98),
+        body(200),
+    );
+    assert_eq!(long_functions("crates/x/src/lib.rs", &text), [("long".to_owned(), 103)]);
+    assert!(long_functions("crates/x/src/tests.rs", &text).is_empty());
 }
