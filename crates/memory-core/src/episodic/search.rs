@@ -180,60 +180,11 @@ pub(crate) fn rank(
     };
     let mut scored: Vec<(Candidate, ScoreBreakdown)> = Vec::with_capacity(candidates.len());
     for candidate in candidates {
-        let chars = candidate.row.text.chars().count();
-        let admitted = if !query.relevance_filter {
-            None
-        } else if candidate.cosine.is_some_and(|cosine| gate.admit(cosine, chars)) {
-            Some(Admission::Cosine)
-        } else if query.mode == RetrievalMode::PureVector && have_vector {
-            continue;
-        } else if query.mode == RetrievalMode::PureVector {
-            // The specification's keyword rung: rows carry no cosine, nothing to gate on.
-            Some(Admission::Keyword)
-        } else if candidate.keyword_rank.is_some_and(|rank| rank <= KEYWORD_ADMISSION_MAX_RANK)
-            && coverage(&query_stems, &candidate.row) >= KEYWORD_ADMISSION_MIN_COVERAGE
-        {
-            Some(Admission::Keyword)
-        } else {
-            continue;
-        };
+        let Some(admitted) = admission(&candidate, query, &gate, have_vector, &query_stems) else { continue };
         let age_days = (now - candidate.row.created_at) as f64 / MS_PER_DAY;
         let importance = candidate.row.importance;
-        let (fused, mut score) = match (query.mode, have_vector) {
-            (RetrievalMode::PureVector, true) => {
-                let cosine = candidate.cosine.unwrap_or(0.0);
-                (f64::from(cosine), f64::from(decay_score(cosine, importance as f32, age_days as f32)))
-            }
-            (RetrievalMode::PureVector, false) => {
-                let fused = rrf_normalised(query.fusion, &[candidate.keyword_rank], 1);
-                (fused, fused * prior(1.0, importance, age_days))
-            }
-            (RetrievalMode::Keyword, _) | (RetrievalMode::Hybrid, false) => {
-                let fused = rrf_normalised(query.fusion, &[candidate.keyword_rank], 1);
-                (fused, fused * prior(query.prior_weight, importance, age_days))
-            }
-            (RetrievalMode::Hybrid, true) => {
-                let fused = match query.fusion {
-                    Fusion::Rrf { .. } => {
-                        rrf_normalised(query.fusion, &[candidate.vector_rank, candidate.keyword_rank], 2)
-                    }
-                    Fusion::Weighted { vector_weight } => {
-                        let w = vector_weight.clamp(0.0, 1.0);
-                        let cosine = f64::from(candidate.cosine.unwrap_or(0.0)).max(0.0);
-                        let keyword = match candidate.bm25 {
-                            Some(bm25)
-                                if bm25_scale > 0.0 && !weak_keyword_match(query, &candidate, keyword_ceiling) =>
-                            {
-                                bm25 / bm25_scale
-                            }
-                            _ => 0.0,
-                        };
-                        w * cosine + (1.0 - w) * keyword
-                    }
-                };
-                (fused, fused * prior(query.prior_weight, importance, age_days))
-            }
-        };
+        let (fused, mut score) =
+            fused_score(&candidate, query, have_vector, (bm25_scale, keyword_ceiling), importance, age_days);
         if signals {
             score *= signal_factor(query, &query_words, window, &candidate.row);
         }
@@ -262,7 +213,100 @@ pub(crate) fn rank(
     if signals && query.neighbour_weight > 0.0 && query.limit > 0 {
         propagate_to_neighbours(&mut scored, query, now, neighbours)?;
     }
-    let order: Vec<usize> = if query.mmr {
+    let order = final_order(&scored, query);
+    let mut slots: Vec<Option<(Candidate, ScoreBreakdown)>> = scored.into_iter().map(Some).collect();
+    Ok(order
+        .into_iter()
+        .filter_map(|position| slots[position].take())
+        .map(|(candidate, score)| EpisodicHit {
+            scope: crate::scope::Scope::parse(&candidate.row.scope).unwrap_or_default(),
+            id: candidate.row.id,
+            tags: serde_json::from_str(&candidate.row.tags).unwrap_or_default(),
+            text: candidate.row.text,
+            source_ref: candidate.row.source_ref,
+            created_at: candidate.row.created_at,
+            score,
+        })
+        .collect())
+}
+
+/// How a candidate is admitted under the relevance filter: `Some(None)`
+/// without the filter, `None` when it is not admitted.
+fn admission(
+    candidate: &Candidate,
+    query: &EpisodicQuery,
+    gate: &RelevanceGate,
+    have_vector: bool,
+    query_stems: &BTreeSet<String>,
+) -> Option<Option<Admission>> {
+    if !query.relevance_filter {
+        return Some(None);
+    }
+    let chars = candidate.row.text.chars().count();
+    if candidate.cosine.is_some_and(|cosine| gate.admit(cosine, chars)) {
+        Some(Some(Admission::Cosine))
+    } else if query.mode == RetrievalMode::PureVector && have_vector {
+        None
+    } else if query.mode == RetrievalMode::PureVector {
+        // The specification's keyword rung: rows carry no cosine, nothing to gate on.
+        Some(Some(Admission::Keyword))
+    } else if candidate.keyword_rank.is_some_and(|rank| rank <= KEYWORD_ADMISSION_MAX_RANK)
+        && coverage(query_stems, &candidate.row) >= KEYWORD_ADMISSION_MIN_COVERAGE
+    {
+        Some(Some(Admission::Keyword))
+    } else {
+        None
+    }
+}
+
+/// A candidate's fused relevance and its score under the prior, by mode:
+/// `keywords` is the bm25 scale and the query's keyword ceiling.
+fn fused_score(
+    candidate: &Candidate,
+    query: &EpisodicQuery,
+    have_vector: bool,
+    keywords: (f64, Option<f64>),
+    importance: f64,
+    age_days: f64,
+) -> (f64, f64) {
+    let (bm25_scale, keyword_ceiling) = keywords;
+    match (query.mode, have_vector) {
+        (RetrievalMode::PureVector, true) => {
+            let cosine = candidate.cosine.unwrap_or(0.0);
+            (f64::from(cosine), f64::from(decay_score(cosine, importance as f32, age_days as f32)))
+        }
+        (RetrievalMode::PureVector, false) => {
+            let fused = rrf_normalised(query.fusion, &[candidate.keyword_rank], 1);
+            (fused, fused * prior(1.0, importance, age_days))
+        }
+        (RetrievalMode::Keyword, _) | (RetrievalMode::Hybrid, false) => {
+            let fused = rrf_normalised(query.fusion, &[candidate.keyword_rank], 1);
+            (fused, fused * prior(query.prior_weight, importance, age_days))
+        }
+        (RetrievalMode::Hybrid, true) => {
+            let fused = match query.fusion {
+                Fusion::Rrf { .. } => rrf_normalised(query.fusion, &[candidate.vector_rank, candidate.keyword_rank], 2),
+                Fusion::Weighted { vector_weight } => {
+                    let w = vector_weight.clamp(0.0, 1.0);
+                    let cosine = f64::from(candidate.cosine.unwrap_or(0.0)).max(0.0);
+                    let keyword = match candidate.bm25 {
+                        Some(bm25) if bm25_scale > 0.0 && !weak_keyword_match(query, candidate, keyword_ceiling) => {
+                            bm25 / bm25_scale
+                        }
+                        _ => 0.0,
+                    };
+                    w * cosine + (1.0 - w) * keyword
+                }
+            };
+            (fused, fused * prior(query.prior_weight, importance, age_days))
+        }
+    }
+}
+
+/// The positions of the hits to return, in order: MMR over the scores, or
+/// the scores descending (ties by id), cut to the limit.
+fn final_order(scored: &[(Candidate, ScoreBreakdown)], query: &EpisodicQuery) -> Vec<usize> {
+    if query.mmr {
         let texts: Vec<MmrCandidate<'_>> = scored
             .iter()
             .map(|(candidate, breakdown)| MmrCandidate { relevance: breakdown.score as f32, text: &candidate.row.text })
@@ -278,21 +322,7 @@ pub(crate) fn rank(
         });
         order.truncate(query.limit);
         order
-    };
-    let mut slots: Vec<Option<(Candidate, ScoreBreakdown)>> = scored.into_iter().map(Some).collect();
-    Ok(order
-        .into_iter()
-        .filter_map(|position| slots[position].take())
-        .map(|(candidate, score)| EpisodicHit {
-            scope: crate::scope::Scope::parse(&candidate.row.scope).unwrap_or_default(),
-            id: candidate.row.id,
-            tags: serde_json::from_str(&candidate.row.tags).unwrap_or_default(),
-            text: candidate.row.text,
-            source_ref: candidate.row.source_ref,
-            created_at: candidate.row.created_at,
-            score,
-        })
-        .collect())
+    }
 }
 
 /// Whether a keyword hit is a weak match the model finds unrelated: its
@@ -655,10 +685,7 @@ impl Episodic<'_> {
     ) -> Result<(Vec<Candidate>, usize)> {
         let mut by_id: HashMap<i64, ListPositions> = HashMap::new();
         let mut bm25_ceiling = None;
-        let keyword_k = match query.mode {
-            RetrievalMode::Hybrid => query.candidates.clamp(1, MMR_MAX_POOL),
-            _ => query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL),
-        } * factor;
+        let keyword_k = keyword_pool(query) * factor;
         // Both indexes' revisions in one read (one statement on a server).
         let wants_keywords = use_keywords && fts_query.is_some();
         let wants_vectors = query_vector.is_some() && space.is_some();
@@ -677,14 +704,7 @@ impl Episodic<'_> {
             (Some(vector), Some(space)) => Some((vector, space, self.index_for_read(revision(), space, dim)?)),
             _ => None,
         };
-        // The index's exact copy of the vectors, when it has one: its own, or
-        // the vector file of an index that keeps codes only.
-        let exact_copy = match &vector_access {
-            Some((vector, _, IndexAccess::Ready(index, vectors))) if index.exact() || vectors.is_some() => {
-                Some((*vector, Arc::clone(index), vectors.clone()))
-            }
-            _ => None,
-        };
+        let exact_copy = vector_access.as_ref().and_then(|(vector, _, access)| exact_copy(vector, access));
         let mut rows = HashMap::new();
         let mut keyword_cosines: HashMap<i64, f32> = HashMap::new();
         std::thread::scope(|scope| -> Result<()> {
@@ -704,41 +724,7 @@ impl Episodic<'_> {
                 // While a large store's index is first made ready, the
                 // keyword path answers alone.
                 let skip_scan = matches!(access, IndexAccess::Scan) && self.too_large_to_scan();
-                let mut probes = Probes::default();
-                let mut search = |k: usize, next: usize| -> Result<Vec<Hit>> {
-                    probes.next = next;
-                    match access {
-                        IndexAccess::Ready(index, vectors) => {
-                            exact_hits(tx, index, vectors.as_deref(), space, vector, k, &mut probes)
-                        }
-                        IndexAccess::Scan if skip_scan => Ok(Vec::new()),
-                        IndexAccess::Scan => scan(tx, space, vector, k),
-                    }
-                };
-                let pool = if query.mode == RetrievalMode::Hybrid {
-                    query.candidates.clamp(1, MMR_MAX_POOL)
-                } else {
-                    MMR_MAX_POOL
-                };
-                let pool = pool * factor;
-                let hits = if query.relevance_filter {
-                    // Hits come in cosine order: once a probe ends below the
-                    // lowest gate, a wider one adds nothing admissible.
-                    let mut hits = Vec::new();
-                    let probe_sizes = FILTERED_PROBES.map(|k| k.min(pool));
-                    for (at, &k) in probe_sizes.iter().enumerate() {
-                        let next = probe_sizes.get(at + 1).copied().unwrap_or(0);
-                        hits = search(k, next)?;
-                        let may_continue =
-                            hits.len() == k && hits.last().is_some_and(|hit| hit.cosine >= gate.lowest());
-                        if !may_continue || k == pool {
-                            break;
-                        }
-                    }
-                    hits
-                } else {
-                    search(pool, 0)?
-                };
+                let hits = vector_hits(tx, query, factor, gate, (vector, space, access), skip_scan)?;
                 for (rank, hit) in hits.iter().enumerate() {
                     by_id.entry(hit.id as i64).or_default().0 = Some((rank + 1, hit.cosine));
                 }
@@ -772,11 +758,7 @@ impl Episodic<'_> {
                 // search has its answer.
                 Some(KeywordAccess::Own { start }) => {
                     let fts_query = fts_query.expect("keyword access is resolved only with a query");
-                    let hits = tx.episodic_keyword_hits(fts_query, keyword_k)?.unwrap_or_default();
-                    if *start {
-                        self.start_keyword_build();
-                    }
-                    hits
+                    self.backend_keyword_hits(tx, fts_query, keyword_k, *start)?
                 }
                 None => Vec::new(),
             };
@@ -785,65 +767,24 @@ impl Episodic<'_> {
             }
             Ok(())
         })?;
-        // Keyword-only rows take their cosine from the index's exact copy
-        // of their vector when there is one, not from the stored blob.
-        let keyword_only: Vec<u64> = by_id
-            .iter()
-            .filter(|(id, (vector_hit, _))| vector_hit.is_none() && !keyword_cosines.contains_key(id))
-            .map(|(id, _)| *id as u64)
-            .collect();
-        let mut index_cosines = exact_cosines(exact_copy.as_ref(), &keyword_only)?;
-        index_cosines.extend(keyword_cosines);
-        let mut ids: Vec<_> = by_id.into_iter().collect();
-        ids.sort_by_key(|(id, _)| *id);
-        // Under the filter, a hit below every cosine gate that is not
-        // among the top keyword hits cannot be admitted: not read.
-        ids.retain(|(id, (vector_hit, keyword_hit))| {
-            let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(id).copied());
-            !(query.relevance_filter
-                && keyword_hit.is_none_or(|(rank, _)| rank > KEYWORD_ADMISSION_MAX_RANK)
-                && known_cosine.is_some_and(|cosine| cosine < gate.lowest()))
-        });
-        let wanted: Vec<(i64, bool)> = ids
-            .iter()
-            .filter(|(id, _)| !rows.contains_key(id))
-            .map(|(id, (vector_hit, _))| {
-                let known = vector_hit.is_some() || index_cosines.contains_key(id);
-                (*id, !known && query_vector.is_some())
-            })
-            .collect();
-        if !wanted.is_empty() {
-            rows.extend(fetch_rows(tx, &wanted, space)?);
+        let found = Found { by_id, rows, keyword_cosines, exact_copy, bm25_ceiling };
+        candidates(tx, query, gate, query_vector, space, found)
+    }
+
+    /// The keyword hits of a backend with its own keyword index; `start`
+    /// starts the in-memory index's build in the background once they are in.
+    fn backend_keyword_hits(
+        &self,
+        tx: &mut dyn StoreTx,
+        fts_query: &str,
+        k: usize,
+        start: bool,
+    ) -> Result<Vec<(i64, f64)>> {
+        let hits = tx.episodic_keyword_hits(fts_query, k)?.unwrap_or_default();
+        if start {
+            self.start_keyword_build();
         }
-        let mut dropped = 0;
-        let mut out = Vec::with_capacity(ids.len());
-        for (id, (vector_hit, keyword_hit)) in ids {
-            let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(&id).copied());
-            let Some(row) = rows.remove(&id) else { continue };
-            if !query.scopes.admits(&row.scope) {
-                dropped += 1;
-                continue;
-            }
-            let cosine = match (known_cosine, &row.vector, query_vector) {
-                (Some(cosine), _, _) => Some(cosine),
-                (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
-                    Some(cairn_memory_vector::dot(vector, stored))
-                }
-                _ => None,
-            };
-            out.push(Candidate {
-                row,
-                cosine,
-                vector_rank: vector_hit.map(|(rank, _)| rank),
-                keyword_rank: keyword_hit.map(|(rank, _)| rank),
-                bm25: keyword_hit.map(|(_, bm25)| bm25),
-                bm25_ceiling,
-            });
-        }
-        if dropped > 0 {
-            rerank_visible(&mut out);
-        }
-        Ok((out, dropped))
+        Ok(hits)
     }
 
     /// Records `last_accessed` on returned rows, outside the read path and
@@ -883,6 +824,152 @@ impl Episodic<'_> {
             }
         }
     }
+}
+
+/// How many keyword hits a search reads (before the widening `factor`).
+fn keyword_pool(query: &EpisodicQuery) -> usize {
+    match query.mode {
+        RetrievalMode::Hybrid => query.candidates.clamp(1, MMR_MAX_POOL),
+        _ => query.limit.clamp(HYBRID_CANDIDATES, MMR_MAX_POOL),
+    }
+}
+
+/// The index's exact copy of the vectors, when it has one: its own, or the
+/// vector file of an index that keeps codes only.
+fn exact_copy<'a>(vector: &'a [f32], access: &IndexAccess) -> Option<ExactCopy<'a>> {
+    match access {
+        IndexAccess::Ready(index, vectors) if index.exact() || vectors.is_some() => {
+            Some((vector, Arc::clone(index), vectors.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// What a search's two lists found before the rows are scored: each row's
+/// place in either list, the rows read so far, the keyword hits' exact
+/// cosines, the index's exact copy of the vectors, the keyword ceiling.
+struct Found<'a> {
+    by_id: HashMap<i64, ListPositions>,
+    rows: HashMap<i64, Row>,
+    keyword_cosines: HashMap<i64, f32>,
+    exact_copy: Option<ExactCopy<'a>>,
+    bm25_ceiling: Option<f64>,
+}
+
+/// The vector list: the index (or a scan of the stored vectors) probed
+/// for the pool, in widening probes under the relevance filter.
+fn vector_hits(
+    tx: &mut dyn StoreTx,
+    query: &EpisodicQuery,
+    factor: usize,
+    gate: &RelevanceGate,
+    (vector, space, access): (&[f32], &str, &IndexAccess),
+    skip_scan: bool,
+) -> Result<Vec<Hit>> {
+    let mut probes = Probes::default();
+    let mut search = |k: usize, next: usize| -> Result<Vec<Hit>> {
+        probes.next = next;
+        match access {
+            IndexAccess::Ready(index, vectors) => {
+                exact_hits(tx, index, vectors.as_deref(), space, vector, k, &mut probes)
+            }
+            IndexAccess::Scan if skip_scan => Ok(Vec::new()),
+            IndexAccess::Scan => scan(tx, space, vector, k),
+        }
+    };
+    let pool = if query.mode == RetrievalMode::Hybrid { query.candidates.clamp(1, MMR_MAX_POOL) } else { MMR_MAX_POOL };
+    let pool = pool * factor;
+    if query.relevance_filter {
+        // Hits come in cosine order: once a probe ends below the lowest
+        // gate, a wider one adds nothing admissible.
+        let mut hits = Vec::new();
+        let probe_sizes = FILTERED_PROBES.map(|k| k.min(pool));
+        for (at, &k) in probe_sizes.iter().enumerate() {
+            let next = probe_sizes.get(at + 1).copied().unwrap_or(0);
+            hits = search(k, next)?;
+            let may_continue = hits.len() == k && hits.last().is_some_and(|hit| hit.cosine >= gate.lowest());
+            if !may_continue || k == pool {
+                break;
+            }
+        }
+        Ok(hits)
+    } else {
+        search(pool, 0)
+    }
+}
+
+/// The candidates of a search from what its lists found: keyword-only rows
+/// scored from the index's exact copy, rows no gate can admit left unread,
+/// the rest read and kept within the query's scopes; how many the scopes
+/// dropped.
+fn candidates(
+    tx: &mut dyn StoreTx,
+    query: &EpisodicQuery,
+    gate: &RelevanceGate,
+    query_vector: Option<&[f32]>,
+    space: Option<&str>,
+    found: Found<'_>,
+) -> Result<(Vec<Candidate>, usize)> {
+    let Found { by_id, mut rows, keyword_cosines, exact_copy, bm25_ceiling } = found;
+    // Keyword-only rows take their cosine from the index's exact copy
+    // of their vector when there is one, not from the stored blob.
+    let keyword_only: Vec<u64> = by_id
+        .iter()
+        .filter(|(id, (vector_hit, _))| vector_hit.is_none() && !keyword_cosines.contains_key(id))
+        .map(|(id, _)| *id as u64)
+        .collect();
+    let mut index_cosines = exact_cosines(exact_copy.as_ref(), &keyword_only)?;
+    index_cosines.extend(keyword_cosines);
+    let mut ids: Vec<_> = by_id.into_iter().collect();
+    ids.sort_by_key(|(id, _)| *id);
+    // Under the filter, a hit below every cosine gate that is not
+    // among the top keyword hits cannot be admitted: not read.
+    ids.retain(|(id, (vector_hit, keyword_hit))| {
+        let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(id).copied());
+        !(query.relevance_filter
+            && keyword_hit.is_none_or(|(rank, _)| rank > KEYWORD_ADMISSION_MAX_RANK)
+            && known_cosine.is_some_and(|cosine| cosine < gate.lowest()))
+    });
+    let wanted: Vec<(i64, bool)> = ids
+        .iter()
+        .filter(|(id, _)| !rows.contains_key(id))
+        .map(|(id, (vector_hit, _))| {
+            let known = vector_hit.is_some() || index_cosines.contains_key(id);
+            (*id, !known && query_vector.is_some())
+        })
+        .collect();
+    if !wanted.is_empty() {
+        rows.extend(fetch_rows(tx, &wanted, space)?);
+    }
+    let mut dropped = 0;
+    let mut out = Vec::with_capacity(ids.len());
+    for (id, (vector_hit, keyword_hit)) in ids {
+        let known_cosine = vector_hit.map(|(_, cosine)| cosine).or(index_cosines.get(&id).copied());
+        let Some(row) = rows.remove(&id) else { continue };
+        if !query.scopes.admits(&row.scope) {
+            dropped += 1;
+            continue;
+        }
+        let cosine = match (known_cosine, &row.vector, query_vector) {
+            (Some(cosine), _, _) => Some(cosine),
+            (None, Some(stored), Some(vector)) if stored.len() == vector.len() => {
+                Some(cairn_memory_vector::dot(vector, stored))
+            }
+            _ => None,
+        };
+        out.push(Candidate {
+            row,
+            cosine,
+            vector_rank: vector_hit.map(|(rank, _)| rank),
+            keyword_rank: keyword_hit.map(|(rank, _)| rank),
+            bm25: keyword_hit.map(|(_, bm25)| bm25),
+            bm25_ceiling,
+        });
+    }
+    if dropped > 0 {
+        rerank_visible(&mut out);
+    }
+    Ok((out, dropped))
 }
 
 /// Renumbers the vector and keyword ranks among the candidates a scope
