@@ -470,9 +470,8 @@ struct Import<'a> {
 impl Import<'_> {
     /// The semantic rows, oldest first, through the semantic writer.
     fn semantic(&mut self, rows: &[ExportedSemantic]) -> Result<()> {
-        let dry_run = self.report.dry_run;
-        let Self { db, ledger, report } = self;
-        let db = *db;
+        let Import { db, ref mut ledger, ref mut report } = *self;
+        let dry_run = report.dry_run;
         // Oldest first, so recency order (a ranking tie-break) survives the trip.
         let mut semantic: Vec<&ExportedSemantic> = rows.iter().collect();
         semantic.sort_by_key(|row| row.updated_at);
@@ -514,9 +513,8 @@ impl Import<'_> {
 
     /// The lessons, at most [`MAX_IMPORTED_LESSONS`], through the lesson writer.
     fn lessons(&mut self, rows: &[ExportedLesson]) -> Result<()> {
-        let dry_run = self.report.dry_run;
-        let Self { db, ledger, report } = self;
-        let db = *db;
+        let Import { db, ref mut ledger, ref mut report } = *self;
+        let dry_run = report.dry_run;
         let mut lessons_taken = 0;
         for row in rows {
             let key = crate::lesson_key(&row.rule, row.not.as_deref());
@@ -585,9 +583,8 @@ impl Import<'_> {
 
     /// The episodic rows through the episodic writer (embedded later).
     fn episodic(&mut self, rows: &[ExportedEpisode]) -> Result<()> {
-        let dry_run = self.report.dry_run;
-        let Self { db, ledger, report } = self;
-        let db = *db;
+        let Import { db, ref mut ledger, ref mut report } = *self;
+        let dry_run = report.dry_run;
         for (index, row) in rows.iter().enumerate() {
             let id = format!("episodic[{index}]");
             let hash = row_hash("episodic", row);

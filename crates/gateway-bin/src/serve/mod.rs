@@ -153,7 +153,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     let instance = crate::instance::InstanceLock::acquire(&home)?;
     let (token, token_path) = ApiToken::load_or_create(&home)?;
 
-    let (state, lifecycle, pool) = start_state(home_ctx, token)?;
+    let state = start_state(home_ctx, token)?;
     let heartbeat = state.heartbeat.clone();
     let jobs = heartbeat_jobs(&state);
     let stop_catch_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -178,7 +178,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
             crate::settings::atomic_write(path, format!("{bound}\n").as_bytes())?;
         }
         eprintln!("cairn serve: listening on http://{bound} (token in {})", token_path.display());
-        lifecycle.start();
+        state.model.start();
         let warmed = Arc::clone(&state.memory);
         tokio::task::spawn_blocking(move || load_indexes(&warmed));
         tokio::spawn(migrate_at_start(Arc::clone(&state)));
@@ -208,7 +208,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
     if let Some(catch_up) = catch_up {
         let _ = catch_up.join();
     }
-    pool.shutdown();
+    state.pool.shutdown();
     save_at_stop(state);
     drop(instance);
     outcome?;
@@ -218,11 +218,7 @@ pub(crate) fn run(home_ctx: &Home, args: &ServeArgs) -> anyhow::Result<ExitCode>
 
 /// The gateway's shared state: the model lifecycle, the stores wired to its
 /// embedder, the live configuration, the embed pool and the sessions.
-fn start_state(
-    home_ctx: &Home,
-    token: ApiToken,
-) -> anyhow::Result<(Arc<AppState>, Arc<ModelLifecycle>, Arc<EmbedPool>)> {
-    let home = home_ctx.dir().to_owned();
+fn start_state(home_ctx: &Home, token: ApiToken) -> anyhow::Result<Arc<AppState>> {
     let config = home_ctx.settings();
     let lifecycle = Arc::new(ModelLifecycle::new(ModelManager::new(home_ctx.model_manager_config())));
     let embedder: Arc<dyn EmbeddingBackend> = lifecycle.embedder();
@@ -242,23 +238,21 @@ fn start_state(
         llm.clone(),
         Arc::clone(&live.skills),
     ));
-    let heartbeat = HeartbeatStatus::default();
-
-    let state = Arc::new(AppState {
-        home: home.clone(),
+    Ok(Arc::new(AppState {
+        home: home_ctx.dir().to_owned(),
         config_path: config.path.clone(),
         token,
         memory,
         files,
         live: RwLock::new(Arc::new(live)),
         reload_lock: parking_lot::Mutex::new(()),
-        model: Arc::clone(&lifecycle),
+        model: lifecycle,
         model_env_override: config.embedding.model_path_explicit,
         swap_in_flight: Arc::default(),
-        pool: Arc::clone(&pool),
+        pool,
         settings: Arc::new(RwLock::new(config.memory.clone())),
         settings_write: tokio::sync::Mutex::new(()),
-        heartbeat: heartbeat.clone(),
+        heartbeat: HeartbeatStatus::default(),
         llm,
         sessions,
         mcp_sessions: crate::mcp::InProcessSessions::default(),
@@ -266,8 +260,7 @@ fn start_state(
         start_migration: watch::Sender::new(false),
         config_warnings: config.warnings.clone(),
         started: Instant::now(),
-    });
-    Ok((state, lifecycle, pool))
+    }))
 }
 
 /// Where the gateway listens: the configured host and port, refused when
