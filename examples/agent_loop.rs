@@ -118,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         match report {
             Ok(report) => println!(
                 "consolidated {session}: {} episodic, {} lessons, history appended: {}",
-                report.episodic_written, report.lessons_written, report.history_appended
+                report.counts.episodic_written, report.counts.lessons_written, report.history_appended
             ),
             Err(error) => println!("consolidating {session} failed: {error}"),
         }
@@ -131,7 +131,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // reply carries one fragment and one lesson.
         assert_eq!(refused, 1, "the hooks refused the shell call");
         let report = reports.iter().find_map(|(_, report)| report.as_ref().ok()).expect("one session consolidated");
-        assert_eq!((report.episodic_written, report.lessons_written), (1, 1), "{report:?}");
+        assert_eq!((report.counts.episodic_written, report.counts.lessons_written), (1, 1), "{report:?}");
         assert!(recalled.iter().any(|hit| hit.text.contains("Postgres 16")), "{recalled:?}");
     }
     Ok(())

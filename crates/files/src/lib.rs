@@ -9,6 +9,8 @@
 //!   streams or checks what it wrote before it commits; dropping one
 //!   uncommitted removes the temporary file and leaves the target alone.
 //! - [`sync_dir`] makes a rename or a removal in a directory durable.
+//! - [`copy_dir_atomic`] copies a directory tree under a temporary name and
+//!   renames it into place, so a failed copy leaves nothing behind.
 //! - [`LockFile`] holds an exclusive advisory lock on a lock file beside the
 //!   data it guards, released when it is dropped (or the process dies).
 //!
@@ -32,11 +34,13 @@
 #![warn(missing_docs)]
 
 mod atomic;
+mod copy;
 mod error;
 mod lock;
 #[cfg(test)]
 mod tests;
 
 pub use atomic::{AtomicFile, parent_dir, sync_dir, write_atomic};
+pub use copy::copy_dir_atomic;
 pub use error::{FilesError, Result};
 pub use lock::LockFile;

@@ -1,7 +1,7 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use crate::{AtomicFile, LockFile, parent_dir, write_atomic};
+use crate::{AtomicFile, LockFile, copy_dir_atomic, parent_dir, write_atomic};
 
 /// Every name in `dir`, sorted.
 fn names(dir: &Path) -> Vec<String> {
@@ -144,4 +144,40 @@ fn a_lock_file_that_cannot_be_opened_is_reported() {
     let error = LockFile::acquire(dir.path()).unwrap_err();
     assert_eq!(error.operation(), "opening");
     assert_eq!(error.path(), dir.path());
+}
+
+#[test]
+fn a_directory_copy_holds_every_file_and_folder_and_no_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("from");
+    std::fs::create_dir_all(from.join("nested/deeper")).unwrap();
+    std::fs::write(from.join("top.md"), "top").unwrap();
+    std::fs::write(from.join("nested/deeper/leaf.txt"), "leaf").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(dir.path(), from.join("link")).unwrap();
+    let to = dir.path().join("parent/to");
+    copy_dir_atomic(&from, &to).unwrap();
+    assert_eq!(std::fs::read_to_string(to.join("top.md")).unwrap(), "top");
+    assert_eq!(std::fs::read_to_string(to.join("nested/deeper/leaf.txt")).unwrap(), "leaf");
+    assert_eq!(names(&to), ["nested", "top.md"], "the link is not copied");
+    assert_eq!(names(&dir.path().join("parent")), ["to"], "no staging directory is left");
+}
+
+#[test]
+fn a_failed_directory_copy_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = copy_dir_atomic(&dir.path().join("absent"), &dir.path().join("to")).unwrap_err();
+    assert_eq!((missing.operation(), missing.path()), ("listing", dir.path().join("absent").as_path()));
+    assert_eq!(names(dir.path()), Vec::<String>::new());
+
+    let from = dir.path().join("from");
+    std::fs::create_dir(&from).unwrap();
+    std::fs::write(from.join("new.md"), "new").unwrap();
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    std::fs::write(taken.join("old.md"), "old").unwrap();
+    let refused = copy_dir_atomic(&from, &taken).unwrap_err();
+    assert_eq!(refused.operation(), "renaming into place");
+    assert_eq!(names(&taken), ["old.md"], "the existing directory is left as it was");
+    assert_eq!(names(dir.path()), ["from", "taken"], "no staging directory is left");
 }

@@ -129,7 +129,7 @@ fn recorded_turns_are_consolidated_by_the_summarizer() {
     }
     assert!(reports[..3].iter().all(Option::is_none), "{reports:?}");
     let report = reports[3].as_ref().expect("the fourth turn reaches the threshold");
-    assert_eq!(report.semantic_written, 1, "{report:?}");
+    assert_eq!(report.counts.semantic_written, 1, "{report:?}");
     assert_eq!(summarizer.0.load(Ordering::SeqCst), 1);
     assert_eq!(cairn.memory().get_semantic("pref.deploy_day").unwrap().unwrap().value, "tuesday");
     // Nothing is idle yet.

@@ -64,6 +64,7 @@ mod keywords;
 mod ledger;
 mod lessons;
 mod migrate;
+mod report;
 mod restore;
 mod scope;
 mod search;
@@ -83,8 +84,8 @@ pub use consolidate::runs::{
     approve_changeset, reject_changeset, revert_consolidation_runs,
 };
 pub use consolidate::{
-    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, RefusedItem,
-    ScriptedSummarizer, SkillGate, SkillProposal, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
+    ConsolidationPath, ConsolidationReport, Consolidator, ConsolidatorConfig, CurrentSkill, ScriptedSummarizer,
+    SkillGate, SkillProposal, SkillProposalKind, SkillProposer, Summarizer, SummarizerError,
 };
 pub use db::{Durability, MemoryConfig, MemoryDb};
 pub use episodic::{
@@ -116,6 +117,7 @@ pub use lessons::{
     DedupRule, Lesson, LessonCategory, LessonOutcome, ReplacedLesson, lesson_confidence, lesson_key, render_lessons,
 };
 pub use migrate::{MigrationReport, MigrationSource, is_migrated, migrate_at_start, migrate_from_markdown};
+pub use report::{LayerCounts, RefusedItem};
 pub use restore::{RESTORE_STAGING_DIR, RestoreStep, restore_memory, restore_memory_interrupted};
 pub use scope::{GLOBAL_SCOPE, PROJECT_KEY_PREFIX, ProjectRule, Scope, ScopeFilter, project_named, project_of};
 pub use store::sqlite::integrity::{RepairReport, TableSalvage, checkpoint_wal, repair_database};

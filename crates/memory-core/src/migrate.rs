@@ -25,13 +25,13 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::audit::insert_event;
-use crate::consolidate::RefusedItem;
 use crate::consolidate::state::StateFile;
 use crate::constants::{
     BUILTIN_PREFIXES, LESSONS_JSONL_FILE_NAME, MIGRATION_EPISODIC_IMPORTANCE, MIGRATION_SEMANTIC_CONFIDENCE,
 };
 use crate::error::{MemoryError, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, PREFERENCES_FILE, PROJECTS_FILE};
+use crate::report::{LayerCounts, RefusedItem};
 use crate::store::EventRecord;
 use crate::{EpisodicOutcome, JsonlLessonStore, MemoryAuditAction, MemoryDb, NewEpisode, Source, WriteOutcome};
 
@@ -63,58 +63,52 @@ impl MigrationSource {
 pub struct MigrationReport {
     /// True when the store was already migrated and nothing ran.
     pub already_migrated: bool,
-    /// Semantic entries created or updated (preferences and projects).
-    pub semantic_written: usize,
-    /// Semantic entries already present (unchanged or kept by the conflict ladder).
-    pub semantic_kept: usize,
-    /// Episodic rows inserted (history entries and project details).
-    pub episodic_written: usize,
-    /// Episodic items already present.
-    pub episodic_kept: usize,
-    /// Lessons created or updated.
-    pub lessons_written: usize,
-    /// Lessons already present or kept.
-    pub lessons_kept: usize,
+    /// What the migration wrote and kept, per layer (serialized flat):
+    /// semantic entries from preferences and projects, episodic rows from
+    /// history entries and project details, lessons.
+    #[serde(flatten)]
+    pub counts: LayerCounts,
     /// Items a writer refused, with the reason.
     pub refused: Vec<RefusedItem>,
 }
 
 impl MigrationReport {
+    /// The counts the audit event records: per layer, and how many were refused.
     fn counts(&self) -> Value {
-        json!({
-            "semantic_written": self.semantic_written,
-            "semantic_kept": self.semantic_kept,
-            "episodic_written": self.episodic_written,
-            "episodic_kept": self.episodic_kept,
-            "lessons_written": self.lessons_written,
-            "lessons_kept": self.lessons_kept,
-            "refused": self.refused.len(),
-        })
+        let mut counts = json!(self.counts);
+        counts["refused"] = json!(self.refused.len());
+        counts
     }
 
-    fn refuse(&mut self, kind: &'static str, error: &MemoryError) {
-        let code = error.rejection().map(|rejected| rejected.code().to_owned()).unwrap_or_else(|| "error".to_owned());
-        self.refused.push(RefusedItem { kind, code, message: error.to_string() });
+    /// Counts a write's `result` (`changed` tells a write from a kept row),
+    /// or records the item a writer rule refused; any other error ends the
+    /// migration.
+    fn count<T>(
+        &mut self,
+        kind: &'static str,
+        result: Result<T>,
+        changed: impl FnOnce(&T) -> bool,
+        count: fn(&mut LayerCounts, bool),
+    ) -> Result<()> {
+        match result {
+            Ok(outcome) => count(&mut self.counts, changed(&outcome)),
+            Err(error) if error.rejection().is_some() => self.refused.push(RefusedItem::refused(kind, &error)),
+            Err(error) => return Err(error),
+        }
+        Ok(())
     }
 
     fn semantic(&mut self, result: Result<WriteOutcome>) -> Result<()> {
-        match result {
-            Ok(outcome) if outcome.is_change() => self.semantic_written += 1,
-            Ok(_) => self.semantic_kept += 1,
-            Err(error) if error.rejection().is_some() => self.refuse("semantic", &error),
-            Err(error) => return Err(error),
-        }
-        Ok(())
+        self.count("semantic", result, WriteOutcome::is_change, LayerCounts::semantic)
     }
 
     fn episodic(&mut self, result: Result<EpisodicOutcome>) -> Result<()> {
-        match result {
-            Ok(EpisodicOutcome::Inserted { .. }) => self.episodic_written += 1,
-            Ok(_) => self.episodic_kept += 1,
-            Err(error) if error.rejection().is_some() => self.refuse("episodic", &error),
-            Err(error) => return Err(error),
-        }
-        Ok(())
+        self.count(
+            "episodic",
+            result,
+            |outcome| matches!(outcome, EpisodicOutcome::Inserted { .. }),
+            LayerCounts::episodic,
+        )
     }
 }
 
@@ -194,12 +188,8 @@ fn migrate_recorded_as(
         let mut lessons = JsonlLessonStore::new(path).lessons()?;
         lessons.reverse(); // oldest first, as they were taught
         for lesson in lessons {
-            match db.write_lesson(&lesson.rule, lesson.not.as_deref(), lesson.category, Source::Migration) {
-                Ok(outcome) if outcome.outcome.is_change() => report.lessons_written += 1,
-                Ok(_) => report.lessons_kept += 1,
-                Err(error) if error.rejection().is_some() => report.refuse("lesson", &error),
-                Err(error) => return Err(error),
-            }
+            let written = db.write_lesson(&lesson.rule, lesson.not.as_deref(), lesson.category, Source::Migration);
+            report.count("lesson", written, |written| written.outcome.is_change(), LayerCounts::lesson)?;
         }
     }
 

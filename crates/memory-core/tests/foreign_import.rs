@@ -14,19 +14,6 @@ use serde_json::json;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/foreign/home");
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// A copy of the fixture home, plus what git cannot carry well: a
 /// symlinked rules file and a symlinked daily log pointing outside.
 struct Fixture {
@@ -39,7 +26,7 @@ impl Fixture {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let user_home = dir.path().join("home");
-        copy_tree(Path::new(FIXTURE), &user_home);
+        cairn_files::copy_dir_atomic(Path::new(FIXTURE), &user_home).unwrap();
         let outside = dir.path().join("outside.md");
         std::fs::write(&outside, "- A secret plan that lives outside the workspace.\n").unwrap();
         #[cfg(unix)]

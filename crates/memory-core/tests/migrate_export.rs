@@ -54,9 +54,9 @@ fn migrating_a_fixture_tree_twice_gives_identical_stores_and_one_event() {
 
     let report = migrate_from_markdown(&db, home.path(), &source, false, &TimeZone::UTC).unwrap();
     assert!(!report.already_migrated);
-    assert_eq!(report.semantic_written, 7, "{report:#?}");
-    assert_eq!(report.episodic_written, 5, "{report:#?}");
-    assert_eq!((report.lessons_written, report.lessons_kept), (2, 1), "{report:#?}");
+    assert_eq!(report.counts.semantic_written, 7, "{report:#?}");
+    assert_eq!(report.counts.episodic_written, 5, "{report:#?}");
+    assert_eq!((report.counts.lessons_written, report.counts.lessons_kept), (2, 1), "{report:#?}");
     let codes: Vec<(&str, &str)> = report.refused.iter().map(|item| (item.kind, item.code.as_str())).collect();
     assert_eq!(codes, vec![("semantic", "injection"), ("episodic", "text_length")]);
     assert!(is_migrated(home.path()).unwrap());
@@ -92,7 +92,11 @@ fn migrating_a_fixture_tree_twice_gives_identical_stores_and_one_event() {
 
     // Even forced, the writers make it idempotent.
     let forced = migrate_from_markdown(&db, home.path(), &source, true, &TimeZone::UTC).unwrap();
-    assert_eq!((forced.semantic_written, forced.episodic_written, forced.lessons_written), (0, 0, 0), "{forced:#?}");
+    assert_eq!(
+        (forced.counts.semantic_written, forced.counts.episodic_written, forced.counts.lessons_written),
+        (0, 0, 0),
+        "{forced:#?}"
+    );
     assert_eq!(snapshot(&db), after_first);
 }
 

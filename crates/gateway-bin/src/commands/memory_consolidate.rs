@@ -85,9 +85,9 @@ pub(crate) fn run(home: &Home, args: &ConsolidateArgs) -> anyhow::Result<ExitCod
                         "{:?} path over {} messages: {} semantic, {} episodic, {} lessons written; history appended: {}; {} refused",
                         report.path,
                         report.messages,
-                        report.semantic_written,
-                        report.episodic_written,
-                        report.lessons_written,
+                        report.counts.semantic_written,
+                        report.counts.episodic_written,
+                        report.counts.lessons_written,
                         report.history_appended,
                         report.refused.len()
                     );

@@ -83,9 +83,9 @@ pub(crate) fn migrate(home: &Home, args: &MigrateArgs) -> anyhow::Result<ExitCod
         println!(
             "migrated {}: {} semantic, {} episodic, {} lessons written; {} refused",
             source.memory_dir.display(),
-            report.semantic_written,
-            report.episodic_written,
-            report.lessons_written,
+            report.counts.semantic_written,
+            report.counts.episodic_written,
+            report.counts.lessons_written,
             report.refused.len()
         );
         report.refused.iter().for_each(|item| eprintln!("{item}"));

@@ -323,9 +323,9 @@ async fn migrate_at_start(state: Arc<AppState>) {
     match outcome {
         Ok(Ok(report)) if report.already_migrated => tracing::debug!("memory already migrated"),
         Ok(Ok(report)) => tracing::info!(
-            semantic = report.semantic_written,
-            episodic = report.episodic_written,
-            lessons = report.lessons_written,
+            semantic = report.counts.semantic_written,
+            episodic = report.counts.episodic_written,
+            lessons = report.counts.lessons_written,
             "legacy Markdown memory migrated at start"
         ),
         Ok(Err(error)) => tracing::warn!(%error, "automatic migration failed; it is retried at the next start"),

@@ -289,8 +289,8 @@ pub(crate) fn describe_idle_run(results: &[(String, Result<ConsolidationReport>)
         match result {
             Ok(report) => {
                 consolidated += 1;
-                episodic += report.episodic_written;
-                lessons += report.lessons_written;
+                episodic += report.counts.episodic_written;
+                lessons += report.counts.lessons_written;
                 skills += report.skills_proposed;
                 history += usize::from(report.history_appended);
             }

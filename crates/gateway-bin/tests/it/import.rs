@@ -11,23 +11,10 @@ use crate::serve::{start, tiny_model};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../memory-core/tests/data/foreign/home");
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// A copy of the `fixture` user home in a temp dir.
 fn user_home(fixture: &str, dir: &Path) -> PathBuf {
     let home = dir.join("user");
-    copy_tree(Path::new(fixture), &home);
+    cairn_files::copy_dir_atomic(Path::new(fixture), &home).unwrap();
     home
 }
 

@@ -86,6 +86,7 @@ use crate::{MemoryDb, Source};
 use state::StateFile;
 
 use crate::error::{RefusedWrite, Rejected};
+use crate::report::{LayerCounts, RefusedItem};
 pub use crate::transcript::TranscriptMessage;
 use crate::transcript::{Claim, Marker, StoredMessage};
 use crate::types::Evidence;
@@ -226,24 +227,6 @@ pub enum ConsolidationPath {
     History,
 }
 
-/// An item of the reply that was not stored, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RefusedItem {
-    /// `semantic`, `episodic`, `lesson`, `skill`, `history`, `preferences_update`, ...
-    pub kind: &'static str,
-    /// Stable reason code (a rejection code, `malformed`, ...).
-    pub code: String,
-    /// Human-readable reason.
-    pub message: String,
-}
-
-impl std::fmt::Display for RefusedItem {
-    /// `refused <kind> (<code>): <message>`, as the CLI prints it.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "refused {} ({}): {}", self.kind, self.code, self.message)
-    }
-}
-
 /// What one consolidation run did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConsolidationReport {
@@ -253,18 +236,9 @@ pub struct ConsolidationReport {
     pub session_key: String,
     /// Messages the prompt covered.
     pub messages: usize,
-    /// Semantic entries created or updated.
-    pub semantic_written: usize,
-    /// Semantic writes the conflict ladder skipped or found unchanged.
-    pub semantic_kept: usize,
-    /// Episodic rows inserted.
-    pub episodic_written: usize,
-    /// Episodic items the store already held (duplicates) or had no room for.
-    pub episodic_kept: usize,
-    /// Lessons created or updated.
-    pub lessons_written: usize,
-    /// Lessons skipped as duplicates of stored ones.
-    pub lessons_kept: usize,
+    /// What the run wrote and kept, per layer (serialized flat).
+    #[serde(flatten)]
+    pub counts: LayerCounts,
     /// True when a history entry was appended.
     pub history_appended: bool,
     /// True when `preferences.md` was replaced.
@@ -301,12 +275,7 @@ impl ConsolidationReport {
             path,
             session_key: session_key.to_owned(),
             messages,
-            semantic_written: 0,
-            semantic_kept: 0,
-            episodic_written: 0,
-            episodic_kept: 0,
-            lessons_written: 0,
-            lessons_kept: 0,
+            counts: LayerCounts::default(),
             history_appended: false,
             preferences_replaced: false,
             projects_replaced: false,
@@ -321,12 +290,11 @@ impl ConsolidationReport {
     }
 
     fn refuse(&mut self, kind: &'static str, error: &MemoryError) {
-        let code = error.rejection().map(|rejected| rejected.code().to_owned()).unwrap_or_else(|| "error".to_owned());
-        self.refused.push(RefusedItem { kind, code, message: error.to_string() });
+        self.refused.push(RefusedItem::refused(kind, error));
     }
 
     fn malformed(&mut self, kind: &'static str, message: impl Into<String>) {
-        self.refused.push(RefusedItem { kind, code: "malformed".to_owned(), message: message.into() });
+        self.refused.push(RefusedItem::malformed(kind, message));
     }
 }
 
@@ -787,12 +755,9 @@ impl Consolidator {
                     };
                     report.refuse(kind, &error);
                 }
-                (ProposedWrite::Fact { .. }, Ok(_)) if changed => report.semantic_written += 1,
-                (ProposedWrite::Fact { .. }, Ok(_)) => report.semantic_kept += 1,
-                (ProposedWrite::Lesson { .. }, Ok(_)) if changed => report.lessons_written += 1,
-                (ProposedWrite::Lesson { .. }, Ok(_)) => report.lessons_kept += 1,
-                (ProposedWrite::Episode { .. }, Ok(_)) if changed => report.episodic_written += 1,
-                (ProposedWrite::Episode { .. }, Ok(_)) => report.episodic_kept += 1,
+                (ProposedWrite::Fact { .. }, Ok(_)) => report.counts.semantic(changed),
+                (ProposedWrite::Lesson { .. }, Ok(_)) => report.counts.lesson(changed),
+                (ProposedWrite::Episode { .. }, Ok(_)) => report.counts.episodic(changed),
                 (ProposedWrite::History { .. }, Ok(_)) => report.history_appended = true,
                 (ProposedWrite::Preferences { .. }, Ok(_)) => report.preferences_replaced = true,
                 (ProposedWrite::Projects { .. }, Ok(_)) => report.projects_replaced = true,

@@ -85,7 +85,7 @@ fn preferences_path_fires_every_30_new_messages() {
     );
     let report = f.consolidator.maybe_consolidate("s1", &messages(30), 1).unwrap().unwrap();
     assert_eq!(report.path, ConsolidationPath::Preferences);
-    assert_eq!((report.messages, report.semantic_written, report.preferences_replaced), (30, 1, true));
+    assert_eq!((report.messages, report.counts.semantic_written, report.preferences_replaced), (30, 1, true));
     assert!(!report.projects_replaced);
     assert_eq!(f.db.get_semantic("pref.editor").unwrap().unwrap().value, json!("helix"));
     assert_eq!(f.files.preferences().unwrap(), "- editor: helix\n");
@@ -117,7 +117,7 @@ fn caps_hold_and_migrated_stores_keep_their_markdown() {
         json!({"semantic": semantic_items(25), "preferences_update": "- editor: emacs"})
     ));
     let report = f.consolidator.maybe_consolidate("s1", &messages(30), 0).unwrap().unwrap();
-    assert_eq!(report.semantic_written, 20);
+    assert_eq!(report.counts.semantic_written, 20);
     assert_eq!(report.dropped_over_cap.get("semantic"), Some(&5));
     assert!(f.db.get_semantic("pref.item_19").unwrap().is_some());
     assert!(f.db.get_semantic("pref.item_20").unwrap().is_none());
@@ -147,7 +147,7 @@ fn an_invalid_reply_writes_nothing_and_the_next_call_retries() {
     // The offset did not move: the next call fires again.
     f.summarizer.push(json!({"semantic": semantic_items(2)}).to_string());
     let report = f.consolidator.maybe_consolidate("s1", &messages(30), 2).unwrap().unwrap();
-    assert_eq!(report.semantic_written, 2);
+    assert_eq!(report.counts.semantic_written, 2);
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn rejected_items_are_reported_while_the_rest_are_written() {
         .to_string(),
     );
     let report = f.consolidator.maybe_consolidate("s1", &messages(30), 0).unwrap().unwrap();
-    assert_eq!(report.semantic_written, 1);
+    assert_eq!(report.counts.semantic_written, 1);
     let codes: Vec<&str> = report.refused.iter().map(|item| item.code.as_str()).collect();
     // The reply's shape is checked before any item is written, so a malformed item comes first.
     assert_eq!(codes, vec!["malformed", "low_confidence", "invalid_key", "injection"]);
@@ -214,7 +214,7 @@ fn history_path_fires_after_idle_and_persists_its_marker() {
     let report = results[0].1.as_ref().unwrap();
     assert_eq!(report.path, ConsolidationPath::History);
     assert!(report.history_appended);
-    assert_eq!(report.lessons_written, 10);
+    assert_eq!(report.counts.lessons_written, 10);
     assert_eq!(report.dropped_over_cap.get("lessons"), Some(&3));
     let prompt = f.summarizer.prompts().pop().unwrap();
     assert!(
@@ -255,7 +255,7 @@ fn duplicate_lessons_are_kept_not_rewritten() {
     );
     let results = f.consolidator.check_idle_sessions(61_000);
     let report = results[0].1.as_ref().unwrap();
-    assert_eq!((report.lessons_written, report.lessons_kept), (0, 1));
+    assert_eq!((report.counts.lessons_written, report.counts.lessons_kept), (0, 1));
     let lessons = f.db.get_lessons(10).unwrap();
     assert_eq!(lessons.len(), 1);
     assert_eq!(lessons[0].source, Source::UserExplicit);
@@ -491,7 +491,7 @@ fn written_facts_keep_their_evidence_and_the_prompt_numbers_messages() {
     let f = fixture(ConsolidatorConfig::default());
     let report =
         consolidate_facts(&f, vec![fact("project.billing_db", 0, 1, "moved the BILLING service to  postgres 16")]);
-    assert_eq!(report.semantic_written, 1, "{:?}", report.refused);
+    assert_eq!(report.counts.semantic_written, 1, "{:?}", report.refused);
     let entry = f.db.get_semantic("project.billing_db").unwrap().unwrap();
     assert_eq!(
         entry.evidence,
@@ -548,7 +548,7 @@ fn each_evidence_rule_has_its_refusal_and_its_audit_row() {
             "quote_not_found"
         ]
     );
-    assert_eq!(report.semantic_written, 1);
+    assert_eq!(report.counts.semantic_written, 1);
     assert!(f.db.get_semantic("pref.i").unwrap().is_some());
     let audit = f.db.audit(50).unwrap();
     let audited: Vec<(&str, &str)> = audit
@@ -593,7 +593,7 @@ fn dead_ends_are_refused_as_unresolved_hypotheses() {
     );
     let codes: Vec<String> = refusal_codes(&report).into_iter().map(|(_, code)| code).collect();
     assert_eq!(codes, ["unresolved_hypothesis"; 3]);
-    assert_eq!(report.semantic_written, 1);
+    assert_eq!(report.counts.semantic_written, 1);
     assert!(report.refused[0].message.contains("message #4 (user) says \"scratch that\""), "{:?}", report.refused);
     assert!(report.refused[1].message.contains("#7"), "{:?}", report.refused);
     assert!(report.refused[2].message.contains("the model marked it \"abandoned\""));
@@ -622,7 +622,7 @@ fn lessons_and_episodes_carry_evidence_and_episodes_keep_dead_ends() {
         .to_string(),
     );
     let (_, report) = f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
-    assert_eq!((report.episodic_written, report.lessons_written), (1, 1), "{:?}", report.refused);
+    assert_eq!((report.counts.episodic_written, report.counts.lessons_written), (1, 1), "{:?}", report.refused);
     assert_eq!(
         refusal_codes(&report),
         [
@@ -689,8 +689,8 @@ fn under_review_a_run_changes_nothing_until_a_row_is_approved() {
     script_run(&f);
     let (preferences, history) = f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
     assert_eq!(exported(&f), before, "nothing is written before approval");
-    assert_eq!((preferences.semantic_written, preferences.pending), (0, 2));
-    assert_eq!((history.episodic_written, history.lessons_written, history.pending), (0, 0, 3));
+    assert_eq!((preferences.counts.semantic_written, preferences.pending), (0, 2));
+    assert_eq!((history.counts.episodic_written, history.counts.lessons_written, history.pending), (0, 0, 3));
     let facts = preferences.changeset.unwrap();
 
     let run = f.db.consolidation_run(facts, crate::clock::now_ms(), 30 * DAY_MS).unwrap();
@@ -756,7 +756,10 @@ fn reverting_the_last_run_restores_the_export_exactly() {
     let before = exported(&f);
     script_run(&f);
     let (preferences, history) = f.consolidator.consolidate_now("chat-1", &conversation()).unwrap();
-    assert_eq!((preferences.semantic_written, history.episodic_written, history.lessons_written), (2, 1, 1));
+    assert_eq!(
+        (preferences.counts.semantic_written, history.counts.episodic_written, history.counts.lessons_written),
+        (2, 1, 1)
+    );
     assert!(history.history_appended);
     assert_ne!(exported(&f), before);
     let report = revert_consolidation_runs(&f.db, &f.files, 2).unwrap();
