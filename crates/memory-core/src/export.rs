@@ -31,6 +31,7 @@ use crate::error::{MemoryError, Rejected, Result};
 use crate::files::{HISTORY_DIR, MEMORY_DIR, MemoryFiles, parse_day_file_name};
 use crate::ledger::LedgerRow;
 use crate::lessons::lesson_from_row;
+use crate::report::LayerCounts;
 use crate::semantic::entry_from_row;
 use crate::store::{EvidenceLayer, EvidenceRow, SemanticRow};
 use crate::{EpisodicOutcome, LessonCategory, MemoryDb, NewEpisode, SCHEMA_VERSION, SkipReason, Source};
@@ -329,12 +330,12 @@ pub struct ImportRow {
 pub struct ImportReport {
     /// True when nothing was written.
     pub dry_run: bool,
-    /// Semantic entries written.
-    pub semantic_written: usize,
-    /// Lessons written.
-    pub lessons_written: usize,
-    /// Episodic rows written.
-    pub episodic_written: usize,
+    /// What the import wrote, per layer, and what it left as it was
+    /// because the store already held it (or, for episodic rows, had no
+    /// room): the counts a consolidation run and a migration report too,
+    /// serialized flat. Each row left alone is also named in `skipped`.
+    #[serde(flatten)]
+    pub counts: LayerCounts,
     /// Deleted keys kept as deleted (a restore only).
     pub deleted_written: usize,
     /// History day files restored.
@@ -351,6 +352,18 @@ pub struct ImportReport {
 impl ImportReport {
     fn skip(&mut self, kind: &'static str, id: impl Into<String>, code: &str, message: impl Into<String>) {
         self.skipped.push(ImportRow { kind, id: id.into(), code: code.to_owned(), message: message.into() });
+    }
+
+    /// Skips a row the store already holds (`exists`, `already_imported`)
+    /// or has no room for (`store_full`), and counts it as kept in its layer.
+    fn keep(&mut self, kind: &'static str, id: impl Into<String>, code: &str, message: impl Into<String>) {
+        match kind {
+            "semantic" => self.counts.semantic(false),
+            "lesson" => self.counts.lesson(false),
+            "episodic" => self.counts.episodic(false),
+            _ => {}
+        }
+        self.skip(kind, id, code, message);
     }
 
     fn reject(&mut self, kind: &'static str, id: impl Into<String>, error: &MemoryError) {
@@ -448,9 +461,9 @@ pub fn import_memory(
     import.files(files, home, &document.files)?;
     let report = import.report;
     tracing::info!(
-        semantic = report.semantic_written,
-        lessons = report.lessons_written,
-        episodic = report.episodic_written,
+        semantic = report.counts.semantic_written,
+        lessons = report.counts.lessons_written,
+        episodic = report.counts.episodic_written,
         files = report.files_written,
         skipped = report.skipped.len(),
         rejected = report.rejected.len(),
@@ -478,7 +491,7 @@ impl Import<'_> {
         for row in semantic {
             let hash = row_hash("semantic", row);
             if ledger.contains(&hash) {
-                report.skip("semantic", &row.key, "already_imported", "this row was imported before");
+                report.keep("semantic", &row.key, "already_imported", "this row was imported before");
                 continue;
             }
             if row.key.starts_with(LESSON_PREFIX) {
@@ -488,22 +501,22 @@ impl Import<'_> {
             if let Some(existing) = db.get_semantic_in(&row.scope, &row.key)? {
                 let message =
                     if existing.value == row.value { "the same value is stored" } else { "the stored value wins" };
-                report.skip("semantic", &row.key, "exists", message);
+                report.keep("semantic", &row.key, "exists", message);
                 continue;
             }
             if dry_run {
                 match db.check_write(&row.key, &row.value, row.confidence, &Source::Import) {
-                    Ok(_) => report.semantic_written += 1,
+                    Ok(_) => report.counts.semantic(true),
                     Err(rejected) => report.reject("semantic", &row.key, &MemoryError::Rejected(rejected)),
                 }
                 continue;
             }
             match db.write_semantic_in(&row.scope, &row.key, &row.value, row.confidence, Source::Import) {
                 Ok(outcome) if outcome.is_change() => {
-                    report.semantic_written += 1;
+                    report.counts.semantic(true);
                     ledger.record(db, hash, "semantic", crate::scope::stored_key(&row.key, &row.scope))?;
                 }
-                Ok(_) => report.skip("semantic", &row.key, "exists", "the stored value wins"),
+                Ok(_) => report.keep("semantic", &row.key, "exists", "the stored value wins"),
                 Err(error) if error.rejection().is_some() => report.reject("semantic", &row.key, &error),
                 Err(error) => return Err(error),
             }
@@ -520,11 +533,11 @@ impl Import<'_> {
             let key = crate::lesson_key(&row.rule, row.not.as_deref());
             let hash = row_hash("lesson", row);
             if ledger.contains(&hash) {
-                report.skip("lesson", &key, "already_imported", "this row was imported before");
+                report.keep("lesson", &key, "already_imported", "this row was imported before");
                 continue;
             }
             if db.get_semantic(&key)?.is_some() {
-                report.skip("lesson", &key, "exists", "the stored lesson wins");
+                report.keep("lesson", &key, "exists", "the stored lesson wins");
                 continue;
             }
             if lessons_taken == MAX_IMPORTED_LESSONS {
@@ -552,7 +565,7 @@ impl Import<'_> {
                 };
                 match checked {
                     Ok(()) => {
-                        report.lessons_written += 1;
+                        report.counts.lesson(true);
                         lessons_taken += 1;
                     }
                     Err(rejected) => report.reject("lesson", &key, &MemoryError::Rejected(rejected)),
@@ -561,7 +574,7 @@ impl Import<'_> {
             }
             match db.write_lesson(&row.rule, row.not.as_deref(), category, Source::Import) {
                 Ok(outcome) if outcome.outcome.is_change() => {
-                    report.lessons_written += 1;
+                    report.counts.lesson(true);
                     lessons_taken += 1;
                     ledger.record(db, hash, "lesson", key.clone())?;
                 }
@@ -572,7 +585,7 @@ impl Import<'_> {
                         }
                         _ => "a stored lesson already says this".to_owned(),
                     };
-                    report.skip("lesson", &key, "exists", message)
+                    report.keep("lesson", &key, "exists", message)
                 }
                 Err(error) if error.rejection().is_some() => report.reject("lesson", &key, &error),
                 Err(error) => return Err(error),
@@ -589,7 +602,7 @@ impl Import<'_> {
             let id = format!("episodic[{index}]");
             let hash = row_hash("episodic", row);
             if ledger.contains(&hash) {
-                report.skip("episodic", id, "already_imported", "this row was imported before");
+                report.keep("episodic", id, "already_imported", "this row was imported before");
                 continue;
             }
             let mut episode = NewEpisode::new(row.text.clone())
@@ -605,21 +618,21 @@ impl Import<'_> {
             }
             if dry_run {
                 match db.check_episode(&episode) {
-                    Ok(()) => report.episodic_written += 1,
+                    Ok(()) => report.counts.episodic(true),
                     Err(rejected) => report.reject("episodic", id, &MemoryError::Rejected(rejected)),
                 }
                 continue;
             }
             match db.write_episodic(&episode) {
                 Ok(EpisodicOutcome::Inserted { id, .. }) => {
-                    report.episodic_written += 1;
+                    report.counts.episodic(true);
                     ledger.record(db, hash, "episodic", format!("episodic:{id}"))?;
                 }
                 Ok(EpisodicOutcome::Duplicate { of, .. }) => {
-                    report.skip("episodic", id, "exists", format!("active row {of} already says this"))
+                    report.keep("episodic", id, "exists", format!("active row {of} already says this"))
                 }
                 Ok(EpisodicOutcome::StoreFull { cap }) => {
-                    report.skip("episodic", id, "store_full", format!("the store holds its cap of {cap} rows"))
+                    report.keep("episodic", id, "store_full", format!("the store holds its cap of {cap} rows"))
                 }
                 Err(error) if error.rejection().is_some() => report.reject("episodic", id, &error),
                 Err(error) => return Err(error),
@@ -752,7 +765,7 @@ mod tests {
 
         let applied = import_memory(&db, &files, home.path(), &document, false).unwrap();
         assert_eq!(codes(&applied), [("semantic", "already_imported".to_owned())]);
-        assert_eq!(applied.lessons_written, 1);
+        assert_eq!(applied.counts.lessons_written, 1);
         assert!(!file.exists(), "the file ledger stayed");
         let ledger = db.import_ledger(&[EXPORT_LEDGER_SOURCE]).unwrap();
         assert!(ledger.contains(EXPORT_LEDGER_SOURCE, "", &fact));

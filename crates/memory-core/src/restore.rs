@@ -485,10 +485,10 @@ fn restore(
     let day_files = plan.history.len()
         + usize::from(!plan.preferences.trim().is_empty())
         + usize::from(!plan.projects.trim().is_empty());
-    report.semantic_written = plan.semantic.len() - plan.lessons - plan.deleted;
-    report.lessons_written = plan.lessons;
+    report.counts.semantic_written = plan.semantic.len() - plan.lessons - plan.deleted;
+    report.counts.lessons_written = plan.lessons;
     report.deleted_written = plan.deleted;
-    report.episodic_written = plan.episodes.len();
+    report.counts.episodic_written = plan.episodes.len();
     report.files_written = day_files;
 
     // A restore committed before a crash, whose files are not all in place.
@@ -523,10 +523,10 @@ fn restore(
         return Err(MemoryError::RestoreTargetNotEmpty(held));
     }
     let counts = serde_json::json!({
-        "semantic": report.semantic_written,
-        "lessons": report.lessons_written,
+        "semantic": report.counts.semantic_written,
+        "lessons": report.counts.lessons_written,
         "deleted": report.deleted_written,
-        "episodic": report.episodic_written,
+        "episodic": report.counts.episodic_written,
         "files": report.files_written,
     })
     .to_string();

@@ -143,7 +143,11 @@ fn imports_refuse_every_disguised_injection() {
         })
         .collect();
     let report = import_memory(&db, &files, home.path(), &document, false).unwrap();
-    assert_eq!((report.semantic_written, report.lessons_written, report.episodic_written), (0, 0, 0), "{report:#?}");
+    assert_eq!(
+        (report.counts.semantic_written, report.counts.lessons_written, report.counts.episodic_written),
+        (0, 0, 0),
+        "{report:#?}"
+    );
     let refused = report.rejected.iter().filter(|row| row.code == "injection").count();
     assert_eq!(refused, 3 * injections.len(), "{report:#?}");
 }

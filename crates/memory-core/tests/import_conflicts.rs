@@ -54,7 +54,7 @@ fn an_imported_lesson_never_tombstones_a_stored_one() {
         ("Prefer ripgrep over grep for code search", None),
     ]);
     let report = import_memory(&db, &files, home.path(), &document, false).unwrap();
-    assert_eq!(report.lessons_written, 1, "{report:#?}");
+    assert_eq!(report.counts.lessons_written, 1, "{report:#?}");
     let skipped: Vec<(&str, &str, &str)> =
         report.skipped.iter().map(|row| (row.kind, row.code.as_str(), row.message.as_str())).collect();
     assert!(skipped.contains(&("lesson", "exists", &format!("the stored lesson {native_key} wins"))), "{skipped:?}");
@@ -129,7 +129,7 @@ fn import_never_evicts_an_episodic_row() {
         .unwrap(),
     ];
     let report = import_memory(&db, &files, home.path(), &document, false).unwrap();
-    assert_eq!(report.episodic_written, 0, "{report:#?}");
+    assert_eq!(report.counts.episodic_written, 0, "{report:#?}");
     assert_eq!(report.skipped[0].code, "store_full");
     let texts: Vec<String> = db.list_episodic(10, 0).unwrap().into_iter().map(|row| row.text).collect();
     assert_eq!(texts.len(), 2);
@@ -145,11 +145,11 @@ fn one_import_adds_at_most_50_lessons() {
     let home = tempfile::tempdir().unwrap();
     let (db, files) = open(home.path());
     let dry = import_memory(&db, &files, home.path(), &document, true).unwrap();
-    assert_eq!(dry.lessons_written, 50);
+    assert_eq!(dry.counts.lessons_written, 50);
     assert!(db.get_lessons(100).unwrap().is_empty());
 
     let report = import_memory(&db, &files, home.path(), &document, false).unwrap();
-    assert_eq!(report.lessons_written, 50, "{report:#?}");
+    assert_eq!(report.counts.lessons_written, 50, "{report:#?}");
     let capped: Vec<&str> =
         report.skipped.iter().filter(|row| row.code == "lesson_cap").map(|row| row.id.as_str()).collect();
     assert_eq!(capped.len(), 10);
@@ -159,6 +159,6 @@ fn one_import_adds_at_most_50_lessons() {
 
     // A second import of the same document adds the remaining ten, no more.
     let second = import_memory(&db, &files, home.path(), &document, false).unwrap();
-    assert_eq!(second.lessons_written, 10, "{second:#?}");
+    assert_eq!(second.counts.lessons_written, 10, "{second:#?}");
     assert_eq!(db.get_lessons(100).unwrap().len(), 60);
 }

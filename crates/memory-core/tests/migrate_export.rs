@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use cairn_memory_core::{
-    EpisodicQuery, ExportDocument, LessonCategory, MemoryAuditAction, MemoryConfig, MemoryDb, MemoryFiles, MemoryStats,
-    MigrationSource, NewEpisode, Source, export_memory, import_memory, is_migrated, migrate_from_markdown,
+    EpisodicQuery, ExportDocument, LayerCounts, LessonCategory, MemoryAuditAction, MemoryConfig, MemoryDb, MemoryFiles,
+    MemoryStats, MigrationSource, NewEpisode, Source, export_memory, import_memory, is_migrated, migrate_from_markdown,
 };
 use jiff::tz::TimeZone;
 use serde_json::{Value, json};
@@ -189,7 +189,12 @@ fn export_then_import_into_an_empty_home_round_trips() {
     let parsed: ExportDocument = serde_json::from_str(&text).unwrap();
     let report = import_memory(&target_db, &target_files, target_home.path(), &parsed, false).unwrap();
     assert_eq!(
-        (report.semantic_written, report.lessons_written, report.episodic_written, report.files_written),
+        (
+            report.counts.semantic_written,
+            report.counts.lessons_written,
+            report.counts.episodic_written,
+            report.files_written
+        ),
         (3, 2, 3, 1),
         "{report:#?}"
     );
@@ -213,7 +218,12 @@ fn export_then_import_into_an_empty_home_round_trips() {
     let before = comparable(target_db.stats().unwrap());
     let again = import_memory(&target_db, &target_files, target_home.path(), &parsed, false).unwrap();
     assert_eq!(
-        (again.semantic_written, again.lessons_written, again.episodic_written, again.files_written),
+        (
+            again.counts.semantic_written,
+            again.counts.lessons_written,
+            again.counts.episodic_written,
+            again.files_written
+        ),
         (0, 0, 0, 0)
     );
     assert!(again.skipped.iter().filter(|row| row.kind != "file").all(|row| row.code == "already_imported"));
@@ -268,12 +278,20 @@ fn import_into_a_populated_home_keeps_existing_values_and_reports_each_row() {
     assert!(dry.dry_run);
     // A dry run checks each row's rules; similarity dedup of episodic rows
     // is only decided by the real run, so the duplicate counts as a write here.
-    assert_eq!((dry.semantic_written, dry.lessons_written, dry.episodic_written), (2, 1, 3), "{dry:#?}");
+    assert_eq!(
+        (dry.counts.semantic_written, dry.counts.lessons_written, dry.counts.episodic_written),
+        (2, 1, 3),
+        "{dry:#?}"
+    );
     assert_eq!(dry.rejected.len(), 4);
     assert_eq!(comparable(target.stats().unwrap()), stats_before);
 
     let report = import_memory(&target, &target_files, home.path(), &document, false).unwrap();
-    assert_eq!((report.semantic_written, report.lessons_written, report.episodic_written), (2, 1, 2), "{report:#?}");
+    assert_eq!(
+        (report.counts.semantic_written, report.counts.lessons_written, report.counts.episodic_written),
+        (2, 1, 2),
+        "{report:#?}"
+    );
     let skipped: Vec<(&str, &str, &str)> =
         report.skipped.iter().map(|row| (row.kind, row.id.as_str(), row.code.as_str())).collect();
     assert!(skipped.contains(&("semantic", "pref.editor", "exists")), "{skipped:?}");
@@ -319,7 +337,7 @@ fn an_import_keeps_each_row_in_its_project() {
     let target = tempfile::tempdir().unwrap();
     let (into, files) = (open(target.path()), MemoryFiles::open(target.path()).unwrap());
     let report = import_memory(&into, &files, target.path(), &document, false).unwrap();
-    assert_eq!((report.semantic_written, report.episodic_written), (1, 1), "{report:#?}");
+    assert_eq!((report.counts.semantic_written, report.counts.episodic_written), (1, 1), "{report:#?}");
     assert_eq!(into.get_semantic_in(&project, "project.build").unwrap().unwrap().value, json!("cargo xtask dist"));
     assert!(into.get_semantic("project.build").unwrap().is_none(), "a project's fact became global");
     let scopes: Vec<_> = into.list_episodic(10, 0).unwrap().into_iter().map(|row| row.scope).collect();
@@ -360,8 +378,34 @@ fn a_dry_run_refuses_every_row_the_import_refuses() {
     let target = tempfile::tempdir().unwrap();
     let (into, files) = (open(target.path()), MemoryFiles::open(target.path()).unwrap());
     let dry = import_memory(&into, &files, target.path(), &document, true).unwrap();
-    assert_eq!((dry.episodic_written, codes(&dry)), (1, expected.to_vec()), "{dry:#?}");
+    assert_eq!((dry.counts.episodic_written, codes(&dry)), (1, expected.to_vec()), "{dry:#?}");
     assert_eq!(into.list_episodic(10, 0).unwrap().len(), 0, "a dry run wrote");
     let applied = import_memory(&into, &files, target.path(), &document, false).unwrap();
-    assert_eq!((applied.episodic_written, codes(&applied)), (1, expected.to_vec()), "{applied:#?}");
+    assert_eq!((applied.counts.episodic_written, codes(&applied)), (1, expected.to_vec()), "{applied:#?}");
+}
+
+#[test]
+fn an_import_counts_what_it_wrote_and_kept_per_layer_as_a_migration_does() {
+    let source_home = tempfile::tempdir().unwrap();
+    let (db, files) = populated(source_home.path());
+    let document = export_memory(&db, &files).unwrap();
+    let target_home = tempfile::tempdir().unwrap();
+    let target_db = open(target_home.path());
+    let target_files = MemoryFiles::open(target_home.path()).unwrap();
+
+    let first = import_memory(&target_db, &target_files, target_home.path(), &document, false).unwrap();
+    let written =
+        LayerCounts { semantic_written: 3, lessons_written: 2, episodic_written: 3, ..LayerCounts::default() };
+    assert_eq!(first.counts, written, "{first:#?}");
+    let again = import_memory(&target_db, &target_files, target_home.path(), &document, false).unwrap();
+    let kept = LayerCounts { semantic_kept: 3, lessons_kept: 2, episodic_kept: 3, ..LayerCounts::default() };
+    assert_eq!(again.counts, kept, "{again:#?}");
+    // Serialized flat, under the keys a migration report uses.
+    let json = serde_json::to_value(&again).unwrap();
+    assert_eq!(
+        (&json["semantic_kept"], &json["lessons_kept"], &json["episodic_kept"], &json["semantic_written"]),
+        (&json!(3), &json!(2), &json!(3), &json!(0)),
+        "{json}"
+    );
+    assert!(json.get("counts").is_none(), "{json}");
 }

@@ -229,19 +229,19 @@ fn render_import(args: &ImportArgs, report: &ImportReport) -> anyhow::Result<Exi
         let verb = if report.dry_run { "would restore" } else { "restored" };
         println!(
             "{verb} {} semantic, {} lessons, {} deleted keys, {} episodic, {} files",
-            report.semantic_written,
-            report.lessons_written,
+            report.counts.semantic_written,
+            report.counts.lessons_written,
             report.deleted_written,
-            report.episodic_written,
+            report.counts.episodic_written,
             report.files_written
         );
     } else {
         let verb = if report.dry_run { "would write" } else { "wrote" };
         println!(
             "{verb} {} semantic, {} lessons, {} episodic, {} day files; {} skipped, {} refused",
-            report.semantic_written,
-            report.lessons_written,
-            report.episodic_written,
+            report.counts.semantic_written,
+            report.counts.lessons_written,
+            report.counts.episodic_written,
             report.files_written,
             report.skipped.len(),
             report.rejected.len()

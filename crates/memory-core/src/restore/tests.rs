@@ -138,7 +138,12 @@ fn restored(target: &Home, document: &ExportDocument) -> ExportDocument {
     let report = target.restore(document).unwrap();
     assert!(report.rejected.is_empty(), "{report:?}");
     assert_eq!(
-        (report.semantic_written, report.lessons_written, report.deleted_written, report.episodic_written),
+        (
+            report.counts.semantic_written,
+            report.counts.lessons_written,
+            report.deleted_written,
+            report.counts.episodic_written
+        ),
         (document.semantic.len(), document.lessons.len(), document.deleted.len(), document.episodic.len())
     );
     let audit = target.db.audit(1).unwrap();
@@ -187,7 +192,11 @@ fn a_home_round_trips_exactly_through_every_backend() {
     assert!(context.contains("standup"), "{context}");
     // A deleted key stays deleted: a merge import of the same document cannot revive it.
     let report = crate::import_memory(&last.db, &last.files, last.path(), &original, false).unwrap();
-    assert_eq!(report.semantic_written + report.lessons_written + report.episodic_written, 0, "{report:?}");
+    assert_eq!(
+        report.counts.semantic_written + report.counts.lessons_written + report.counts.episodic_written,
+        0,
+        "{report:?}"
+    );
     assert!(last.db.get_semantic("pref.theme").unwrap().is_none());
 }
 
@@ -222,7 +231,7 @@ fn a_dry_run_counts_and_writes_nothing() {
     let target = Home::sqlite();
     let report = restore_memory(&target.db, &target.files, target.path(), &document, true).unwrap();
     assert!(report.dry_run && report.rejected.is_empty());
-    assert_eq!((report.semantic_written, report.episodic_written, report.files_written), (3, 3, 3));
+    assert_eq!((report.counts.semantic_written, report.counts.episodic_written, report.files_written), (3, 3, 3));
     let exported = target.export();
     assert!(exported.semantic.is_empty() && exported.episodic.is_empty() && exported.files.history.is_empty());
     assert!(target.db.audit(10).unwrap().is_empty());
@@ -293,7 +302,7 @@ fn one_bad_row_refuses_the_whole_restore() {
         let report = target.restore(&document).unwrap();
         let codes: Vec<&str> = report.rejected.iter().map(|row| row.code.as_str()).collect();
         assert_eq!(codes, [code], "{code}: {report:?}");
-        assert_eq!(report.semantic_written + report.episodic_written + report.files_written, 0, "{code}");
+        assert_eq!(report.counts.semantic_written + report.counts.episodic_written + report.files_written, 0, "{code}");
         let after = target.export();
         assert!(after.semantic.is_empty() && after.lessons.is_empty() && after.episodic.is_empty(), "{code}");
         assert!(after.files.history.is_empty() && after.files.preferences.is_empty(), "{code}");
