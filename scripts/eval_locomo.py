@@ -111,25 +111,31 @@ THREADS = ((0.0, 1), (0.8, 1), (0.9, 1), (0.8, 3), (0.9, 3))
 # THREAD_KEEPS: the thread lifts no row above the row ranked this far (0: no cap).
 THREAD_KEEPS = (0, 3, 5)
 KEYWORD_FLOORS = ((0.0, 0.0), (0.15, 0.25), (0.2, 0.25))
+# SPEAKER_ROLES: whether a question in the first person names the `User`
+# speaker of a chat transcript and one in the second person the `Assistant`
+# (signals.rs's ROLE_PRONOUNS), for the speaker boost.
+SPEAKER_ROLES = (False, True)
 THREAD_REACH = 2
 DUMP_POOL = 300
 SESSION_GAP = dt.timedelta(minutes=30)
 GRID = list(dict.fromkeys(
     (fusion, 0.0, lam, speaker, 0.0, time, pool, session, anchors, share, thread, thread_anchors, floor,
-     strong, keep if thread else 0)
-    for fusion, lam, speaker, time, pool, (session, anchors), share, (thread, thread_anchors), (floor, strong), keep
-    in itertools.product(FUSIONS, MMR_LAMBDAS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES,
-                         THREADS, KEYWORD_FLOORS, THREAD_KEEPS)))
-PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0, 0.0, 1, 0.0, 0.0, 0)
-SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.0, 1, 0.0, 0.0, 0)
+     strong, keep if thread else 0, roles)
+    for fusion, lam, speaker, time, pool, (session, anchors), share, (thread, thread_anchors), (floor, strong), keep,
+    roles in itertools.product(FUSIONS, MMR_LAMBDAS, SPEAKER_BOOSTS, TIME_BOOSTS, POOLS, SESSIONS, CEILING_SHARES,
+                               THREADS, KEYWORD_FLOORS, THREAD_KEEPS, SPEAKER_ROLES)))
+PREVIOUS = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.0, 0.0, 0.0, 100, 0.0, 3, 0.0, 0.0, 1, 0.0, 0.0, 0, False)
+SHIPPED_BEFORE = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.0, 1, 0.0, 0.0, 0, False)
 # The build with the thread alone (weight 0.9 over the best row), for comparison.
-THREAD_ONLY = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.9, 1, 0.0, 0.0, 0)
+THREAD_ONLY = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.9, 1, 0.0, 0.0, 0, False)
 # The thread and the keyword floor without the cap, for comparison.
-UNCAPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 0)
-# The thread capped at 3 and the keyword floor, bm25 on the best hit's scale (the build before this one).
-CAPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 3)
+UNCAPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 0, False)
+# The thread capped at 3 and the keyword floor, bm25 on the best hit's scale.
+CAPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.0, 0.8, 3, 0.2, 0.25, 3, False)
+# The build before this one: the ceiling share 0.1, chat roles not named by pronouns.
+CEILING = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.1, 0.8, 3, 0.2, 0.25, 3, False)
 # This build's default (constants.rs): checked against the binary's own ranking.
-SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.1, 0.8, 3, 0.2, 0.25, 3)
+SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.1, 0.8, 3, 0.2, 0.25, 3, True)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
 
 ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0",
@@ -152,6 +158,7 @@ SHIPPED_NAME = "grid point of this build's default (re-scored)"
 THREAD_ONLY_NAME = "grid point of the thread alone (0.9 over the best row, no keyword floor; re-scored)"
 UNCAPPED_NAME = "grid point of the thread uncapped (0.8 over 3) and the keyword floor (re-scored)"
 CAPPED_NAME = "grid point of the thread capped at 3 and the keyword floor, no ceiling share (re-scored)"
+CEILING_NAME = "grid point of the previous build's default (ceiling share 0.1, no chat roles; re-scored)"
 
 
 def read_jsonl(path):
@@ -278,6 +285,15 @@ def speaker(text):
 MONTH_NAMES = "|".join(MONTHS)
 
 
+ROLE_PRONOUNS = {"user": {"i", "me", "my", "mine", "myself"}, "assistant": {"you", "your", "yours", "yourself"}}
+
+
+def names_speaker(words, who, roles):
+    """signals.rs's `names_speaker`: every word of the speaker's name, or,
+    with `roles`, a chat role's pronoun."""
+    return all(part in words for part in who.split()) or (roles and bool(ROLE_PRONOUNS.get(who, set()) & words))
+
+
 def time_window(question, now):
     """(start, end) datetimes a question names, or None, as signals.rs's
     `time_window`: a day ± 3 days, a month ± 3 days (without a year the
@@ -361,7 +377,7 @@ def in_pool(candidates, pool):
 def rescore(candidates, config, query, store, cache):
     """The ranking of `config` over one question's candidate dump."""
     (fusion, prior_weight, mmr_lambda, speaker_boost, neighbour_weight, time_boost, pool, session_boost, anchors,
-     ceiling_share, thread_weight, thread_anchors, keyword_floor, strong_share, thread_keep) = config
+     ceiling_share, thread_weight, thread_anchors, keyword_floor, strong_share, thread_keep, roles) = config
     ceiling = next((c["keyword_ceiling"] for c in candidates if c.get("keyword_ceiling") is not None), None)
     candidates = in_pool(candidates, pool)
     best_bm25 = max((c["bm25"] or 0.0 for c in candidates), default=0.0)
@@ -384,7 +400,7 @@ def rescore(candidates, config, query, store, cache):
         prior = (1 - prior_weight) + prior_weight * (0.7 + 0.3 * c["importance"]) * math.exp(-0.03 * c["age_days"])
         score = fused * prior
         who = store["speaker"].get(c["ref"])
-        if speaker_boost and who and all(part in names for part in who.split()):
+        if speaker_boost and who and names_speaker(names, who, roles):
             score *= 1 + speaker_boost
         if window and window[0] <= store["time"][c["ref"]] < window[1]:
             score *= 1 + time_boost
@@ -616,7 +632,8 @@ def main():
     if not args.no_grid:
         global GRID_INPUTS
         GRID_INPUTS = grid_inputs
-        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, THREAD_ONLY, UNCAPPED, CAPPED, SHIPPED))
+        points = GRID + [p for p in dict.fromkeys((PREVIOUS, SHIPPED_BEFORE, THREAD_ONLY, UNCAPPED, CAPPED, CEILING,
+                                                   SHIPPED))
                          if p not in GRID]
         with multiprocessing.get_context("fork").Pool(args.jobs) as workers:
             for config, rows in zip(points, workers.imap(rescore_all, points)):
@@ -646,6 +663,7 @@ def main():
         per_q[THREAD_ONLY_NAME] = grid_q[THREAD_ONLY]
         per_q[UNCAPPED_NAME] = grid_q[UNCAPPED]
         per_q[CAPPED_NAME] = grid_q[CAPPED]
+        per_q[CEILING_NAME] = grid_q[CEILING]
         per_q[SHIPPED_NAME] = grid_q[SHIPPED]
         all_best = max(GRID, key=lambda config: training_score(grid_q[config], None))
 
@@ -675,7 +693,7 @@ def main():
 
     order = ([CV] if grid_q else []) + list(FIXED) + [CONTEXT, CONTEXT_PREVIOUS, COSINE, BM25, PLAIN_RRF] \
         + (["grid point of the previous default (re-scored)", SHIPPED_BEFORE_NAME, THREAD_ONLY_NAME, UNCAPPED_NAME,
-            CAPPED_NAME, SHIPPED_NAME]
+            CAPPED_NAME, CEILING_NAME, SHIPPED_NAME]
            if grid_q else [])
     report = {"sets": {}, "chosen": {c: list(v) for c, v in chosen.items()},
               "shipped_choice_on_all": list(all_best) if grid_q else None, "imports": imports,

@@ -182,7 +182,9 @@ pub const WEIGHTED_FUSION_VECTOR_WEIGHT: f64 = 0.7;
 /// so importance and age do not reorder hybrid results unless asked to.
 pub const HYBRID_PRIOR_WEIGHT: f64 = 0.0;
 /// Speaker match: a row whose `Name:` prefix is a name the query contains
-/// scores `× (1 + this)` in hybrid and keyword modes. Chosen by
+/// scores `× (1 + this)` in hybrid and keyword modes; a chat transcript's
+/// `User:` rows are named by a question in the first person and its
+/// `Assistant:` rows by one in the second person. Chosen by
 /// leave-one-conversation-out cross-validation over LoCoMo-dev and
 /// longchat-dev (`BENCHMARKS.md`).
 pub const EPISODIC_SPEAKER_BOOST: f64 = 0.15;

@@ -856,6 +856,36 @@ fn a_speaker_or_a_time_the_query_names_lifts_the_rows_it_names() {
 }
 
 #[test]
+fn a_question_in_the_first_or_second_person_names_the_user_or_the_assistant() {
+    const USER: &str = "User: we brought home a beagle puppy and named her Biscuit";
+    const ASSISTANT: &str = "Assistant: a puppy settles faster with a crate and a fixed feeding routine";
+    let speaker = 1.0 + cairn_memory_core::constants::EPISODIC_SPEAKER_BOOST;
+    // (query, factor of USER, factor of ASSISTANT)
+    let cases: &[(&str, f64, f64)] = &[
+        ("What did I name my dog?", speaker, 1.0),
+        ("Which routine did you suggest for the puppy?", 1.0, speaker),
+        ("What did I tell you about the puppy?", speaker, speaker),
+        ("What is the puppy called?", 1.0, 1.0),
+    ];
+    for (query_text, user, assistant) in cases {
+        let (_home, db) = open(Some(Arc::new(TableEmbedder::new(&[
+            (USER, at_cosine(0.5, 1)),
+            (ASSISTANT, at_cosine(0.5, 2)),
+            (query_text, at_cosine(1.0, 3)),
+        ]))));
+        inserted(db.write_episodic(&NewEpisode::new(USER).created_at(NOW - 86_400_000)).unwrap());
+        inserted(db.write_episodic(&NewEpisode::new(ASSISTANT).created_at(NOW - 86_400_000 + 60_000)).unwrap());
+        let hits = db.search_episodic(&EpisodicQuery::new(*query_text).now(NOW).limit(10).mmr(false)).unwrap();
+        let factor = |text: &str| {
+            let hit = hits.iter().find(|hit| hit.text == text).expect("both rows are candidates");
+            hit.score.score / hit.score.fused
+        };
+        assert!((factor(USER) - user).abs() < 1e-9, "{query_text:?}: user {}", factor(USER));
+        assert!((factor(ASSISTANT) - assistant).abs() < 1e-9, "{query_text:?}: assistant {}", factor(ASSISTANT));
+    }
+}
+
+#[test]
 fn neighbouring_turns_are_lifted_only_when_asked_and_only_within_a_session() {
     const HIKE: &str = "Caroline: I hiked up Mount Tam with my brother on Saturday";
     const BEFORE: &str = "Melanie: what did you get up to at the weekend?";

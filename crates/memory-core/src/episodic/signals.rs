@@ -73,9 +73,23 @@ pub(crate) fn speaker(text: &str) -> Option<String> {
     Some(parts.join(" ").to_lowercase())
 }
 
-/// Whether the query (its [`words`]) names the row's speaker.
+/// The two roles of a chat transcript written `User: …` / `Assistant: …`
+/// (as agent hosts and chat logs label their turns), each with the
+/// pronouns by which a question names it: asked in the first person ("what
+/// did I name my dog?"), a question is about what the user said; in the
+/// second person ("which book did you recommend?"), about what the
+/// assistant said. A question in both names both.
+const ROLE_PRONOUNS: [(&str, &[&str]); 2] =
+    [("user", &["i", "me", "my", "mine", "myself"]), ("assistant", &["you", "your", "yours", "yourself"])];
+
+/// Whether the query (its [`words`]) names the row's speaker: every word
+/// of the speaker's name, or, for a chat role, one of its pronouns
+/// ([`ROLE_PRONOUNS`]).
 pub(crate) fn names_speaker(query_words: &BTreeSet<String>, speaker: &str) -> bool {
     speaker.split_whitespace().all(|part| query_words.contains(part))
+        || ROLE_PRONOUNS
+            .iter()
+            .any(|(role, pronouns)| *role == speaker && pronouns.iter().any(|pronoun| query_words.contains(*pronoun)))
 }
 
 /// The time window `[start, end)` (Unix milliseconds) a question names,
@@ -195,6 +209,27 @@ mod tests {
         assert!(names_speaker(&query, "caroline"));
         assert!(!names_speaker(&query, "melanie"));
         assert!(!names_speaker(&query, "mary ann"));
+    }
+
+    #[test]
+    fn a_question_names_a_chat_role_by_its_pronouns() {
+        let table: &[(&str, &str, bool)] = &[
+            ("What did I name my dog?", "user", true),
+            ("What did I name my dog?", "assistant", false),
+            ("Which book did you recommend?", "assistant", true),
+            ("Which book did you recommend?", "user", false),
+            ("What news did I share with you?", "user", true),
+            ("What news did I share with you?", "assistant", true),
+            ("When did Caroline go to the support group?", "user", false),
+            ("When did Caroline go to the support group?", "assistant", false),
+            ("What did the user ask for?", "user", true),
+            // Only the two roles take pronouns: a speaker named otherwise needs its name.
+            ("What did I tell Ben?", "caroline", false),
+            ("What did you tell me?", "bot", false),
+        ];
+        for (question, speaker, named) in table {
+            assert_eq!(names_speaker(&words(question), speaker), *named, "{question:?} names {speaker:?}");
+        }
     }
 
     #[test]
