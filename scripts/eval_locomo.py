@@ -141,6 +141,8 @@ CEILING = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.1, 0
 # This build's default (constants.rs): checked against the binary's own ranking.
 SHIPPED = ("weighted:0.7", 0.0, MMR_LAMBDA, 0.15, 0.0, 0.25, 100, 0.1, 3, 0.1, 0.8, 3, 0.2, 0.25, 3, True)
 FLOORS = (0.0, 0.25, 0.275, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45)
+# The stronger floor of a query naming nobody in a conversation (0: none).
+UNNAMED_FLOORS = (0.0, 0.3, 0.325, 0.35, 0.375, 0.4, 0.425, 0.45, 0.475, 0.5)
 
 ADDITIONS_OFF = ["--speaker-boost", "0", "--neighbour-weight", "0", "--time-boost", "0", "--session-boost", "0",
                  "--thread-weight", "0", "--keyword-min-cosine", "0", "--keyword-ceiling-share", "0",
@@ -289,13 +291,21 @@ def speaker(text):
 MONTH_NAMES = "|".join(MONTHS)
 
 
-ROLE_PRONOUNS = {"user": {"i", "me", "my", "mine", "myself"}, "assistant": {"you", "your", "yours", "yourself"}}
+ROLE_PRONOUNS = {"user": {"i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves"},
+                 "assistant": {"you", "your", "yours", "yourself"}}
 
 
 def names_speaker(words, who, roles):
     """signals.rs's `names_speaker`: every word of the speaker's name, or,
     with `roles`, a chat role's pronoun."""
     return all(part in words for part in who.split()) or (roles and bool(ROLE_PRONOUNS.get(who, set()) & words))
+
+
+def names_anyone(text, speakers):
+    """False for a query that names none of a conversation's speakers
+    (signals.rs's `names_nobody`); True where the rows have no speaker."""
+    words = set(tokens(text))
+    return not speakers or any(names_speaker(words, who, True) for who in speakers)
 
 
 def time_window(question, now):
@@ -597,11 +607,13 @@ def main():
                 def max_cosine(hits):
                     return max((h["score"]["cosine"] or 0.0 for h in hits), default=0.0)
 
+                speakers = {who for who in store["speaker"].values() if who}
                 context_rows[conversation] = {
-                    "on": [{"max_cosine": max_cosine(dump[q["id"]]),
+                    "on": [{"max_cosine": max_cosine(dump[q["id"]]), "named": names_anyone(q["question"], speakers),
                             "recall8": metrics(refs(open_block)[q["id"]], evidence[q["id"]], session_of)["turn recall@8"]}
                            for q in conv_queries],
                     "off": [{"id": p["id"], "max_cosine": max_cosine(off_dump[p["id"]]),
+                             "named": names_anyone(p["question"], speakers),
                              "open_block_empty": False, "default_empty": not off_default[p["id"]]} for p in off_prompts],
                     "default_on_empty": sum(1 for q in conv_queries if not default_block[q["id"]]),
                 }
@@ -672,25 +684,40 @@ def main():
         all_best = max(GRID, key=lambda config: training_score(grid_q[config], None))
 
     # Abstention floor, chosen per fold.
-    def context_drop(convs, floor):
-        """Per set: mean on-topic context recall@8 lost by abstaining below `floor`."""
+    def abstains(row, floors):
+        """The gate's rule: under the floor, or, for a query naming nobody in
+        a conversation, under the higher of the two floors; 0 never abstains."""
+        floor, unnamed = floors
+        return floor > 0 and row["max_cosine"] < (floor if row.get("named", True) else max(floor, unnamed))
+
+    def context_drop(convs, floors):
+        """Per set: mean on-topic context recall@8 lost by abstaining under `floors`."""
         out = {}
         for s in sets:
             rows = [row for c in convs if set_of[c] == s for row in context_rows[c]["on"]]
             if rows:
-                out[s] = sum(row["recall8"] for row in rows if row["max_cosine"] < floor) / len(rows)
+                out[s] = sum(row["recall8"] for row in rows if abstains(row, floors)) / len(rows)
         return out
 
-    def abstention(convs, floor, parity=None, prefix="off"):
+    def abstention(convs, floors, parity=None, prefix="off"):
         rows = [row for c in convs for row in context_rows[c]["off"] if row["id"].startswith(prefix)
                 and (parity is None or int(row["id"][len(prefix):]) % 2 == parity)]
-        return sum(1 for row in rows if row["max_cosine"] < floor) / len(rows) if rows else float("nan")
+        return sum(1 for row in rows if abstains(row, floors)) / len(rows) if rows else float("nan")
 
+    # Each floor the highest that costs at most 0.01 of on-topic context
+    # recall@8 in each training set, ties broken by off-topic abstention on
+    # the even-numbered prompts: the model's floor first, then the stronger
+    # floor of a query naming nobody in a conversation beside it.
     floor_choice = {}
     for held_out in conversations + [None]:
         training = [c for c in conversations if c != held_out]
-        allowed = [f for f in FLOORS if all(drop <= 0.01 for drop in context_drop(training, f).values())]
-        floor_choice[held_out] = max(allowed, key=lambda f: (abstention(training, f, parity=0), -f))
+
+        def best(candidates):
+            allowed = [f for f in candidates if all(drop <= 0.01 for drop in context_drop(training, f).values())]
+            return max(allowed, key=lambda f: (abstention(training, f, parity=0), -f[0], -f[1]))
+
+        floor = best([(f, 0.0) for f in FLOORS])[0]
+        floor_choice[held_out] = best([(floor, u) for u in UNNAMED_FLOORS])
 
     def fold_mean(name, metric):
         return {c: statistics.mean(row[metric] for row in per_q[name][c]) for c in per_q[name]}
@@ -744,10 +771,17 @@ def main():
         print(f"  held-out off-topic abstention (odd prompts): {rate}; mean {statistics.mean(rate.values()):.3f}")
         print(f"  (all {len(offtopic)} own prompts: mean {statistics.mean(rate_all.values()):.3f}; "
               f"benign injection-dev prompts: mean {statistics.mean(benign_rate.values()):.3f})")
+        default_benign = {c: sum(1 for row in context_rows[c]["off"] if row["id"].startswith("benign")
+                                 and row["default_empty"])
+                          / max(1, sum(1 for row in context_rows[c]["off"] if row["id"].startswith("benign")))
+                          for c in convs}
+        print(f"  this build's default block, benign injection-dev prompts, abstained: "
+              f"mean {statistics.mean(default_benign.values()):.3f}")
         print(f"  this build's default block, own prompts, abstained: mean {statistics.mean(default_rate.values()):.3f}; "
               f"on-topic questions left empty: {sum(context_rows[c]['default_on_empty'] for c in convs)}/{nq}")
         report["abstention"][s] = {"floor": held, "drop": drop, "offtopic_odd": rate, "offtopic_all": rate_all,
-                                   "benign": benign_rate, "default_offtopic_empty": default_rate}
+                                   "benign": benign_rate, "default_offtopic_empty": default_rate,
+                                   "default_benign_empty": default_benign}
     if grid_q:
         print("\nchosen per held-out conversation: " + ", ".join(f"{c}: {chosen[c]}" for c in conversations))
         print(f"choice on all conversations: {all_best}; abstention floor on all: {floor_choice[None]}")

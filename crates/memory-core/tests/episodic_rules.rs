@@ -802,6 +802,38 @@ fn the_gate_abstains_when_nothing_stored_is_relevant() {
 }
 
 #[test]
+fn in_a_conversation_a_prompt_naming_nobody_needs_a_stronger_match() {
+    let gate = cairn_memory_vector::RelevanceGate::ALL_MINILM_L6_V2;
+    assert!(gate.abstain_unnamed_below > gate.abstain_below, "the stronger floor sits above the model's");
+    let between = (gate.abstain_below + gate.abstain_unnamed_below) / 2.0;
+    const PAINTED: &str = "Melanie: we painted a sunrise together at the lake";
+    const USER: &str = "User: we painted a sunrise together at the lake";
+    const NOTE: &str = "painted a sunrise together at the lake";
+    // (prompt, stored row at cosine `between` to it, whether the block holds it)
+    let cases: &[(&str, &str, bool)] = &[
+        // A conversation between named people: a prompt naming nobody abstains ...
+        ("paint me a picture of a sunrise", PAINTED, false),
+        // ... a prompt naming a speaker does not.
+        ("What did Melanie paint?", PAINTED, true),
+        // A user/assistant chat: the first and second person name its roles.
+        ("What did we paint at the lake?", USER, true),
+        ("Describe a sunrise over a lake.", USER, false),
+        // Rows without speakers are not a conversation: the model's floor alone.
+        ("paint me a picture of a sunrise", NOTE, true),
+    ];
+    for (prompt, row, kept) in cases {
+        let (_home, db, _ids) = store_at_cosines(prompt, &[(*row, between)]);
+        let hits = db.episodic_context_for(&EpisodicQuery::new(*prompt), 3_000).unwrap();
+        assert_eq!(hits.hits.len(), usize::from(*kept), "{prompt:?} against {row:?}: {hits:?}");
+        // The stronger floor can be lowered to the model's, and a floor of 0 never abstains.
+        let lowered = db.episodic_context_for(&EpisodicQuery::new(*prompt).abstain_unnamed_below(0.0), 3_000).unwrap();
+        assert_eq!(lowered.hits.len(), 1, "{prompt:?}: {lowered:?}");
+        let open = EpisodicQuery::new(*prompt).abstain_below(0.0).abstain_unnamed_below(0.9);
+        assert_eq!(db.episodic_context_for(&open, 3_000).unwrap().hits.len(), 1, "{prompt:?}");
+    }
+}
+
+#[test]
 fn a_model_without_a_floor_and_rows_without_vectors_never_abstain() {
     // The specification's gate has no floor.
     assert_eq!(cairn_memory_vector::RelevanceGate::SPECIFICATION.abstain_below, 0.0);

@@ -37,6 +37,13 @@ pub const MINILM_LONG_TEXT_RELEVANCE_THRESHOLD: f32 = 0.26;
 /// longchat-dev (the highest floor that costs at most 0.01 of on-topic
 /// context recall@8 on the training conversations; `BENCHMARKS.md`).
 pub const MINILM_ABSTAIN_BELOW: f32 = 0.275;
+/// all-MiniLM-L6-v2's abstention floor for a prompt that names nobody in a
+/// conversation: where the stored texts are turns of named speakers and
+/// the prompt names none of them (nor, in a user/assistant chat, speaks in
+/// the first or second person), it gets an empty context block unless a
+/// candidate reaches this raw cosine. Chosen by the same cross-validation
+/// as [`MINILM_ABSTAIN_BELOW`] (`BENCHMARKS.md`).
+pub const MINILM_ABSTAIN_UNNAMED_BELOW: f32 = 0.45;
 
 /// Default MMR trade-off between relevance (1.0) and diversity (0.0).
 pub const MMR_LAMBDA: f32 = 0.6;

@@ -8,8 +8,8 @@ use std::cmp::Ordering;
 
 use crate::constants::{
     DECAY_RATE_PER_DAY, IMPORTANCE_BASE, IMPORTANCE_WEIGHT, LONG_TEXT_CHARS, LONG_TEXT_RELEVANCE_THRESHOLD,
-    MINILM_ABSTAIN_BELOW, MINILM_LONG_TEXT_RELEVANCE_THRESHOLD, MINILM_RELEVANCE_THRESHOLD, MMR_MAX_POOL,
-    RELEVANCE_THRESHOLD,
+    MINILM_ABSTAIN_BELOW, MINILM_ABSTAIN_UNNAMED_BELOW, MINILM_LONG_TEXT_RELEVANCE_THRESHOLD,
+    MINILM_RELEVANCE_THRESHOLD, MMR_MAX_POOL, RELEVANCE_THRESHOLD,
 };
 
 /// Decay-adjusted score `cos × (0.7 + 0.3 × importance) × exp(−0.03 × age_days)`.
@@ -81,6 +81,12 @@ pub struct RelevanceGate {
     /// Abstention: when no stored text reaches this raw cosine, nothing is
     /// relevant and the caller admits nothing at all (0 never abstains).
     pub abstain_below: f32,
+    /// Abstention for a query that names nobody in a conversation: where
+    /// the stored texts are turns of named speakers and the query names
+    /// none of them, the caller admits nothing unless a stored text reaches
+    /// this raw cosine. At most `abstain_below`: no stronger floor; with
+    /// `abstain_below` 0 the gate never abstains.
+    pub abstain_unnamed_below: f32,
 }
 
 impl RelevanceGate {
@@ -91,6 +97,7 @@ impl RelevanceGate {
         long: LONG_TEXT_RELEVANCE_THRESHOLD,
         long_text_chars: LONG_TEXT_CHARS,
         abstain_below: 0.0,
+        abstain_unnamed_below: 0.0,
     };
 
     /// all-MiniLM-L6-v2: the cosine that only 1 % of human-rated unrelated
@@ -101,6 +108,7 @@ impl RelevanceGate {
         long: MINILM_LONG_TEXT_RELEVANCE_THRESHOLD,
         long_text_chars: LONG_TEXT_CHARS,
         abstain_below: MINILM_ABSTAIN_BELOW,
+        abstain_unnamed_below: MINILM_ABSTAIN_UNNAMED_BELOW,
     };
 
     /// The gate of the model named `model_id` (the model folder's name, as
@@ -125,6 +133,14 @@ impl RelevanceGate {
     /// `best_cosine` should get nothing at all ([`Self::abstain_below`]).
     pub fn abstains(&self, best_cosine: f32) -> bool {
         self.abstain_below > 0.0 && best_cosine < self.abstain_below
+    }
+
+    /// Whether a query that names nobody in a conversation, whose best raw
+    /// cosine to any stored text is `best_cosine`, should get nothing at all:
+    /// under [`Self::abstain_unnamed_below`] or [`Self::abstain_below`],
+    /// whichever is higher. A gate whose `abstain_below` is 0 never abstains.
+    pub fn abstains_unnamed(&self, best_cosine: f32) -> bool {
+        self.abstain_below > 0.0 && best_cosine < self.abstain_below.max(self.abstain_unnamed_below)
     }
 
     /// The lower of the two thresholds: no cosine under it can be admitted.

@@ -52,7 +52,7 @@ pub(crate) enum MemoryCommand {
     #[command(subcommand)]
     Episodic(super::memory_episodic::EpisodicCommand),
     /// Search episodic memory (hybrid by default), or show its context block.
-    Search(super::memory_episodic::SearchArgs),
+    Search(Box<super::memory_episodic::SearchArgs>),
     /// Import episodic rows from JSONL, then embed them.
     ImportEpisodic(super::memory_episodic::ImportArgs),
     /// Embed episodic rows stored without a vector.

@@ -152,6 +152,9 @@ pub(crate) struct SearchArgs {
     /// With `--context`: abstain when no row reaches this raw cosine (0 never abstains; default: the model's).
     #[arg(long)]
     pub(crate) abstain_below: Option<f32>,
+    /// With `--context`: in a conversation (rows written `Name: text`), a query naming none of its speakers abstains when no row reaches this raw cosine (0: no stronger floor; default: the model's; `--abstain-below 0` turns both off).
+    #[arg(long)]
+    pub(crate) abstain_unnamed_below: Option<f32>,
     #[command(flatten)]
     pub(crate) scope: super::memory_forget::ScopeArgs,
     /// Print JSON.
@@ -322,6 +325,7 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     nonnegative("time-boost", args.time_boost)?;
     nonnegative("session-boost", args.session_boost)?;
     nonnegative("abstain-below", args.abstain_below.map(f64::from))?;
+    nonnegative("abstain-unnamed-below", args.abstain_unnamed_below.map(f64::from))?;
     if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
         bail!("--neighbour-weight must be between 0 and 1");
     }
@@ -365,6 +369,9 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
     }
     if let Some(floor) = args.abstain_below {
         query = query.abstain_below(floor);
+    }
+    if let Some(floor) = args.abstain_unnamed_below {
+        query = query.abstain_unnamed_below(floor);
     }
     if let Some(boost) = args.session_boost {
         query = query.session_boost(boost);

@@ -98,6 +98,8 @@ fn add_list_search_delete_with_refusals() {
         ("--candidates", "0"),
         ("--mmr-lambda", "1.5"),
         ("--mmr-lambda", "-0.1"),
+        ("--abstain-below", "-0.1"),
+        ("--abstain-unnamed-below", "-0.1"),
     ] {
         let bad = command(home).args(["memory", "search", "x", &format!("{flag}={value}")]).output().unwrap();
         assert_eq!(bad.status.code(), Some(1), "{flag} {value}");

@@ -463,6 +463,10 @@ pub struct EpisodicQuery {
     /// Under the relevance filter: the abstention floor, overriding the
     /// embedding model's ([`cairn_memory_vector::RelevanceGate::abstain_below`]).
     pub abstain_below: Option<f32>,
+    /// Under the relevance filter: the abstention floor of a query that
+    /// names nobody in a conversation, overriding the embedding model's
+    /// ([`cairn_memory_vector::RelevanceGate::abstain_unnamed_below`]).
+    pub abstain_unnamed_below: Option<f32>,
     /// Hybrid mode with a query vector: a row written within 30 minutes of one of
     /// the best [`crate::constants::EPISODIC_SESSION_ANCHORS`] rows (in the
     /// same sitting) scores `× (1 + session_boost)` (see
@@ -515,6 +519,7 @@ impl EpisodicQuery {
             neighbour_weight: EPISODIC_NEIGHBOUR_WEIGHT,
             time_boost: EPISODIC_TIME_BOOST,
             abstain_below: None,
+            abstain_unnamed_below: None,
             session_boost: crate::constants::EPISODIC_SESSION_BOOST,
             thread_weight: crate::constants::EPISODIC_THREAD_WEIGHT,
             thread_anchors: crate::constants::EPISODIC_THREAD_ANCHORS,
@@ -656,6 +661,14 @@ impl EpisodicQuery {
     /// Overrides the abstention floor of the model's gate (0 never abstains).
     pub fn abstain_below(mut self, floor: f32) -> Self {
         self.abstain_below = Some(floor);
+        self
+    }
+
+    /// Overrides the abstention floor of a query that names nobody in a
+    /// conversation (0: none stronger than [`Self::abstain_below`]'s; with
+    /// that floor at 0 nothing abstains).
+    pub fn abstain_unnamed_below(mut self, floor: f32) -> Self {
+        self.abstain_unnamed_below = Some(floor);
         self
     }
 }

@@ -154,15 +154,11 @@ pub(crate) fn rank(
     if let Some(floor) = query.abstain_below {
         gate.abstain_below = floor;
     }
-    if query.relevance_filter && have_vector {
-        // Rows still without a vector carry no cosine: with none at all there is nothing to judge by.
-        let best_cosine = candidates.iter().filter_map(|c| c.cosine).reduce(f32::max);
-        if let Some(best_cosine) = best_cosine
-            && gate.abstains(best_cosine)
-        {
-            tracing::debug!(best_cosine, floor = gate.abstain_below, "nothing relevant stored: abstaining");
-            return Ok(Vec::new());
-        }
+    if let Some(floor) = query.abstain_unnamed_below {
+        gate.abstain_unnamed_below = floor;
+    }
+    if query.relevance_filter && have_vector && abstains(&candidates, &query.text, &gate) {
+        return Ok(Vec::new());
     }
     let query_stems: BTreeSet<String> =
         if query.relevance_filter { keywords::stems(&query.text) } else { BTreeSet::new() };
@@ -336,6 +332,30 @@ fn weak_keyword_match(query: &EpisodicQuery, candidate: &Candidate, ceiling: Opt
         }
         _ => false,
     }
+}
+
+/// Whether nothing relevant is stored: no candidate's raw cosine reaches
+/// the gate's abstention floor, or, when the candidates are turns of a
+/// conversation whose speakers the query does not name, its floor for such
+/// a query. Rows still without a vector carry no cosine: with none at all
+/// there is nothing to judge by.
+fn abstains(candidates: &[Candidate], query_text: &str, gate: &RelevanceGate) -> bool {
+    let Some(best_cosine) = candidates.iter().filter_map(|c| c.cosine).reduce(f32::max) else { return false };
+    if gate.abstains(best_cosine) {
+        tracing::debug!(best_cosine, floor = gate.abstain_below, "nothing relevant stored: abstaining");
+        return true;
+    }
+    if gate.abstains_unnamed(best_cosine)
+        && signals::names_nobody(&signals::words(query_text), candidates.iter().map(|c| c.row.text.as_str()))
+    {
+        tracing::debug!(
+            best_cosine,
+            floor = gate.abstain_unnamed_below,
+            "a query naming nobody in a conversation: abstaining"
+        );
+        return true;
+    }
+    false
 }
 
 /// The speaker and time-window factor of a row's score.

@@ -76,11 +76,14 @@ pub(crate) fn speaker(text: &str) -> Option<String> {
 /// The two roles of a chat transcript written `User: …` / `Assistant: …`
 /// (as agent hosts and chat logs label their turns), each with the
 /// pronouns by which a question names it: asked in the first person ("what
-/// did I name my dog?"), a question is about what the user said; in the
+/// did I name my dog?", "how many pets do we have?"), a question is about
+/// what the user said; in the
 /// second person ("which book did you recommend?"), about what the
 /// assistant said. A question in both names both.
-const ROLE_PRONOUNS: [(&str, &[&str]); 2] =
-    [("user", &["i", "me", "my", "mine", "myself"]), ("assistant", &["you", "your", "yours", "yourself"])];
+const ROLE_PRONOUNS: [(&str, &[&str]); 2] = [
+    ("user", &["i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves"]),
+    ("assistant", &["you", "your", "yours", "yourself"]),
+];
 
 /// Whether the query (its [`words`]) names the row's speaker: every word
 /// of the speaker's name, or, for a chat role, one of its pronouns
@@ -90,6 +93,13 @@ pub(crate) fn names_speaker(query_words: &BTreeSet<String>, speaker: &str) -> bo
         || ROLE_PRONOUNS
             .iter()
             .any(|(role, pronouns)| *role == speaker && pronouns.iter().any(|pronoun| query_words.contains(*pronoun)))
+}
+
+/// Whether the rows are turns of a conversation (some carry a `Name:`
+/// speaker) and the query (its [`words`]) names none of their speakers.
+pub(crate) fn names_nobody<'a>(query_words: &BTreeSet<String>, texts: impl IntoIterator<Item = &'a str>) -> bool {
+    let mut speakers = texts.into_iter().filter_map(speaker).peekable();
+    speakers.peek().is_some() && speakers.all(|speaker| !names_speaker(query_words, &speaker))
 }
 
 /// The time window `[start, end)` (Unix milliseconds) a question names,
@@ -212,6 +222,25 @@ mod tests {
     }
 
     #[test]
+    fn a_query_names_nobody_only_among_speakers_it_does_not_name() {
+        let conversation = ["Caroline: I went to a support group.", "Melanie: that sounds great", "no speaker here"];
+        let chat = ["User: we named the puppy Biscuit", "Assistant: puppies like routine"];
+        let notes = ["deploy with the blue pipeline", "the staging key rotates monthly"];
+        let table: &[(&str, &[&str], bool)] = &[
+            ("fix this regex", &conversation, true),
+            ("What did Caroline do?", &conversation, false),
+            ("what's 2+2", &chat, true),
+            ("What did I name the puppy?", &chat, false),
+            ("What did you suggest?", &chat, false),
+            ("fix this regex", &notes, false),
+            ("fix this regex", &[], false),
+        ];
+        for (query, texts, nobody) in table {
+            assert_eq!(names_nobody(&words(query), texts.iter().copied()), *nobody, "{query:?} in {texts:?}");
+        }
+    }
+
+    #[test]
     fn a_question_names_a_chat_role_by_its_pronouns() {
         let table: &[(&str, &str, bool)] = &[
             ("What did I name my dog?", "user", true),
@@ -224,6 +253,7 @@ mod tests {
             ("When did Caroline go to the support group?", "assistant", false),
             ("What did the user ask for?", "user", true),
             // Only the two roles take pronouns: a speaker named otherwise needs its name.
+            ("How many pets do we have now?", "user", true),
             ("What did I tell Ben?", "caroline", false),
             ("What did you tell me?", "bot", false),
         ];
