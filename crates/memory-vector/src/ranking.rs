@@ -314,6 +314,24 @@ mod tests {
     use crate::constants::MMR_LAMBDA;
 
     #[test]
+    fn a_query_naming_nobody_abstains_under_the_higher_floor_and_a_zero_floor_never() {
+        let gate = RelevanceGate::ALL_MINILM_L6_V2;
+        let between = (gate.abstain_below + gate.abstain_unnamed_below) / 2.0;
+        // (gate, best cosine, abstains, abstains when the query names nobody)
+        let cases = [
+            (gate, gate.abstain_below - 0.01, true, true),
+            (gate, between, false, true),
+            (gate, gate.abstain_unnamed_below, false, false),
+            (RelevanceGate { abstain_unnamed_below: 0.0, ..gate }, between, false, false),
+            (RelevanceGate { abstain_below: 0.0, ..gate }, between, false, false),
+            (RelevanceGate::SPECIFICATION, 0.01, false, false),
+        ];
+        for (gate, best, abstains, unnamed) in cases {
+            assert_eq!((gate.abstains(best), gate.abstains_unnamed(best)), (abstains, unnamed), "{gate:?} at {best}");
+        }
+    }
+
+    #[test]
     fn decay_score_table() {
         // (cosine, importance, age_days, expected) — hand-computed.
         let table: &[(f32, f32, f32, f32)] = &[

@@ -77,9 +77,9 @@ pub(crate) fn speaker(text: &str) -> Option<String> {
 /// (as agent hosts and chat logs label their turns), each with the
 /// pronouns by which a question names it: asked in the first person ("what
 /// did I name my dog?", "how many pets do we have?"), a question is about
-/// what the user said; in the
-/// second person ("which book did you recommend?"), about what the
-/// assistant said. A question in both names both.
+/// what the user said; in the second person ("which book did you
+/// recommend?"), about what the assistant said. A question in both names
+/// both.
 const ROLE_PRONOUNS: [(&str, &[&str]); 2] = [
     ("user", &["i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves"]),
     ("assistant", &["you", "your", "yours", "yourself"]),
@@ -252,8 +252,8 @@ mod tests {
             ("When did Caroline go to the support group?", "user", false),
             ("When did Caroline go to the support group?", "assistant", false),
             ("What did the user ask for?", "user", true),
-            // Only the two roles take pronouns: a speaker named otherwise needs its name.
             ("How many pets do we have now?", "user", true),
+            // Only the two roles take pronouns: a speaker named otherwise needs its name.
             ("What did I tell Ben?", "caroline", false),
             ("What did you tell me?", "bot", false),
         ];
