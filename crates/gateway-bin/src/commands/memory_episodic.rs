@@ -312,41 +312,7 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
             None => bail!("--fusion must be weighted, weighted:W (0 to 1), rrf or rrf:K (K ≥ 0), not {text:?}"),
         },
     };
-    if !(0.0..=1.0).contains(&args.prior_weight) {
-        bail!("--prior-weight must be between 0 and 1");
-    }
-    let nonnegative = |name: &str, value: Option<f64>| -> anyhow::Result<()> {
-        if value.is_some_and(|value| !(value.is_finite() && value >= 0.0)) {
-            bail!("--{name} must be a number of at least 0");
-        }
-        Ok(())
-    };
-    nonnegative("speaker-boost", args.speaker_boost)?;
-    nonnegative("time-boost", args.time_boost)?;
-    nonnegative("session-boost", args.session_boost)?;
-    nonnegative("abstain-below", args.abstain_below.map(f64::from))?;
-    nonnegative("abstain-unnamed-below", args.abstain_unnamed_below.map(f64::from))?;
-    if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
-        bail!("--neighbour-weight must be between 0 and 1");
-    }
-    if args.thread_keep.is_some_and(|keep| keep > 50) {
-        bail!("--thread-keep must be between 0 and 50");
-    }
-    if args.keyword_min_cosine.is_some_and(|cosine| !(0.0..=1.0).contains(&cosine)) {
-        bail!("--keyword-min-cosine must be between 0 and 1");
-    }
-    if args.thread_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
-        bail!("--thread-weight must be between 0 and 1");
-    }
-    if args.thread_anchors.is_some_and(|anchors| !(1..=50).contains(&anchors)) {
-        bail!("--thread-anchors must be between 1 and 50");
-    }
-    if args.keyword_ceiling_share.is_some_and(|share| !(0.0..=1.0).contains(&share)) {
-        bail!("--keyword-ceiling-share must be between 0 and 1");
-    }
-    if args.mmr_lambda.is_some_and(|lambda| !(0.0..=1.0).contains(&lambda)) {
-        bail!("--mmr-lambda must be between 0 and 1");
-    }
+    check_ranges(args)?;
     let mut query = EpisodicQuery::new(text)
         .limit(args.limit)
         .mode(mode)
@@ -395,12 +361,52 @@ fn build_query(args: &SearchArgs, scopes: &ScopeFilter, text: &str, now: Option<
         query = query.keyword_ceiling_share(share);
     }
     if let Some(candidates) = args.candidates {
-        if !(1..=1_000).contains(&candidates) {
-            bail!("--candidates must be between 1 and 1000");
-        }
         query = query.candidates(candidates);
     }
     Ok(query)
+}
+
+/// Refuses, by name, each ranking knob given outside its range.
+fn check_ranges(args: &SearchArgs) -> anyhow::Result<()> {
+    if !(0.0..=1.0).contains(&args.prior_weight) {
+        bail!("--prior-weight must be between 0 and 1");
+    }
+    let nonnegative = |name: &str, value: Option<f64>| -> anyhow::Result<()> {
+        if value.is_some_and(|value| !(value.is_finite() && value >= 0.0)) {
+            bail!("--{name} must be a number of at least 0");
+        }
+        Ok(())
+    };
+    nonnegative("speaker-boost", args.speaker_boost)?;
+    nonnegative("time-boost", args.time_boost)?;
+    nonnegative("session-boost", args.session_boost)?;
+    nonnegative("abstain-below", args.abstain_below.map(f64::from))?;
+    nonnegative("abstain-unnamed-below", args.abstain_unnamed_below.map(f64::from))?;
+    if args.neighbour_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
+        bail!("--neighbour-weight must be between 0 and 1");
+    }
+    if args.thread_keep.is_some_and(|keep| keep > 50) {
+        bail!("--thread-keep must be between 0 and 50");
+    }
+    if args.keyword_min_cosine.is_some_and(|cosine| !(0.0..=1.0).contains(&cosine)) {
+        bail!("--keyword-min-cosine must be between 0 and 1");
+    }
+    if args.thread_weight.is_some_and(|weight| !(0.0..=1.0).contains(&weight)) {
+        bail!("--thread-weight must be between 0 and 1");
+    }
+    if args.thread_anchors.is_some_and(|anchors| !(1..=50).contains(&anchors)) {
+        bail!("--thread-anchors must be between 1 and 50");
+    }
+    if args.keyword_ceiling_share.is_some_and(|share| !(0.0..=1.0).contains(&share)) {
+        bail!("--keyword-ceiling-share must be between 0 and 1");
+    }
+    if args.mmr_lambda.is_some_and(|lambda| !(0.0..=1.0).contains(&lambda)) {
+        bail!("--mmr-lambda must be between 0 and 1");
+    }
+    if args.candidates.is_some_and(|candidates| !(1..=1_000).contains(&candidates)) {
+        bail!("--candidates must be between 1 and 1000");
+    }
+    Ok(())
 }
 
 /// One query's answer as JSON.
