@@ -209,3 +209,88 @@ fn sigkill_during_import_then_rerun_without_duplicates() {
     let (_, stats) = one(home, &["stats", "--json"]);
     assert_eq!(stats["episodic_live"], json!(ROWS));
 }
+
+/// Each hit's signal factor (its score over its fused score), by text.
+fn factors(result: &Value) -> Vec<(String, f64)> {
+    let mut factors: Vec<(String, f64)> = result["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| {
+            let factor = hit["score"]["score"].as_f64().unwrap() / hit["score"]["fused"].as_f64().unwrap();
+            (hit["text"].as_str().unwrap().to_owned(), (factor * 1000.0).round() / 1000.0)
+        })
+        .collect();
+    factors.sort_by(|a, b| a.0.cmp(&b.0));
+    factors
+}
+
+#[test]
+fn search_lifts_the_chat_role_a_question_names_by_its_pronouns() {
+    const USER: &str = "User: we adopted a beagle puppy and named her Biscuit";
+    const ASSISTANT: &str = "Assistant: a beagle puppy settles with long walks and a routine";
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    for text in [USER, ASSISTANT] {
+        assert_eq!(one(home, &["episodic", "add", text, "--json"]).1["outcome"], json!("inserted"));
+    }
+    let boosted = 1.0 + cairn_memory_core::constants::EPISODIC_SPEAKER_BOOST;
+    // (question, factor of the assistant's turn, factor of the user's turn)
+    let cases: &[(&str, f64, f64)] = &[
+        ("Which beagle puppy did I adopt?", 1.0, boosted),
+        ("Which routine did you suggest for the beagle puppy?", boosted, 1.0),
+        ("beagle puppy", 1.0, 1.0),
+    ];
+    for (question, assistant, user) in cases {
+        let (code, result) = one(home, &["search", question, "--json"]);
+        assert_eq!(code, 0);
+        assert_eq!(
+            factors(&result),
+            vec![(ASSISTANT.to_owned(), *assistant), (USER.to_owned(), *user)],
+            "{question:?}: {result}"
+        );
+    }
+}
+
+#[test]
+fn a_context_search_naming_nobody_in_a_conversation_is_held_to_the_stronger_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = crate::serve::tiny_model(dir.path());
+    let home = dir.path().join("home");
+    let rows = dir.path().join("rows.jsonl");
+    std::fs::write(
+        &rows,
+        [
+            r#"{"text": "Caroline: I painted a sunrise over the lake last weekend", "created_at": "2024-05-01T10:00:00Z"}"#,
+            r#"{"text": "Melanie: that painting of the lake sounds lovely", "created_at": "2024-05-01T10:01:00Z"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| -> Value {
+        let output = cairn()
+            .env("CAIRN_EMBED_MODEL_PATH", &model)
+            .env("CAIRN_SKIP_MODEL_DOWNLOAD", "1")
+            .arg("--home")
+            .arg(&home)
+            .arg("memory")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let imported = run(&["import-episodic", rows.to_str().unwrap(), "--json"]);
+    assert_eq!((&imported["inserted"], &imported["backfill"]["remaining"]), (&json!(2), &json!(0)), "{imported}");
+    // A floor any vector reaches, and a stronger one no vector can reach for
+    // a query that names nobody: only the query naming a speaker gets rows.
+    let search = |query: &str, floor: &str| -> usize {
+        let args =
+            ["search", query, "--context", "--json", "--abstain-below", floor, "--abstain-unnamed-below", "1.01"];
+        run(&args)["hits"].as_array().unwrap().len()
+    };
+    assert_eq!(search("paint the lake at sunrise", "0.0001"), 0);
+    assert!(search("What did Caroline paint at the lake?", "0.0001") > 0);
+    // A floor of 0 never abstains, whatever the stronger floor says.
+    assert!(search("paint the lake at sunrise", "0") > 0);
+}

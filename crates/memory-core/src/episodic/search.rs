@@ -157,13 +157,18 @@ pub(crate) fn rank(
     if let Some(floor) = query.abstain_unnamed_below {
         gate.abstain_unnamed_below = floor;
     }
-    if query.relevance_filter && have_vector && abstains(&candidates, &query.text, &gate) {
+    let signals = query.mode != RetrievalMode::PureVector;
+    // The query's words, read once: for the speaker signal and for the abstention floor of a query naming nobody.
+    let query_words = if (signals && query.speaker_boost > 0.0) || query.relevance_filter {
+        signals::words(&query.text)
+    } else {
+        BTreeSet::new()
+    };
+    if query.relevance_filter && have_vector && abstains(&candidates, &query_words, &gate) {
         return Ok(Vec::new());
     }
     let query_stems: BTreeSet<String> =
         if query.relevance_filter { keywords::stems(&query.text) } else { BTreeSet::new() };
-    let signals = query.mode != RetrievalMode::PureVector;
-    let query_words = if signals && query.speaker_boost > 0.0 { signals::words(&query.text) } else { BTreeSet::new() };
     let window = if signals && query.time_boost > 0.0 { signals::time_window(&query.text, now) } else { None };
     let best_bm25 = candidates.iter().filter_map(|c| c.bm25).fold(0.0f64, f64::max);
     let keyword_ceiling = candidates.iter().find_map(|c| c.bm25_ceiling);
@@ -339,14 +344,14 @@ fn weak_keyword_match(query: &EpisodicQuery, candidate: &Candidate, ceiling: Opt
 /// conversation whose speakers the query does not name, its floor for such
 /// a query. Rows still without a vector carry no cosine: with none at all
 /// there is nothing to judge by.
-fn abstains(candidates: &[Candidate], query_text: &str, gate: &RelevanceGate) -> bool {
+fn abstains(candidates: &[Candidate], query_words: &BTreeSet<String>, gate: &RelevanceGate) -> bool {
     let Some(best_cosine) = candidates.iter().filter_map(|c| c.cosine).reduce(f32::max) else { return false };
     if gate.abstains(best_cosine) {
         tracing::debug!(best_cosine, floor = gate.abstain_below, "nothing relevant stored: abstaining");
         return true;
     }
     if gate.abstains_unnamed(best_cosine)
-        && signals::names_nobody(&signals::words(query_text), candidates.iter().map(|c| c.row.text.as_str()))
+        && signals::names_nobody(query_words, candidates.iter().map(|c| c.row.text.as_str()))
     {
         tracing::debug!(
             best_cosine,
