@@ -303,7 +303,9 @@ def names_speaker(words, who, roles):
 
 def names_anyone(text, speakers):
     """False for a query that names none of a conversation's speakers
-    (signals.rs's `names_nobody`); True where the rows have no speaker."""
+    (signals.rs's `names_nobody`); True where the rows have no speaker.
+    The binary reads the speakers of the query's candidates, this the
+    whole conversation's; in a two-person conversation both see both."""
     words = set(tokens(text))
     return not speakers or any(names_speaker(words, who, True) for who in speakers)
 
